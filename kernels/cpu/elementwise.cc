@@ -1,0 +1,236 @@
+// CPU elementwise kernels: fill, copy/cast, unary ops and their derivatives, binary ops, where.
+#include <cmath>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/strided.h"
+#include "kernels/dispatch.h"
+#include "runtime/half.h"
+#include "runtime/parallel_for.h"
+
+namespace tandem {
+namespace cpu {
+
+namespace {
+constexpr int64_t kGrain = 1 << 15;
+
+// Element conversions; f16/bf16 are held as uint16_t bit patterns and convert through float.
+struct F16Tag {};
+struct BF16Tag {};
+template <typename S> double load_as_double(const void* p, int64_t i) { return static_cast<double>(static_cast<const S*>(p)[i]); }
+template <> double load_as_double<F16Tag>(const void* p, int64_t i) { return f16_to_float(static_cast<const uint16_t*>(p)[i]); }
+template <> double load_as_double<BF16Tag>(const void* p, int64_t i) { return bf16_to_float(static_cast<const uint16_t*>(p)[i]); }
+
+template <typename D, typename S>
+void copy_typed(const void* src, const StridedDesc& sd, void* dst, const StridedDesc& dd) {
+  auto it = make_iter<2>({&dd, &sd});
+  for_each_run(it, [&](const int64_t* off, int64_t n, const int64_t* st) {
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t si = off[1] + i * st[1], di = off[0] + i * st[0];
+      if constexpr (std::is_same<S, D>::value) {
+        static_cast<D*>(dst)[di] = static_cast<const S*>(src)[si];
+      } else if constexpr (std::is_same<D, F16Tag>::value) {
+        static_cast<uint16_t*>(dst)[di] = float_to_f16(static_cast<float>(load_as_double<S>(src, si)));
+      } else if constexpr (std::is_same<D, BF16Tag>::value) {
+        static_cast<uint16_t*>(dst)[di] = float_to_bf16(static_cast<float>(load_as_double<S>(src, si)));
+      } else if constexpr (std::is_same<S, F16Tag>::value || std::is_same<S, BF16Tag>::value) {
+        static_cast<D*>(dst)[di] = static_cast<D>(load_as_double<S>(src, si));
+      } else {
+        static_cast<D*>(dst)[di] = static_cast<D>(static_cast<const S*>(src)[si]);
+      }
+    }
+  });
+}
+
+template <typename D>
+void copy_to(DType src_t, const void* src, const StridedDesc& sd, void* dst, const StridedDesc& dd) {
+  switch (src_t) {
+    case DType::F32: return copy_typed<D, float>(src, sd, dst, dd);
+    case DType::F64: return copy_typed<D, double>(src, sd, dst, dd);
+    case DType::F16: return copy_typed<D, F16Tag>(src, sd, dst, dd);
+    case DType::BF16: return copy_typed<D, BF16Tag>(src, sd, dst, dd);
+    case DType::I32: return copy_typed<D, int32_t>(src, sd, dst, dd);
+    case DType::I64: return copy_typed<D, int64_t>(src, sd, dst, dd);
+    case DType::U8: return copy_typed<D, uint8_t>(src, sd, dst, dd);
+  }
+}
+
+template <typename T>
+T apply_unary(UnaryOp op, T x, UnaryParams p) {
+  switch (op) {
+    case UnaryOp::Neg: return -x;
+    case UnaryOp::Exp: return std::exp(x);
+    case UnaryOp::Log: return std::log(x);
+    case UnaryOp::Sqrt: return std::sqrt(x);
+    case UnaryOp::Relu: return x > T(0) ? x : T(0);
+    case UnaryOp::Relu6: return x > T(0) ? (x < T(6) ? x : T(6)) : T(0);
+    case UnaryOp::Sigmoid: return T(1) / (T(1) + std::exp(-x));
+    case UnaryOp::Tanh: return std::tanh(x);
+    case UnaryOp::Abs: return std::abs(x);
+    case UnaryOp::Pow: return static_cast<T>(std::pow(x, static_cast<T>(p.a)));
+    case UnaryOp::Clamp: return x < T(p.a) ? T(p.a) : (x > T(p.b) ? T(p.b) : x);
+    case UnaryOp::AddScalar: return x + static_cast<T>(p.a);
+    case UnaryOp::MulScalar: return x * static_cast<T>(p.a);
+    case UnaryOp::RSubScalar: return static_cast<T>(p.a) - x;
+    case UnaryOp::RDivScalar: return static_cast<T>(p.a) / x;
+  }
+  return x;
+}
+
+// d op / dx times g, from x or y as unary_backward_reads_output says.
+template <typename T>
+T apply_unary_grad(UnaryOp op, T x, T y, T g, UnaryParams p) {
+  switch (op) {
+    case UnaryOp::Neg: return -g;
+    case UnaryOp::Exp: return g * y;
+    case UnaryOp::Log: return g / x;
+    case UnaryOp::Sqrt: return g / (T(2) * y);
+    case UnaryOp::Relu: return y > T(0) ? g : T(0);
+    case UnaryOp::Relu6: return (y > T(0) && y < T(6)) ? g : T(0);
+    case UnaryOp::Sigmoid: return g * y * (T(1) - y);
+    case UnaryOp::Tanh: return g * (T(1) - y * y);
+    case UnaryOp::Abs: return x > T(0) ? g : (x < T(0) ? -g : T(0));
+    case UnaryOp::Pow: return g * static_cast<T>(p.a) * static_cast<T>(std::pow(x, static_cast<T>(p.a - 1)));
+    case UnaryOp::Clamp: return (x >= T(p.a) && x <= T(p.b)) ? g : T(0);
+    case UnaryOp::AddScalar: return g;
+    case UnaryOp::MulScalar: return g * static_cast<T>(p.a);
+    case UnaryOp::RSubScalar: return -g;
+    case UnaryOp::RDivScalar: return -g * static_cast<T>(p.a) / (x * x);
+  }
+  return g;
+}
+
+template <typename T>
+T apply_binary(BinaryOp op, T a, T b) {
+  switch (op) {
+    case BinaryOp::Add: return a + b;
+    case BinaryOp::Sub: return a - b;
+    case BinaryOp::Mul: return a * b;
+    case BinaryOp::Div: return a / b;
+    case BinaryOp::Maximum: return (a != a || a > b) ? a : b;  // NaN propagates
+    case BinaryOp::Minimum: return (a != a || a < b) ? a : b;
+    default: return a;
+  }
+}
+
+template <typename T>
+uint8_t apply_compare(BinaryOp op, T a, T b) {
+  switch (op) {
+    case BinaryOp::Eq: return a == b;
+    case BinaryOp::Ne: return a != b;
+    case BinaryOp::Lt: return a < b;
+    case BinaryOp::Le: return a <= b;
+    case BinaryOp::Gt: return a > b;
+    case BinaryOp::Ge: return a >= b;
+    default: return 0;
+  }
+}
+}  // namespace
+
+void CpuBackend::fill(DType t, void* dst, const StridedDesc& d, double value, const Stream&) {
+  auto fill_with = [&](auto v) {
+    using V = decltype(v);
+    auto it = make_iter<1>({&d});
+    for_each_run(it, [&](const int64_t* off, int64_t n, const int64_t* st) {
+      V* p = static_cast<V*>(dst) + off[0];
+      for (int64_t i = 0; i < n; ++i) p[i * st[0]] = v;
+    });
+  };
+  switch (t) {
+    case DType::F32: fill_with(static_cast<float>(value)); break;
+    case DType::F64: fill_with(value); break;
+    case DType::F16: fill_with(float_to_f16(static_cast<float>(value))); break;
+    case DType::BF16: fill_with(float_to_bf16(static_cast<float>(value))); break;
+    case DType::I32: fill_with(static_cast<int32_t>(value)); break;
+    case DType::I64: fill_with(static_cast<int64_t>(value)); break;
+    case DType::U8: fill_with(static_cast<uint8_t>(value)); break;
+  }
+}
+
+void CpuBackend::copy(DType src_t, const void* src, const StridedDesc& sd, DType dst_t, void* dst,
+                      const StridedDesc& dd, const Stream&) {
+  switch (dst_t) {
+    case DType::F32: return copy_to<float>(src_t, src, sd, dst, dd);
+    case DType::F64: return copy_to<double>(src_t, src, sd, dst, dd);
+    case DType::F16: return copy_to<F16Tag>(src_t, src, sd, dst, dd);
+    case DType::BF16: return copy_to<BF16Tag>(src_t, src, sd, dst, dd);
+    case DType::I32: return copy_to<int32_t>(src_t, src, sd, dst, dd);
+    case DType::I64: return copy_to<int64_t>(src_t, src, sd, dst, dd);
+    case DType::U8: return copy_to<uint8_t>(src_t, src, sd, dst, dd);
+  }
+}
+
+void CpuBackend::unary(UnaryOp op, DType t, const void* x, void* y, int64_t n, UnaryParams p, const Stream&) {
+  TD_DISPATCH_FLOAT(t, "unary op", {
+    const scalar_t* xp = static_cast<const scalar_t*>(x);
+    scalar_t* yp = static_cast<scalar_t*>(y);
+    parallel_for(0, n, kGrain, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) yp[i] = apply_unary<scalar_t>(op, xp[i], p);
+    });
+  });
+}
+
+void CpuBackend::unary_backward(UnaryOp op, DType t, const void* x, const void* y, const void* gy, void* gx,
+                                int64_t n, UnaryParams p, const Stream&) {
+  TD_DISPATCH_FLOAT(t, "unary backward", {
+    const scalar_t* xp = static_cast<const scalar_t*>(x);
+    const scalar_t* yp = static_cast<const scalar_t*>(y);
+    const scalar_t* gp = static_cast<const scalar_t*>(gy);
+    scalar_t* out = static_cast<scalar_t*>(gx);
+    parallel_for(0, n, kGrain, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i)
+        out[i] = apply_unary_grad<scalar_t>(op, xp ? xp[i] : scalar_t(0), yp ? yp[i] : scalar_t(0), gp[i], p);
+    });
+  });
+}
+
+void CpuBackend::binary(BinaryOp op, DType t, const void* a, const StridedDesc& ad, const void* b,
+                        const StridedDesc& bd, void* out, const StridedDesc& od, const Stream&) {
+  auto it = make_iter<3>({&od, &ad, &bd});
+  if (is_comparison(op)) {
+    TD_DISPATCH_NUMERIC(t, "comparison", {
+      const scalar_t* ap = static_cast<const scalar_t*>(a);
+      const scalar_t* bp = static_cast<const scalar_t*>(b);
+      uint8_t* op_ = static_cast<uint8_t*>(out);
+      for_each_run(it, [&](const int64_t* off, int64_t n, const int64_t* st) {
+        for (int64_t i = 0; i < n; ++i)
+          op_[off[0] + i * st[0]] = apply_compare<scalar_t>(op, ap[off[1] + i * st[1]], bp[off[2] + i * st[2]]);
+      });
+    });
+    return;
+  }
+  TD_DISPATCH_FLOAT(t, "binary op", {
+    const scalar_t* ap = static_cast<const scalar_t*>(a);
+    const scalar_t* bp = static_cast<const scalar_t*>(b);
+    scalar_t* o = static_cast<scalar_t*>(out);
+    if (it.ndim == 1 && it.strides[0][0] == 1) {
+      // One flat run (the common case): split it over threads.
+      int64_t sa = it.strides[1][0], sb = it.strides[2][0];
+      parallel_for(0, it.shape[0], kGrain, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) o[i] = apply_binary<scalar_t>(op, ap[i * sa], bp[i * sb]);
+      });
+    } else {
+      for_each_run(it, [&](const int64_t* off, int64_t n, const int64_t* st) {
+        for (int64_t i = 0; i < n; ++i)
+          o[off[0] + i * st[0]] = apply_binary<scalar_t>(op, ap[off[1] + i * st[1]], bp[off[2] + i * st[2]]);
+      });
+    }
+  });
+}
+
+void CpuBackend::where(const void* cond, const StridedDesc& cd, DType t, const void* a, const StridedDesc& ad,
+                       const void* b, const StridedDesc& bd, void* out, const StridedDesc& od, const Stream&) {
+  auto it = make_iter<4>({&od, &cd, &ad, &bd});
+  const uint8_t* c = static_cast<const uint8_t*>(cond);
+  TD_DISPATCH_BYTES(t, {
+    const scalar_t* ap = static_cast<const scalar_t*>(a);
+    const scalar_t* bp = static_cast<const scalar_t*>(b);
+    scalar_t* o = static_cast<scalar_t*>(out);
+    for_each_run(it, [&](const int64_t* off, int64_t n, const int64_t* st) {
+      for (int64_t i = 0; i < n; ++i)
+        o[off[0] + i * st[0]] = c[off[1] + i * st[1]] ? ap[off[2] + i * st[2]] : bp[off[3] + i * st[3]];
+    });
+  });
+}
+
+}  // namespace cpu
+}  // namespace tandem

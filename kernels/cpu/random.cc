@@ -1,0 +1,43 @@
+// CPU Philox random fills (bit-identical to the CUDA kernels) and the CPU backend's registration.
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/dispatch.h"
+#include "runtime/parallel_for.h"
+#include "runtime/philox.h"
+
+namespace tandem {
+namespace cpu {
+
+void CpuBackend::random(DType t, void* out, int64_t n, uint64_t seed, uint64_t offset, RandomSpec spec,
+                        const Stream&) {
+  TD_DISPATCH_FLOAT(t, "random", {
+    scalar_t* o = static_cast<scalar_t*>(out);
+    int64_t blocks = (n + 3) / 4;
+    parallel_for(0, blocks, 1024, [&](int64_t lo, int64_t hi) {
+      for (int64_t blk = lo; blk < hi; ++blk) {
+        philox::Block b = philox::generate(seed, offset + static_cast<uint64_t>(blk));
+        for (int w = 0; w < 4 && blk * 4 + w < n; ++w) {
+          double v;
+          if (spec.normal) {
+            v = philox::dadd(spec.a, philox::dmul(spec.b, philox::normal_at(b, w)));
+          } else {
+            double u = sizeof(scalar_t) == 4 ? philox::uniform24(b.x[w]) : philox::uniform32(b.x[w]);
+            v = philox::dadd(spec.a, philox::dmul(spec.b - spec.a, u));
+          }
+          o[blk * 4 + w] = static_cast<scalar_t>(v);
+        }
+      }
+    });
+  });
+}
+
+namespace {
+// Registers the CPU backend when this library is linked (alwayslink).
+const bool registered = [] {
+  static CpuBackend backend;
+  register_backend(DeviceType::CPU, &backend);
+  return true;
+}();
+}  // namespace
+
+}  // namespace cpu
+}  // namespace tandem

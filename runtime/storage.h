@@ -1,0 +1,44 @@
+// Storage: a reference-counted block of memory on one device, charged to a memory category.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "runtime/device.h"
+#include "runtime/memory.h"
+#include "runtime/stream.h"
+
+namespace tandem {
+
+class Storage {
+ public:
+  Storage() = default;
+  // nbytes of memory on `device`, ordered on `stream` (CUDA: stream-ordered pool; CPU: 64-byte aligned),
+  // charged to the thread's current category and memory scopes. `pinned` asks for page-locked host memory
+  // (cudaHostAlloc) when a GPU is present; it is plain host memory otherwise.
+  static Storage allocate(size_t nbytes, Device device, const Stream& stream, bool pinned = false);
+
+  bool defined() const { return impl_ != nullptr; }
+  void* data() const;
+  size_t nbytes() const;
+  Device device() const;
+  bool pinned() const;
+  MemoryCategory category() const;
+  // Moves this memory to another category in every tracker it is charged to.
+  void set_category(MemoryCategory c) const;
+  // The memory is also used on `stream`: freeing it will wait for the work queued there so far.
+  void record_stream(const Stream& stream) const;
+  // Version counter shared by every view of this storage; in-place ops bump it.
+  uint64_t version() const;
+  void bump_version() const;
+  long use_count() const { return impl_.use_count(); }
+  bool same(const Storage& o) const { return impl_ == o.impl_; }
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace tandem

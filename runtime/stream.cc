@@ -1,0 +1,231 @@
+// Stream and Event implementations, and the thread-local current device/stream.
+#include "runtime/stream.h"
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "runtime/cuda_check.h"
+#include "runtime/device_errors.h"
+
+namespace tandem {
+
+struct Stream::Impl {
+  cudaStream_t stream = nullptr;
+  bool owned = false;
+  int device = 0;
+  ~Impl() {
+    if (owned && stream != nullptr) {
+      int prev = 0;
+      cudaGetDevice(&prev);
+      cudaSetDevice(device);
+      cudaError_t err = cudaStreamDestroy(stream);
+      if (err != cudaSuccess) std::fprintf(stderr, "tandem: cudaStreamDestroy: %s\n", cudaGetErrorString(err));
+      cudaSetDevice(prev);
+    }
+  }
+};
+
+namespace {
+// Runs `fn` with the CUDA runtime's current device set to `index`, restoring it afterwards.
+template <typename F>
+void on_cuda_device(int index, F&& fn) {
+  int prev = 0;
+  TD_CUDA_CHECK(cudaGetDevice(&prev));
+  if (prev != index) TD_CUDA_CHECK(cudaSetDevice(index));
+  try {
+    fn();
+  } catch (...) {
+    if (prev != index) cudaSetDevice(prev);
+    throw;
+  }
+  if (prev != index) TD_CUDA_CHECK(cudaSetDevice(prev));
+}
+}  // namespace
+
+Stream Stream::create(Device device, int priority) {
+  Stream s;
+  s.device_ = device;
+  if (device.is_cpu()) return s;
+  check_device_available(device);
+  auto impl = std::make_shared<Impl>();
+  impl->device = device.index;
+  on_cuda_device(device.index, [&] {
+    TD_CUDA_CHECK(cudaStreamCreateWithPriority(&impl->stream, cudaStreamNonBlocking, priority));
+  });
+  impl->owned = true;
+  s.impl_ = std::move(impl);
+  return s;
+}
+
+Stream Stream::wrap(Device device, CUstream_st* stream, bool owned) {
+  Stream s;
+  s.device_ = device;
+  if (device.is_cpu()) return s;
+  auto impl = std::make_shared<Impl>();
+  impl->device = device.index;
+  impl->stream = stream;
+  impl->owned = owned;
+  s.impl_ = std::move(impl);
+  return s;
+}
+
+CUstream_st* Stream::cuda() const { return impl_ ? impl_->stream : nullptr; }
+
+void Stream::synchronize() const {
+  if (device_.is_cpu()) return;
+  TD_CUDA_CHECK(cudaStreamSynchronize(cuda()));
+  raise_device_errors(device_);
+}
+
+void Stream::wait(const Event& event) const {
+  if (device_.is_cpu() || !event.recorded() || event.device().is_cpu()) return;
+  TD_CUDA_CHECK(cudaStreamWaitEvent(cuda(), event.cuda(), 0));
+}
+
+double host_time_s() {
+  static const auto start = std::chrono::steady_clock::now();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+Event::Event(bool timing) : timing_(timing) {}
+
+Event::~Event() {
+  if (event_ != nullptr) {
+    cudaError_t err = cudaEventDestroy(event_);
+    if (err != cudaSuccess) std::fprintf(stderr, "tandem: cudaEventDestroy: %s\n", cudaGetErrorString(err));
+  }
+}
+
+Event::Event(Event&& o) noexcept
+    : timing_(o.timing_), recorded_(o.recorded_), device_(o.device_), event_(o.event_), host_time_s_(o.host_time_s_) {
+  o.event_ = nullptr;
+  o.recorded_ = false;
+}
+
+Event& Event::operator=(Event&& o) noexcept {
+  if (this != &o) {
+    if (event_ != nullptr) cudaEventDestroy(event_);
+    timing_ = o.timing_;
+    recorded_ = o.recorded_;
+    device_ = o.device_;
+    event_ = o.event_;
+    host_time_s_ = o.host_time_s_;
+    o.event_ = nullptr;
+    o.recorded_ = false;
+  }
+  return *this;
+}
+
+void Event::record(const Stream& stream) {
+  if (stream.device().is_cpu()) {
+    TD_CHECK_DEVICE(event_ == nullptr, "an Event created on ", device_, " cannot be recorded on the CPU stream");
+    device_ = stream.device();
+    host_time_s_ = host_time_s();
+    recorded_ = true;
+    return;
+  }
+  if (event_ == nullptr) {
+    device_ = stream.device();
+    on_cuda_device(device_.index, [&] {
+      TD_CUDA_CHECK(cudaEventCreateWithFlags(&event_, timing_ ? cudaEventDefault : cudaEventDisableTiming));
+    });
+  }
+  TD_CHECK_DEVICE(device_ == stream.device(), "an Event created on ", device_, " cannot be recorded on a stream of ",
+                  stream.device());
+  TD_CUDA_CHECK(cudaEventRecord(event_, stream.cuda()));
+  recorded_ = true;
+}
+
+void Event::synchronize() const {
+  if (event_ == nullptr || !recorded_) return;
+  TD_CUDA_CHECK(cudaEventSynchronize(event_));
+  raise_device_errors(device_);
+}
+
+bool Event::query() const {
+  if (event_ == nullptr || !recorded_) return true;
+  cudaError_t err = cudaEventQuery(event_);
+  if (err == cudaErrorNotReady) return false;
+  TD_CUDA_CHECK(err);
+  return true;
+}
+
+float Event::elapsed_ms(const Event& end) const {
+  TD_CHECK(recorded_ && end.recorded_, "elapsed_ms needs two recorded events");
+  if (device_.is_cpu() && end.device_.is_cpu()) return static_cast<float>((end.host_time_s_ - host_time_s_) * 1e3);
+  TD_CHECK(timing_ && end.timing_, "elapsed_ms on CUDA needs events created with timing = true");
+  float ms = 0;
+  TD_CUDA_CHECK(cudaEventElapsedTime(&ms, event_, end.event_));
+  return ms;
+}
+
+namespace {
+thread_local Device tl_device = Device::cpu();
+thread_local std::map<int, Stream>* tl_streams = nullptr;  // CUDA device index -> current stream
+
+std::map<int, Stream>& thread_streams() {
+  if (tl_streams == nullptr) tl_streams = new std::map<int, Stream>();  // leaked on purpose: usable in destructors
+  return *tl_streams;
+}
+}  // namespace
+
+Device current_device() { return tl_device; }
+
+Stream default_stream(Device device) {
+  if (device.is_cpu()) return Stream();
+  static std::mutex mu;
+  static std::map<int, Stream> defaults;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = defaults.find(device.index);
+  if (it != defaults.end()) return it->second;
+  Stream s = Stream::create(device);
+  defaults.emplace(device.index, s);
+  return s;
+}
+
+Stream current_stream(Device device) {
+  if (device.is_cpu()) return Stream();
+  auto& m = thread_streams();
+  auto it = m.find(device.index);
+  if (it != m.end()) return it->second;
+  return default_stream(device);
+}
+
+DeviceGuard::DeviceGuard(Device device) : previous_(tl_device) {
+  if (device.is_cuda()) {
+    check_device_available(device);
+    TD_CUDA_CHECK(cudaGetDevice(&previous_cuda_));
+    TD_CUDA_CHECK(cudaSetDevice(device.index));
+  }
+  tl_device = device;
+}
+
+DeviceGuard::~DeviceGuard() {
+  tl_device = previous_;
+  if (previous_cuda_ >= 0) cudaSetDevice(previous_cuda_);
+}
+
+StreamGuard::StreamGuard(const Stream& stream) : device_guard_(stream.device()), device_(stream.device()) {
+  if (device_.is_cpu()) return;
+  auto& m = thread_streams();
+  auto it = m.find(device_.index);
+  if (it != m.end()) {
+    previous_ = it->second;
+    had_previous_ = true;
+  }
+  m[device_.index] = stream;
+}
+
+StreamGuard::~StreamGuard() {
+  if (device_.is_cpu()) return;
+  auto& m = thread_streams();
+  if (had_previous_)
+    m[device_.index] = previous_;
+  else
+    m.erase(device_.index);
+}
+
+}  // namespace tandem

@@ -1,0 +1,37 @@
+// Shared test helpers: GPU skipping, random inputs, and tensor comparison.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "runtime/device.h"
+#include "runtime/rng.h"
+#include "runtime/tensor.h"
+
+// Skips the test (never passes it) when no CUDA GPU is usable.
+#define TD_REQUIRE_GPU()                                                                     \
+  do {                                                                                       \
+    if (!::tandem::cuda_available())                                                         \
+      GTEST_SKIP() << "no CUDA GPU: " << ::tandem::cuda_unavailable_reason();               \
+  } while (0)
+
+namespace tandem {
+namespace testing {
+
+// A fresh seed per call (from the test's name and a counter), so no two inputs repeat.
+uint64_t fresh_seed();
+
+// Largest |a - b| / max(1, |b|) over all elements (after converting both to f64 on the host).
+double max_rel_error(const Tensor& a, const Tensor& b);
+
+// EXPECT that a and b have the same shape and agree within `tol` (relative, see max_rel_error).
+void expect_close(const Tensor& a, const Tensor& b, double tol, const std::string& what = "");
+
+// EXPECT bitwise equality of two tensors' elements (same dtype and shape).
+void expect_bitwise_equal(const Tensor& a, const Tensor& b, const std::string& what = "");
+
+}  // namespace testing
+}  // namespace tandem

@@ -1,0 +1,91 @@
+"""cuda_library: compiles .cu files with the system nvcc and wraps the objects in a cc_library.
+
+There is no rules_cuda offline, so each .cu file becomes one `nvcc -c` action. Kernels and
+their launchers live in the same .cu file (no relocatable device code, no device link step);
+device helpers shared between files go in headers.
+"""
+
+NVCC = "/usr/local/cuda/bin/nvcc"
+
+# sm_80 (A100) and sm_90 (H100/H200) machine code, plus PTX for newer GPUs.
+CUDA_ARCH_FLAGS = [
+    "-gencode=arch=compute_80,code=sm_80",
+    "-gencode=arch=compute_90,code=sm_90",
+    "-gencode=arch=compute_90,code=compute_90",
+]
+
+def _cuda_objects_impl(ctx):
+    cc_infos = [d[CcInfo] for d in ctx.attr.deps if CcInfo in d]
+    headers = []
+    includes = []
+    defines = []
+    for info in cc_infos:
+        cctx = info.compilation_context
+        headers.append(cctx.headers)
+        includes += ["-I" + p for p in cctx.includes.to_list()]
+        includes += ["-I" + p for p in cctx.quote_includes.to_list()]
+        includes += ["-isystem" + p for p in cctx.system_includes.to_list()]
+        defines += ["-D" + d for d in cctx.defines.to_list()]
+    own_headers = [f for f in ctx.files.hdrs]
+    all_headers = depset(own_headers, transitive = headers)
+
+    objects = []
+    for src in ctx.files.srcs:
+        obj = ctx.actions.declare_file("_objs/%s/%s.o" % (ctx.label.name, src.basename[:-len(".cu")]))
+        args = ctx.actions.args()
+        args.add("-c", src)
+        args.add("-o", obj)
+        args.add_all([
+            "-std=c++17",
+            "-O3",
+            "-lineinfo",
+            "-Xcompiler=-fPIC,-Wall,-Wextra",
+            "-Werror=all-warnings",
+            "-I.",
+            "-I" + ctx.bin_dir.path,
+            "-I" + ctx.genfiles_dir.path,
+        ])
+        args.add_all(CUDA_ARCH_FLAGS)
+        args.add_all(includes)
+        args.add_all(defines)
+        args.add_all(ctx.attr.copts)
+        ctx.actions.run(
+            executable = NVCC,
+            arguments = [args],
+            inputs = depset([src], transitive = [all_headers]),
+            outputs = [obj],
+            mnemonic = "NvccCompile",
+            progress_message = "nvcc %s" % src.short_path,
+            use_default_shell_env = True,
+        )
+        objects.append(obj)
+    return [DefaultInfo(files = depset(objects))]
+
+_cuda_objects = rule(
+    implementation = _cuda_objects_impl,
+    attrs = {
+        "srcs": attr.label_list(allow_files = [".cu"]),
+        "hdrs": attr.label_list(allow_files = [".h", ".cuh"]),
+        "deps": attr.label_list(providers = [CcInfo]),
+        "copts": attr.string_list(),
+    },
+)
+
+def cuda_library(name, srcs = [], hdrs = [], deps = [], copts = [], alwayslink = False, visibility = None, **kwargs):
+    """A cc_library whose .cu sources are compiled by nvcc for sm_80, sm_90 and compute_90 PTX."""
+    _cuda_objects(
+        name = name + "_cuda_objects",
+        srcs = srcs,
+        hdrs = hdrs,
+        deps = deps + ["@cuda//:headers"],
+        copts = copts,
+    )
+    native.cc_library(
+        name = name,
+        srcs = [":" + name + "_cuda_objects"],
+        hdrs = hdrs,
+        deps = deps + ["@cuda//:cudart"],
+        alwayslink = alwayslink,
+        visibility = visibility,
+        **kwargs
+    )
