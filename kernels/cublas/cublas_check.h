@@ -1,0 +1,19 @@
+// TD_CUBLAS_CHECK: turns a failed cuBLAS call into a BackendError carrying cuBLAS's description of the status.
+#pragma once
+
+#include <cublas_v2.h>
+
+#include "runtime/error.h"
+
+namespace tandem {
+namespace detail {
+[[noreturn]] void raise_cublas(cublasStatus_t status, const char* expr, const char* file, int line);
+}  // namespace detail
+}  // namespace tandem
+
+#define TD_CUBLAS_CHECK(expr)                                                                 \
+  do {                                                                                        \
+    cublasStatus_t td_status_ = (expr);                                                       \
+    if (td_status_ != CUBLAS_STATUS_SUCCESS)                                                  \
+      ::tandem::detail::raise_cublas(td_status_, #expr, __FILE__, __LINE__);                  \
+  } while (0)

@@ -1,0 +1,348 @@
+// CUDA fill and copy kernels: contiguous fast paths with 16-byte accesses, a tiled path for transposing
+// copies, and strided paths; conversions between all seven dtypes match the CPU bit for bit.
+#include <algorithm>
+#include <type_traits>
+
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/launch.h"
+#include "kernels/dispatch.h"
+#include "runtime/cuda_check.h"
+#include "runtime/half.h"
+
+namespace tandem {
+namespace cuda {
+
+namespace {
+// f16 and bf16 are held as uint16_t bit patterns; the tags select their conversions.
+struct F16Tag {};
+struct BF16Tag {};
+template <typename T> struct stored { using type = T; };
+template <> struct stored<F16Tag> { using type = uint16_t; };
+template <> struct stored<BF16Tag> { using type = uint16_t; };
+template <typename T> using stored_t = typename stored<T>::type;
+template <typename T>
+constexpr bool kIsHalfTag = std::is_same<T, F16Tag>::value || std::is_same<T, BF16Tag>::value;
+
+template <typename S>
+__device__ __forceinline__ double as_double(stored_t<S> v) {
+  if constexpr (std::is_same<S, F16Tag>::value) return f16_to_float(v);
+  else if constexpr (std::is_same<S, BF16Tag>::value) return bf16_to_float(v);
+  else return static_cast<double>(v);
+}
+
+// The conversion rules of the CPU's copy: through float for f16/bf16, else a plain static_cast.
+template <typename D, typename S>
+__device__ __forceinline__ stored_t<D> convert(stored_t<S> v) {
+  if constexpr (std::is_same<D, S>::value) return v;
+  else if constexpr (std::is_same<D, F16Tag>::value) return float_to_f16(static_cast<float>(as_double<S>(v)));
+  else if constexpr (std::is_same<D, BF16Tag>::value) return float_to_bf16(static_cast<float>(as_double<S>(v)));
+  else if constexpr (kIsHalfTag<S>) return static_cast<D>(as_double<S>(v));
+  else return static_cast<D>(v);
+}
+
+// Elements converted per thread step on the contiguous path (one or two 16-byte accesses per side).
+constexpr int kConvertN = 4;
+
+// dst = convert(src) over n contiguous elements; `vec` when both pointers are aligned to kConvertN elements.
+template <typename D, typename S>
+__global__ void convert_contiguous_kernel(const stored_t<S>* src, stored_t<D>* dst, int64_t n, bool vec) {
+  using SV = stored_t<S>;
+  using DV = stored_t<D>;
+  constexpr int N = kConvertN;
+  const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t threads = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  int64_t done = 0;
+  if (vec) {
+    const int64_t nvec = n / N;
+    for (int64_t i = tid; i < nvec; i += threads) {
+      Vec<SV, N> in = load_vec<SV, N>(src + i * N);
+      Vec<DV, N> out;
+#pragma unroll
+      for (int e = 0; e < N; ++e) out.v[e] = convert<D, S>(in.v[e]);
+      store_vec<DV, N>(dst + i * N, out);
+    }
+    done = nvec * N;
+  }
+  for (int64_t i = done + tid; i < n; i += threads) dst[i] = convert<D, S>(src[i]);
+}
+
+template <typename D, typename S>
+void launch_convert_contiguous(const void* src, void* dst, int64_t n, const LaunchScope& ls) {
+  if constexpr (std::is_same<D, S>::value) {
+    TD_ASSERT(false, "same-dtype contiguous copies are done by cudaMemcpyAsync");
+  } else {
+    using SV = stored_t<S>;
+    using DV = stored_t<D>;
+    const bool vec = is_aligned(src, sizeof(SV) * kConvertN) && is_aligned(dst, sizeof(DV) * kConvertN);
+    const unsigned grid = grid_for(ceil_div(n, kThreads * (vec ? kConvertN : 1)), ls.device());
+    convert_contiguous_kernel<D, S><<<grid, kThreads, 0, ls.stream()>>>(static_cast<const SV*>(src),
+                                                                        static_cast<DV*>(dst), n, vec);
+    TD_CUDA_CHECK_LAUNCH(ls.stream(), "convert_contiguous_kernel");
+  }
+}
+
+template <typename D>
+void convert_contiguous_to(DType src_t, const void* src, void* dst, int64_t n, const LaunchScope& ls) {
+  switch (src_t) {
+    case DType::F32: return launch_convert_contiguous<D, float>(src, dst, n, ls);
+    case DType::F64: return launch_convert_contiguous<D, double>(src, dst, n, ls);
+    case DType::F16: return launch_convert_contiguous<D, F16Tag>(src, dst, n, ls);
+    case DType::BF16: return launch_convert_contiguous<D, BF16Tag>(src, dst, n, ls);
+    case DType::I32: return launch_convert_contiguous<D, int32_t>(src, dst, n, ls);
+    case DType::I64: return launch_convert_contiguous<D, int64_t>(src, dst, n, ls);
+    case DType::U8: return launch_convert_contiguous<D, uint8_t>(src, dst, n, ls);
+  }
+}
+
+void convert_contiguous(DType src_t, const void* src, DType dst_t, void* dst, int64_t n, const LaunchScope& ls) {
+  switch (dst_t) {
+    case DType::F32: return convert_contiguous_to<float>(src_t, src, dst, n, ls);
+    case DType::F64: return convert_contiguous_to<double>(src_t, src, dst, n, ls);
+    case DType::F16: return convert_contiguous_to<F16Tag>(src_t, src, dst, n, ls);
+    case DType::BF16: return convert_contiguous_to<BF16Tag>(src_t, src, dst, n, ls);
+    case DType::I32: return convert_contiguous_to<int32_t>(src_t, src, dst, n, ls);
+    case DType::I64: return convert_contiguous_to<int64_t>(src_t, src, dst, n, ls);
+    case DType::U8: return convert_contiguous_to<uint8_t>(src_t, src, dst, n, ls);
+  }
+}
+
+// A value of any dtype on its way to another: integers stay exact in 64 bits, floats go through double
+// (exact for f32, f16 and bf16), which gives the same results as convert<D, S>.
+struct AnyValue {
+  bool is_int;
+  int64_t i;
+  double f;
+};
+
+template <typename I>
+__device__ __forceinline__ AnyValue load_any(DType t, const void* p, I off) {
+  switch (t) {
+    case DType::F32: return {false, 0, static_cast<const float*>(p)[off]};
+    case DType::F64: return {false, 0, static_cast<const double*>(p)[off]};
+    case DType::F16: return {false, 0, f16_to_float(static_cast<const uint16_t*>(p)[off])};
+    case DType::BF16: return {false, 0, bf16_to_float(static_cast<const uint16_t*>(p)[off])};
+    case DType::I32: return {true, static_cast<const int32_t*>(p)[off], 0.0};
+    case DType::I64: return {true, static_cast<const int64_t*>(p)[off], 0.0};
+    case DType::U8: return {true, static_cast<const uint8_t*>(p)[off], 0.0};
+  }
+  return {false, 0, 0.0};
+}
+
+template <typename D>
+__device__ __forceinline__ D cast_any(const AnyValue& v) {
+  return v.is_int ? static_cast<D>(v.i) : static_cast<D>(v.f);
+}
+
+template <typename I>
+__device__ __forceinline__ void store_any(DType t, void* p, I off, const AnyValue& v) {
+  switch (t) {
+    case DType::F32: static_cast<float*>(p)[off] = cast_any<float>(v); break;
+    case DType::F64: static_cast<double*>(p)[off] = cast_any<double>(v); break;
+    case DType::F16:
+      static_cast<uint16_t*>(p)[off] = float_to_f16(static_cast<float>(v.is_int ? static_cast<double>(v.i) : v.f));
+      break;
+    case DType::BF16:
+      static_cast<uint16_t*>(p)[off] = float_to_bf16(static_cast<float>(v.is_int ? static_cast<double>(v.i) : v.f));
+      break;
+    case DType::I32: static_cast<int32_t*>(p)[off] = cast_any<int32_t>(v); break;
+    case DType::I64: static_cast<int64_t*>(p)[off] = cast_any<int64_t>(v); break;
+    case DType::U8: static_cast<uint8_t*>(p)[off] = cast_any<uint8_t>(v); break;
+  }
+}
+
+// Strided copy between two different dtypes (the dtype switches are uniform across the grid).
+template <typename I>
+__global__ void convert_strided_kernel(DType src_t, const void* src, StridedDesc sd, DType dst_t, void* dst,
+                                       StridedDesc dd, I n) {
+  const StridedDesc* const ds[2] = {&dd, &sd};
+  const I step = static_cast<I>(gridDim.x) * blockDim.x;
+  for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    I off[2];
+    strided_offsets<I, 2>(i, dd, ds, off);
+    store_any(dst_t, dst, off[0], load_any(src_t, src, off[1]));
+  }
+}
+
+// Strided copy of elements of one byte size.
+template <typename E, typename I>
+__global__ void copy_strided_kernel(const E* src, StridedDesc sd, E* dst, StridedDesc dd, I n) {
+  const StridedDesc* const ds[2] = {&dd, &sd};
+  const I step = static_cast<I>(gridDim.x) * blockDim.x;
+  for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    I off[2];
+    strided_offsets<I, 2>(i, dd, ds, off);
+    dst[off[0]] = src[off[1]];
+  }
+}
+
+// A copy that transposes dims k and L (the last one): src is contiguous along k and dst along L. Each
+// 32 x 32 tile goes through shared memory so that both the reads and the writes are coalesced; the other
+// dims index independent tiles ("batches").
+constexpr int kTile = 32;
+constexpr int kTileRows = 8;  // blockDim = (kTile, kTileRows)
+
+template <typename E>
+__global__ void transpose_copy_kernel(const E* src, StridedDesc sd, E* dst, StridedDesc dd, int k, int64_t tiles_k,
+                                      int64_t tiles_l, int64_t tiles) {
+  __shared__ E tile[kTile][kTile + 1];
+  const int L = sd.ndim - 1;
+  const int64_t n_k = sd.shape[k], n_l = sd.shape[L];
+  const int64_t src_l = sd.strides[L], dst_k = dd.strides[k];
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    int64_t tl = t % tiles_l, rest = t / tiles_l;
+    int64_t tk = rest % tiles_k, batch = rest / tiles_k;
+    int64_t soff = 0, doff = 0;
+#pragma unroll
+    for (int d = kMaxDims - 1; d >= 0; --d) {
+      if (d < sd.ndim && d != k && d != L) {
+        int64_t idx = batch % sd.shape[d];
+        batch /= sd.shape[d];
+        soff += idx * sd.strides[d];
+        doff += idx * dd.strides[d];
+      }
+    }
+    const int64_t k0 = tk * kTile, l0 = tl * kTile;
+    for (int r = threadIdx.y; r < kTile; r += kTileRows) {
+      int64_t l = l0 + r, kk = k0 + threadIdx.x;
+      if (l < n_l && kk < n_k) tile[r][threadIdx.x] = src[soff + l * src_l + kk];
+    }
+    __syncthreads();
+    for (int r = threadIdx.y; r < kTile; r += kTileRows) {
+      int64_t kk = k0 + r, l = l0 + threadIdx.x;
+      if (l < n_l && kk < n_k) dst[doff + kk * dst_k + l] = tile[threadIdx.x][r];
+    }
+    __syncthreads();
+  }
+}
+
+// The dim (other than the last) along which src is contiguous, when a tiled transpose pays off; else -1.
+int transpose_dim(const StridedDesc& sd, const StridedDesc& dd) {
+  const int L = sd.ndim - 1;
+  if (L < 1 || dd.strides[L] != 1 || sd.strides[L] == 1 || sd.shape[L] < 16) return -1;
+  for (int d = 0; d < L; ++d)
+    if (sd.strides[d] == 1 && sd.shape[d] >= 16 && dd.strides[d] != 1) return d;
+  return -1;
+}
+
+// dst[i] = v over n contiguous elements: 16-byte stores after a scalar head that reaches 16-byte alignment.
+template <typename E>
+__global__ void fill_contiguous_kernel(E* p, int64_t head, int64_t nvec, int64_t n, E v) {
+  constexpr int W = vec_width<E>();
+  const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t threads = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  Vec<E, W> pattern;
+#pragma unroll
+  for (int e = 0; e < W; ++e) pattern.v[e] = v;
+  for (int64_t i = tid; i < nvec; i += threads) store_vec<E, W>(p + head + i * W, pattern);
+  if (tid < head) p[tid] = v;
+  const int64_t tail = head + nvec * W + tid;
+  if (tail < n) p[tail] = v;
+}
+
+template <typename E, typename I>
+__global__ void fill_strided_kernel(E* p, StridedDesc d, I n, E v) {
+  const StridedDesc* const ds[1] = {&d};
+  const I step = static_cast<I>(gridDim.x) * blockDim.x;
+  for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    I off[1];
+    strided_offsets<I, 1>(i, d, ds, off);
+    p[off[0]] = v;
+  }
+}
+
+template <typename E>
+void launch_fill(void* dst, const StridedDesc& d0, E v, const LaunchScope& ls) {
+  auto c = collapse<1>({&d0});
+  const StridedDesc& d = c[0];
+  const int64_t n = d.numel();
+  E* p = static_cast<E*>(dst);
+  if (d.ndim == 1 && d.strides[0] == 1) {
+    constexpr int W = vec_width<E>();
+    const int64_t misalign = static_cast<int64_t>(reinterpret_cast<uintptr_t>(p) % 16);
+    const int64_t head = std::min<int64_t>(n, (16 - misalign) % 16 / static_cast<int64_t>(sizeof(E)));
+    const int64_t nvec = (n - head) / W;
+    fill_contiguous_kernel<E><<<grid_for(ceil_div(nvec, kThreads), ls.device()), kThreads, 0, ls.stream()>>>(
+        p, head, nvec, n, v);
+    TD_CUDA_CHECK_LAUNCH(ls.stream(), "fill_contiguous_kernel");
+    return;
+  }
+  const StridedDesc* all[1] = {&d};
+  const unsigned grid = grid_for(ceil_div(n, kThreads), ls.device());
+  if (fits_int32(n, all, 1))
+    fill_strided_kernel<E, uint32_t><<<grid, kThreads, 0, ls.stream()>>>(p, d, static_cast<uint32_t>(n), v);
+  else
+    fill_strided_kernel<E, int64_t><<<grid, kThreads, 0, ls.stream()>>>(p, d, n, v);
+  TD_CUDA_CHECK_LAUNCH(ls.stream(), "fill_strided_kernel");
+}
+
+template <typename E>
+void launch_copy_same(const void* src, const StridedDesc& sd, void* dst, const StridedDesc& dd, bool narrow,
+                      const LaunchScope& ls) {
+  const int64_t n = dd.numel();
+  const int k = transpose_dim(sd, dd);
+  if (k >= 0) {
+    const int L = sd.ndim - 1;
+    const int64_t tiles_k = ceil_div(sd.shape[k], kTile), tiles_l = ceil_div(sd.shape[L], kTile);
+    const int64_t tiles = n / (sd.shape[k] * sd.shape[L]) * tiles_k * tiles_l;
+    transpose_copy_kernel<E><<<grid_for(tiles, ls.device()), dim3(kTile, kTileRows), 0, ls.stream()>>>(
+        static_cast<const E*>(src), sd, static_cast<E*>(dst), dd, k, tiles_k, tiles_l, tiles);
+    TD_CUDA_CHECK_LAUNCH(ls.stream(), "transpose_copy_kernel");
+    return;
+  }
+  const unsigned grid = grid_for(ceil_div(n, kThreads), ls.device());
+  if (narrow)
+    copy_strided_kernel<E, uint32_t><<<grid, kThreads, 0, ls.stream()>>>(
+        static_cast<const E*>(src), sd, static_cast<E*>(dst), dd, static_cast<uint32_t>(n));
+  else
+    copy_strided_kernel<E, int64_t><<<grid, kThreads, 0, ls.stream()>>>(static_cast<const E*>(src), sd,
+                                                                         static_cast<E*>(dst), dd, n);
+  TD_CUDA_CHECK_LAUNCH(ls.stream(), "copy_strided_kernel");
+}
+}  // namespace
+
+void CudaBackend::fill(DType t, void* dst, const StridedDesc& d, double value, const Stream& s) {
+  if (d.numel() == 0) return;
+  LaunchScope ls(s);
+  switch (t) {
+    case DType::F32: return launch_fill<float>(dst, d, static_cast<float>(value), ls);
+    case DType::F64: return launch_fill<double>(dst, d, value, ls);
+    case DType::F16: return launch_fill<uint16_t>(dst, d, float_to_f16(static_cast<float>(value)), ls);
+    case DType::BF16: return launch_fill<uint16_t>(dst, d, float_to_bf16(static_cast<float>(value)), ls);
+    case DType::I32: return launch_fill<int32_t>(dst, d, static_cast<int32_t>(value), ls);
+    case DType::I64: return launch_fill<int64_t>(dst, d, static_cast<int64_t>(value), ls);
+    case DType::U8: return launch_fill<uint8_t>(dst, d, static_cast<uint8_t>(value), ls);
+  }
+}
+
+void CudaBackend::copy(DType src_t, const void* src, const StridedDesc& src_d, DType dst_t, void* dst,
+                       const StridedDesc& dst_d, const Stream& s) {
+  if (dst_d.numel() == 0) return;
+  LaunchScope ls(s);
+  auto c = collapse<2>({&dst_d, &src_d});
+  const StridedDesc &dd = c[0], &sd = c[1];
+  const int64_t n = dd.numel();
+  const bool contiguous = dd.ndim == 1 && dd.strides[0] == 1 && sd.strides[0] == 1;
+  if (src_t == dst_t && contiguous) {
+    TD_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * dtype_size(src_t), cudaMemcpyDeviceToDevice,
+                                  ls.stream()));
+    return;
+  }
+  if (contiguous) return convert_contiguous(src_t, src, dst_t, dst, n, ls);
+  const StridedDesc* all[2] = {&dd, &sd};
+  const bool narrow = fits_int32(n, all, 2);
+  if (src_t == dst_t) {
+    TD_DISPATCH_BYTES(src_t, launch_copy_same<scalar_t>(src, sd, dst, dd, narrow, ls));
+    return;
+  }
+  const unsigned grid = grid_for(ceil_div(n, kThreads), ls.device());
+  if (narrow)
+    convert_strided_kernel<uint32_t><<<grid, kThreads, 0, ls.stream()>>>(src_t, src, sd, dst_t, dst, dd,
+                                                                        static_cast<uint32_t>(n));
+  else
+    convert_strided_kernel<int64_t><<<grid, kThreads, 0, ls.stream()>>>(src_t, src, sd, dst_t, dst, dd, n);
+  TD_CUDA_CHECK_LAUNCH(ls.stream(), "convert_strided_kernel");
+}
+
+}  // namespace cuda
+}  // namespace tandem

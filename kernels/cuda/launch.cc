@@ -1,0 +1,62 @@
+// Host-side launch helpers of the CUDA backend.
+#include "kernels/cuda/launch.h"
+
+#include <algorithm>
+#include <mutex>
+#include <vector>
+
+#include "runtime/cuda_check.h"
+#include "runtime/error.h"
+#include "runtime/memory.h"
+
+namespace tandem {
+namespace cuda {
+
+namespace {
+Device checked_cuda_device(const Stream& s) {
+  TD_CHECK_DEVICE(s.device().is_cuda(), "a CUDA kernel was given a stream of ", s.device());
+  TD_CHECK_DEVICE(s.cuda() != nullptr, "a CUDA kernel was given the legacy default stream of ", s.device(),
+                  "; Tandem queues work on explicit streams only");
+  return s.device();
+}
+}  // namespace
+
+LaunchScope::LaunchScope(const Stream& s)
+    : guard_(checked_cuda_device(s)), stream_(s.cuda()), device_(s.device().index) {}
+
+int sm_count(int device) {
+  static std::mutex mu;
+  static std::vector<int> counts;
+  std::lock_guard<std::mutex> lock(mu);
+  if (counts.size() <= static_cast<size_t>(device)) counts.resize(device + 1, 0);
+  if (counts[device] == 0)
+    TD_CUDA_CHECK(cudaDeviceGetAttribute(&counts[device], cudaDevAttrMultiProcessorCount, device));
+  return counts[device];
+}
+
+unsigned grid_for(int64_t blocks, int device) {
+  int64_t resident = static_cast<int64_t>(sm_count(device)) * kBlocksPerSm;
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min(blocks, resident)));
+}
+
+bool fits_int32(int64_t numel, const StridedDesc* const* descs, int k) {
+  constexpr int64_t kMax = (int64_t{1} << 31) - 1;
+  if (numel > kMax) return false;
+  for (int i = 0; i < k; ++i) {
+    int64_t last = 0;
+    for (int d = 0; d < descs[i]->ndim; ++d) {
+      if (descs[i]->strides[d] < 0) return false;
+      last += (descs[i]->shape[d] - 1) * descs[i]->strides[d];
+      if (last > kMax) return false;
+    }
+  }
+  return true;
+}
+
+Storage workspace(size_t nbytes, const Stream& s) {
+  MemoryCategoryGuard category(MemoryCategory::Workspace);
+  return Storage::allocate(nbytes, s.device(), s);
+}
+
+}  // namespace cuda
+}  // namespace tandem

@@ -1,0 +1,68 @@
+// CUDA Philox random fills, bit-identical to kernels/cpu/random.cc (same helpers from runtime/philox.h, in
+// the same order), and the CUDA backend's registration.
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/launch.h"
+#include "kernels/dispatch.h"
+#include "runtime/cuda_check.h"
+#include "runtime/philox.h"
+
+namespace tandem {
+namespace cuda {
+
+namespace {
+// Value w of Philox block `b`, exactly as the CPU computes it.
+template <typename T>
+__device__ __forceinline__ T random_value(const philox::Block& b, int w, const RandomSpec& spec) {
+  double v;
+  if (spec.normal) {
+    v = philox::dadd(spec.a, philox::dmul(spec.b, philox::normal_at(b, w)));
+  } else {
+    double u = sizeof(T) == 4 ? philox::uniform24(b.x[w]) : philox::uniform32(b.x[w]);
+    v = philox::dadd(spec.a, philox::dmul(spec.b - spec.a, u));
+  }
+  return static_cast<T>(v);
+}
+
+// One thread per Philox block of 4 values: out[4 * blk + w] = value w of counter offset + blk.
+template <typename T>
+__global__ void random_kernel(T* out, int64_t n, uint64_t seed, uint64_t offset, RandomSpec spec, bool vec) {
+  const int64_t blocks = (n + 3) / 4;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t blk = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; blk < blocks; blk += step) {
+    const philox::Block b = philox::generate(seed, offset + static_cast<uint64_t>(blk));
+    if (vec && blk * 4 + 4 <= n) {
+      Vec<T, 4> v;
+#pragma unroll
+      for (int w = 0; w < 4; ++w) v.v[w] = random_value<T>(b, w, spec);
+      store_vec<T, 4>(out + blk * 4, v);
+    } else {
+      for (int w = 0; w < 4 && blk * 4 + w < n; ++w) out[blk * 4 + w] = random_value<T>(b, w, spec);
+    }
+  }
+}
+}  // namespace
+
+void CudaBackend::random(DType t, void* out, int64_t n, uint64_t seed, uint64_t offset, RandomSpec spec,
+                         const Stream& s) {
+  if (n <= 0) return;
+  LaunchScope ls(s);
+  TD_DISPATCH_FLOAT(t, "random", {
+    const bool vec = is_aligned(out, 4 * sizeof(scalar_t));
+    random_kernel<scalar_t><<<grid_for(ceil_div(ceil_div(n, 4), kThreads), ls.device()), kThreads, 0, ls.stream()>>>(
+        static_cast<scalar_t*>(out), n, seed, offset, spec, vec);
+    TD_CUDA_CHECK_LAUNCH(ls.stream(), "random_kernel");
+  });
+}
+
+namespace {
+// Registers the CUDA backend when this library is linked (alwayslink).
+const bool registered = [] {
+  static CudaBackend backend;
+  register_backend(DeviceType::CUDA, &backend);
+  return true;
+}();
+}  // namespace
+
+}  // namespace cuda
+}  // namespace tandem

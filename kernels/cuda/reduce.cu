@@ -1,0 +1,306 @@
+// CUDA reductions over the middle dim of a contiguous [outer, r, inner] tensor.
+// Deterministic: each output is combined in an order fixed by the shape alone (per-thread runs in
+// increasing position, then fixed trees), never with atomics. When outer * inner cannot fill the GPU the
+// r dim is split into segments whose partial results go to workspace memory, then a second pass combines
+// them. Sums accumulate in double; Max/Min carry the position of the extreme (the first NaN wins, ties go to
+// the lowest position), which makes their combination order-free and equal to the CPU's sequential scan.
+#include <algorithm>
+#include <type_traits>
+
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/launch.h"
+#include "kernels/dispatch.h"
+#include "runtime/cuda_check.h"
+
+namespace tandem {
+namespace cuda {
+
+namespace {
+template <typename T_>
+struct SumReducer {
+  using T = T_;
+  using Acc = double;
+  __device__ __forceinline__ Acc identity() const { return 0.0; }
+  __device__ __forceinline__ Acc make(T v, int64_t) const { return static_cast<double>(v); }
+  __device__ __forceinline__ Acc combine(Acc a, Acc b) const { return a + b; }
+  __device__ __forceinline__ void write(Acc a, T* out, int64_t*, int64_t pos) const { out[pos] = static_cast<T>(a); }
+};
+
+template <typename T>
+struct ArgAcc {
+  T v;
+  int64_t i;  // position of v along r; negative while empty
+};
+
+template <typename T>
+__device__ __forceinline__ ArgAcc<T> shfl_xor(const ArgAcc<T>& a, int mask, int width) {
+  return {cuda::shfl_xor(a.v, mask, width), cuda::shfl_xor(a.i, mask, width)};
+}
+
+template <typename T_>
+struct ArgReducer {
+  using T = T_;
+  using Acc = ArgAcc<T>;
+  bool is_max;
+  __device__ __forceinline__ Acc identity() const { return {T(0), -1}; }
+  __device__ __forceinline__ Acc make(T v, int64_t j) const { return {v, j}; }
+  __device__ __forceinline__ Acc combine(const Acc& a, const Acc& b) const {
+    if (a.i < 0) return b;
+    if (b.i < 0) return a;
+    const bool a_nan = a.v != a.v, b_nan = b.v != b.v;
+    if (a_nan || b_nan) {
+      if (a_nan && b_nan) return a.i < b.i ? a : b;
+      return a_nan ? a : b;
+    }
+    if (a.v == b.v) return a.i < b.i ? a : b;
+    return (is_max ? a.v > b.v : a.v < b.v) ? a : b;
+  }
+  __device__ __forceinline__ void write(const Acc& a, T* out, int64_t* idx, int64_t pos) const {
+    out[pos] = a.v;
+    if (idx != nullptr) idx[pos] = a.i;
+  }
+};
+
+// An input element as an accumulator: raw values get their position, partial results are taken as they are.
+template <typename R, typename In>
+__device__ __forceinline__ typename R::Acc to_acc(const R& red, const In& v, int64_t j) {
+  if constexpr (std::is_same<In, typename R::Acc>::value) {
+    return v;
+  } else {
+    return red.make(v, j);
+  }
+}
+
+// Loads the V elements of chunk j0 of a row (one vector access when `vec`, else element by element up to
+// `end`) and folds them into acc in increasing position.
+template <typename R, typename In, int V>
+__device__ __forceinline__ void fold_chunk(const R& red, const In* p, int64_t j0, int64_t end, bool vec,
+                                           typename R::Acc& acc) {
+  if (V > 1 && vec) {
+    Vec<In, V> t = load_vec<In, V>(p + j0);
+#pragma unroll
+    for (int e = 0; e < V; ++e) acc = red.combine(acc, to_acc(red, t.v[e], j0 + e));
+  } else {
+#pragma unroll
+    for (int e = 0; e < V; ++e)
+      if (j0 + e < end) acc = red.combine(acc, to_acc(red, p[j0 + e], j0 + e));
+  }
+}
+
+// inner == 1: groups of G lanes (G a power of two <= kThreads) each reduce one segment of one row. Lane l
+// folds the V-element chunks l, l + G, l + 2G, ... of the segment (the same order whether or not the
+// chunks are read as vectors), then the group is combined by group_reduce. Work items are (row, segment).
+template <typename R, typename In, int V>
+__global__ void __launch_bounds__(kThreads) reduce_rows_kernel(R red, const In* x, int64_t rows, int64_t r,
+                                                               int64_t seg_len, int64_t nseg, int G, bool vec,
+                                                               typename R::Acc* partial, typename R::T* out,
+                                                               int64_t* idx) {
+  using Acc = typename R::Acc;
+  __shared__ Acc smem[kThreads / 32];
+  const int groups = blockDim.x / G, group = threadIdx.x / G, lane = threadIdx.x % G;
+  const int64_t items = rows * nseg;
+  const auto combine = [&red](const Acc& a, const Acc& b) { return red.combine(a, b); };
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * groups; base < items;
+       base += static_cast<int64_t>(gridDim.x) * groups) {
+    const int64_t item = base + group;
+    Acc acc = red.identity();
+    if (item < items) {
+      const int64_t row = item / nseg, seg = item % nseg;
+      const int64_t begin = seg * seg_len, end = min(r, begin + seg_len);
+      const In* p = x + row * r;
+      const int64_t nchunks = (end - begin + V - 1) / V;
+      int64_t c = lane;
+      // Four chunks in flight per step; they are folded in the same order as one at a time.
+      for (; c + 3 * G < nchunks; c += 4 * G) {
+        if (V > 1 && vec) {
+          Vec<In, V> t[4];
+#pragma unroll
+          for (int u = 0; u < 4; ++u) t[u] = load_vec<In, V>(p + begin + (c + u * G) * V);
+#pragma unroll
+          for (int u = 0; u < 4; ++u)
+#pragma unroll
+            for (int e = 0; e < V; ++e)
+              acc = red.combine(acc, to_acc(red, t[u].v[e], begin + (c + u * G) * V + e));
+        } else {
+#pragma unroll
+          for (int u = 0; u < 4; ++u) fold_chunk<R, In, V>(red, p, begin + (c + u * G) * V, end, false, acc);
+        }
+      }
+      for (; c < nchunks; c += G) fold_chunk<R, In, V>(red, p, begin + c * V, end, vec, acc);
+    }
+    acc = group_reduce(acc, G, combine, smem);
+    if (item < items && lane == 0) {
+      if (nseg > 1)
+        partial[item] = acc;
+      else
+        red.write(acc, out, idx, item);
+    }
+  }
+}
+
+// inner > 1: blockDim = (TX, TY). Thread x owns V consecutive inner positions of one column block of the
+// flattened (outer, inner / V) columns; the TY threads of a column split the segment's rows (ty, ty + TY,
+// ...), then combine through shared memory in a fixed tree. Work items are (column block, segment).
+template <typename R, typename In, int V>
+__global__ void __launch_bounds__(kThreads) reduce_cols_kernel(R red, const In* x, int64_t outer, int64_t r,
+                                                               int64_t inner, int64_t seg_len, int64_t nseg,
+                                                               typename R::Acc* partial, typename R::T* out,
+                                                               int64_t* idx) {
+  using Acc = typename R::Acc;
+  __shared__ Acc smem[kThreads * V];
+  const int TX = blockDim.x, TY = blockDim.y, tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t nv = inner / V, columns = outer * nv;
+  const int64_t items = (columns + TX - 1) / TX * nseg;
+  for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
+    const int64_t seg = item % nseg, w = item / nseg * TX + tx;
+    const int64_t o = w / nv, iv = w % nv;
+    Acc acc[V];
+#pragma unroll
+    for (int e = 0; e < V; ++e) acc[e] = red.identity();
+    if (w < columns) {
+      const int64_t begin = seg * seg_len, end = min(r, begin + seg_len);
+      const In* p = x + o * r * inner + iv * V;
+      int64_t j = begin + ty;
+      for (; j + 3 * TY < end; j += 4 * TY) {
+        Vec<In, V> t[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) t[u] = load_vec<In, V>(p + (j + u * TY) * inner);
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+#pragma unroll
+          for (int e = 0; e < V; ++e) acc[e] = red.combine(acc[e], to_acc(red, t[u].v[e], j + u * TY));
+      }
+      for (; j < end; j += TY) {
+        Vec<In, V> t = load_vec<In, V>(p + j * inner);
+#pragma unroll
+        for (int e = 0; e < V; ++e) acc[e] = red.combine(acc[e], to_acc(red, t.v[e], j));
+      }
+    }
+    if (TY > 1) {
+      Acc* mine = smem + (ty * TX + tx) * V;
+#pragma unroll
+      for (int e = 0; e < V; ++e) mine[e] = acc[e];
+      __syncthreads();
+      for (int h = TY / 2; h > 0; h >>= 1) {
+        if (ty < h) {
+          const Acc* other = smem + ((ty + h) * TX + tx) * V;
+#pragma unroll
+          for (int e = 0; e < V; ++e) {
+            acc[e] = red.combine(acc[e], other[e]);
+            mine[e] = acc[e];
+          }
+        }
+        __syncthreads();
+      }
+    }
+    if (ty == 0 && w < columns) {
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        if (nseg > 1)
+          partial[(o * nseg + seg) * inner + iv * V + e] = acc[e];
+        else
+          red.write(acc[e], out, idx, o * inner + iv * V + e);
+      }
+    }
+  }
+}
+
+// Threads that keep the GPU's memory system busy: about what an A100/H100 holds resident at once.
+constexpr int64_t kTargetThreads = int64_t{1} << 18;
+
+int64_t pow2_floor(int64_t v) {
+  int64_t p = 1;
+  while (p * 2 <= v) p *= 2;
+  return p;
+}
+int64_t pow2_ceil(int64_t v) {
+  int64_t p = 1;
+  while (p < v) p *= 2;
+  return p;
+}
+
+// Splits r into segments when `threads` threads alone would leave the GPU idle and each would run long
+// (more than 64 units of `per_thread_unit` elements); every segment then keeps its threads busy for at least
+// 32 units. Returns the segment length (a multiple of `unit`); the segment count is ceil(r / result), which
+// is below r / 64, so passes over partial results shrink r quickly.
+int64_t segment_length(int64_t r, int64_t threads, int64_t per_thread_unit, int64_t unit) {
+  const int64_t whole = ceil_div(r, unit) * unit;
+  if (threads >= kTargetThreads || r <= per_thread_unit * 64) return std::max<int64_t>(whole, unit);
+  const int64_t nseg = std::min(ceil_div(kTargetThreads, threads), ceil_div(r, per_thread_unit * 32));
+  return ceil_div(ceil_div(r, nseg), unit) * unit;
+}
+
+// One pass over [outer, r, inner] of `In` (raw values or partials); when it splits r it writes partials to
+// workspace memory and reduces those with another pass. The split and the per-thread row assignment are
+// planned from the shape and `plan_v` (the vector width raw inputs of this dtype could use) only, never
+// from the pointer's alignment, so that an output's summation order is a function of the shape.
+template <typename R, typename In, int V>
+void reduce_pass(const R& red, const In* x, int64_t outer, int64_t r, int64_t inner, int plan_v, bool vec,
+                 typename R::T* out, int64_t* idx, const Stream& s, const LaunchScope& ls) {
+  using Acc = typename R::Acc;
+  int64_t seg_len, nseg;
+  Storage partials;
+  if (inner == 1) {
+    const int64_t chunks = ceil_div(r, V);
+    const int G = static_cast<int>(std::min<int64_t>(kThreads, pow2_floor(std::max<int64_t>(1, chunks / 4))));
+    seg_len = segment_length(r, outer * G, static_cast<int64_t>(G) * V, V);
+    nseg = std::max<int64_t>(1, ceil_div(r, seg_len));
+    if (nseg > 1) partials = workspace(static_cast<size_t>(outer * nseg) * sizeof(Acc), s);
+    const int64_t blocks = ceil_div(outer * nseg, kThreads / G);
+    reduce_rows_kernel<R, In, V><<<grid_for(blocks, ls.device()), kThreads, 0, ls.stream()>>>(
+        red, x, outer, r, seg_len, nseg, G, vec, static_cast<Acc*>(partials.data()), out, idx);
+    TD_CUDA_CHECK_LAUNCH(ls.stream(), "reduce_rows_kernel");
+  } else {
+    const int64_t plan_columns = inner % plan_v == 0 ? outer * (inner / plan_v) : outer * inner;
+    const int64_t plan_tx = std::min<int64_t>(kThreads, pow2_ceil(plan_columns));
+    const int64_t plan_threads = ceil_div(plan_columns, plan_tx) * plan_tx;
+    int TY = 1;
+    while (plan_tx * TY < kThreads && plan_threads * TY < kTargetThreads && r >= 64 * TY) TY *= 2;
+    seg_len = segment_length(r, plan_threads * TY, TY, 1);
+    nseg = std::max<int64_t>(1, ceil_div(r, seg_len));
+    if (nseg > 1) partials = workspace(static_cast<size_t>(outer * nseg * inner) * sizeof(Acc), s);
+    const int64_t columns = outer * (inner / V);
+    const int TX = static_cast<int>(std::min<int64_t>(kThreads / TY, pow2_ceil(columns)));
+    const int64_t blocks = ceil_div(columns, TX) * nseg;
+    reduce_cols_kernel<R, In, V><<<grid_for(blocks, ls.device()), dim3(TX, TY), 0, ls.stream()>>>(
+        red, x, outer, r, inner, seg_len, nseg, static_cast<Acc*>(partials.data()), out, idx);
+    TD_CUDA_CHECK_LAUNCH(ls.stream(), "reduce_cols_kernel");
+  }
+  if (nseg > 1)
+    reduce_pass<R, Acc, 1>(red, static_cast<const Acc*>(partials.data()), outer, nseg, inner, 1, false, out, idx, s,
+                           ls);
+}
+
+template <typename R>
+void run_reduce(const R& red, const void* x, int64_t outer, int64_t r, int64_t inner, void* out, int64_t* idx,
+                const Stream& s, const LaunchScope& ls) {
+  using T = typename R::T;
+  constexpr int V = vec_width<T>();
+  const T* xp = static_cast<const T*>(x);
+  T* op = static_cast<T*>(out);
+  const bool aligned = is_aligned(x, 16);
+  if (inner == 1)
+    reduce_pass<R, T, V>(red, xp, outer, r, 1, V, aligned && r % V == 0, op, idx, s, ls);
+  else if (aligned && inner % V == 0)
+    reduce_pass<R, T, V>(red, xp, outer, r, inner, V, true, op, idx, s, ls);
+  else
+    reduce_pass<R, T, 1>(red, xp, outer, r, inner, V, false, op, idx, s, ls);
+}
+}  // namespace
+
+void CudaBackend::reduce(ReduceOp op, DType t, const void* x, int64_t outer, int64_t r, int64_t inner, void* out,
+                         int64_t* indices, const Stream& s) {
+  if (outer * inner == 0) return;
+  TD_CHECK_SHAPE(r > 0 || op == ReduceOp::Sum, "max/min over an empty dimension");
+  LaunchScope ls(s);
+  TD_DISPATCH_FLOAT(t, "reduction", {
+    if (op == ReduceOp::Sum)
+      run_reduce(SumReducer<scalar_t>{}, x, outer, r, inner, out, nullptr, s, ls);
+    else
+      run_reduce(ArgReducer<scalar_t>{op == ReduceOp::Max}, x, outer, r, inner, out, indices, s, ls);
+  });
+}
+
+}  // namespace cuda
+}  // namespace tandem
