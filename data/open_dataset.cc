@@ -4,6 +4,8 @@
 #include "data/cifar.h"
 #include "data/dataset.h"
 #include "data/idx.h"
+#include "data/image_folder.h"
+#include "data/record_file.h"
 #include "data/synthetic.h"
 #include "runtime/error.h"
 
@@ -33,6 +35,14 @@ std::shared_ptr<Dataset> open_dataset(const std::string& spec, bool train) {
   if (kind == "cifar100") {
     need_arg("DIR");
     return open_cifar100(arg, train);
+  }
+  if (kind == "folder") {
+    need_arg("DIR");
+    return open_image_folder(arg, train);
+  }
+  if (kind == "packed") {
+    need_arg("PATH");
+    return open_packed(arg, train);
   }
   TD_THROW(ValueError, "unknown dataset spec '", spec,
            "' (known: fashion-mnist[:DIR], mnist:DIR, idx:DIR, cifar10:DIR, cifar100:DIR, folder:DIR, "

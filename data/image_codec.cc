@@ -1,0 +1,159 @@
+// Image decoding: libjpeg with an error manager that longjmps out of fatal errors, and libpng's png_image API.
+#include "data/image_codec.h"
+
+// jpeglib.h needs FILE and size_t declared first.
+#include <csetjmp>
+#include <cstdio>
+#include <cstring>
+#include <jpeglib.h>
+#include <jerror.h>
+#include <png.h>
+
+#include "runtime/error.h"
+
+namespace tandem {
+namespace data {
+
+ImageFormat sniff_image_format(const uint8_t* data, size_t size) {
+  static const uint8_t kPng[8] = {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A};
+  if (size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF) return ImageFormat::Jpeg;
+  if (size >= 8 && std::memcmp(data, kPng, 8) == 0) return ImageFormat::Png;
+  return ImageFormat::Unknown;
+}
+
+namespace {
+
+// Larger images are refused as corrupt headers rather than attempted allocations of many gigabytes.
+constexpr int64_t kMaxPixels = int64_t{1} << 28;
+
+struct JpegError {
+  jpeg_error_mgr mgr;
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+};
+
+// libjpeg's default error_exit calls exit(); this returns to decode_jpeg_into's setjmp instead.
+void jpeg_error_exit(j_common_ptr cinfo) {
+  auto* err = reinterpret_cast<JpegError*>(cinfo->err);
+  (*cinfo->err->format_message)(cinfo, err->message);
+  std::longjmp(err->jump, 1);
+}
+
+// A premature end of the data is fatal: libjpeg would pad the image with gray, which is silent garbage.
+// Other warnings (e.g. extraneous bytes before a marker) are tolerated, as common decoders do.
+void jpeg_emit_message(j_common_ptr cinfo, int level) {
+  if (level < 0 && cinfo->err->msg_code == JWRN_JPEG_EOF) {
+    auto* err = reinterpret_cast<JpegError*>(cinfo->err);
+    (*cinfo->err->format_message)(cinfo, err->message);
+    std::longjmp(err->jump, 1);
+  }
+}
+
+// Plain C-style decoding between setjmp and longjmp: no C++ objects with destructors live in this frame.
+// Returns false with `err->message` set on failure. `out` receives HWC pixels once the size is known.
+bool decode_jpeg_into(const uint8_t* data, size_t size, int channels, Image* out, JpegError* err) {
+  jpeg_decompress_struct cinfo;
+  cinfo.err = jpeg_std_error(&err->mgr);
+  err->mgr.error_exit = jpeg_error_exit;
+  err->mgr.emit_message = jpeg_emit_message;
+  err->message[0] = '\0';
+  if (setjmp(err->jump)) {
+    jpeg_destroy_decompress(&cinfo);
+    return false;
+  }
+  jpeg_create_decompress(&cinfo);
+  jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
+  jpeg_read_header(&cinfo, TRUE);
+  const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
+  int want = channels != 0 ? channels : (cinfo.num_components == 1 ? 1 : 3);
+  if (cmyk) cinfo.out_color_space = JCS_CMYK;  // converted to RGB/gray below (libjpeg cannot)
+  else cinfo.out_color_space = want == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  jpeg_start_decompress(&cinfo);
+  const int64_t h = cinfo.output_height, w = cinfo.output_width, comps = cinfo.output_components;
+  if (h * w > kMaxPixels) {
+    std::snprintf(err->message, sizeof(err->message), "%lldx%lld pixels is more than the %lld allowed",
+                  static_cast<long long>(h), static_cast<long long>(w), static_cast<long long>(kMaxPixels));
+    jpeg_destroy_decompress(&cinfo);
+    return false;
+  }
+  out->height = h;
+  out->width = w;
+  out->channels = want;
+  out->hwc.resize(static_cast<size_t>(h * w * want));
+  uint8_t* row_buf = cmyk ? static_cast<uint8_t*>((*cinfo.mem->alloc_sarray)(
+                                reinterpret_cast<j_common_ptr>(&cinfo), JPOOL_IMAGE, static_cast<JDIMENSION>(w * comps), 1)[0])
+                          : nullptr;
+  while (cinfo.output_scanline < cinfo.output_height) {
+    const int64_t y = cinfo.output_scanline;
+    uint8_t* dst = out->hwc.data() + y * w * want;
+    JSAMPROW row = cmyk ? row_buf : dst;
+    jpeg_read_scanlines(&cinfo, &row, 1);
+    if (cmyk) {
+      // Adobe writes inverted CMYK: R = C * K / 255 with the stored (inverted) values.
+      for (int64_t x = 0; x < w; ++x) {
+        const uint8_t* p = row_buf + x * 4;
+        int r = p[0] * p[3] / 255, g = p[1] * p[3] / 255, b = p[2] * p[3] / 255;
+        if (want == 1) {
+          dst[x] = static_cast<uint8_t>((299 * r + 587 * g + 114 * b + 500) / 1000);
+        } else {
+          dst[x * 3] = static_cast<uint8_t>(r);
+          dst[x * 3 + 1] = static_cast<uint8_t>(g);
+          dst[x * 3 + 2] = static_cast<uint8_t>(b);
+        }
+      }
+    }
+  }
+  jpeg_finish_decompress(&cinfo);
+  jpeg_destroy_decompress(&cinfo);
+  return true;
+}
+
+Image decode_png(const uint8_t* data, size_t size, int channels, const std::string& what) {
+  png_image img;
+  std::memset(&img, 0, sizeof(img));
+  img.version = PNG_IMAGE_VERSION;
+  if (!png_image_begin_read_from_memory(&img, data, size))
+    TD_THROW(IoError, what, ": undecodable PNG (", img.message, ")");
+  if (static_cast<int64_t>(img.height) * img.width > kMaxPixels) {
+    png_image_free(&img);
+    TD_THROW(IoError, what, ": PNG of ", img.height, "x", img.width, " pixels is larger than allowed");
+  }
+  int want = channels != 0 ? channels : ((img.format & PNG_FORMAT_FLAG_COLOR) ? 3 : 1);
+  img.format = want == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
+  Image out;
+  out.height = img.height;
+  out.width = img.width;
+  out.channels = want;
+  out.hwc.assign(static_cast<size_t>(out.height * out.width * want), 0);  // zero: alpha composites onto black
+  if (!png_image_finish_read(&img, nullptr, out.hwc.data(), static_cast<png_int_32>(out.width * want), nullptr)) {
+    std::string msg = img.message;
+    png_image_free(&img);
+    TD_THROW(IoError, what, ": undecodable PNG (", msg, ")");
+  }
+  return out;
+}
+
+}  // namespace
+
+Image decode_image(const uint8_t* data, size_t size, int channels, const std::string& what) {
+  TD_CHECK(channels == 0 || channels == 1 || channels == 3, "decode_image: channels must be 0, 1 or 3, got ",
+           channels);
+  switch (sniff_image_format(data, size)) {
+    case ImageFormat::Jpeg: {
+      Image out;
+      JpegError err;
+      if (!decode_jpeg_into(data, size, channels, &out, &err))
+        TD_THROW(IoError, what, ": undecodable JPEG (", err.message, ")");
+      TD_CHECK_IO(out.height > 0 && out.width > 0, what, ": JPEG of size ", out.height, "x", out.width);
+      return out;
+    }
+    case ImageFormat::Png:
+      return decode_png(data, size, channels, what);
+    case ImageFormat::Unknown:
+      break;
+  }
+  TD_THROW(IoError, what, ": neither a JPEG nor a PNG (", size < 8 ? "too short" : "unknown signature", ")");
+}
+
+}  // namespace data
+}  // namespace tandem
