@@ -24,7 +24,8 @@ def _cuda_objects_impl(ctx):
         headers.append(cctx.headers)
         includes += ["-I" + p for p in cctx.includes.to_list()]
         includes += ["-I" + p for p in cctx.quote_includes.to_list()]
-        includes += ["-isystem" + p for p in cctx.system_includes.to_list()]
+        for p in cctx.system_includes.to_list():
+            includes += ["-isystem", p]  # nvcc takes -isystem and its path as two arguments
         defines += ["-D" + d for d in cctx.defines.to_list()]
     own_headers = [f for f in ctx.files.hdrs]
     all_headers = depset(own_headers, transitive = headers)
