@@ -26,7 +26,9 @@ void copy_typed(const void* src, const StridedDesc& sd, void* dst, const Strided
   for_each_run(it, [&](const int64_t* off, int64_t n, const int64_t* st) {
     for (int64_t i = 0; i < n; ++i) {
       int64_t si = off[1] + i * st[1], di = off[0] + i * st[0];
-      if constexpr (std::is_same<S, D>::value) {
+      if constexpr (std::is_same<S, D>::value && std::is_empty<D>::value) {
+        static_cast<uint16_t*>(dst)[di] = static_cast<const uint16_t*>(src)[si];  // f16 or bf16 bits as they are
+      } else if constexpr (std::is_same<S, D>::value) {
         static_cast<D*>(dst)[di] = static_cast<const S*>(src)[si];
       } else if constexpr (std::is_same<D, F16Tag>::value) {
         static_cast<uint16_t*>(dst)[di] = float_to_f16(static_cast<float>(load_as_double<S>(src, si)));
