@@ -1,0 +1,226 @@
+// SM partitions of a GPU: green contexts made through driver entry points, with a plain-stream fallback.
+#include "parallel/green_context.h"
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "runtime/cuda_check.h"
+#include "runtime/error.h"
+#include "runtime/storage.h"
+
+namespace tandem {
+namespace parallel {
+
+namespace {
+
+// Green contexts need cuGreenCtxStreamCreate, which appeared in CUDA 12.5.
+constexpr int kMinDriverVersion = 12050;
+
+// Driver functions, looked up once through the runtime so that libcuda is never linked.
+struct DriverApi {
+  PFN_cuGetErrorString_v6000 get_error_string = nullptr;
+  PFN_cuDeviceGet_v2000 device_get = nullptr;
+  PFN_cuDeviceGetDevResource_v12040 device_get_dev_resource = nullptr;
+  PFN_cuDevSmResourceSplitByCount_v12040 sm_resource_split_by_count = nullptr;
+  PFN_cuDevResourceGenerateDesc_v12040 resource_generate_desc = nullptr;
+  PFN_cuGreenCtxCreate_v12040 green_ctx_create = nullptr;
+  PFN_cuGreenCtxStreamCreate_v12050 green_ctx_stream_create = nullptr;
+};
+
+template <typename F>
+void lookup(const char* symbol, unsigned int version, F* fn) {
+  void* ptr = nullptr;
+  cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSymbolNotFound;
+  cudaError_t err = cudaGetDriverEntryPointByVersion(symbol, &ptr, version, cudaEnableDefault, &status);
+  if (err != cudaSuccess || status != cudaDriverEntryPointSuccess || ptr == nullptr) {
+    cudaGetLastError();
+    const char* why = err != cudaSuccess ? cudaGetErrorString(err)
+                      : status == cudaDriverEntryPointVersionNotSufficent ? "version not sufficient"
+                                                                          : "symbol not found";
+    TD_THROW(BackendError, "the CUDA driver does not provide ", symbol, " (", why, ")");
+  }
+  *fn = reinterpret_cast<F>(ptr);
+}
+
+const DriverApi& driver_api() {
+  static const DriverApi api = [] {
+    int version = 0;
+    TD_CUDA_CHECK(cudaDriverGetVersion(&version));
+    TD_CHECK_T(BackendError, version >= kMinDriverVersion, "the CUDA driver supports CUDA ", version / 1000, ".",
+               version % 1000 / 10, "; green contexts need 12.5 or newer");
+    DriverApi a;
+    lookup("cuGetErrorString", 6000, &a.get_error_string);
+    lookup("cuDeviceGet", 2000, &a.device_get);
+    lookup("cuDeviceGetDevResource", 12040, &a.device_get_dev_resource);
+    lookup("cuDevSmResourceSplitByCount", 12040, &a.sm_resource_split_by_count);
+    lookup("cuDevResourceGenerateDesc", 12040, &a.resource_generate_desc);
+    lookup("cuGreenCtxCreate", 12040, &a.green_ctx_create);
+    lookup("cuGreenCtxStreamCreate", 12050, &a.green_ctx_stream_create);
+    return a;
+  }();
+  return api;
+}
+
+void check_driver(CUresult result, const char* what) {
+  if (result == CUDA_SUCCESS) return;
+  const char* text = nullptr;
+  if (driver_api().get_error_string(result, &text) != CUDA_SUCCESS || text == nullptr) text = "unknown error";
+  TD_THROW(BackendError, what, " failed: ", text, " (CUresult ", static_cast<int>(result), ")");
+}
+
+// The green contexts of one (device, count) split. They are made once per process and never destroyed:
+// streams of workers made from them may live until exit, and creating contexts is slow.
+struct GreenSplit {
+  std::vector<CUgreenCtx> contexts;
+  std::vector<int> sm_counts;
+  std::string error;  // why the split failed (it is not retried)
+};
+
+GreenSplit split_device(Device device, int count) {
+  const DriverApi& api = driver_api();
+  DeviceGuard guard(device);
+  TD_CUDA_CHECK(cudaFree(nullptr));  // creates the primary context first, as cuGreenCtxCreate advises
+  CUdevice dev = 0;
+  check_driver(api.device_get(&dev, device.index), "cuDeviceGet");
+  CUdevResource whole;
+  std::memset(&whole, 0, sizeof(whole));
+  check_driver(api.device_get_dev_resource(dev, &whole, CU_DEV_RESOURCE_TYPE_SM), "cuDeviceGetDevResource(SM)");
+  const unsigned total = whole.sm.smCount;
+  const unsigned align = whole.sm.smCoscheduledAlignment > 0 ? whole.sm.smCoscheduledAlignment : 1;
+  std::vector<CUdevResource> groups(count);
+  unsigned made = 0;
+  // First with the SMs of a cluster kept together; if that leaves too few groups, SM by SM.
+  const unsigned attempts[2][2] = {{0u, total / count / align * align},
+                                   {CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING, total / count}};
+  for (const auto& attempt : attempts) {
+    if (attempt[1] == 0) continue;
+    std::memset(groups.data(), 0, sizeof(CUdevResource) * groups.size());
+    made = static_cast<unsigned>(count);
+    CUresult r = api.sm_resource_split_by_count(groups.data(), &made, &whole, nullptr, attempt[0], attempt[1]);
+    if (r == CUDA_SUCCESS && made == static_cast<unsigned>(count)) break;
+    made = 0;
+  }
+  TD_CHECK_T(BackendError, made == static_cast<unsigned>(count), "cuDevSmResourceSplitByCount cannot split the ",
+             total, " SMs of ", device, " into ", count, " equal partitions (minimum partition ",
+             whole.sm.minSmPartitionSize, " SMs)");
+  GreenSplit split;
+  for (int i = 0; i < count; ++i) {
+    CUdevResourceDesc desc = nullptr;
+    check_driver(api.resource_generate_desc(&desc, &groups[i], 1), "cuDevResourceGenerateDesc");
+    CUgreenCtx ctx = nullptr;
+    check_driver(api.green_ctx_create(&ctx, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM), "cuGreenCtxCreate");
+    split.contexts.push_back(ctx);
+    split.sm_counts.push_back(static_cast<int>(groups[i].sm.smCount));
+  }
+  return split;
+}
+
+Stream green_stream(Device device, CUgreenCtx ctx) {
+  CUstream s = nullptr;
+  check_driver(driver_api().green_ctx_stream_create(&s, ctx, CU_STREAM_NON_BLOCKING, 0), "cuGreenCtxStreamCreate");
+  return Stream::wrap(device, reinterpret_cast<CUstream_st*>(s), /*owned=*/true);
+}
+
+// Runs what a worker does on a stream (allocate from the pool, record an event, wait, copy) so that a
+// driver that makes green-context streams it cannot use with the runtime is caught here, not mid-training.
+void probe_stream(const Stream& stream) {
+  StreamGuard guard(stream);
+  Storage probe = Storage::allocate(256, stream.device(), stream);
+  TD_CUDA_CHECK(cudaMemsetAsync(probe.data(), 0, 256, stream.cuda()));
+  Event event;
+  event.record(stream);
+  Stream other = Stream::create(stream.device());
+  other.wait(event);
+  other.synchronize();
+  stream.synchronize();
+}
+
+bool green_contexts_disabled() {
+  const char* v = std::getenv("TANDEM_GREEN_CONTEXTS");
+  return v != nullptr && std::string(v) == "0";
+}
+
+std::vector<SmPartition> green_partitions(Device device, int count) {
+  static std::mutex mu;
+  static std::map<std::pair<int, int>, GreenSplit> splits;
+  const GreenSplit* split = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto key = std::make_pair(device.index, count);
+    auto it = splits.find(key);
+    if (it == splits.end()) {
+      GreenSplit made;
+      try {
+        made = split_device(device, count);
+      } catch (const Error& e) {
+        made.error = e.message();
+      }
+      it = splits.emplace(key, std::move(made)).first;
+    }
+    split = &it->second;
+  }
+  TD_CHECK_T(BackendError, split->error.empty(), split->error);
+  std::vector<SmPartition> parts(count);
+  for (int i = 0; i < count; ++i) {
+    parts[i].compute = green_stream(device, split->contexts[i]);
+    parts[i].comm = green_stream(device, split->contexts[i]);
+    parts[i].sm_count = split->sm_counts[i];
+    parts[i].green_context = true;
+  }
+  probe_stream(parts[0].compute);
+  return parts;
+}
+
+void say_once(const std::string& why) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    std::fprintf(stderr, "tandem: SM partitions use plain CUDA streams sharing all SMs, not green contexts: %s\n",
+                 why.c_str());
+  });
+}
+
+}  // namespace
+
+int device_sm_count(Device device) {
+  check_device_available(device);
+  int sms = 0;
+  TD_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device.index));
+  return sms;
+}
+
+std::vector<SmPartition> make_sm_partitions(Device device, int count) {
+  TD_CHECK_DEVICE(device.is_cuda(), "SM partitions need a CUDA device, not ", device);
+  const int sms = device_sm_count(device);
+  TD_CHECK(count >= 1 && count <= sms, "cannot split ", device, " into ", count, " partitions: it has ", sms,
+           " SMs");
+  std::string why = "TANDEM_GREEN_CONTEXTS=0";
+  if (!green_contexts_disabled()) {
+    try {
+      return green_partitions(device, count);
+    } catch (const Error& e) {
+      cudaGetLastError();  // a failed probe must not leave an error behind for the next CUDA call
+      why = e.message();
+    }
+  }
+  say_once(why);
+  std::vector<SmPartition> parts(count);
+  for (auto& p : parts) {
+    p.compute = Stream::create(device);
+    p.comm = Stream::create(device);
+    p.sm_count = sms;
+    p.green_context = false;
+  }
+  return parts;
+}
+
+}  // namespace parallel
+}  // namespace tandem

@@ -1,0 +1,217 @@
+// Worker specs ("cpu:4", "cuda:0-3", "cuda:0/4", "best:4") and running a function on one thread per worker.
+#include "parallel/worker.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <exception>
+#include <set>
+#include <thread>
+
+#include "parallel/green_context.h"
+#include "runtime/error.h"
+#include "runtime/parallel_for.h"
+
+namespace tandem {
+namespace parallel {
+
+std::string Worker::name() const {
+  switch (kind) {
+    case WorkerKind::CpuThread:
+      return "cpu#" + std::to_string(rank);
+    case WorkerKind::CudaDevice:
+      return device.str();
+    case WorkerKind::CudaPartition:
+      return device.str() + "/" + std::to_string(partitions) + "#" + std::to_string(partition);
+  }
+  return "?";
+}
+
+namespace {
+
+// One comma-separated item of a spec: N CPU threads, or GPUs first..last each split into `parts`.
+struct SpecItem {
+  bool cpu = false;
+  int threads = 0;
+  int first = 0, last = 0;
+  int parts = 0;  // 0: whole GPUs (CudaDevice workers)
+};
+
+constexpr int kMaxCpuWorkers = 4096;
+constexpr int kMaxGpuIndex = 1023;
+constexpr int kMaxPartitions = 1024;
+
+// Digits only (no sign, no spaces), at most `max`; -1 otherwise.
+int parse_count(const std::string& s, int max) {
+  if (s.empty() || s.size() > 9) return -1;
+  for (char c : s)
+    if (!std::isdigit(static_cast<unsigned char>(c))) return -1;
+  int v = std::stoi(s);
+  return v <= max ? v : -1;
+}
+
+std::string trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+}
+
+SpecItem parse_item(const std::string& item, const std::string& spec) {
+  const std::string expected = " (expected cpu:N, cuda:I, cuda:I-J, cuda:I/P, best:N or a comma-separated list)";
+  SpecItem it;
+  if (item.rfind("cpu:", 0) == 0) {
+    it.cpu = true;
+    it.threads = parse_count(item.substr(4), kMaxCpuWorkers);
+    TD_CHECK(it.threads >= 1, "worker spec '", spec, "': '", item, "' needs 1 to ", kMaxCpuWorkers, " CPU threads");
+    return it;
+  }
+  if (item.rfind("best:", 0) == 0) {
+    int n = parse_count(item.substr(5), kMaxPartitions);
+    TD_CHECK(n >= 1, "worker spec '", spec, "': '", item, "' needs 1 to ", kMaxPartitions, " workers");
+    if (!cuda_available()) {
+      it.cpu = true;
+      it.threads = n;
+    } else {
+      it.parts = n;
+    }
+    return it;
+  }
+  TD_CHECK(item.rfind("cuda:", 0) == 0, "worker spec '", spec, "': cannot parse '", item, "'", expected);
+  std::string rest = item.substr(5), range = rest;
+  size_t slash = rest.find('/');
+  if (slash != std::string::npos) {
+    range = rest.substr(0, slash);
+    it.parts = parse_count(rest.substr(slash + 1), kMaxPartitions);
+    TD_CHECK(it.parts >= 1, "worker spec '", spec, "': '", item, "' needs 1 to ", kMaxPartitions,
+             " partitions after '/'");
+  }
+  size_t dash = range.find('-');
+  it.first = parse_count(range.substr(0, dash), kMaxGpuIndex);
+  it.last = dash == std::string::npos ? it.first : parse_count(range.substr(dash + 1), kMaxGpuIndex);
+  TD_CHECK(it.first >= 0 && it.last >= 0, "worker spec '", spec, "': cannot parse the GPU index in '", item, "'",
+           expected);
+  TD_CHECK(it.first <= it.last, "worker spec '", spec, "': empty GPU range in '", item, "' (", it.first, " > ",
+           it.last, ")");
+  return it;
+}
+
+// The run_on_workers call the current thread works for: set on its threads only.
+struct RunState {
+  std::atomic<bool> failed{false};
+};
+thread_local RunState* tl_run = nullptr;
+thread_local bool tl_stopped_by_peer = false;
+
+}  // namespace
+
+std::vector<Worker> make_workers(const std::string& spec) {
+  std::vector<SpecItem> items;
+  std::string s = trim(spec);
+  TD_CHECK(!s.empty(), "empty worker spec (expected e.g. cpu:4, cuda:0-3, cuda:0/4 or best:4)");
+  size_t start = 0;
+  while (true) {
+    size_t comma = s.find(',', start);
+    std::string item = trim(s.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    TD_CHECK(!item.empty(), "worker spec '", spec, "' has an empty item");
+    items.push_back(parse_item(item, spec));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  bool any_cpu = false, any_cuda = false;
+  std::set<int> gpus;
+  for (const SpecItem& it : items) {
+    (it.cpu ? any_cpu : any_cuda) = true;
+    for (int g = it.first; !it.cpu && g <= it.last; ++g)
+      TD_CHECK(gpus.insert(g).second, "worker spec '", spec, "' names GPU ", g, " more than once");
+  }
+  TD_CHECK(!(any_cpu && any_cuda), "worker spec '", spec,
+           "' mixes CPU and CUDA workers; a group's workers must all be CPU threads or all be GPUs");
+  for (int g : gpus) check_device_available(Device::cuda(g));
+
+  std::vector<Worker> workers;
+  auto add = [&](Worker w) {
+    w.rank = static_cast<int>(workers.size());
+    w.memory = std::make_shared<MemoryTracker>(w.name());
+    workers.push_back(std::move(w));
+  };
+  for (const SpecItem& it : items) {
+    if (it.cpu) {
+      for (int i = 0; i < it.threads; ++i) add(Worker());
+      continue;
+    }
+    for (int g = it.first; g <= it.last; ++g) {
+      Device dev = Device::cuda(g);
+      if (it.parts == 0) {
+        Worker w;
+        w.kind = WorkerKind::CudaDevice;
+        w.device = dev;
+        w.sm_count = device_sm_count(dev);
+        w.compute = Stream::create(dev);
+        w.comm = Stream::create(dev);
+        add(std::move(w));
+        continue;
+      }
+      std::vector<SmPartition> parts = make_sm_partitions(dev, it.parts);
+      for (int p = 0; p < it.parts; ++p) {
+        Worker w;
+        w.kind = WorkerKind::CudaPartition;
+        w.device = dev;
+        w.partition = p;
+        w.partitions = it.parts;
+        w.sm_count = parts[p].sm_count;
+        w.green_context = parts[p].green_context;
+        w.compute = parts[p].compute;
+        w.comm = parts[p].comm;
+        add(std::move(w));
+      }
+    }
+  }
+  return workers;
+}
+
+bool peer_worker_failed() { return tl_run != nullptr && tl_run->failed.load(); }
+
+void throw_peer_worker_failed(const std::string& where) {
+  tl_stopped_by_peer = true;
+  TD_THROW(BackendError, where, ": stopped because another worker failed");
+}
+
+void run_on_workers(std::vector<Worker>& workers, const std::function<void(Worker&)>& fn) {
+  RunState state;
+  const size_t n = workers.size();
+  std::vector<std::exception_ptr> errors(n);
+  std::vector<char> stopped_by_peer(n, 0);
+  std::vector<std::thread> threads;
+  threads.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      Worker& w = workers[i];
+      tl_run = &state;
+      tl_stopped_by_peer = false;
+      try {
+        StreamGuard stream_guard(w.compute);
+        std::unique_ptr<MemoryScope> scope;
+        if (w.memory) scope = std::make_unique<MemoryScope>(w.memory);
+        set_intra_op_threads(1);
+        fn(w);
+        w.compute.synchronize();
+        w.comm.synchronize();
+      } catch (...) {
+        errors[i] = std::current_exception();
+        stopped_by_peer[i] = tl_stopped_by_peer;
+        state.failed.store(true);
+      }
+      tl_run = nullptr;
+    });
+  }
+  for (auto& t : threads) t.join();
+  // The first failure by rank, skipping workers that only stopped because of it.
+  std::exception_ptr first;
+  for (size_t i = 0; i < n && !first; ++i)
+    if (errors[i] && !stopped_by_peer[i]) first = errors[i];
+  for (size_t i = 0; i < n && !first; ++i)
+    if (errors[i]) first = errors[i];
+  if (first) std::rethrow_exception(first);
+}
+
+}  // namespace parallel
+}  // namespace tandem

@@ -1,0 +1,54 @@
+// Workers: the units the parallel algorithms are written against — a CPU thread, a CUDA GPU, or a
+// virtual GPU (an SM partition of one GPU) — each with its own streams and memory tracker.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/device.h"
+#include "runtime/memory.h"
+#include "runtime/stream.h"
+
+namespace tandem {
+namespace parallel {
+
+enum class WorkerKind { CpuThread, CudaDevice, CudaPartition };
+
+struct Worker {
+  int rank = 0;
+  WorkerKind kind = WorkerKind::CpuThread;
+  Device device;
+  int partition = 0;        // CudaPartition: which SM partition of `device`
+  int partitions = 1;       // CudaPartition: how many partitions `device` is split into
+  int sm_count = 0;         // SMs this worker may use (0: unknown or all)
+  bool green_context = false;  // true when the partition is a real green context, false for plain streams
+  Stream compute;           // where this worker's computation is queued
+  Stream comm;              // where its communication is queued (the compute stream on the CPU)
+  std::shared_ptr<MemoryTracker> memory;  // every allocation made on this worker's thread
+  std::string name() const;  // e.g. "cpu#2", "cuda:1", "cuda:0/4#3"
+};
+
+// Parses a worker spec: "cpu:N" (N CPU threads), "cuda:I" or "cuda:I-J" (one worker per GPU),
+// "cuda:I/P" (P SM partitions of GPU I), comma-separated lists of those ("cuda:0/2,cuda:1/2"), or "best:N"
+// (cuda:0/N when a GPU is present, else cpu:N). Throws ValueError with the reason for a bad spec, and
+// DeviceError when a named GPU does not exist.
+std::vector<Worker> make_workers(const std::string& spec);
+
+// Runs fn(worker) on one thread per worker with the worker's device, compute stream and memory scope set
+// and one intra-op thread each; joins them all and rethrows the first exception (by rank) after all ended.
+// A worker that fails makes its peers blocked in a local communicator throw too (see peer_worker_failed),
+// and their errors rank after the failure that caused them. On CUDA, each thread synchronizes its worker's
+// streams before it ends, so errors of queued work are reported by the worker that queued it.
+void run_on_workers(std::vector<Worker>& workers, const std::function<void(Worker&)>& fn);
+
+// On a run_on_workers thread: true once another worker of the same call has failed (false elsewhere).
+// Blocking waits in the local communicator poll it, so a failure never leaves the other workers hanging.
+bool peer_worker_failed();
+// Throws the BackendError of a worker that stops because a peer failed; run_on_workers reports the peer's
+// own error in preference to this one.
+[[noreturn]] void throw_peer_worker_failed(const std::string& where);
+
+}  // namespace parallel
+}  // namespace tandem

@@ -1,0 +1,31 @@
+// Helpers for the communicator tests: per-rank random inputs, rank-order reference sums, local groups.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "parallel/communicator.h"
+#include "parallel/worker.h"
+#include "runtime/tensor.h"
+
+namespace tandem {
+namespace parallel {
+namespace testing {
+
+// Runs fn(worker, comm) on `n` CPU workers sharing a local group (rethrows like run_on_workers).
+void run_local(int n, const std::function<void(Worker&, Communicator&)>& fn);
+
+// Rank `rank`'s input of a test: random values from (seed, rank), never all zero. Floating dtypes hold
+// normal values; integers small ones (0..49), so that sums of a few ranks never overflow.
+Tensor rank_input(uint64_t seed, int rank, const Shape& shape, DType dtype, Device device = Device::cpu());
+
+// What every backend's all_reduce must give, written independently of them: inputs added one rank after
+// the other in f32 (f16/bf16/f32), f64 or i64, the sum times `scale` formed in f64 and rounded once.
+Tensor rank_order_sum_reference(const std::vector<Tensor>& inputs, double scale);
+
+// The same sum in double precision, as a second check of the values.
+std::vector<double> exact_sum(const std::vector<Tensor>& inputs, double scale);
+
+}  // namespace testing
+}  // namespace parallel
+}  // namespace tandem

@@ -1,0 +1,203 @@
+// Tests of worker specs and run_on_workers on CPU workers (and CUDA specs when a GPU is present).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <thread>
+
+#include "parallel/worker.h"
+#include "runtime/error.h"
+#include "runtime/parallel_for.h"
+#include "tests/testing.h"
+
+namespace tandem {
+namespace parallel {
+namespace {
+
+// EXPECTs that make_workers(spec) throws E with `part` in its message.
+template <typename E>
+void expect_spec_error(const std::string& spec, const std::string& part) {
+  try {
+    make_workers(spec);
+    ADD_FAILURE() << "'" << spec << "' was accepted";
+  } catch (const E& e) {
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << "'" << spec << "': " << e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "'" << spec << "' threw the wrong error type: " << e.what();
+  }
+}
+
+TEST(WorkerSpec, CpuThreads) {
+  std::vector<Worker> w = make_workers("cpu:4");
+  ASSERT_EQ(w.size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(w[i].rank, i);
+    EXPECT_EQ(w[i].kind, WorkerKind::CpuThread);
+    EXPECT_TRUE(w[i].device.is_cpu());
+    EXPECT_EQ(w[i].name(), "cpu#" + std::to_string(i));
+    ASSERT_NE(w[i].memory, nullptr);
+    EXPECT_EQ(w[i].memory->name(), w[i].name());
+    EXPECT_TRUE(w[i].compute.device().is_cpu());
+    EXPECT_TRUE(w[i].comm.device().is_cpu());
+  }
+  EXPECT_NE(w[0].memory, w[1].memory);
+}
+
+TEST(WorkerSpec, ListsNumberRanksInOrder) {
+  std::vector<Worker> w = make_workers(" cpu:2 , cpu:1");
+  ASSERT_EQ(w.size(), 3u);
+  EXPECT_EQ(w[2].rank, 2);
+  EXPECT_EQ(w[2].name(), "cpu#2");
+}
+
+TEST(WorkerSpec, BestPicksTheDevicePresent) {
+  std::vector<Worker> w = make_workers("best:3");
+  ASSERT_EQ(w.size(), 3u);
+  for (const Worker& x : w) {
+    if (cuda_available()) {
+      EXPECT_EQ(x.kind, WorkerKind::CudaPartition);
+      EXPECT_EQ(x.device, Device::cuda(0));
+      EXPECT_EQ(x.partitions, 3);
+    } else {
+      EXPECT_EQ(x.kind, WorkerKind::CpuThread);
+    }
+  }
+}
+
+TEST(WorkerSpec, BadSpecsSayWhatIsWrong) {
+  expect_spec_error<ValueError>("cpu:0", "1 to");
+  expect_spec_error<ValueError>("cpu:", "1 to");
+  expect_spec_error<ValueError>("cpu:-2", "1 to");
+  expect_spec_error<ValueError>("cpu:99999", "1 to");
+  expect_spec_error<ValueError>("cuda:x", "cannot parse the GPU index");
+  expect_spec_error<ValueError>("cuda:", "cannot parse the GPU index");
+  expect_spec_error<ValueError>("gpu:1", "cannot parse 'gpu:1'");
+  expect_spec_error<ValueError>("cuda:0/0", "partitions");
+  expect_spec_error<ValueError>("cuda:0/x", "partitions");
+  expect_spec_error<ValueError>("cuda:3-1", "empty GPU range");
+  expect_spec_error<ValueError>("", "empty worker spec");
+  expect_spec_error<ValueError>("cpu:2,", "empty item");
+  expect_spec_error<ValueError>("cuda:0,cuda:0-1", "GPU 0 more than once");
+  expect_spec_error<ValueError>("cpu:2,cuda:0", "mixes CPU and CUDA");
+  expect_spec_error<ValueError>("best:0", "1 to");
+}
+
+TEST(WorkerSpec, MissingGpuIsADeviceError) {
+  // Without a GPU every CUDA spec names a missing device; with one, an index past the last GPU does.
+  const int n = cuda_device_count();
+  const std::string missing = "cuda:" + std::to_string(n);
+  expect_spec_error<DeviceError>(missing, "cuda:" + std::to_string(n));
+  expect_spec_error<DeviceError>(missing + "/4", "cuda:" + std::to_string(n));
+  if (n == 0) expect_spec_error<DeviceError>("cuda:0-3", "no CUDA GPU");
+}
+
+TEST(RunOnWorkers, SetsDeviceStreamScopeAndThreads) {
+  std::vector<Worker> w = make_workers("cpu:3");
+  std::mutex mu;
+  std::set<std::thread::id> threads;
+  std::atomic<int> ran{0};
+  run_on_workers(w, [&](Worker& me) {
+    EXPECT_EQ(current_device(), me.device);
+    EXPECT_TRUE(current_stream() == me.compute);
+    EXPECT_EQ(intra_op_threads(), 1);
+    ASSERT_EQ(current_memory_scopes().size(), 1u);
+    EXPECT_EQ(current_memory_scopes()[0], me.memory);
+    Tensor t = empty({(me.rank + 1) * 1000}, DType::F32);  // charged to this worker only
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      threads.insert(std::this_thread::get_id());
+    }
+    ++ran;
+  });
+  EXPECT_EQ(ran.load(), 3);
+  EXPECT_EQ(threads.size(), 3u);
+  EXPECT_EQ(threads.count(std::this_thread::get_id()), 0u);
+  for (const Worker& x : w) {
+    MemoryCounters c = x.memory->counters();
+    EXPECT_EQ(c.total_peak, (x.rank + 1) * 4000) << x.name();
+    EXPECT_EQ(c.total_current, 0) << x.name();
+  }
+  EXPECT_TRUE(current_memory_scopes().empty());
+}
+
+TEST(RunOnWorkers, RethrowsTheFirstFailureByRank) {
+  std::vector<Worker> w = make_workers("cpu:4");
+  std::atomic<int> finished{0};
+  try {
+    run_on_workers(w, [&](Worker& me) {
+      if (me.rank == 3) TD_THROW(IndexError, "worker three");
+      if (me.rank == 1) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));  // fails after rank 3 did
+        TD_THROW(ValueError, "worker one");
+      }
+      ++finished;
+    });
+    ADD_FAILURE() << "no exception";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("worker one"), std::string::npos);
+  }
+  EXPECT_EQ(finished.load(), 2);  // the others ran to the end
+}
+
+TEST(RunOnWorkers, PeerFailureIsVisibleToTheOthers) {
+  EXPECT_FALSE(peer_worker_failed());
+  std::vector<Worker> w = make_workers("cpu:2");
+  std::atomic<bool> saw{false};
+  EXPECT_THROW(run_on_workers(w,
+                              [&](Worker& me) {
+                                if (me.rank == 0) throw std::runtime_error("boom");
+                                auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+                                while (!peer_worker_failed() && std::chrono::steady_clock::now() < deadline)
+                                  std::this_thread::yield();
+                                saw = peer_worker_failed();
+                              }),
+               std::runtime_error);
+  EXPECT_TRUE(saw.load());
+}
+
+TEST(WorkerGpu, DevicesAndPartitions) {
+  TD_REQUIRE_GPU();
+  std::vector<Worker> g = make_workers("cuda:0");
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_EQ(g[0].kind, WorkerKind::CudaDevice);
+  EXPECT_EQ(g[0].name(), "cuda:0");
+  EXPECT_GT(g[0].sm_count, 0);
+  EXPECT_TRUE(g[0].compute != g[0].comm);
+
+  std::vector<Worker> p = make_workers("cuda:0/4");
+  ASSERT_EQ(p.size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(p[i].kind, WorkerKind::CudaPartition);
+    EXPECT_EQ(p[i].partition, i);
+    EXPECT_EQ(p[i].partitions, 4);
+    EXPECT_EQ(p[i].name(), "cuda:0/4#" + std::to_string(i));
+    EXPECT_TRUE(p[i].compute.device() == Device::cuda(0));
+    if (p[i].green_context) {
+      // Equal, disjoint shares: together at most the whole GPU.
+      EXPECT_EQ(p[i].sm_count, p[0].sm_count);
+      EXPECT_LE(4 * p[i].sm_count, g[0].sm_count);
+      EXPECT_GT(p[i].sm_count, 0);
+    } else {
+      EXPECT_EQ(p[i].sm_count, g[0].sm_count);
+    }
+  }
+  std::printf("cuda:0 has %d SMs; cuda:0/4 partitions: %d SMs each, green contexts: %s\n", g[0].sm_count,
+              p[0].sm_count, p[0].green_context ? "yes" : "no");
+}
+
+TEST(WorkerGpu, RunOnPartitionsComputesOnTheirStreams) {
+  TD_REQUIRE_GPU();
+  std::vector<Worker> p = make_workers("cuda:0/2");
+  run_on_workers(p, [](Worker& me) {
+    EXPECT_TRUE(current_stream(me.device) == me.compute);
+    Tensor t = full({1000}, me.rank + 1.0, Device::cuda(0));
+    EXPECT_EQ(t.to_vector<float>()[999], me.rank + 1.0f);
+  });
+  for (const Worker& x : p) EXPECT_GE(x.memory->counters().total_peak, 4000);
+}
+
+}  // namespace
+}  // namespace parallel
+}  // namespace tandem
