@@ -114,7 +114,7 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const std::function
   if (end <= begin) return;
   grain = std::max<int64_t>(grain, 1);
   int64_t n = end - begin;
-  int64_t pieces = std::min<int64_t>(intra_op_threads(), (n + grain - 1) / grain);
+  int64_t pieces = std::min<int64_t>(intra_op_threads(), n / grain);  // so every piece but the last is >= grain
   if (pieces <= 1 || tl_inside) {
     fn(begin, end);
     return;
