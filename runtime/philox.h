@@ -2,6 +2,8 @@
 // both produce bit-identical values: only +, -, *, / and sqrt (IEEE-exact everywhere), no FMA contraction.
 #pragma once
 
+#include <math.h>
+
 #include <cstdint>
 
 #include "runtime/hostdevice.h"
@@ -117,6 +119,17 @@ TD_HOST_DEVICE void sincos_turn(double t, double& s, double& c) {
 TD_HOST_DEVICE double uniform24(uint32_t w) { return static_cast<double>(w >> 8) * (1.0 / 16777216.0); }
 // Uniform in [0, 1) with 32 random bits (for f64 outputs).
 TD_HOST_DEVICE double uniform32(uint32_t w) { return static_cast<double>(w) * (1.0 / 4294967296.0); }
+
+// A uniform value of T in [lo, hi) from u in [0, 1). lo + (hi - lo) * u is below hi, but rounding it to T
+// can reach hi (in f32, 1 + (1 - 2^-24) is a tie that rounds to 2): such a value becomes the next T below.
+TD_HOST_DEVICE float next_below(float v) { return nextafterf(v, -3.402823466e38f); }
+TD_HOST_DEVICE double next_below(double v) { return nextafter(v, -1.7976931348623157e308); }
+template <typename T>
+TD_HOST_DEVICE T uniform_in(double lo, double hi, double u) {
+  T v = static_cast<T>(dadd(lo, dmul(hi - lo, u)));
+  if (hi > lo && static_cast<double>(v) >= hi) v = next_below(v);
+  return v;
+}
 
 // Standard normal for value i, by Box-Muller on the word pair (0,1) or (2,3) of its counter.
 TD_HOST_DEVICE double normal_at(const Block& b, int word) {

@@ -16,14 +16,13 @@ void CpuBackend::random(DType t, void* out, int64_t n, uint64_t seed, uint64_t o
       for (int64_t blk = lo; blk < hi; ++blk) {
         philox::Block b = philox::generate(seed, offset + static_cast<uint64_t>(blk));
         for (int w = 0; w < 4 && blk * 4 + w < n; ++w) {
-          double v;
           if (spec.normal) {
-            v = philox::dadd(spec.a, philox::dmul(spec.b, philox::normal_at(b, w)));
+            o[blk * 4 + w] =
+                static_cast<scalar_t>(philox::dadd(spec.a, philox::dmul(spec.b, philox::normal_at(b, w))));
           } else {
             double u = sizeof(scalar_t) == 4 ? philox::uniform24(b.x[w]) : philox::uniform32(b.x[w]);
-            v = philox::dadd(spec.a, philox::dmul(spec.b - spec.a, u));
+            o[blk * 4 + w] = philox::uniform_in<scalar_t>(spec.a, spec.b, u);
           }
-          o[blk * 4 + w] = static_cast<scalar_t>(v);
         }
       }
     });
