@@ -1,0 +1,144 @@
+// Op cases for Tensor's views (view, reshape, permute, transpose, slice, narrow, select, unsqueeze, squeeze,
+// flatten, expand) and copies (contiguous, clone, to(dtype), copy_, fill_).
+#include "runtime/ops.h"
+#include "tests/runtime/op_cases.h"
+
+namespace tandem {
+namespace testing {
+
+namespace {
+using TV = std::vector<Tensor>;
+using HV = std::vector<HostTensor>;
+using ViewFn = std::function<Tensor(const Tensor&)>;
+using ViewRef = std::function<HostTensor(const HostTensor&)>;
+
+OpCase view_case(const std::string& name, Shape shape, ViewFn f, ViewRef r, bool grad = true) {
+  return make_case(
+      name, {float_in(std::move(shape))}, [f](const TV& in, DType) { return TV{f(in[0])}; },
+      [r](const HV& in) { return HV{r(in[0])}; }, grad);
+}
+
+void add_views(std::vector<OpCase>& cs) {
+  const Shape x{2, 3, 4};
+  cs.push_back(view_case("view_6x4", x, [](const Tensor& t) { return t.view({6, 4}); },
+                         [](const HostTensor& h) { return ref::reshape(h, {6, 4}); }));
+  cs.push_back(view_case("view_infer_dim", x, [](const Tensor& t) { return t.view({-1, 2}); },
+                         [](const HostTensor& h) { return ref::reshape(h, {12, 2}); }));
+  // A view of a permuted tensor that only splits its contiguous last dim: no copy needed.
+  cs.push_back(view_case("view_of_permuted", x, [](const Tensor& t) { return t.permute({1, 0, 2}).view({3, 2, 2, 2}); },
+                         [](const HostTensor& h) { return ref::reshape(ref::permute(h, {1, 0, 2}), {3, 2, 2, 2}); }));
+  cs.push_back(view_case("reshape_view_path", x, [](const Tensor& t) { return t.reshape({4, 6}); },
+                         [](const HostTensor& h) { return ref::reshape(h, {4, 6}); }));
+  cs.push_back(view_case("reshape_copy_path", x, [](const Tensor& t) { return t.permute({2, 0, 1}).reshape({-1}); },
+                         [](const HostTensor& h) { return ref::reshape(ref::permute(h, {2, 0, 1}), {24}); }));
+  cs.push_back(view_case("permute_2_0_1", x, [](const Tensor& t) { return t.permute({2, 0, 1}); },
+                         [](const HostTensor& h) { return ref::permute(h, {2, 0, 1}); }));
+  cs.push_back(view_case("permute_negative_dims", x, [](const Tensor& t) { return t.permute({-1, -3, -2}); },
+                         [](const HostTensor& h) { return ref::permute(h, {2, 0, 1}); }));
+  cs.push_back(view_case("transpose_0_2", x, [](const Tensor& t) { return t.transpose(0, 2); },
+                         [](const HostTensor& h) { return ref::transpose(h, 0, 2); }));
+  cs.push_back(view_case("transpose_neg", x, [](const Tensor& t) { return t.transpose(-1, -2); },
+                         [](const HostTensor& h) { return ref::transpose(h, 1, 2); }));
+  cs.push_back(view_case("t_2d", {3, 5}, [](const Tensor& t) { return t.t(); },
+                         [](const HostTensor& h) { return ref::transpose(h, 0, 1); }));
+  cs.push_back(view_case("slice_step_2", {2, 5, 4}, [](const Tensor& t) { return t.slice(1, 0, 5, 2); },
+                         [](const HostTensor& h) { return ref::slice(h, 1, 0, 5, 2); }));
+  cs.push_back(view_case("slice_step_3_offset", {2, 3, 7}, [](const Tensor& t) { return t.slice(2, 1, 7, 3); },
+                         [](const HostTensor& h) { return ref::slice(h, 2, 1, 7, 3); }));
+  cs.push_back(view_case("slice_negative_bounds", x, [](const Tensor& t) { return t.slice(-1, -3, -1); },
+                         [](const HostTensor& h) { return ref::slice(h, 2, -3, -1, 1); }));
+  cs.push_back(view_case("slice_clamped_bounds", x, [](const Tensor& t) { return t.slice(0, -10, 10); },
+                         [](const HostTensor& h) { return ref::slice(h, 0, -10, 10, 1); }));
+  cs.push_back(view_case("slice_of_transposed", {5, 4}, [](const Tensor& t) { return t.t().slice(1, 1, 5, 2); },
+                         [](const HostTensor& h) { return ref::slice(ref::transpose(h, 0, 1), 1, 1, 5, 2); }));
+  cs.push_back(view_case("narrow_dim_2", x, [](const Tensor& t) { return t.narrow(2, 1, 2); },
+                         [](const HostTensor& h) { return ref::slice(h, 2, 1, 3, 1); }));
+  auto select_ref = [](const HostTensor& h, int64_t dim, int64_t i) {
+    HostTensor s = ref::slice(h, dim, i, i + 1, 1);
+    s.shape.erase(s.shape.begin() + dim);
+    return s;
+  };
+  cs.push_back(view_case("select_dim_1_neg_index", x, [](const Tensor& t) { return t.select(1, -1); },
+                         [select_ref](const HostTensor& h) { return select_ref(h, 1, 2); }));
+  cs.push_back(view_case("select_dim_0", x, [](const Tensor& t) { return t.select(0, 1); },
+                         [select_ref](const HostTensor& h) { return select_ref(h, 0, 1); }));
+  cs.push_back(view_case("unsqueeze_0", x, [](const Tensor& t) { return t.unsqueeze(0); },
+                         [](const HostTensor& h) { return ref::reshape(h, {1, 2, 3, 4}); }));
+  cs.push_back(view_case("unsqueeze_neg1_of_transposed", {3, 4}, [](const Tensor& t) { return t.t().unsqueeze(-1); },
+                         [](const HostTensor& h) { return ref::reshape(ref::transpose(h, 0, 1), {4, 3, 1}); }));
+  cs.push_back(view_case("squeeze_1", {2, 1, 4}, [](const Tensor& t) { return t.squeeze(1); },
+                         [](const HostTensor& h) { return ref::reshape(h, {2, 4}); }));
+  cs.push_back(view_case("flatten_1_2", {2, 3, 4, 2}, [](const Tensor& t) { return t.flatten(1, 2); },
+                         [](const HostTensor& h) { return ref::reshape(h, {2, 12, 2}); }));
+  cs.push_back(view_case("flatten_all_of_permuted", x, [](const Tensor& t) { return t.permute({1, 2, 0}).flatten(); },
+                         [](const HostTensor& h) { return ref::reshape(ref::permute(h, {1, 2, 0}), {24}); }));
+  cs.push_back(view_case("flatten_0d", {}, [](const Tensor& t) { return t.flatten(); },
+                         [](const HostTensor& h) { return ref::reshape(h, {1}); }));
+  cs.push_back(view_case("expand_3x1_to_2x3x4", {3, 1}, [](const Tensor& t) { return t.expand({2, 3, 4}); },
+                         [](const HostTensor& h) { return ref::broadcast_to(h, {2, 3, 4}); }));
+  cs.push_back(view_case("expand_0d", {}, [](const Tensor& t) { return t.expand({2, 3}); },
+                         [](const HostTensor& h) { return ref::broadcast_to(h, {2, 3}); }));
+}
+
+void add_copies(std::vector<OpCase>& cs) {
+  const Shape x{2, 3, 4};
+  cs.push_back(view_case("contiguous_of_permuted", x, [](const Tensor& t) { return t.permute({2, 0, 1}).contiguous(); },
+                         [](const HostTensor& h) { return ref::permute(h, {2, 0, 1}); }));
+  cs.push_back(view_case("clone", x, [](const Tensor& t) { return t.clone(); }, [](const HostTensor& h) { return h; }));
+  cs.push_back(view_case("clone_of_expanded", {3, 1}, [](const Tensor& t) { return t.expand({2, 3, 4}).clone(); },
+                         [](const HostTensor& h) { return ref::broadcast_to(h, {2, 3, 4}); }));
+  // Conversions between the compute dtypes (their gradient is checked in the autograd tests: finite
+  // differences through an f32 rounding mean nothing).
+  for (DType to : {DType::F32, DType::F64}) {
+    cs.push_back(make_case(
+        std::string("to_") + dtype_name(to), {float_in(x)}, [to](const TV& in, DType) { return TV{in[0].to(to)}; },
+        [to](const HV& in) {
+          HostTensor y = in[0];
+          y.dtype = to;
+          return HV{y};
+        },
+        false));
+  }
+  cs.push_back(make_case(
+      "copy_into_permuted", {float_in(x)},
+      [](const TV& in, DType dt) {
+        Tensor dst = zeros({4, 3, 2}, TensorOptions(dt).with_device(in[0].device()));
+        dst.permute({2, 1, 0}).copy_(in[0]);
+        return TV{dst};
+      },
+      [](const HV& in) { return HV{ref::permute(in[0], {2, 1, 0})}; }, false));
+  cs.push_back(make_case(
+      "copy_broadcast_other_dtype", {float_in({3, 1})},
+      [x](const TV& in, DType dt) {
+        DType other = dt == DType::F32 ? DType::F64 : DType::F32;
+        Tensor dst = zeros(x, TensorOptions(other).with_device(in[0].device()));
+        dst.copy_(in[0]);
+        return TV{dst.to(dt)};
+      },
+      [x](const HV& in) { return HV{ref::broadcast_to(in[0], x)}; }, false));
+  cs.push_back(make_case(
+      "fill_stepped_slice", {float_in(x)},
+      [](const TV& in, DType) {
+        Tensor y = in[0].clone();
+        y.slice(1, 0, 3, 2).fill_(2.5);
+        return TV{y};
+      },
+      [](const HV& in) {
+        HostTensor y = in[0];
+        for (int64_t i = 0; i < y.numel(); ++i)
+          if (ref::unravel(i, y.shape)[1] % 2 == 0) y.v[i] = 2.5;
+        return HV{y};
+      },
+      false));
+}
+}  // namespace
+
+std::vector<OpCase> view_copy_cases() {
+  std::vector<OpCase> cs;
+  add_views(cs);
+  add_copies(cs);
+  return cs;
+}
+
+}  // namespace testing
+}  // namespace tandem

@@ -1,0 +1,374 @@
+// The op harness's input samplers and its forward, finite-difference and CUDA-vs-CPU checks.
+#include "tests/runtime/op_harness.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "runtime/autograd.h"
+#include "runtime/config.h"
+
+namespace tandem {
+namespace testing {
+
+namespace {
+constexpr double kPi = 3.14159265358979323846;
+
+double draw_normal(Generator& gen) {
+  double u1 = 1.0 - gen.uniform(), u2 = gen.uniform();
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * kPi * u2);
+}
+
+double draw_uniform(Generator& gen, double lo, double hi) { return lo + (hi - lo) * gen.uniform(); }
+
+bool near_any(double v, const std::vector<double>& points, double gap) {
+  for (double p : points)
+    if (std::abs(v - p) < gap) return true;
+  return false;
+}
+
+// Restores the TF32 switch on scope exit.
+class Tf32Off {
+ public:
+  Tf32Off() : previous_(allow_tf32()) { set_allow_tf32(false); }
+  ~Tf32Off() { set_allow_tf32(previous_); }
+
+ private:
+  bool previous_;
+};
+}  // namespace
+
+Sampler normal_values(double stddev) {
+  return [stddev](Generator& gen, int64_t n, const std::vector<HostTensor>&) {
+    std::vector<double> v(static_cast<size_t>(n));
+    for (double& x : v) x = stddev * draw_normal(gen);
+    return v;
+  };
+}
+
+Sampler uniform_values(double lo, double hi) {
+  return [lo, hi](Generator& gen, int64_t n, const std::vector<HostTensor>&) {
+    std::vector<double> v(static_cast<size_t>(n));
+    for (double& x : v) x = draw_uniform(gen, lo, hi);
+    return v;
+  };
+}
+
+Sampler avoiding(std::vector<double> points, double lo, double hi, double gap) {
+  return [points, lo, hi, gap](Generator& gen, int64_t n, const std::vector<HostTensor>&) {
+    std::vector<double> v(static_cast<size_t>(n));
+    for (double& x : v) {
+      do {
+        x = draw_uniform(gen, lo, hi);
+      } while (near_any(x, points, gap));
+    }
+    return v;
+  };
+}
+
+Sampler away_from_zero(double lo, double hi) {
+  return [lo, hi](Generator& gen, int64_t n, const std::vector<HostTensor>&) {
+    std::vector<double> v(static_cast<size_t>(n));
+    for (double& x : v) x = (gen.uniform() < 0.5 ? -1.0 : 1.0) * draw_uniform(gen, lo, hi);
+    return v;
+  };
+}
+
+Sampler positive(double lo, double hi) { return uniform_values(lo, hi); }
+
+Sampler distinct_values() {
+  return [](Generator& gen, int64_t n, const std::vector<HostTensor>&) {
+    std::vector<double> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[i] = (static_cast<double>(i) - 0.5 * n) * 0.25 + 0.05 * gen.uniform();
+    for (int64_t i = n - 1; i > 0; --i) std::swap(v[i], v[gen.integer(static_cast<uint64_t>(i + 1))]);
+    return v;
+  };
+}
+
+Sampler avoiding_input(int k, double lo, double hi, double gap) {
+  return [k, lo, hi, gap](Generator& gen, int64_t n, const std::vector<HostTensor>& earlier) {
+    std::vector<double> v(static_cast<size_t>(n));
+    for (double& x : v) {
+      do {
+        x = draw_uniform(gen, lo, hi);
+      } while (near_any(x, earlier.at(k).v, gap));
+    }
+    return v;
+  };
+}
+
+Sampler sharing_input(int k) {
+  return [k](Generator& gen, int64_t n, const std::vector<HostTensor>& earlier) {
+    const std::vector<double>& src = earlier.at(k).v;
+    std::vector<double> v(static_cast<size_t>(n));
+    for (double& x : v)
+      x = gen.uniform() < 0.5 ? src[gen.integer(src.size())] : draw_normal(gen);
+    return v;
+  };
+}
+
+Sampler indices(int64_t bound) {
+  return [bound](Generator& gen, int64_t n, const std::vector<HostTensor>&) {
+    std::vector<double> v(static_cast<size_t>(n));
+    for (double& x : v) x = static_cast<double>(gen.integer(static_cast<uint64_t>(bound)));
+    return v;
+  };
+}
+
+Sampler coin_flips() {
+  return [](Generator& gen, int64_t n, const std::vector<HostTensor>&) {
+    std::vector<double> v(static_cast<size_t>(n));
+    for (double& x : v) x = gen.uniform() < 0.5 ? 0.0 : 1.0;
+    return v;
+  };
+}
+
+InputSpec float_in(Shape shape, Sampler sample, bool grad) {
+  return InputSpec{std::move(shape), std::move(sample), Role::Float, grad};
+}
+InputSpec index_in(Shape shape, int64_t bound) { return InputSpec{std::move(shape), indices(bound), Role::Int64, false}; }
+InputSpec mask_in(Shape shape) { return InputSpec{std::move(shape), coin_flips(), Role::Mask, false}; }
+
+OpCase make_case(std::string name, std::vector<InputSpec> inputs, OpFn run, RefFn reference, bool grad) {
+  OpCase c;
+  c.name = std::move(name);
+  c.inputs = std::move(inputs);
+  c.run = std::move(run);
+  c.reference = std::move(reference);
+  c.grad = grad;
+  return c;
+}
+
+namespace {
+// The inputs' values; floats are rounded through f32 so that f32 and f64 runs see the same numbers.
+std::vector<HostTensor> draw_inputs(const OpCase& c, Generator& gen) {
+  std::vector<HostTensor> host;
+  for (const InputSpec& s : c.inputs) {
+    std::vector<double> v = s.sample(gen, HostTensor::numel_of(s.shape), host);
+    if (s.role == Role::Float)
+      for (double& x : v) x = static_cast<double>(static_cast<float>(x));
+    host.emplace_back(s.shape, std::move(v));
+  }
+  return host;
+}
+
+Tensor make_input(const InputSpec& s, const HostTensor& h, DType dtype, Device device, bool requires_grad) {
+  Tensor t;
+  if (s.role == Role::Float) {
+    t = from_vector<double>(h.v, h.shape, Device::cpu()).to(dtype);
+  } else if (s.role == Role::Int64) {
+    t = from_vector<int64_t>(std::vector<int64_t>(h.v.begin(), h.v.end()), h.shape, Device::cpu());
+  } else {
+    t = from_vector<uint8_t>(std::vector<uint8_t>(h.v.begin(), h.v.end()), h.shape, Device::cpu());
+  }
+  t = t.to(device);
+  if (requires_grad && s.role == Role::Float && s.grad) t.set_requires_grad(true);
+  return t;
+}
+
+std::vector<Tensor> make_inputs(const OpCase& c, const std::vector<HostTensor>& host, DType dtype, Device device,
+                                bool requires_grad) {
+  std::vector<Tensor> in;
+  for (size_t i = 0; i < c.inputs.size(); ++i) in.push_back(make_input(c.inputs[i], host[i], dtype, device, requires_grad));
+  return in;
+}
+
+// Relative error with the max(1, |want|) denominator of max_rel_error; NaN only matches NaN.
+double rel_error(double got, double want) {
+  if (std::isnan(got) || std::isnan(want)) return std::isnan(got) && std::isnan(want) ? 0.0 : INFINITY;
+  if (got == want) return 0.0;
+  return std::abs(got - want) / std::max(1.0, std::abs(want));
+}
+
+// EXPECTs that `got` matches `want` in shape, dtype and values (within tol).
+void expect_matches(const Tensor& got, const std::vector<double>& want, const Shape& shape, DType dtype, double tol,
+                    const std::string& what) {
+  ASSERT_TRUE(got.defined()) << what << ": undefined output";
+  ASSERT_EQ(shape_str(got.shape()), shape_str(shape)) << what << ": wrong shape";
+  EXPECT_EQ(dtype_name(got.dtype()), std::string(dtype_name(dtype))) << what << ": wrong dtype";
+  std::vector<double> g = got.to_vector<double>();
+  ASSERT_EQ(g.size(), want.size()) << what;
+  double worst = 0;
+  size_t at = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    double e = rel_error(g[i], want[i]);
+    if (e > worst) {
+      worst = e;
+      at = i;
+    }
+  }
+  EXPECT_LE(worst, tol) << what << ": element " << at << " is " << g[at] << ", expected " << want[at]
+                        << " (relative error " << worst << ")";
+}
+
+double forward_tol(const OpCase& c, DType dtype) { return dtype == DType::F32 ? c.tol_f32 : 1e-12; }
+
+std::vector<Tensor> float_outputs(const std::vector<Tensor>& outs) {
+  std::vector<Tensor> f;
+  for (const Tensor& t : outs)
+    if (is_compute_float(t.dtype())) f.push_back(t);
+  return f;
+}
+
+// sum_i sum(out_i * w_i) over the float outputs, in double on the host.
+double projection(const std::vector<Tensor>& outs, const std::vector<std::vector<double>>& w) {
+  std::vector<Tensor> f = float_outputs(outs);
+  double s = 0;
+  for (size_t i = 0; i < f.size(); ++i) {
+    std::vector<double> v = f[i].to_vector<double>();
+    for (size_t j = 0; j < v.size(); ++j) s += v[j] * w[i][j];
+  }
+  return s;
+}
+
+// Runs `c` with the float inputs requiring grad (only input `only` when >= 0) and backpropagates `w`.
+// Returns the inputs (their .grad holds the result).
+std::vector<Tensor> autograd_run(const OpCase& c, const std::vector<HostTensor>& host, DType dtype, Device device,
+                                 const std::vector<std::vector<double>>& w, int only = -1) {
+  std::vector<Tensor> in = make_inputs(c, host, dtype, device, false);
+  for (size_t i = 0; i < in.size(); ++i)
+    if (c.inputs[i].role == Role::Float && c.inputs[i].grad && (only < 0 || only == static_cast<int>(i)))
+      in[i].set_requires_grad(true);
+  std::vector<Tensor> outs = float_outputs(c.run(in, dtype));
+  std::vector<Tensor> roots, grads;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    EXPECT_TRUE(outs[i].requires_grad()) << c.name << ": float output " << i << " does not require grad";
+    if (!outs[i].requires_grad()) continue;
+    roots.push_back(outs[i]);
+    grads.push_back(from_vector<double>(w[i], outs[i].shape(), Device::cpu()).to(dtype).to(device));
+  }
+  if (!roots.empty()) autograd::backward(roots, grads);
+  return in;
+}
+
+std::vector<size_t> grad_inputs(const OpCase& c) {
+  std::vector<size_t> k;
+  for (size_t i = 0; i < c.inputs.size(); ++i)
+    if (c.inputs[i].role == Role::Float && c.inputs[i].grad) k.push_back(i);
+  return k;
+}
+
+std::vector<std::vector<double>> draw_weights(const std::vector<Tensor>& outs, Generator& gen) {
+  std::vector<std::vector<double>> w;
+  for (const Tensor& t : float_outputs(outs)) w.push_back(normal_values()(gen, t.numel(), {}));
+  return w;
+}
+}  // namespace
+
+void check_forward(const OpCase& c, DType dtype) {
+  Generator gen(fresh_seed());
+  std::vector<HostTensor> host = draw_inputs(c, gen);
+  std::vector<Tensor> in = make_inputs(c, host, dtype, Device::cpu(), false);
+  std::vector<HostTensor> seen;  // the values the op sees (f64 copies of the converted inputs)
+  for (const Tensor& t : in) seen.emplace_back(t.shape(), t.to_vector<double>());
+  std::vector<Tensor> outs = c.run(in, dtype);
+  std::vector<HostTensor> want = c.reference(seen);
+  ASSERT_EQ(outs.size(), want.size()) << c.name << ": number of outputs";
+  for (size_t i = 0; i < outs.size(); ++i) {
+    DType expected = want[i].dtype.value_or(dtype);
+    EXPECT_EQ(outs[i].device(), Device::cpu());
+    double tol = is_compute_float(expected) ? forward_tol(c, dtype) : 0.0;
+    expect_matches(outs[i], want[i].v, want[i].shape, expected, tol,
+                   c.name + " output " + std::to_string(i) + " in " + dtype_name(dtype));
+  }
+}
+
+void check_gradient(const OpCase& c) {
+  ASSERT_TRUE(c.grad) << c.name << " has no gradient";
+  Generator gen(fresh_seed());
+  std::vector<HostTensor> host = draw_inputs(c, gen);
+  std::vector<Tensor> probe = c.run(make_inputs(c, host, DType::F64, Device::cpu(), false), DType::F64);
+  std::vector<std::vector<double>> w = draw_weights(probe, gen);
+  ASSERT_FALSE(w.empty()) << c.name << ": no floating output to differentiate";
+  std::vector<size_t> ks = grad_inputs(c);
+  ASSERT_FALSE(ks.empty()) << c.name << ": no input to differentiate with respect to";
+
+  std::vector<Tensor> in = autograd_run(c, host, DType::F64, Device::cpu(), w);
+  const double eps = 1e-6;
+  for (size_t k : ks) {
+    Tensor g = in[k].grad();
+    ASSERT_TRUE(g.defined()) << c.name << ": input " << k << " received no gradient";
+    ASSERT_EQ(g.shape(), in[k].shape()) << c.name << ": gradient shape of input " << k;
+    EXPECT_EQ(g.dtype(), DType::F64);
+    std::vector<double> analytic = g.to_vector<double>();
+    std::vector<double> numeric(analytic.size());
+    for (size_t j = 0; j < analytic.size(); ++j) {
+      std::vector<HostTensor> plus = host, minus = host;
+      plus[k].v[j] += eps;
+      minus[k].v[j] -= eps;
+      double lp = projection(c.run(make_inputs(c, plus, DType::F64, Device::cpu(), false), DType::F64), w);
+      double lm = projection(c.run(make_inputs(c, minus, DType::F64, Device::cpu(), false), DType::F64), w);
+      numeric[j] = (lp - lm) / (2 * eps);
+    }
+    double worst = 0;
+    size_t at = 0;
+    for (size_t j = 0; j < analytic.size(); ++j) {
+      double e = rel_error(analytic[j], numeric[j]);
+      if (e > worst) {
+        worst = e;
+        at = j;
+      }
+    }
+    EXPECT_LE(worst, 1e-6) << c.name << ": d/d(input " << k << ")[" << at << "]: autograd " << analytic[at]
+                           << ", finite difference " << numeric[at];
+  }
+
+  // Each input alone requiring grad takes the paths that skip the other inputs' gradients.
+  if (ks.size() > 1) {
+    for (size_t k : ks) {
+      std::vector<Tensor> single = autograd_run(c, host, DType::F64, Device::cpu(), w, static_cast<int>(k));
+      for (size_t other : ks) {
+        if (other != k) {
+          EXPECT_FALSE(single[other].grad().defined()) << c.name << ": input " << other;
+        }
+      }
+      ASSERT_TRUE(single[k].grad().defined()) << c.name << ": input " << k << " alone received no gradient";
+      expect_close(single[k].grad(), in[k].grad(), 1e-12, c.name + ": input " + std::to_string(k) + " alone");
+    }
+  }
+
+  // The f32 backward kernels, against the f64 gradients at the same (f32-representable) inputs.
+  std::vector<Tensor> in32 = autograd_run(c, host, DType::F32, Device::cpu(), w);
+  for (size_t k : ks) {
+    ASSERT_TRUE(in32[k].grad().defined()) << c.name << ": f32 input " << k << " received no gradient";
+    EXPECT_EQ(in32[k].grad().dtype(), DType::F32);
+    expect_close(in32[k].grad(), in[k].grad(), 1e-4, c.name + ": f32 gradient of input " + std::to_string(k));
+  }
+}
+
+void check_cuda_matches_cpu(const OpCase& c, DType dtype) {
+  Tf32Off tf32_off;
+  Generator gen(fresh_seed());
+  std::vector<HostTensor> host = draw_inputs(c, gen);
+  Device gpu = Device::cuda(0);
+  std::vector<Tensor> cpu_out = c.run(make_inputs(c, host, dtype, Device::cpu(), false), dtype);
+  std::vector<Tensor> gpu_out = c.run(make_inputs(c, host, dtype, gpu, false), dtype);
+  ASSERT_EQ(cpu_out.size(), gpu_out.size()) << c.name;
+  for (size_t i = 0; i < cpu_out.size(); ++i) {
+    EXPECT_EQ(gpu_out[i].device(), gpu) << c.name << " output " << i;
+    double tol = is_compute_float(cpu_out[i].dtype()) ? forward_tol(c, dtype) : 0.0;
+    expect_matches(gpu_out[i], cpu_out[i].to_vector<double>(), cpu_out[i].shape(), cpu_out[i].dtype(), tol,
+                   c.name + " output " + std::to_string(i) + " on CUDA in " + dtype_name(dtype));
+  }
+  if (!c.grad) return;
+  std::vector<std::vector<double>> w = draw_weights(cpu_out, gen);
+  std::vector<Tensor> cpu_in = autograd_run(c, host, dtype, Device::cpu(), w);
+  std::vector<Tensor> gpu_in = autograd_run(c, host, dtype, gpu, w);
+  for (size_t k : grad_inputs(c)) {
+    ASSERT_TRUE(gpu_in[k].grad().defined()) << c.name << ": no CUDA gradient for input " << k;
+    EXPECT_EQ(gpu_in[k].grad().device(), gpu);
+    expect_close(gpu_in[k].grad(), cpu_in[k].grad(), dtype == DType::F32 ? 10 * c.tol_f32 : 1e-10,
+                 c.name + ": CUDA gradient of input " + std::to_string(k));
+  }
+}
+
+std::string case_name(const ::testing::TestParamInfo<OpCase>& info) { return info.param.name; }
+
+void PrintTo(const OpCase& c, std::ostream* os) {
+  *os << c.name << " (inputs:";
+  for (const InputSpec& s : c.inputs) *os << " " << shape_str(s.shape);
+  *os << ")";
+}
+
+}  // namespace testing
+}  // namespace tandem

@@ -1,0 +1,81 @@
+// The op test harness: an OpCase describes one op call (inputs, the call, a double-precision reference);
+// the checks run it forward against the reference in f32 and f64, check its gradients by central finite
+// differences in f64, and compare CUDA with the CPU when a GPU is present.
+#pragma once
+
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "runtime/rng.h"
+#include "runtime/tensor.h"
+#include "tests/runtime/reference.h"
+#include "tests/testing.h"
+
+namespace tandem {
+namespace testing {
+
+using ref::HostTensor;
+
+// What an input tensor holds: floating values (the case's dtype), i64 indices, or a u8 mask.
+enum class Role { Float, Int64, Mask };
+
+// Draws n values for an input; `earlier` are the inputs drawn before it (for inputs whose values must
+// keep away from, or share values with, another input's).
+using Sampler = std::function<std::vector<double>(Generator& gen, int64_t n, const std::vector<HostTensor>& earlier)>;
+
+Sampler normal_values(double stddev = 1.0);
+Sampler uniform_values(double lo, double hi);
+// Uniform in [lo, hi) with every value at least `gap` away from each of `points` (kinks such as 0 for relu).
+Sampler avoiding(std::vector<double> points, double lo, double hi, double gap = 0.1);
+Sampler away_from_zero(double lo = 0.2, double hi = 2.0);  // magnitude in [lo, hi), random sign
+Sampler positive(double lo = 0.5, double hi = 2.0);
+// Values pairwise at least 0.15 apart, in random order (a unique max for max/amax/argmax).
+Sampler distinct_values();
+// Uniform in [lo, hi) at least `gap` away from every value of input `k` (maximum/minimum of two inputs).
+Sampler avoiding_input(int k, double lo = -2.0, double hi = 2.0, double gap = 0.1);
+// About half the values copied from input k, the rest normal (so comparisons see equal elements).
+Sampler sharing_input(int k);
+Sampler indices(int64_t bound);  // integers in [0, bound)
+Sampler coin_flips();            // 0 or 1
+
+struct InputSpec {
+  Shape shape;
+  Sampler sample;
+  Role role = Role::Float;
+  bool grad = true;  // Float inputs: whether the gradient check differentiates with respect to it
+};
+InputSpec float_in(Shape shape, Sampler sample = normal_values(), bool grad = true);
+InputSpec index_in(Shape shape, int64_t bound);
+InputSpec mask_in(Shape shape);
+
+// Runs the op under test on `in` (float inputs of dtype `dtype`); returns all its outputs.
+using OpFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& in, DType dtype)>;
+// The expected outputs from the inputs' values (floats exactly as the op sees them).
+using RefFn = std::function<std::vector<HostTensor>(const std::vector<HostTensor>& in)>;
+
+struct OpCase {
+  std::string name;  // the test name: letters, digits and underscores
+  std::vector<InputSpec> inputs;
+  OpFn run;
+  RefFn reference;
+  bool grad = true;       // check gradients (every float output must then require grad)
+  double tol_f32 = 1e-5;  // forward tolerance in f32 (relative, see max_rel_error)
+};
+OpCase make_case(std::string name, std::vector<InputSpec> inputs, OpFn run, RefFn reference, bool grad = true);
+
+// Forward on the CPU against the reference, in `dtype`.
+void check_forward(const OpCase& c, DType dtype);
+// Autograd against central finite differences in f64 (also: each input alone requiring grad, and the f32
+// gradients against the f64 ones).
+void check_gradient(const OpCase& c);
+// The op on cuda:0 against the CPU on the same inputs (outputs and gradients), TF32 off.
+void check_cuda_matches_cpu(const OpCase& c, DType dtype);
+
+// Test-name generator for INSTANTIATE_TEST_SUITE_P, and how GoogleTest prints a case.
+std::string case_name(const ::testing::TestParamInfo<OpCase>& info);
+void PrintTo(const OpCase& c, std::ostream* os);
+
+}  // namespace testing
+}  // namespace tandem
