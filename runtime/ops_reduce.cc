@@ -173,7 +173,7 @@ namespace {
 Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
   const char* name = log ? "log_softmax" : "softmax";
   check_float(x, name);
-  dim = wrap_dim(dim, x.dim());
+  dim = wrap_dim(dim, std::max<int64_t>(x.dim(), 1));  // a 0-dim tensor is one class along dim 0 (or -1)
   Tensor xc = x.contiguous();
   int64_t outer = 1, n = x.dim() == 0 ? 1 : x.shape()[dim], inner = 1;
   for (int64_t i = 0; i < dim; ++i) outer *= x.shape()[i];

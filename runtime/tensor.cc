@@ -43,9 +43,9 @@ Shape contiguous_strides(const Shape& s) {
 }
 
 int64_t wrap_dim(int64_t dim, int64_t ndim) {
-  int64_t n = std::max<int64_t>(ndim, 1);
-  TD_CHECK_INDEX(dim >= -n && dim < n, "dim ", dim, " is out of range for a tensor with ", ndim, " dims");
-  return dim < 0 ? dim + n : dim;
+  // A 0-dim tensor has no dim to index: every caller reads shape()[dim] afterwards.
+  TD_CHECK_INDEX(dim >= -ndim && dim < ndim, "dim ", dim, " is out of range for a tensor with ", ndim, " dims");
+  return dim < 0 ? dim + ndim : dim;
 }
 
 Device TensorOptions::resolved_device() const { return device ? *device : current_device(); }
