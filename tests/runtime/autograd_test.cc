@@ -274,6 +274,30 @@ TEST(Autograd, CustomNodeThroughRecord) {
   for (double g : values(x.grad())) EXPECT_EQ(g, 5.0);
 }
 
+TEST(Autograd, NodesThatReceiveNoGradientAreSkipped) {
+  Generator gen(fresh_seed());
+  Tensor x = leaf({3}, gen);
+  Tensor h = exp(x);  // its only consumer below sends it no gradient
+  Tensor blocked = h.detach().clone();
+  autograd::record("blocks_gradient", {h}, {blocked}, [](std::vector<Tensor>&, const std::vector<bool>&) {
+    return std::vector<Tensor>{Tensor()};
+  });
+  Tensor loss = sum(blocked) + sum(x * 2.0);
+  loss.backward();
+  for (double g : values(x.grad())) EXPECT_EQ(g, 2.0);
+}
+
+TEST(Autograd, SeveralRootsShareTheirGraph) {
+  Generator gen(fresh_seed());
+  Tensor x = leaf({4}, gen);
+  Tensor h = x * 3.0;
+  Tensor a = h * 2.0, b = exp(h);
+  autograd::backward({a, b}, {ones({4}, DType::F64), full({4}, 0.5, DType::F64)});
+  std::vector<double> xv = values(x), g = values(x.grad());
+  for (size_t i = 0; i < xv.size(); ++i) EXPECT_NEAR(g[i], 6.0 + 1.5 * std::exp(3 * xv[i]), 1e-12 * std::exp(3 * xv[i]));
+  EXPECT_THROW(autograd::backward({a}, {}), ValueError);
+}
+
 // A two-layer classifier trained for a few SGD steps; returns the final weights and every loss.
 std::vector<double> train_mlp(uint64_t seed, int steps) {
   Generator gen(seed);

@@ -173,6 +173,30 @@ TEST(Errors, BadDims) {
   error_of<IndexError>([&] { x.size(2); });
 }
 
+TEST(Errors, ZeroDimTensorsHaveNoDimToIndex) {
+  Tensor s = scalar_tensor(2.0, DType::F64);
+  Tensor i0 = from_vector<int64_t>({0}, {}), i1 = from_vector<int64_t>({0}, {1});
+  std::string msg = error_of<IndexError>([&] { s.size(0); });
+  EXPECT_MENTIONS(msg, "0 dims");
+  error_of<IndexError>([&] { s.stride(-1); });
+  error_of<IndexError>([&] { index_select(s, 0, i1); });
+  error_of<IndexError>([&] { gather(s, 0, i0); });
+  error_of<IndexError>([&] { concat({s, s}, 0); });
+  error_of<IndexError>([&] { split(s, int64_t{1}, 0); });
+  error_of<IndexError>([&] { chunk(s, 2, 0); });
+  error_of<IndexError>([&] { s.narrow(0, 0, 1); });
+  error_of<IndexError>([&] { s.slice(0, 0, 1); });
+  error_of<IndexError>([&] { s.select(0, 0); });
+  error_of<IndexError>([&] { s.squeeze(0); });
+  error_of<IndexError>([&] { s.transpose(0, -1); });
+  error_of<IndexError>([&] { max(s, 0); });
+  error_of<IndexError>([&] { argmax(s, -1); });
+  // What a 0-dim tensor does support.
+  EXPECT_EQ(s.unsqueeze(0).shape(), Shape{1});
+  EXPECT_EQ(s.flatten().shape(), Shape{1});
+  EXPECT_EQ(softmax(s, -1).item<double>(), 1.0);
+}
+
 TEST(Errors, ItemNeedsExactlyOneElement) {
   std::string msg = error_of<ShapeError>([] { zeros({2, 2}).item<float>(); });
   EXPECT_MENTIONS(msg, "[2, 2]");

@@ -105,6 +105,10 @@ void add_softmax(std::vector<OpCase>& cs) {
           [dim, log](const HV& in) { return HV{ref::softmax(in[0], dim, log)}; }));
     }
     cs.push_back(make_case(
+        op + "_0d", {float_in({})},
+        [log](const TV& in, DType) { return TV{log ? log_softmax(in[0], -1) : softmax(in[0], 0)}; },
+        [log](const HV& in) { return HV{ref::map(in[0], [log](double) { return log ? 0.0 : 1.0; })}; }));
+    cs.push_back(make_case(
         op + "_1d", {float_in({7}, normal_values(2.0))},
         [log](const TV& in, DType) { return TV{log ? log_softmax(in[0], 0) : softmax(in[0], 0)}; },
         [log](const HV& in) { return HV{ref::softmax(in[0], 0, log)}; }));
