@@ -1,0 +1,68 @@
+// Pipe-BD distribution plans: contiguous stages of blocks, each replicated over some workers; the AHD
+// planner that finds the plan minimizing the bottleneck stage, and LS's bin packing of whole blocks.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/json.h"
+
+namespace tandem {
+namespace parallel {
+namespace bd {
+
+// Profiled costs for K blocks at global batch B, for replication factors g = 1..G (per-worker batch B/g).
+struct BlockProfile {
+  int blocks() const { return static_cast<int>(relay_s.size()); }
+  int max_replicas() const { return static_cast<int>(teacher_s.size()); }
+  std::vector<std::vector<double>> teacher_s;    // [g-1][b]: teacher forward of block b at batch B/g
+  std::vector<std::vector<double>> student_s;    // [g-1][b]: student forward + backward + step at B/g
+  std::vector<std::vector<double>> allreduce_s;  // [g-1][b]: gradient all-reduce of student b over g workers
+  std::vector<std::vector<int64_t>> memory;      // [g-1][b]: peak bytes to run block b alone at B/g
+  std::vector<double> relay_s;                   // [b]: sending block b's teacher output at full batch B
+  Json to_json() const;
+  static BlockProfile from_json(const Json& j);  // throws ValueError on inconsistent sizes
+};
+
+struct Stage {
+  int first = 0;     // first block (inclusive)
+  int last = 0;      // last block (inclusive)
+  int replicas = 1;  // workers running this stage, each on B / replicas rows
+  int blocks() const { return last - first + 1; }
+};
+
+struct Plan {
+  std::vector<Stage> stages;
+  double bottleneck_s = 0;   // the slowest stage's modelled step time
+  int64_t peak_memory = 0;   // the largest per-worker memory estimate
+  int workers() const;
+  // Worker ranks of each stage: stage i gets the next `replicas` ranks in order.
+  std::vector<std::vector<int>> stage_ranks() const;
+  std::string describe() const;  // "[0-0]x2 [1-2]x1 [3-5]x1  bottleneck 12.3 ms  peak 1.2 GiB"
+  Json to_json() const;
+  // Reads a plan given by hand or saved earlier; checks it covers blocks 0..blocks-1 contiguously and
+  // uses exactly `workers` workers (ValueError otherwise).
+  static Plan from_json(const Json& j, int blocks, int workers);
+};
+
+// Modelled time of one step of a stage: per block teacher + student + all-reduce at B/g, plus receiving
+// its input (the previous block's relay, charged to the receiver and split over its g replicas).
+double stage_time(const BlockProfile& p, const Stage& s);
+// Memory estimate of one worker of a stage: the sum of its blocks' profiled peaks at B/g (an upper bound).
+int64_t stage_memory(const BlockProfile& p, const Stage& s);
+
+// The plan over exactly `workers` workers minimizing the bottleneck stage time, among all contiguous
+// partitions of the blocks into stages and replication factors (any counts, by dynamic programming), with
+// every worker under `memory_limit` bytes (0: no limit). Throws ValueError when no plan fits.
+Plan plan_hybrid(const BlockProfile& p, int workers, int64_t memory_limit = 0);
+// The pure pipeline plan (one worker per stage, stages = workers) with the smallest bottleneck (TR, DPU).
+Plan plan_pipeline(const BlockProfile& p, int workers, int64_t memory_limit = 0);
+
+// LS: whole blocks per worker, balancing the summed block costs (teacher prefix + student, full batch)
+// by longest-processing-time-first bin packing. Returns the blocks of each worker (in block order).
+std::vector<std::vector<int>> pack_blocks(const std::vector<double>& block_cost, int workers);
+
+}  // namespace bd
+}  // namespace parallel
+}  // namespace tandem

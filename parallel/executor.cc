@@ -1,0 +1,164 @@
+// The schedule executor: lane threads, cross-lane events, cross-worker signals, and timings.
+#include "parallel/executor.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "runtime/autograd.h"
+#include "runtime/error.h"
+#include "runtime/parallel_for.h"
+
+namespace tandem {
+namespace parallel {
+
+struct Executor::CudaTiming {
+  Event base{true};
+  double base_host_s = 0;
+  std::vector<std::unique_ptr<Event>> start, end;  // per local instruction index
+};
+
+Executor::Executor(const Schedule& schedule, Worker& worker, Communicator* comm)
+    : schedule_(schedule), worker_(worker), comm_(comm) {
+  size_t n = schedule.size();
+  match_ = schedule.matching_sends();
+  signal_to_.resize(n);
+  wait_for_.resize(n);
+  for (const Instr& i : schedule.instrs())
+    for (int d : i.deps) {
+      const Instr& dep = schedule.at(d);
+      if (dep.worker == i.worker) continue;
+      if (i.kind == OpKind::Recv && match_[i.id] == d) continue;  // carried by the message itself
+      signal_to_[d].push_back(i.worker);
+      wait_for_[i.id].push_back(d);
+    }
+}
+
+void Executor::run(const std::function<void(const Instr&)>& fn) {
+  const int me = worker_.rank;
+  const bool cuda = worker_.device.is_cuda();
+  size_t n = schedule_.size();
+  std::vector<std::atomic<bool>> done(n);
+  for (auto& d : done) d = false;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::atomic<bool> failed{false};
+  std::exception_ptr error;
+
+  // Per-instruction completion events for cross-lane dependencies on CUDA.
+  std::vector<std::unique_ptr<Event>> lane_done(n);
+  times_.clear();
+  std::vector<InstrTime> local_times(n);
+  if (cuda) {
+    cuda_timing_ = std::make_shared<CudaTiming>();
+    cuda_timing_->start.resize(n);
+    cuda_timing_->end.resize(n);
+    cuda_timing_->base.record(worker_.compute);
+    cuda_timing_->base_host_s = host_time_s();
+  }
+
+  Tensor signal;
+  if (comm_ != nullptr) signal = zeros({1}, TensorOptions(DType::F32).with_device(worker_.device));
+
+  auto run_lane = [&](int lane) {
+    Stream stream = lane == kComputeLane ? worker_.compute : worker_.comm;
+    StreamGuard sg(stream);
+    std::vector<Request> signals_sent;
+    for (int id : schedule_.program(me, lane)) {
+      if (failed) return;
+      const Instr& ins = schedule_.at(id);
+      // Same-worker dependencies on the other lane: wait until issued (host), then order the streams.
+      for (int d : ins.deps) {
+        const Instr& dep = schedule_.at(d);
+        if (dep.worker != me || dep.lane == lane) continue;
+        {
+          std::unique_lock<std::mutex> lock(mu);
+          cv.wait(lock, [&] { return done[d].load() || failed.load(); });
+        }
+        if (failed) return;
+        if (cuda && lane_done[d]) stream.wait(*lane_done[d]);
+      }
+      // Other workers' instructions not carried by a message: their signal.
+      for (int d : wait_for_[id]) {
+        Tensor buf = empty({1}, TensorOptions(DType::F32).with_device(worker_.device));
+        comm_->recv(buf, schedule_.at(d).worker, kSignalTagBase + d);
+      }
+      if (cuda) {
+        cuda_timing_->start[id] = std::make_unique<Event>(true);
+        cuda_timing_->start[id]->record(stream);
+      } else {
+        local_times[id].start_s = host_time_s();
+      }
+      fn(ins);
+      if (cuda) {
+        cuda_timing_->end[id] = std::make_unique<Event>(true);
+        cuda_timing_->end[id]->record(stream);
+        lane_done[id] = std::make_unique<Event>();
+        lane_done[id]->record(stream);
+      } else {
+        local_times[id].end_s = host_time_s();
+      }
+      for (int w : signal_to_[id]) signals_sent.push_back(comm_->isend(signal, w, kSignalTagBase + id));
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        done[id] = true;
+      }
+      cv.notify_all();
+    }
+    for (auto& r : signals_sent) r.wait();
+  };
+
+  auto guarded = [&](int lane) {
+    try {
+      run_lane(lane);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!error) error = std::current_exception();
+      failed = true;
+      cv.notify_all();
+    }
+  };
+
+  bool has_comm_lane = !schedule_.program(me, kCommLane).empty();
+  std::thread comm_thread;
+  if (has_comm_lane) {
+    Device device = worker_.device;
+    auto memory = worker_.memory;
+    bool grad = autograd::grad_enabled();
+    comm_thread = std::thread([&, device, memory, grad] {
+      DeviceGuard dg(device);
+      std::unique_ptr<MemoryScope> scope(memory ? new MemoryScope(memory) : nullptr);
+      set_intra_op_threads(1);
+      autograd::set_grad_enabled(grad);
+      guarded(kCommLane);
+    });
+  }
+  guarded(kComputeLane);
+  if (comm_thread.joinable()) comm_thread.join();
+  if (error) std::rethrow_exception(error);
+
+  if (!cuda) {
+    for (const Instr& i : schedule_.instrs())
+      if (i.worker == me) times_.push_back({i.id, local_times[i.id].start_s, local_times[i.id].end_s});
+  }
+}
+
+std::vector<InstrTime> Executor::timings() {
+  if (!worker_.device.is_cuda() || !cuda_timing_) return times_;
+  if (times_.empty()) {
+    auto& t = *cuda_timing_;
+    for (const Instr& i : schedule_.instrs()) {
+      if (i.worker != worker_.rank || !t.start[i.id] || !t.end[i.id]) continue;
+      t.end[i.id]->synchronize();
+      double s = t.base_host_s + t.base.elapsed_ms(*t.start[i.id]) * 1e-3;
+      double e = t.base_host_s + t.base.elapsed_ms(*t.end[i.id]) * 1e-3;
+      times_.push_back({i.id, s, e});
+    }
+  }
+  return times_;
+}
+
+}  // namespace parallel
+}  // namespace tandem

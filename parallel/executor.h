@@ -1,0 +1,53 @@
+// Executor: runs one worker's part of a Schedule — a host thread per lane, each lane on its own stream
+// (CUDA) or thread (CPU), dependencies across lanes by events, across workers by the communicator.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "parallel/communicator.h"
+#include "parallel/schedule.h"
+#include "parallel/worker.h"
+
+namespace tandem {
+namespace parallel {
+
+// When an instruction ran, in seconds since host_time_s()'s origin (the same clock on every worker).
+struct InstrTime {
+  int id = -1;
+  double start_s = 0;
+  double end_s = 0;
+};
+
+class Executor {
+ public:
+  // `comm` realizes dependencies on other workers' instructions that no Send->Recv pair already carries
+  // (a one-element signal message per such dependency); it may be null when there are none.
+  Executor(const Schedule& schedule, Worker& worker, Communicator* comm);
+
+  // Runs this worker's instructions in program order per lane: fn(instr) performs one, with the lane's
+  // stream current. On CUDA the work is queued, not waited for: the host never synchronizes with the
+  // device inside run(). Call from the worker's thread (see run_on_workers).
+  void run(const std::function<void(const Instr&)>& fn);
+
+  // Start and end of each of this worker's instructions in the last run (on CUDA from timing events,
+  // which waits for the device).
+  std::vector<InstrTime> timings();
+
+ private:
+  const Schedule& schedule_;
+  Worker& worker_;
+  Communicator* comm_;
+  std::vector<int> match_;                    // recv id -> send id
+  std::vector<std::vector<int>> signal_to_;   // id -> workers to signal after it
+  std::vector<std::vector<int>> wait_for_;    // id -> remote instructions to wait for (by signal)
+  std::vector<InstrTime> times_;
+  struct CudaTiming;
+  std::shared_ptr<CudaTiming> cuda_timing_;
+};
+
+// Signal messages use tags from here on (user tags must stay below).
+constexpr int kSignalTagBase = 1 << 24;
+
+}  // namespace parallel
+}  // namespace tandem

@@ -1,0 +1,183 @@
+// Tests of schedules: validation, the simulator, the trace writer, and the executor on CPU workers.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include "parallel/communicator.h"
+#include "parallel/executor.h"
+#include "parallel/schedule.h"
+#include "parallel/simulator.h"
+#include "parallel/trace.h"
+#include "parallel/worker.h"
+#include "runtime/error.h"
+#include "runtime/json.h"
+#include "runtime/rng.h"
+#include "tests/testing.h"
+
+namespace tandem {
+namespace parallel {
+namespace {
+
+Instr make(int worker, OpKind kind, const std::string& label, double cost, std::vector<int> deps = {}) {
+  Instr i;
+  i.worker = worker;
+  i.kind = kind;
+  i.label = label;
+  i.cost_s = cost;
+  i.deps = std::move(deps);
+  return i;
+}
+
+Instr comm(int worker, OpKind kind, int peer, double cost) {
+  Instr i = make(worker, kind, kind == OpKind::Send ? "send" : "recv", cost);
+  i.peer = peer;
+  return i;
+}
+
+// Two-stage pipeline over 3 steps: worker 0 computes (a) then sends; worker 1 receives then computes (b).
+Schedule pipeline(double a, double xfer, double b) {
+  Schedule s(2);
+  for (int step = 0; step < 3; ++step) {
+    s.add(make(0, OpKind::Forward, "a", a));
+    s.add(comm(0, OpKind::Send, 1, xfer));
+    s.add(comm(1, OpKind::Recv, 0, 0));
+    s.add(make(1, OpKind::ForwardBackward, "b", b));
+  }
+  return s;
+}
+
+TEST(Schedule, ValidateAcceptsPipelinesAndRejectsBrokenSchedules) {
+  pipeline(1, 0.5, 2).validate();
+
+  Schedule unpaired(2);
+  unpaired.add(comm(0, OpKind::Send, 1, 0));
+  EXPECT_THROW(unpaired.validate(), ValueError);
+
+  Schedule cycle(2);  // each worker receives before it sends
+  cycle.add(comm(0, OpKind::Recv, 1, 0));
+  cycle.add(comm(0, OpKind::Send, 1, 0));
+  cycle.add(comm(1, OpKind::Recv, 0, 0));
+  cycle.add(comm(1, OpKind::Send, 0, 0));
+  try {
+    cycle.validate();
+    FAIL() << "a receive-receive cycle must be rejected";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("deadlock"), std::string::npos) << e.what();
+  }
+
+  Schedule bad_dep(1);
+  bad_dep.add(make(0, OpKind::Other, "x", 0, {5}));
+  EXPECT_THROW(bad_dep.validate(), ValueError);
+  EXPECT_THROW(bad_dep.add(make(3, OpKind::Other, "y", 0)), ValueError);
+}
+
+TEST(Simulator, PipelineBottleneckAndBusyFractions) {
+  // Stage b (2 s) is the bottleneck: after the first a (1 s) and transfer (0.5 s), b runs back to back.
+  SimResult r = simulate(pipeline(1, 0.5, 2));
+  EXPECT_DOUBLE_EQ(r.makespan_s, 1 + 0.5 + 3 * 2);
+  EXPECT_DOUBLE_EQ(r.busy_s[1], 6.0);
+  EXPECT_DOUBLE_EQ(r.busy_s[0], 3.0 + 3 * 0.5);
+  EXPECT_NEAR(r.busy_fraction(1), 6.0 / 7.5, 1e-12);
+}
+
+TEST(Simulator, CollectivesStartTogetherAndCrossWorkerDepsHold) {
+  Schedule s(3);
+  int a = s.add(make(0, OpKind::Forward, "slow", 3));
+  s.add(make(1, OpKind::Forward, "fast", 1));
+  for (int w = 0; w < 3; ++w) {
+    Instr ar = make(w, OpKind::AllReduce, "ar", w == 2 ? 0.25 : 0.5);
+    ar.collective = 7;
+    s.add(ar);
+  }
+  int late = s.add(make(2, OpKind::Other, "after slow", 1, {a}));
+  s.validate();
+  SimResult r = simulate(s);
+  for (const InstrTime& t : r.times) {
+    const Instr& i = s.at(t.id);
+    if (i.kind == OpKind::AllReduce) {
+      EXPECT_DOUBLE_EQ(t.start_s, 3.0);
+      EXPECT_DOUBLE_EQ(t.end_s, 3.5);
+    }
+    if (t.id == late) {
+      EXPECT_DOUBLE_EQ(t.start_s, 3.5);  // after the all-reduce on its own lane
+    }
+  }
+}
+
+TEST(Trace, JsonHasOneEventPerInstructionAndRelayFlows) {
+  Schedule s = pipeline(1, 0.5, 2);
+  SimResult r = simulate(s);
+  Json j = Json::parse(trace_json(s, r.times, {"w0", "w1"}));
+  int complete = 0, flows = 0, meta = 0;
+  for (const Json& e : j.at("traceEvents").as_array()) {
+    const std::string& ph = e.at("ph").as_string();
+    if (ph == "X") {
+      ++complete;
+      EXPECT_GE(e.at("dur").as_number(), 0.0);
+    } else if (ph == "s" || ph == "f") {
+      ++flows;
+    } else if (ph == "M") {
+      ++meta;
+    }
+  }
+  EXPECT_EQ(complete, static_cast<int>(s.size()));
+  EXPECT_EQ(flows, 2 * 3);     // one arrow (two events) per relay
+  EXPECT_EQ(meta, 2 * 3);      // process name + 2 thread names per worker
+}
+
+TEST(Executor, RunsProgramsInOrderWithCrossWorkerAndCrossLaneDependencies) {
+  auto workers = make_workers("cpu:2");
+  auto comms = make_local_group(workers);
+  Schedule s(2);
+  int w0_first = s.add(make(0, OpKind::Forward, "w0 first", 0));
+  s.add(make(1, OpKind::Forward, "w1 needs w0", 0, {w0_first}));
+  Instr bg = make(0, OpKind::Send, "w0 comm lane", 0);
+  bg.lane = kCommLane;
+  bg.kind = OpKind::Other;
+  int bg_id = s.add(bg);
+  s.add(make(0, OpKind::Update, "w0 after comm lane", 0, {bg_id}));
+  s.validate();
+
+  std::mutex mu;
+  std::vector<std::string> log;
+  std::vector<std::vector<InstrTime>> times(2);
+  run_on_workers(workers, [&](Worker& w) {
+    Executor ex(s, w, comms[w.rank].get());
+    ex.run([&](const Instr& i) {
+      if (i.label == "w0 first") std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      std::lock_guard<std::mutex> lock(mu);
+      log.push_back(i.label);
+    });
+    times[w.rank] = ex.timings();
+  });
+  ASSERT_EQ(log.size(), 4u);
+  auto pos = [&](const std::string& l) { return std::find(log.begin(), log.end(), l) - log.begin(); };
+  EXPECT_LT(pos("w0 first"), pos("w1 needs w0"));
+  EXPECT_LT(pos("w0 comm lane"), pos("w0 after comm lane"));
+  // The timings agree: worker 1's instruction started after worker 0's ended.
+  double w0_end = 0, w1_start = 0;
+  for (auto& t : times[0])
+    if (t.id == w0_first) w0_end = t.end_s;
+  for (auto& t : times[1]) w1_start = t.start_s;
+  EXPECT_GE(w1_start, w0_end);
+}
+
+TEST(Executor, AFailingInstructionSurfacesAsItsError) {
+  auto workers = make_workers("cpu:1");
+  Schedule s(1);
+  s.add(make(0, OpKind::Forward, "boom", 0));
+  EXPECT_THROW(run_on_workers(workers,
+                              [&](Worker& w) {
+                                Executor ex(s, w, nullptr);
+                                ex.run([](const Instr&) { TD_THROW(ShapeError, "bad shape in the step"); });
+                              }),
+               ShapeError);
+}
+
+}  // namespace
+}  // namespace parallel
+}  // namespace tandem
