@@ -1,5 +1,5 @@
 // Op cases for elementwise ops: broadcasting arithmetic, scalar ops, extrema, comparisons, unary functions,
-// where and masked_fill.
+// where, masked_fill, and the in-place add_ / mul_.
 #include <cmath>
 
 #include "runtime/ops.h"
@@ -199,6 +199,55 @@ void add_selection(std::vector<OpCase>& cs) {
     cs.push_back(c);
   }
 }
+// add_ and mul_ on a copy of the input (they record no graph), contiguous and through a strided view.
+void add_inplace(std::vector<OpCase>& cs) {
+  using TV = std::vector<Tensor>;
+  using HV = std::vector<HostTensor>;
+  cs.push_back(make_case(
+      "add_inplace_alpha_bcast", {float_in({2, 3, 4}), float_in({3, 4})},
+      [](const TV& in, DType) {
+        Tensor x = in[0].clone();
+        add_(x, in[1], -0.5);
+        return TV{x};
+      },
+      [](const HV& in) { return HV{ref::zip(in[0], in[1], [](double a, double b) { return a - 0.5 * b; })}; },
+      false));
+  cs.push_back(make_case(
+      "add_inplace_strided", {float_in({4, 3}), float_in({3, 4})},
+      [](const TV& in, DType) {
+        Tensor base = in[0].clone();
+        Tensor x = base.t();
+        add_(x, in[1]);
+        return TV{base};
+      },
+      [](const HV& in) {
+        return HV{ref::zip(in[0], ref::transpose(in[1], 0, 1), [](double a, double b) { return a + b; })};
+      },
+      false));
+  cs.push_back(make_case(
+      "mul_inplace", {float_in({2, 3, 4})},
+      [](const TV& in, DType) {
+        Tensor x = in[0].clone();
+        mul_(x, 1.5);
+        return TV{x};
+      },
+      [](const HV& in) { return HV{ref::map(in[0], [](double a) { return 1.5 * a; })}; }, false));
+  cs.push_back(make_case(
+      "mul_inplace_strided", {float_in({3, 4})},
+      [](const TV& in, DType) {
+        Tensor base = in[0].clone();
+        Tensor x = base.slice(1, 0, 4, 2);
+        mul_(x, -2.0);
+        return TV{base};
+      },
+      [](const HV& in) {
+        HostTensor y = in[0];
+        for (int64_t i = 0; i < y.numel(); ++i)
+          if (i % 2 == 0) y.v[i] *= -2.0;
+        return HV{y};
+      },
+      false));
+}
 }  // namespace
 
 std::vector<OpCase> elementwise_cases() {
@@ -208,6 +257,7 @@ std::vector<OpCase> elementwise_cases() {
   add_comparisons(cs);
   add_unary(cs);
   add_selection(cs);
+  add_inplace(cs);
   return cs;
 }
 
