@@ -1,0 +1,206 @@
+// CUDA dropout (Philox masks bit-identical to the CPU's) and the fused optimizer steps: one launch updates a
+// whole list of tensors, whose pointers and sizes travel in the kernel's parameters (up to kListTensors per
+// launch), each block updating one chunk of one tensor.
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/nn/cuda_nn_backend.h"
+#include "kernels/dispatch.h"
+#include "runtime/cuda_check.h"
+#include "runtime/philox.h"
+
+namespace tandem {
+namespace cuda {
+
+namespace {
+
+__global__ void dropout_mask_kernel(int64_t n, double p, uint64_t seed, uint64_t offset, uint8_t* mask) {
+  const int64_t blocks = (n + 3) / 4, step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t blk = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; blk < blocks; blk += step) {
+    const philox::Block b = philox::generate(seed, offset + static_cast<uint64_t>(blk));
+    for (int w = 0; w < 4 && blk * 4 + w < n; ++w) mask[blk * 4 + w] = philox::uniform32(b.x[w]) >= p ? 1 : 0;
+  }
+}
+
+template <typename T>
+__global__ void masked_scale_kernel(const T* x, const uint8_t* mask, T scale, T* y, int64_t n) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+    y[i] = mask[i] ? x[i] * scale : T(0);
+}
+
+// Tensors of one launch: K pointer lists, sizes, and the first block of each tensor.
+constexpr int kListTensors = 192;
+constexpr int64_t kChunk = 8192;  // elements per block
+template <int K>
+struct TensorList {
+  void* ptr[K][kListTensors];
+  int64_t numel[kListTensors];
+  int64_t first_block[kListTensors];
+  int count;
+};
+
+// The tensor whose chunks include this block: the last t with first_block[t] <= blockIdx.x.
+__device__ __forceinline__ int tensor_of_block(const int64_t* first_block, int count) {
+  int lo = 0, hi = count - 1;
+  const int64_t b = blockIdx.x;
+  while (lo < hi) {
+    int mid = (lo + hi + 1) / 2;
+    if (first_block[mid] <= b)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+template <typename T>
+struct SgdCoef {
+  T lr, momentum, damp, wd;
+  bool use_wd, use_momentum, nesterov, first;
+};
+
+template <typename T>
+__global__ void sgd_kernel(const __grid_constant__ TensorList<3> list, SgdCoef<T> k) {
+  const int t = tensor_of_block(list.first_block, list.count);
+  T* p = static_cast<T*>(list.ptr[0][t]);
+  const T* g = static_cast<const T*>(list.ptr[1][t]);
+  T* buf = static_cast<T*>(list.ptr[2][t]);
+  const int64_t start = (static_cast<int64_t>(blockIdx.x) - list.first_block[t]) * kChunk;
+  const int64_t end = min(list.numel[t], start + kChunk);
+  for (int64_t i = start + threadIdx.x; i < end; i += blockDim.x) {
+    T d = g[i];
+    if (k.use_wd) d += k.wd * p[i];
+    if (k.use_momentum) {
+      const T b = k.first ? d : k.momentum * buf[i] + k.damp * d;
+      buf[i] = b;
+      d = k.nesterov ? d + k.momentum * b : b;
+    }
+    p[i] -= k.lr * d;
+  }
+}
+
+template <typename T>
+struct AdamCoef {
+  T b1, b2, one_b1, one_b2, eps, wd, step_size, bc2, decay;
+  bool coupled, decoupled;
+};
+
+template <typename T>
+__global__ void adam_kernel(const __grid_constant__ TensorList<4> list, AdamCoef<T> k) {
+  const int t = tensor_of_block(list.first_block, list.count);
+  T* p = static_cast<T*>(list.ptr[0][t]);
+  const T* g = static_cast<const T*>(list.ptr[1][t]);
+  T* m = static_cast<T*>(list.ptr[2][t]);
+  T* v = static_cast<T*>(list.ptr[3][t]);
+  const int64_t start = (static_cast<int64_t>(blockIdx.x) - list.first_block[t]) * kChunk;
+  const int64_t end = min(list.numel[t], start + kChunk);
+  for (int64_t i = start + threadIdx.x; i < end; i += blockDim.x) {
+    T gi = g[i], pi = p[i];
+    if (k.coupled) gi += k.wd * pi;
+    if (k.decoupled) pi *= k.decay;
+    const T mi = k.b1 * m[i] + k.one_b1 * gi;
+    const T vi = k.b2 * v[i] + k.one_b2 * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = pi - k.step_size * mi / (sqrt(vi / k.bc2) + k.eps);
+  }
+}
+
+// Fills TensorLists from the host pointer arrays and calls launch(list, blocks) for each batch of tensors.
+template <int K, typename Launch>
+void for_each_batch(int64_t count, const void* const* const (&ptrs)[K], const int64_t* numels, Launch launch) {
+  TensorList<K> list;
+  list.count = 0;
+  int64_t blocks = 0;
+  for (int64_t t = 0; t < count; ++t) {
+    if (list.count == kListTensors) {
+      launch(list, blocks);
+      list.count = 0;
+      blocks = 0;
+    }
+    const int j = list.count++;
+    for (int k = 0; k < K; ++k) list.ptr[k][j] = const_cast<void*>(ptrs[k][t]);
+    list.numel[j] = numels[t];
+    list.first_block[j] = blocks;
+    blocks += ceil_div(numels[t], kChunk);
+  }
+  if (list.count > 0) launch(list, blocks);
+}
+
+unsigned launch_blocks(int64_t blocks) {
+  TD_CHECK(blocks <= 0x7fffffff, "optimizer step over too many elements for one launch");
+  return static_cast<unsigned>(blocks);
+}
+
+}  // namespace
+
+void CudaNNBackend::dropout_mask(int64_t n, double p, uint64_t seed, uint64_t offset, uint8_t* mask,
+                                 const Stream& s) {
+  if (n <= 0) return;
+  LaunchScope ls(s);
+  dropout_mask_kernel<<<grid_for(ceil_div(ceil_div(n, 4), kThreads), ls.device()), kThreads, 0, ls.stream()>>>(
+      n, p, seed, offset, mask);
+  TD_CUDA_CHECK_LAUNCH(ls.stream(), "dropout_mask");
+}
+
+void CudaNNBackend::masked_scale(DType t, const void* x, const uint8_t* mask, double scale, void* y, int64_t n,
+                                 const Stream& s) {
+  if (n <= 0) return;
+  LaunchScope ls(s);
+  TD_DISPATCH_FLOAT(t, "dropout", {
+    masked_scale_kernel<scalar_t><<<grid_for(ceil_div(n, kThreads), ls.device()), kThreads, 0, ls.stream()>>>(
+        static_cast<const scalar_t*>(x), mask, static_cast<scalar_t>(scale), static_cast<scalar_t*>(y), n);
+    TD_CUDA_CHECK_LAUNCH(ls.stream(), "masked_scale");
+  });
+}
+
+void CudaNNBackend::sgd_step(DType t, int64_t count, void* const* params, const void* const* grads,
+                             void* const* momentum_buffers, const int64_t* numels, const SgdHyper& h,
+                             const Stream& s) {
+  if (count <= 0) return;
+  LaunchScope ls(s);
+  const bool use_momentum = h.momentum != 0;
+  // Without momentum the buffer list repeats the parameters; the kernel never touches it.
+  const void* const* lists[3] = {params, grads, use_momentum ? momentum_buffers : params};
+  TD_DISPATCH_FLOAT(t, "sgd_step_", {
+    using T = scalar_t;
+    SgdCoef<T> k{static_cast<T>(h.lr), static_cast<T>(h.momentum), static_cast<T>(1.0 - h.dampening),
+                 static_cast<T>(h.weight_decay), h.weight_decay != 0, use_momentum, h.nesterov, h.first_step};
+    for_each_batch<3>(count, lists, numels, [&](const TensorList<3>& list, int64_t blocks) {
+      sgd_kernel<T><<<launch_blocks(blocks), kThreads, 0, ls.stream()>>>(list, k);
+      TD_CUDA_CHECK_LAUNCH(ls.stream(), "sgd_step_");
+    });
+  });
+}
+
+void CudaNNBackend::adam_step(DType t, int64_t count, void* const* params, const void* const* grads,
+                              void* const* exp_avg, void* const* exp_avg_sq, const int64_t* numels,
+                              const AdamHyper& h, const Stream& s) {
+  if (count <= 0) return;
+  LaunchScope ls(s);
+  const void* const* lists[4] = {params, grads, exp_avg, exp_avg_sq};
+  const double step = static_cast<double>(h.step);
+  TD_DISPATCH_FLOAT(t, "adam_step_", {
+    using T = scalar_t;
+    AdamCoef<T> k{static_cast<T>(h.beta1),
+                  static_cast<T>(h.beta2),
+                  static_cast<T>(1.0 - h.beta1),
+                  static_cast<T>(1.0 - h.beta2),
+                  static_cast<T>(h.eps),
+                  static_cast<T>(h.weight_decay),
+                  static_cast<T>(h.lr / (1.0 - std::pow(h.beta1, step))),
+                  static_cast<T>(1.0 - std::pow(h.beta2, step)),
+                  static_cast<T>(1.0 - h.lr * h.weight_decay),
+                  h.weight_decay != 0 && !h.decoupled_weight_decay,
+                  h.weight_decay != 0 && h.decoupled_weight_decay};
+    for_each_batch<4>(count, lists, numels, [&](const TensorList<4>& list, int64_t blocks) {
+      adam_kernel<T><<<launch_blocks(blocks), kThreads, 0, ls.stream()>>>(list, k);
+      TD_CUDA_CHECK_LAUNCH(ls.stream(), "adam_step_");
+    });
+  });
+}
+
+}  // namespace cuda
+}  // namespace tandem

@@ -1,0 +1,261 @@
+// cuDNN convolution: descriptors built per call; the algorithm, its math type and workspace size found once
+// per shape with cudnnFind*AlgorithmEx and cached; workspace from the caching allocator (Workspace category).
+#include "kernels/cudnn/conv.h"
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <functional>
+#include <map>
+#include <mutex>
+
+#include "kernels/cuda/launch.h"
+#include "kernels/cudnn/cudnn_check.h"
+#include "kernels/cudnn/handle.h"
+#include "runtime/config.h"
+#include "runtime/error.h"
+#include "runtime/storage.h"
+
+namespace tandem {
+namespace cudnn {
+
+namespace {
+
+// The most workspace an algorithm may use: a slower algorithm within it beats a faster one beyond it.
+constexpr size_t kMaxWorkspace = size_t{512} << 20;
+
+enum class Pass : int64_t { Forward, BackwardData, BackwardFilter };
+const char* pass_name(Pass p) {
+  return p == Pass::Forward ? "forward" : (p == Pass::BackwardData ? "backward data" : "backward weight");
+}
+
+cudnnDataType_t data_type(DType t) {
+  switch (t) {
+    case DType::F32: return CUDNN_DATA_FLOAT;
+    case DType::F64: return CUDNN_DATA_DOUBLE;
+    default: TD_THROW(DTypeError, "conv2d on CUDA supports f32 and f64, not ", dtype_name(t));
+  }
+}
+
+int to_int(int64_t v) {
+  TD_CHECK_SHAPE(v <= INT_MAX, "conv2d on CUDA: size ", v, " exceeds cuDNN's 32-bit limit");
+  return static_cast<int>(v);
+}
+
+// TF32 tensor cores for f32 only when allowed; otherwise plain FMA kernels (exact f32 products).
+cudnnMathType_t requested_math(DType t, bool tf32) {
+  if (t != DType::F32) return CUDNN_DEFAULT_MATH;
+  return tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+}
+
+struct TensorDesc {
+  cudnnTensorDescriptor_t d = nullptr;
+  TensorDesc() { TD_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d)); }
+  ~TensorDesc() { cudnnDestroyTensorDescriptor(d); }
+  TensorDesc(const TensorDesc&) = delete;
+  TensorDesc& operator=(const TensorDesc&) = delete;
+};
+struct FilterDesc {
+  cudnnFilterDescriptor_t d = nullptr;
+  FilterDesc() { TD_CUDNN_CHECK(cudnnCreateFilterDescriptor(&d)); }
+  ~FilterDesc() { cudnnDestroyFilterDescriptor(d); }
+  FilterDesc(const FilterDesc&) = delete;
+  FilterDesc& operator=(const FilterDesc&) = delete;
+};
+struct ConvDesc {
+  cudnnConvolutionDescriptor_t d = nullptr;
+  ConvDesc() { TD_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&d)); }
+  ~ConvDesc() { cudnnDestroyConvolutionDescriptor(d); }
+  ConvDesc(const ConvDesc&) = delete;
+  ConvDesc& operator=(const ConvDesc&) = delete;
+};
+
+// The descriptors of one convolution: NCHW/OIHW or NHWC/OHWI, the math type as requested.
+struct Descriptors {
+  TensorDesc x, y, bias;
+  FilterDesc w;
+  ConvDesc conv;
+  Descriptors(const Conv2dGeometry& g, cudnnMathType_t math) {
+    const cudnnTensorFormat_t format = g.channels_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+    const cudnnDataType_t dt = data_type(g.dtype);
+    TD_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x.d, format, dt, to_int(g.n), to_int(g.c), to_int(g.h), to_int(g.w)));
+    TD_CUDNN_CHECK(
+        cudnnSetTensor4dDescriptor(y.d, format, dt, to_int(g.n), to_int(g.o), to_int(g.oh), to_int(g.ow)));
+    TD_CUDNN_CHECK(cudnnSetTensor4dDescriptor(bias.d, format, dt, 1, to_int(g.o), 1, 1));
+    TD_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w.d, dt, format, to_int(g.o), to_int(g.c / g.groups), to_int(g.kh),
+                                              to_int(g.kw)));
+    TD_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv.d, to_int(g.pad_h), to_int(g.pad_w), to_int(g.stride_h),
+                                                   to_int(g.stride_w), to_int(g.dilation_h), to_int(g.dilation_w),
+                                                   CUDNN_CROSS_CORRELATION, dt));
+    TD_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv.d, to_int(g.groups)));
+    TD_CUDNN_CHECK(cudnnSetConvolutionMathType(conv.d, math));
+    int n = 0, c = 0, h = 0, w_out = 0;
+    TD_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(conv.d, x.d, w.d, &n, &c, &h, &w_out));
+    TD_ASSERT(n == g.n && c == g.o && h == g.oh && w_out == g.ow, "cuDNN computes a conv2d output of [", n, ", ", c,
+              ", ", h, ", ", w_out, "], Tandem [", g.n, ", ", g.o, ", ", g.oh, ", ", g.ow, "]");
+  }
+};
+
+// alpha = 1 and beta = 0 in the scaling type cuDNN expects (double for f64 data, float otherwise).
+struct Scalars {
+  float f1 = 1.f, f0 = 0.f;
+  double d1 = 1.0, d0 = 0.0;
+  const void* one(DType t) const { return t == DType::F64 ? static_cast<const void*>(&d1) : &f1; }
+  const void* zero(DType t) const { return t == DType::F64 ? static_cast<const void*>(&d0) : &f0; }
+};
+
+struct Choice {
+  int algo = 0;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+  size_t workspace = 0;
+};
+
+using Key = std::array<int64_t, 22>;
+Key key_of(Pass pass, const Conv2dGeometry& g, int device, bool det, bool tf32) {
+  return {static_cast<int64_t>(pass), device, static_cast<int64_t>(g.dtype), g.channels_last, g.n, g.c, g.h, g.w,
+          g.o, g.kh, g.kw, g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dilation_h, g.dilation_w, g.groups, det,
+          tf32, g.oh, g.ow};
+}
+
+// The cached choice for `key`, found with `find` on the first call.
+Choice cached_choice(const Key& key, const std::function<Choice()>& find) {
+  static std::mutex mu;
+  static std::map<Key, Choice> cache;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+  }
+  Choice c = find();  // outside the lock: benchmarking takes a while; a duplicate search is harmless
+  std::lock_guard<std::mutex> lock(mu);
+  return cache.emplace(key, c).first->second;
+}
+
+// The fastest successful result (cuDNN sorts them by time) that is deterministic when asked and fits the
+// workspace limit. Results found under FMA math keep it (no TF32).
+template <typename Perf>
+Choice pick(const Perf* results, int count, bool det, cudnnMathType_t requested, Pass pass,
+            const Conv2dGeometry& g) {
+  for (int i = 0; i < count; ++i) {
+    const Perf& r = results[i];
+    if (r.status != CUDNN_STATUS_SUCCESS || r.memory > kMaxWorkspace) continue;
+    if (det && r.determinism != CUDNN_DETERMINISTIC) continue;
+    Choice c;
+    c.algo = static_cast<int>(r.algo);
+    c.math = requested == CUDNN_FMA_MATH ? CUDNN_FMA_MATH : r.mathType;
+    c.workspace = r.memory;
+    return c;
+  }
+  TD_THROW(BackendError, "cuDNN offers no ", det ? "deterministic " : "", "algorithm for conv2d ", pass_name(pass),
+           " of input [", g.n, ", ", g.c, ", ", g.h, ", ", g.w, "] with weight [", g.o, ", ", g.c / g.groups, ", ",
+           g.kh, ", ", g.kw, "], groups ", g.groups, g.channels_last ? " (channels-last)" : "");
+}
+
+// The largest workspace any algorithm of a pass asks for (those that cannot run are skipped), capped.
+size_t search_workspace(int count, const std::function<cudnnStatus_t(int, size_t*)>& size_of) {
+  size_t most = 0;
+  for (int a = 0; a < count; ++a) {
+    size_t bytes = 0;
+    if (size_of(a, &bytes) == CUDNN_STATUS_SUCCESS) most = std::max(most, bytes);
+  }
+  return std::min(most, kMaxWorkspace);
+}
+
+// Everything one cuDNN call needs: the stream's device, the handle, descriptors and the switches.
+struct Call {
+  cuda::LaunchScope scope;
+  cudnnHandle_t handle;
+  bool det, tf32;
+  cudnnMathType_t math;
+  Descriptors d;
+  Scalars scalars;
+  Call(const Conv2dGeometry& g, const Stream& s)
+      : scope(s),
+        handle(cudnn_handle(scope.device(), scope.stream())),
+        det(deterministic()),
+        tf32(allow_tf32()),
+        math(requested_math(g.dtype, tf32)),
+        d(g, math) {}
+  // Applies a choice: its math type, and workspace (freed in stream order with the returned Storage).
+  Storage prepare(const Choice& c, const Stream& s) {
+    TD_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv.d, c.math));
+    return c.workspace > 0 ? cuda::workspace(c.workspace, s) : Storage();
+  }
+};
+
+void* data_of(const Storage& s) { return s.defined() ? s.data() : nullptr; }
+
+}  // namespace
+
+void conv2d_forward(const Conv2dGeometry& g, const void* x, const void* w, const void* bias, void* y,
+                    const Stream& s) {
+  Call call(g, s);
+  Descriptors& d = call.d;
+  Choice c = cached_choice(key_of(Pass::Forward, g, call.scope.device(), call.det, call.tf32), [&] {
+    size_t limit = search_workspace(CUDNN_CONVOLUTION_FWD_ALGO_COUNT, [&](int a, size_t* bytes) {
+      return cudnnGetConvolutionForwardWorkspaceSize(call.handle, d.x.d, d.w.d, d.conv.d, d.y.d,
+                                                     static_cast<cudnnConvolutionFwdAlgo_t>(a), bytes);
+    });
+    Storage ws = limit > 0 ? cuda::workspace(limit, s) : Storage();
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int returned = 0;
+    TD_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(call.handle, d.x.d, x, d.w.d, w, d.conv.d, d.y.d, y,
+                                                          CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf,
+                                                          data_of(ws), limit));
+    return pick(perf, returned, call.det, call.math, Pass::Forward, g);
+  });
+  Storage ws = call.prepare(c, s);
+  TD_CUDNN_CHECK(cudnnConvolutionForward(call.handle, call.scalars.one(g.dtype), d.x.d, x, d.w.d, w, d.conv.d,
+                                         static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), data_of(ws), c.workspace,
+                                         call.scalars.zero(g.dtype), d.y.d, y));
+  if (bias != nullptr)
+    TD_CUDNN_CHECK(cudnnAddTensor(call.handle, call.scalars.one(g.dtype), d.bias.d, bias, call.scalars.one(g.dtype),
+                                  d.y.d, y));
+}
+
+void conv2d_backward_data(const Conv2dGeometry& g, const void* dy, const void* w, void* dx, const Stream& s) {
+  Call call(g, s);
+  Descriptors& d = call.d;
+  Choice c = cached_choice(key_of(Pass::BackwardData, g, call.scope.device(), call.det, call.tf32), [&] {
+    size_t limit = search_workspace(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, [&](int a, size_t* bytes) {
+      return cudnnGetConvolutionBackwardDataWorkspaceSize(call.handle, d.w.d, d.y.d, d.conv.d, d.x.d,
+                                                          static_cast<cudnnConvolutionBwdDataAlgo_t>(a), bytes);
+    });
+    Storage ws = limit > 0 ? cuda::workspace(limit, s) : Storage();
+    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    int returned = 0;
+    TD_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(call.handle, d.w.d, w, d.y.d, dy, d.conv.d, d.x.d, dx,
+                                                               CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, perf,
+                                                               data_of(ws), limit));
+    return pick(perf, returned, call.det, call.math, Pass::BackwardData, g);
+  });
+  Storage ws = call.prepare(c, s);
+  TD_CUDNN_CHECK(cudnnConvolutionBackwardData(call.handle, call.scalars.one(g.dtype), d.w.d, w, d.y.d, dy, d.conv.d,
+                                              static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), data_of(ws),
+                                              c.workspace, call.scalars.zero(g.dtype), d.x.d, dx));
+}
+
+void conv2d_backward_weight(const Conv2dGeometry& g, const void* x, const void* dy, void* dw, const Stream& s) {
+  Call call(g, s);
+  Descriptors& d = call.d;
+  Choice c = cached_choice(key_of(Pass::BackwardFilter, g, call.scope.device(), call.det, call.tf32), [&] {
+    size_t limit = search_workspace(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, [&](int a, size_t* bytes) {
+      return cudnnGetConvolutionBackwardFilterWorkspaceSize(call.handle, d.x.d, d.y.d, d.conv.d, d.w.d,
+                                                            static_cast<cudnnConvolutionBwdFilterAlgo_t>(a), bytes);
+    });
+    Storage ws = limit > 0 ? cuda::workspace(limit, s) : Storage();
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    int returned = 0;
+    TD_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+        call.handle, d.x.d, x, d.y.d, dy, d.conv.d, d.w.d, dw, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned,
+        perf, data_of(ws), limit));
+    return pick(perf, returned, call.det, call.math, Pass::BackwardFilter, g);
+  });
+  Storage ws = call.prepare(c, s);
+  TD_CUDNN_CHECK(cudnnConvolutionBackwardFilter(call.handle, call.scalars.one(g.dtype), d.x.d, x, d.y.d, dy,
+                                                d.conv.d, static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo),
+                                                data_of(ws), c.workspace, call.scalars.zero(g.dtype), d.w.d, dw));
+}
+
+}  // namespace cudnn
+}  // namespace tandem

@@ -1,0 +1,19 @@
+// TD_CUDNN_CHECK: turns a failed cuDNN call into a BackendError carrying cuDNN's description of the status.
+#pragma once
+
+#include <cudnn.h>
+
+#include "runtime/error.h"
+
+namespace tandem {
+namespace detail {
+[[noreturn]] void raise_cudnn(cudnnStatus_t status, const char* expr, const char* file, int line);
+}  // namespace detail
+}  // namespace tandem
+
+#define TD_CUDNN_CHECK(expr)                                                                  \
+  do {                                                                                        \
+    cudnnStatus_t td_status_ = (expr);                                                        \
+    if (td_status_ != CUDNN_STATUS_SUCCESS)                                                   \
+      ::tandem::detail::raise_cudnn(td_status_, #expr, __FILE__, __LINE__);                   \
+  } while (0)

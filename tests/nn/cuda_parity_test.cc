@@ -1,0 +1,309 @@
+// CUDA against the CPU for every NN layer (skipped without a GPU): conv2d, batch_norm, pooling, dropout and
+// the optimizer steps, forward and backward, NCHW and channels-last, with TF32 off; bitwise-equal repeats
+// in deterministic mode; mixed-device errors.
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "runtime/autograd.h"
+#include "runtime/config.h"
+#include "runtime/error.h"
+#include "runtime/nn_ops.h"
+#include "runtime/ops.h"
+#include "tests/nn/nn_test_util.h"
+#include "tests/testing.h"
+
+namespace tandem {
+namespace {
+
+using testing::random_input;
+
+Device gpu() { return Device::cuda(0); }
+
+// TF32 off (tight tolerances) and deterministic mode as asked, restored at the end of the test.
+class Switches {
+ public:
+  explicit Switches(bool deterministic_mode, bool tf32 = false) : tf32_(allow_tf32()), det_(deterministic()) {
+    set_allow_tf32(tf32);
+    set_deterministic(deterministic_mode);
+  }
+  ~Switches() {
+    set_allow_tf32(tf32_);
+    set_deterministic(det_);
+  }
+
+ private:
+  bool tf32_, det_;
+};
+
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+struct Result {
+  Tensor y;
+  std::vector<Tensor> grads;  // of the inputs, on the CPU (undefined where none)
+};
+
+// Runs f on copies of `inputs` on `device` (the first in channels-last order when asked), all requiring
+// grad, then backpropagates a random gradient drawn from `seed`. Results come back to the CPU.
+Result run(const Fn& f, const std::vector<Tensor>& inputs, uint64_t seed, Device device, bool cl) {
+  std::vector<Tensor> in;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined()) {
+      in.push_back(Tensor());
+      continue;
+    }
+    Tensor t = inputs[i].to(device).clone();
+    if (i == 0 && cl) t = to_channels_last(t);
+    in.push_back(t.set_requires_grad());
+  }
+  Tensor y = f(in);
+  if (cl && y.dim() == 4) {
+    EXPECT_TRUE(is_channels_last(y)) << "output format on " << device;
+  }
+  Generator gen(seed);
+  y.backward(random_input(y.shape(), gen, y.dtype()).to(device));
+  Result r{y.to(Device::cpu()), {}};
+  for (const Tensor& t : in) r.grads.push_back(t.defined() ? t.grad().to(Device::cpu()) : Tensor());
+  return r;
+}
+
+// Runs f on the CPU and on the GPU with the same inputs and compares outputs and gradients.
+void expect_parity(const Fn& f, const std::vector<Tensor>& inputs, bool cl, double tol, const std::string& what,
+                   bool bitwise = false) {
+  const uint64_t seed = testing::fresh_seed();
+  Result c = run(f, inputs, seed, Device::cpu(), cl), g = run(f, inputs, seed, gpu(), cl);
+  if (bitwise)
+    testing::expect_bitwise_equal(g.y, c.y, what + " output");
+  else
+    testing::expect_close(g.y, c.y, tol, what + " output");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined()) continue;
+    std::string name = what + " gradient of input " + std::to_string(i);
+    if (bitwise)
+      testing::expect_bitwise_equal(g.grads[i], c.grads[i], name);
+    else
+      testing::expect_close(g.grads[i], c.grads[i], tol, name);
+  }
+}
+
+// Two GPU runs give bitwise-equal outputs and gradients.
+void expect_repeatable(const Fn& f, const std::vector<Tensor>& inputs, bool cl, const std::string& what) {
+  const uint64_t seed = testing::fresh_seed();
+  Result a = run(f, inputs, seed, gpu(), cl), b = run(f, inputs, seed, gpu(), cl);
+  testing::expect_bitwise_equal(a.y, b.y, what + " output");
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].defined()) testing::expect_bitwise_equal(a.grads[i], b.grads[i], what + " gradient");
+}
+
+Conv2dOptions conv_options(int64_t stride, int64_t pad, int64_t dilation, int64_t groups) {
+  Conv2dOptions o;
+  o.stride_h = o.stride_w = stride;
+  o.pad_h = o.pad_w = pad;
+  o.dilation_h = o.dilation_w = dilation;
+  o.groups = groups;
+  return o;
+}
+
+struct ConvCase {
+  Shape x, w;
+  Conv2dOptions o;
+  bool bias;
+};
+std::vector<ConvCase> conv_cases() {
+  return {
+      {{4, 8, 12, 10}, {16, 8, 3, 3}, conv_options(1, 1, 1, 1), true},
+      {{3, 6, 11, 11}, {8, 6, 3, 3}, conv_options(2, 0, 1, 1), false},
+      {{2, 4, 10, 10}, {6, 4, 3, 3}, conv_options(1, 2, 2, 1), true},
+      {{2, 8, 9, 9}, {8, 4, 3, 3}, conv_options(1, 1, 1, 2), true},
+      {{3, 16, 14, 14}, {16, 1, 3, 3}, conv_options(2, 1, 1, 16), true},
+      {{3, 8, 7, 7}, {16, 8, 1, 1}, conv_options(1, 0, 1, 1), false},
+  };
+}
+
+TEST(CudaParity, Conv2d) {
+  TD_REQUIRE_GPU();
+  Switches sw(false);
+  for (DType dtype : {DType::F32, DType::F64})
+    for (bool cl : {false, true})
+      for (const ConvCase& k : conv_cases()) {
+        Generator gen(testing::fresh_seed());
+        std::vector<Tensor> in = {random_input(k.x, gen, dtype), random_input(k.w, gen, dtype),
+                                  k.bias ? random_input({k.w[0]}, gen, dtype) : Tensor()};
+        Conv2dOptions o = k.o;
+        expect_parity([o](const std::vector<Tensor>& t) { return conv2d(t[0], t[1], t[2], o); }, in, cl,
+                      dtype == DType::F32 ? 1e-4 : 1e-10, "conv2d " + shape_str(k.x) + " * " + shape_str(k.w));
+      }
+}
+
+TEST(CudaParity, Conv2dWithTf32StaysClose) {
+  TD_REQUIRE_GPU();
+  Switches sw(false, true);
+  Generator gen(testing::fresh_seed());
+  std::vector<Tensor> in = {random_input({8, 32, 16, 16}, gen, DType::F32), random_input({32, 32, 3, 3}, gen, DType::F32),
+                            Tensor()};
+  Conv2dOptions o = conv_options(1, 1, 1, 1);
+  expect_parity([o](const std::vector<Tensor>& t) { return conv2d(t[0], t[1], t[2], o); }, in, false, 5e-2,
+                "conv2d tf32");
+}
+
+TEST(CudaParity, Conv2dIsRepeatableInDeterministicMode) {
+  TD_REQUIRE_GPU();
+  Switches sw(true);
+  for (bool cl : {false, true}) {
+    Generator gen(testing::fresh_seed());
+    std::vector<Tensor> in = {random_input({16, 32, 20, 20}, gen, DType::F32),
+                              random_input({32, 32, 3, 3}, gen, DType::F32), random_input({32}, gen, DType::F32)};
+    Conv2dOptions o = conv_options(1, 1, 1, 1);
+    expect_repeatable([o](const std::vector<Tensor>& t) { return conv2d(t[0], t[1], t[2], o); }, in, cl,
+                      "deterministic conv2d");
+  }
+}
+
+TEST(CudaParity, BatchNorm) {
+  TD_REQUIRE_GPU();
+  Switches sw(true);
+  for (DType dtype : {DType::F32, DType::F64})
+    for (Shape s : {Shape{8, 6, 7, 5}, Shape{64, 3}})
+      for (bool cl : {false, true})
+        for (bool training : {true, false})
+          for (bool affine : {true, false}) {
+            if (cl && s.size() != 4) continue;
+            Generator gen(testing::fresh_seed());
+            const int64_t c = s[1];
+            std::vector<Tensor> in = {add(random_input(s, gen, dtype), 3.0),
+                                      affine ? random_input({c}, gen, dtype) : Tensor(),
+                                      affine ? random_input({c}, gen, dtype) : Tensor()};
+            Tensor rm = random_input({c}, gen, dtype), rv = add(rand({c}, gen, TensorOptions(dtype)), 0.5);
+            Tensor rm_gpu = rm.to(gpu()).clone(), rv_gpu = rv.to(gpu()).clone();
+            Tensor rm_cpu = rm.clone(), rv_cpu = rv.clone();
+            Fn f = [&](const std::vector<Tensor>& t) {
+              bool on_gpu = t[0].device().is_cuda();
+              return batch_norm(t[0], t[1], t[2], on_gpu ? rm_gpu : rm_cpu, on_gpu ? rv_gpu : rv_cpu, training, 0.1,
+                                1e-5);
+            };
+            std::string what = "batch_norm " + shape_str(s) + (training ? " training" : " eval");
+            double tol = dtype == DType::F32 ? 1e-5 : 1e-11;
+            expect_parity(f, in, cl, tol, what);
+            testing::expect_close(rm_gpu, rm_cpu, tol, what + " running_mean");
+            testing::expect_close(rv_gpu, rv_cpu, tol, what + " running_var");
+            expect_repeatable(f, in, cl, what);
+          }
+}
+
+TEST(CudaParity, Pooling) {
+  TD_REQUIRE_GPU();
+  for (DType dtype : {DType::F32, DType::F64})
+    for (bool cl : {false, true})
+      for (bool ceil : {false, true})
+        for (bool include : {true, false}) {
+          Pool2dOptions o;
+          o.kernel_h = 3;
+          o.kernel_w = 2;
+          o.stride_h = 2;
+          o.stride_w = 1;
+          o.pad_h = 1;
+          o.pad_w = 1;
+          o.ceil_mode = ceil;
+          o.count_include_pad = include;
+          Generator gen(testing::fresh_seed());
+          std::vector<Tensor> in = {random_input({3, 5, 10, 9}, gen, dtype)};
+          // The GPU's gathers add the same terms in the same order as the CPU's scatters: bitwise equal.
+          expect_parity([o](const std::vector<Tensor>& t) { return max_pool2d(t[0], o); }, in, cl, 0, "max_pool2d",
+                        true);
+          expect_parity([o](const std::vector<Tensor>& t) { return avg_pool2d(t[0], o); }, in, cl, 0, "avg_pool2d",
+                        true);
+        }
+  Generator gen(testing::fresh_seed());
+  for (bool cl : {false, true})
+    expect_parity([](const std::vector<Tensor>& t) { return global_avg_pool2d(t[0]); },
+                  {random_input({4, 6, 7, 7}, gen, DType::F32)}, cl, 0, "global_avg_pool2d", true);
+}
+
+TEST(CudaParity, DropoutMasksAreBitIdentical) {
+  TD_REQUIRE_GPU();
+  for (DType dtype : {DType::F32, DType::F64})
+    for (bool cl : {false, true}) {
+      Generator data(testing::fresh_seed());
+      const uint64_t seed = testing::fresh_seed();
+      expect_parity(
+          [seed](const std::vector<Tensor>& t) {
+            Generator gen(seed, 3);
+            return dropout(t[0], 0.35, true, gen);
+          },
+          {random_input({4, 5, 6, 7}, data, dtype)}, cl, 0, "dropout", true);
+    }
+}
+
+TEST(CudaParity, OptimizerSteps) {
+  TD_REQUIRE_GPU();
+  for (DType dtype : {DType::F32, DType::F64}) {
+    // More tensors than one launch carries, some spanning several blocks.
+    Generator gen(testing::fresh_seed());
+    std::vector<Tensor> p, g;
+    for (int i = 0; i < 200; ++i) {
+      int64_t n = i % 50 == 0 ? 20000 : 1 + static_cast<int64_t>(gen.integer(3000));
+      p.push_back(random_input({n}, gen, dtype));
+      g.push_back(random_input({n}, gen, dtype));
+    }
+    auto to_gpu = [](const std::vector<Tensor>& ts) {
+      std::vector<Tensor> out;
+      for (const Tensor& t : ts) out.push_back(t.to(gpu()).clone());
+      return out;
+    };
+    auto zeros_like_all = [](const std::vector<Tensor>& ts) {
+      std::vector<Tensor> out;
+      for (const Tensor& t : ts) out.push_back(zeros_like(t));
+      return out;
+    };
+    const double tol = dtype == DType::F32 ? 1e-5 : 1e-12;
+    {
+      std::vector<Tensor> pc = p, pg = to_gpu(p), gg = to_gpu(g);
+      for (Tensor& t : pc) t = t.clone();
+      std::vector<Tensor> bc = zeros_like_all(pc), bg = zeros_like_all(pg);
+      SgdHyper h;
+      h.lr = 0.05;
+      h.momentum = 0.9;
+      h.weight_decay = 0.01;
+      h.nesterov = true;
+      for (int step = 1; step <= 3; ++step) {
+        h.first_step = step == 1;
+        sgd_step_(pc, g, bc, h);
+        sgd_step_(pg, gg, bg, h);
+      }
+      for (size_t i = 0; i < p.size(); ++i) testing::expect_close(pg[i], pc[i], tol, "sgd parameter");
+    }
+    for (bool decoupled : {false, true}) {
+      std::vector<Tensor> pc = p, pg = to_gpu(p), gg = to_gpu(g);
+      for (Tensor& t : pc) t = t.clone();
+      std::vector<Tensor> mc = zeros_like_all(pc), vc = zeros_like_all(pc), mg = zeros_like_all(pg),
+                          vg = zeros_like_all(pg);
+      AdamHyper h;
+      h.lr = 1e-2;
+      h.weight_decay = 0.05;
+      h.decoupled_weight_decay = decoupled;
+      for (int step = 1; step <= 3; ++step) {
+        h.step = step;
+        adam_step_(pc, g, mc, vc, h);
+        adam_step_(pg, gg, mg, vg, h);
+      }
+      for (size_t i = 0; i < p.size(); ++i) {
+        testing::expect_close(pg[i], pc[i], tol, "adam parameter");
+        testing::expect_close(vg[i], vc[i], tol, "adam exp_avg_sq");
+      }
+    }
+  }
+}
+
+TEST(CudaParity, MixedDevicesAreRejected) {
+  TD_REQUIRE_GPU();
+  Generator gen(testing::fresh_seed());
+  Tensor x = random_input({2, 3, 8, 8}, gen, DType::F32), w = random_input({4, 3, 3, 3}, gen, DType::F32);
+  EXPECT_THROW(conv2d(x, w.to(gpu()), Tensor(), Conv2dOptions()), DeviceError);
+  Tensor c = ones({3});
+  EXPECT_THROW(batch_norm(x.to(gpu()), c, c, Tensor(), Tensor(), true, 0.1, 1e-5), DeviceError);
+  EXPECT_THROW(sgd_step_({w.to(gpu())}, {w}, {}, SgdHyper()), DeviceError);
+  EXPECT_THROW(adam_step_({w}, {w}, {w.to(gpu())}, {w}, AdamHyper()), DeviceError);
+}
+
+}  // namespace
+}  // namespace tandem
