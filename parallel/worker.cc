@@ -55,8 +55,10 @@ std::string trim(const std::string& s) {
   return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
 }
 
-SpecItem parse_item(const std::string& item, const std::string& spec) {
+SpecItem parse_item(const std::string& text, const std::string& spec) {
   const std::string expected = " (expected cpu:N, cuda:I, cuda:I-J, cuda:I/P, best:N or a comma-separated list)";
+  // "cpu" and "cuda" alone mean one worker, as in Device::parse.
+  const std::string item = text == "cpu" ? "cpu:1" : text == "cuda" ? "cuda:0" : text;
   SpecItem it;
   if (item.rfind("cpu:", 0) == 0) {
     it.cpu = true;

@@ -32,8 +32,9 @@ struct Worker {
 
 // Parses a worker spec: "cpu:N" (N CPU threads), "cuda:I" or "cuda:I-J" (one worker per GPU),
 // "cuda:I/P" (P SM partitions of GPU I), comma-separated lists of those ("cuda:0/2,cuda:1/2"), or "best:N"
-// (cuda:0/N when a GPU is present, else cpu:N). Throws ValueError with the reason for a bad spec, and
-// DeviceError when a named GPU does not exist.
+// (cuda:0/N when a GPU is present, else cpu:N); "cpu" and "cuda" alone mean cpu:1 and cuda:0. A spec also
+// accepts "cuda:I-J/P". Throws ValueError with the reason for a bad spec (including a GPU named twice, or CPU
+// and CUDA workers mixed), and DeviceError when a named GPU does not exist.
 std::vector<Worker> make_workers(const std::string& spec);
 
 // Runs fn(worker) on one thread per worker with the worker's device, compute stream and memory scope set

@@ -50,6 +50,7 @@ TEST(WorkerSpec, ListsNumberRanksInOrder) {
   ASSERT_EQ(w.size(), 3u);
   EXPECT_EQ(w[2].rank, 2);
   EXPECT_EQ(w[2].name(), "cpu#2");
+  EXPECT_EQ(make_workers("cpu").size(), 1u);
 }
 
 TEST(WorkerSpec, BestPicksTheDevicePresent) {
