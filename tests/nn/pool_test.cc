@@ -119,6 +119,13 @@ TEST(Pool2d, MaxPoolPropagatesNaN) {
   EXPECT_TRUE(std::isnan(y.item<double>()));
 }
 
+TEST(Pool2d, MaxPoolTiesGoToTheFirstMaximum) {
+  Tensor x = ones({1, 1, 3, 3}, DType::F64).set_requires_grad();
+  Tensor y = max_pool2d(x, pool(2, 2, 1, 1, 0, 0, false, true));  // four overlapping windows of equal values
+  sum(y).backward();
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{1, 1, 0, 1, 1, 0, 0, 0, 0}));
+}
+
 TEST(GlobalAvgPool2d, MatchesMeanAndGradients) {
   for (bool cl : {false, true}) {
     Generator gen(testing::fresh_seed());
