@@ -65,9 +65,9 @@ __device__ __forceinline__ int64_t shfl_xor(int64_t v, int mask, int width) {
 }
 
 // Combines v over the G consecutive threads of each group of a 1-D block (G a power of two dividing
-// blockDim.x, at most 32 * kMaxWarps). Every lane of the group gets the same result, built in a fixed
-// order (butterfly within the warp, then warps in order). Must be reached by all threads of the block when
-// G > 32 (it synchronizes); `smem` holds one entry per warp.
+// blockDim.x, itself a multiple of 32 when G > 32). Every lane of the group gets the same result, built in
+// a fixed order (butterfly within the warp, then warps in order). Must be reached by all threads of the
+// block when G > 32 (it synchronizes); `smem` holds one entry per warp of the block (at most kMaxWarps).
 constexpr int kMaxWarps = 32;
 template <typename Acc, typename F>
 __device__ __forceinline__ Acc group_reduce(Acc v, int G, F combine, Acc* smem) {
