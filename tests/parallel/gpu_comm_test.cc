@@ -1,7 +1,8 @@
-// GPU tests of the communicators: the local backend on CUDA tensors (SM partitions of one GPU, several
-// GPUs) and the NCCL backend. Each starts with TD_REQUIRE_GPU() and skips without a GPU.
+// GPU tests of workers (GPUs, green-context SM partitions) and communicators: the local backend on CUDA
+// tensors (SM partitions of one GPU, several GPUs) and the NCCL backend. Each skips without a GPU.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,47 @@ using testing::rank_input;
 using testing::rank_order_sum_reference;
 using tandem::testing::expect_bitwise_equal;
 using tandem::testing::fresh_seed;
+
+TEST(WorkerGpu, DevicesAndPartitions) {
+  TD_REQUIRE_GPU();
+  std::vector<Worker> g = make_workers("cuda:0");
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_EQ(g[0].kind, WorkerKind::CudaDevice);
+  EXPECT_EQ(g[0].name(), "cuda:0");
+  EXPECT_GT(g[0].sm_count, 0);
+  EXPECT_TRUE(g[0].compute != g[0].comm);
+
+  std::vector<Worker> p = make_workers("cuda:0/4");
+  ASSERT_EQ(p.size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(p[i].kind, WorkerKind::CudaPartition);
+    EXPECT_EQ(p[i].partition, i);
+    EXPECT_EQ(p[i].partitions, 4);
+    EXPECT_EQ(p[i].name(), "cuda:0/4#" + std::to_string(i));
+    EXPECT_TRUE(p[i].compute.device() == Device::cuda(0));
+    if (p[i].green_context) {
+      // Equal, disjoint shares: together at most the whole GPU.
+      EXPECT_EQ(p[i].sm_count, p[0].sm_count);
+      EXPECT_LE(4 * p[i].sm_count, g[0].sm_count);
+      EXPECT_GT(p[i].sm_count, 0);
+    } else {
+      EXPECT_EQ(p[i].sm_count, g[0].sm_count);
+    }
+  }
+  std::printf("cuda:0 has %d SMs; cuda:0/4 partitions: %d SMs each, green contexts: %s\n", g[0].sm_count,
+              p[0].sm_count, p[0].green_context ? "yes" : "no");
+}
+
+TEST(WorkerGpu, RunOnPartitionsComputesOnTheirStreams) {
+  TD_REQUIRE_GPU();
+  std::vector<Worker> p = make_workers("cuda:0/2");
+  run_on_workers(p, [](Worker& me) {
+    EXPECT_TRUE(current_stream(me.device) == me.compute);
+    Tensor t = full({1000}, me.rank + 1.0, Device::cuda(0));
+    EXPECT_EQ(t.to_vector<float>()[999], me.rank + 1.0f);
+  });
+  for (const Worker& x : p) EXPECT_GE(x.memory->counters().total_peak, 4000);
+}
 
 std::string all_gpus() { return "cuda:0-" + std::to_string(cuda_device_count() - 1); }
 

@@ -1,4 +1,4 @@
-// Tests of worker specs and run_on_workers on CPU workers (and CUDA specs when a GPU is present).
+// Tests of worker specs and run_on_workers on CPU workers (GPU workers: gpu_comm_test.cc).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -156,47 +156,6 @@ TEST(RunOnWorkers, PeerFailureIsVisibleToTheOthers) {
                               }),
                std::runtime_error);
   EXPECT_TRUE(saw.load());
-}
-
-TEST(WorkerGpu, DevicesAndPartitions) {
-  TD_REQUIRE_GPU();
-  std::vector<Worker> g = make_workers("cuda:0");
-  ASSERT_EQ(g.size(), 1u);
-  EXPECT_EQ(g[0].kind, WorkerKind::CudaDevice);
-  EXPECT_EQ(g[0].name(), "cuda:0");
-  EXPECT_GT(g[0].sm_count, 0);
-  EXPECT_TRUE(g[0].compute != g[0].comm);
-
-  std::vector<Worker> p = make_workers("cuda:0/4");
-  ASSERT_EQ(p.size(), 4u);
-  for (int i = 0; i < 4; ++i) {
-    EXPECT_EQ(p[i].kind, WorkerKind::CudaPartition);
-    EXPECT_EQ(p[i].partition, i);
-    EXPECT_EQ(p[i].partitions, 4);
-    EXPECT_EQ(p[i].name(), "cuda:0/4#" + std::to_string(i));
-    EXPECT_TRUE(p[i].compute.device() == Device::cuda(0));
-    if (p[i].green_context) {
-      // Equal, disjoint shares: together at most the whole GPU.
-      EXPECT_EQ(p[i].sm_count, p[0].sm_count);
-      EXPECT_LE(4 * p[i].sm_count, g[0].sm_count);
-      EXPECT_GT(p[i].sm_count, 0);
-    } else {
-      EXPECT_EQ(p[i].sm_count, g[0].sm_count);
-    }
-  }
-  std::printf("cuda:0 has %d SMs; cuda:0/4 partitions: %d SMs each, green contexts: %s\n", g[0].sm_count,
-              p[0].sm_count, p[0].green_context ? "yes" : "no");
-}
-
-TEST(WorkerGpu, RunOnPartitionsComputesOnTheirStreams) {
-  TD_REQUIRE_GPU();
-  std::vector<Worker> p = make_workers("cuda:0/2");
-  run_on_workers(p, [](Worker& me) {
-    EXPECT_TRUE(current_stream(me.device) == me.compute);
-    Tensor t = full({1000}, me.rank + 1.0, Device::cuda(0));
-    EXPECT_EQ(t.to_vector<float>()[999], me.rank + 1.0f);
-  });
-  for (const Worker& x : p) EXPECT_GE(x.memory->counters().total_peak, 4000);
 }
 
 }  // namespace
