@@ -154,10 +154,10 @@ TEST(Safetensors, CorruptFilesNameTheFault) {
   expect_error<IoError>([&] { load_safetensors(path); }, "exceeds the limit");
 
   write_bytes(path, make_file("{\"w\":{\"dtype\":\"F32\",\"shape\":[4] \"data_offsets\":[0,16]}}", raw(w)));
-  expect_error<IoError>([&] { load_safetensors(path); }, "expected '}' at header byte 32 (file byte 40)");
+  expect_error<IoError>([&] { load_safetensors(path); }, "invalid JSON at byte 33");
 
   write_bytes(path, make_file("{\"w\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,12]}}", raw(w)));
-  expect_error<IoError>([&] { load_safetensors(path); }, "tensor 'w' of shape [4] and dtype F32 needs 16 bytes");
+  expect_error<IoError>([&] { load_safetensors(path); }, "tensor 'w' of shape [4] and dtype f32 needs 16 bytes");
 
   write_bytes(path, make_file("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
                               "\"v\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
@@ -171,24 +171,24 @@ TEST(Safetensors, CorruptFilesNameTheFault) {
   expect_error<DTypeError>([&] { load_safetensors(path); }, "dtype \"C64\" is not supported");
 
   write_bytes(path, make_file("{\"w\":{\"dtype\":\"F32\",\"shape\":[-4],\"data_offsets\":[0,16]}}", raw(w)));
-  expect_error<IoError>([&] { load_safetensors(path); }, "tensor 'w' has a bad dimension");
+  expect_error<IoError>([&] { load_safetensors(path); }, "tensor 'w' has a negative dimension -4");
 
   write_bytes(path, make_file("{\"w\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
                               "\"w\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}",
                               raw(w)));
-  expect_error<IoError>([&] { load_safetensors(path); }, "key 'w' appears twice");
+  expect_error<IoError>([&] { load_safetensors(path); }, "duplicate key 'w'");
 
   write_bytes(path, make_file("[1, 2]", ""));
   expect_error<IoError>([&] { load_safetensors(path); }, "does not start with '{'");
 
   write_bytes(path, make_file("{\"__metadata__\":{\"k\":1}}", ""));
-  expect_error<IoError>([&] { load_safetensors(path); }, "__metadata__ value of 'k' is not a string");
+  expect_error<IoError>([&] { load_safetensors(path); }, "__metadata__ value of 'k' should be a string");
 
   write_bytes(path, make_file("{\"w\":{\"dtype\":\"F32\",\"shape\":[4]}}", raw(w)));
-  expect_error<IoError>([&] { load_safetensors(path); }, "tensor 'w' needs \"data_offsets\"");
+  expect_error<IoError>([&] { load_safetensors(path); }, "missing key 'data_offsets'");
 
   write_bytes(path, make_file("{\"a\":\"\\q\"}", ""));
-  expect_error<IoError>([&] { load_safetensors(path); }, "unknown escape");
+  expect_error<IoError>([&] { load_safetensors(path); }, "bad escape");
 }
 
 }  // namespace
