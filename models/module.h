@@ -1,0 +1,122 @@
+// Module: the base of layers and models. Named parameters, buffers and children in registration order,
+// train/eval, and state dicts with PyTorch's key names and order.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/rng.h"
+#include "runtime/safetensors.h"
+#include "runtime/tensor.h"
+
+namespace tandem {
+namespace models {
+
+// Weights are trained by the weight optimizer; architecture parameters (a supernet's α) by their own.
+enum class ParamKind { Weight, Architecture };
+
+class Module;
+using ModulePtr = std::shared_ptr<Module>;
+using NamedModules = std::vector<std::pair<std::string, ModulePtr>>;
+
+class Module {
+ public:
+  explicit Module(std::string type_name) : type_name_(std::move(type_name)) {}
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  virtual Tensor forward(const Tensor& x) = 0;
+  Tensor operator()(const Tensor& x) { return forward(x); }
+  // The output shape for an input of shape `input`, without running anything. Throws ShapeError when the
+  // input does not fit (wrong rank or channel count, spatial size too small).
+  virtual Shape output_shape(const Shape& input) const = 0;
+  // "Conv2d(3, 64, kernel 7, stride 2)" and the like, for errors and printing.
+  virtual std::string describe() const { return type_name_; }
+  const std::string& type_name() const { return type_name_; }
+
+  // Recursive traversals in registration order; names are dotted paths ("layer1.0.conv1.weight").
+  NamedTensors named_parameters() const;
+  NamedTensors named_parameters(ParamKind kind) const;
+  std::vector<Tensor> parameters() const;
+  std::vector<Tensor> parameters(ParamKind kind) const;
+  NamedTensors named_buffers() const;
+  const NamedModules& named_children() const { return children_; }
+  // This module (named "") and all its descendants, depth first.
+  std::vector<std::pair<std::string, Module*>> named_modules();
+  int64_t num_parameters() const;
+
+  // Parameters then buffers of each module, then its children: PyTorch's state_dict order and names.
+  NamedTensors state_dict() const;
+  // Copies `state` into the parameters and buffers (converting dtype and device). With `strict`, missing
+  // and unexpected keys throw ValueError listing them; a shape mismatch throws ShapeError naming the key.
+  void load_state_dict(const NamedTensors& state, bool strict = true);
+
+  // Generator states ([seed, offset] as i64) of modules that draw random numbers while training (dropout,
+  // supernet path sampling): not part of state_dict() (torchvision has no such keys), but saved in
+  // training checkpoints so that a resumed run draws the same numbers.
+  NamedTensors rng_state() const;
+  void load_rng_state(const NamedTensors& state);  // ValueError for an unknown or malformed key
+
+  virtual void train(bool on = true);  // recursive
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  void zero_grad();  // drops the gradients (the optimizer then skips those parameters)
+  // Moves parameters and buffers to `device`, or converts the floating ones to `dtype` (new tensors:
+  // build optimizers afterwards).
+  void to(Device device);
+  void to(DType dtype);
+
+ protected:
+  // Registers a member tensor. The module keeps a pointer to it: members must outlive the registration
+  // (they do: modules are not copyable or movable).
+  void register_parameter(const std::string& name, Tensor* member, ParamKind kind = ParamKind::Weight);
+  void register_buffer(const std::string& name, Tensor* member);
+  void register_generator(const std::string& name, Generator* member);
+  template <typename M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> child) {
+    add_child(name, child);
+    return child;
+  }
+  void add_child(const std::string& name, ModulePtr child);
+  // Called after load_state_dict changed this module's buffers (host mirrors refresh here).
+  virtual void on_state_loaded() {}
+
+ private:
+  struct ParamSlot {
+    std::string name;
+    Tensor* tensor;
+    ParamKind kind;
+  };
+  struct BufferSlot {
+    std::string name;
+    Tensor* tensor;
+  };
+  struct GeneratorSlot {
+    std::string name;
+    Generator* generator;
+  };
+  void check_new_name(const std::string& name) const;
+  void collect_state(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) const;
+  void collect_generators(const std::string& prefix, std::vector<std::pair<std::string, Generator*>>& out) const;
+  void notify_loaded();
+  // Replaces each parameter and buffer by convert(it) (kept when convert returns it unchanged).
+  void replace_state(const std::function<Tensor(const Tensor&)>& convert);
+
+  std::string type_name_;
+  bool training_ = true;
+  std::vector<ParamSlot> params_;
+  std::vector<BufferSlot> buffers_;
+  std::vector<GeneratorSlot> generators_;
+  NamedModules children_;
+};
+
+// A new tensor charged to the Parameters memory category (parameters and buffers alike).
+Tensor parameter_tensor(const Shape& shape, DType dtype = DType::F32);
+
+}  // namespace models
+}  // namespace tandem

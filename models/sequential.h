@@ -1,0 +1,43 @@
+// Sequential: a chain of named modules run in order. Item names may be dotted paths ("features.3"), so a
+// flat chain can carry torchvision's nested key names.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "models/module.h"
+
+namespace tandem {
+namespace models {
+
+class Sequential : public Module {
+ public:
+  Sequential() : Module("Sequential") {}
+  explicit Sequential(const std::vector<ModulePtr>& items);  // named "0", "1", ...
+
+  // Appends an item named by its position, or by `name`.
+  Sequential& add(ModulePtr item);
+  Sequential& add(const std::string& name, ModulePtr item);
+
+  Tensor forward(const Tensor& x) override;
+  // Chains the items' shapes; a misfit names the item ("item 'layer2' (Conv2d(...)): ...").
+  Shape output_shape(const Shape& input) const override;
+
+  size_t size() const { return named_children().size(); }
+  bool empty() const { return named_children().empty(); }
+  const ModulePtr& at(size_t i) const { return named_children().at(i).second; }
+  const std::string& name_at(size_t i) const { return named_children().at(i).first; }
+
+  // A label for messages ("block 2 (features.7 .. features.10)"); empty by default.
+  const std::string& label() const { return label_; }
+  void set_label(std::string label) { label_ = std::move(label); }
+
+ protected:
+  explicit Sequential(std::string type_name) : Module(std::move(type_name)) {}
+
+ private:
+  std::string label_;
+};
+
+}  // namespace models
+}  // namespace tandem
