@@ -48,6 +48,7 @@ struct LoaderOptions {
 // next() makes the caller's current stream wait on the copy's event, and a host buffer is reused only after
 // its copy's event has completed. On the CPU, batches are host tensors (not page-locked) used as they are.
 // Results are the same for any num_workers and prefetch: they depend on (seed, epoch, sample) only.
+// One thread consumes a Loader (next, set_epoch); the workers are internal.
 class Loader {
  public:
   Loader(std::shared_ptr<const Dataset> dataset, Pipeline pipeline, LoaderOptions options);

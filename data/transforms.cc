@@ -93,27 +93,52 @@ Image hflip(const Image& image) {
 }
 
 namespace {
+// Bilinear weights in fixed point: 11 fractional bits, so a 2-D blend of 8-bit values fits 32 bits and the
+// result is the same integer on every machine.
+constexpr int kWeightBits = 11;
+constexpr uint32_t kOne = 1u << kWeightBits;
+
 // For each output coordinate: the two source taps inside [lo, lo + n) and the weight of the second.
 struct Taps {
   std::vector<int64_t> i0, i1;
-  std::vector<float> frac;
+  std::vector<uint32_t> w1;
 };
-Taps make_taps(int64_t lo, int64_t n, int64_t out) {
+Taps make_taps(int64_t lo, int64_t n, int64_t out, int64_t stride) {
   Taps t;
   t.i0.resize(out);
   t.i1.resize(out);
-  t.frac.resize(out);
+  t.w1.resize(out);
   double scale = static_cast<double>(n) / static_cast<double>(out);
   for (int64_t o = 0; o < out; ++o) {
     double src = (static_cast<double>(o) + 0.5) * scale - 0.5;
     if (src < 0) src = 0;
     int64_t i = static_cast<int64_t>(src);
     if (i > n - 1) i = n - 1;
-    t.i0[o] = lo + i;
-    t.i1[o] = lo + std::min(i + 1, n - 1);
-    t.frac[o] = static_cast<float>(src - static_cast<double>(i));
+    t.i0[o] = (lo + i) * stride;
+    t.i1[o] = (lo + std::min(i + 1, n - 1)) * stride;
+    t.w1[o] = static_cast<uint32_t>(std::lround((src - static_cast<double>(i)) * kOne));
   }
   return t;
+}
+
+template <int C>
+void resize_rows(const Image& image, const Taps& ty, const Taps& tx, Image& out) {
+  const int64_t h = out.height, w = out.width;
+  for (int64_t y = 0; y < h; ++y) {
+    const uint8_t* r0 = image.hwc.data() + ty.i0[y];
+    const uint8_t* r1 = image.hwc.data() + ty.i1[y];
+    const uint32_t wy1 = ty.w1[y], wy0 = kOne - wy1;
+    uint8_t* dst = out.hwc.data() + y * w * C;
+    for (int64_t x = 0; x < w; ++x) {
+      const int64_t a = tx.i0[x], b = tx.i1[x];
+      const uint32_t wx1 = tx.w1[x], wx0 = kOne - wx1;
+      for (int k = 0; k < C; ++k) {
+        uint32_t top = r0[a + k] * wx0 + r0[b + k] * wx1;
+        uint32_t bot = r1[a + k] * wx0 + r1[b + k] * wx1;
+        dst[x * C + k] = static_cast<uint8_t>((top * wy0 + bot * wy1 + (1u << (2 * kWeightBits - 1))) >> (2 * kWeightBits));
+      }
+    }
+  }
 }
 }  // namespace
 
@@ -124,26 +149,12 @@ Image resize_bilinear(const Image& image, CropBox box, int64_t h, int64_t w) {
                box.left + box.width <= image.width,
            "resize: box ", box.height, "x", box.width, " at (", box.top, ", ", box.left, ") is outside the ",
            image.height, "x", image.width, " image");
-  const int64_t c = image.channels, in_w = image.width;
-  Taps ty = make_taps(box.top, box.height, h), tx = make_taps(box.left, box.width, w);
+  const int64_t c = image.channels;
+  Taps ty = make_taps(box.top, box.height, h, image.width * c), tx = make_taps(box.left, box.width, w, c);
   Image out = blank(h, w, c);
-  std::vector<float> row0(static_cast<size_t>(w * c)), row1(static_cast<size_t>(w * c));
-  for (int64_t y = 0; y < h; ++y) {
-    const uint8_t* r0 = image.hwc.data() + ty.i0[y] * in_w * c;
-    const uint8_t* r1 = image.hwc.data() + ty.i1[y] * in_w * c;
-    float fy = ty.frac[y];
-    uint8_t* dst = out.hwc.data() + y * w * c;
-    for (int64_t x = 0; x < w; ++x) {
-      const int64_t a = tx.i0[x] * c, b = tx.i1[x] * c;
-      float fx = tx.frac[x];
-      for (int64_t k = 0; k < c; ++k) {
-        float top = static_cast<float>(r0[a + k]) + fx * static_cast<float>(r0[b + k] - r0[a + k]);
-        float bot = static_cast<float>(r1[a + k]) + fx * static_cast<float>(r1[b + k] - r1[a + k]);
-        float v = top + fy * (bot - top);
-        dst[x * c + k] = static_cast<uint8_t>(std::min(255.0f, std::max(0.0f, v + 0.5f)));
-      }
-    }
-  }
+  if (c == 3) resize_rows<3>(image, ty, tx, out);
+  else if (c == 1) resize_rows<1>(image, ty, tx, out);
+  else TD_THROW(ShapeError, "resize: images with ", c, " channels are not supported (1 or 3)");
   return out;
 }
 
@@ -220,14 +231,21 @@ std::vector<float> normalize_table(const std::vector<float>& mean, const std::ve
   return table;
 }
 
-// table_stride: 256 for a table per channel, 0 for one table shared by all channels.
-void write_chw(const Image& image, const float* table, int64_t table_stride, float* out) {
-  const int64_t c = image.channels, hw = image.height * image.width;
+// table_stride: 256 for a table per channel, 0 for one table shared by all channels. `flip` mirrors the
+// columns on the way (a horizontal flip fused into the conversion).
+void write_chw(const Image& image, const float* table, int64_t table_stride, bool flip, float* out) {
+  const int64_t c = image.channels, h = image.height, w = image.width;
   for (int64_t k = 0; k < c; ++k) {
-    const uint8_t* src = image.hwc.data() + k;
     const float* t = table + k * table_stride;
-    float* dst = out + k * hw;
-    for (int64_t i = 0; i < hw; ++i) dst[i] = t[src[i * c]];
+    for (int64_t y = 0; y < h; ++y) {
+      const uint8_t* src = image.hwc.data() + y * w * c + k;
+      float* dst = out + (k * h + y) * w;
+      if (flip) {
+        for (int64_t x = 0; x < w; ++x) dst[w - 1 - x] = t[src[x * c]];
+      } else {
+        for (int64_t x = 0; x < w; ++x) dst[x] = t[src[x * c]];
+      }
+    }
   }
 }
 }  // namespace
@@ -236,7 +254,7 @@ void to_normalized_chw(const Image& image, const std::vector<float>& mean, const
   check_image(image, "normalize");
   TD_CHECK(static_cast<int64_t>(mean.size()) == image.channels && static_cast<int64_t>(std.size()) == image.channels,
            "normalize: ", mean.size(), " means and ", std.size(), " stds for a ", image.channels, "-channel image");
-  write_chw(image, normalize_table(mean, std).data(), 256, out);
+  write_chw(image, normalize_table(mean, std).data(), 256, false, out);
 }
 
 void cutout(float* chw, int64_t channels, int64_t height, int64_t width, int64_t size, Generator& gen) {
@@ -318,7 +336,18 @@ void Pipeline::apply(const Image& image, Generator& gen, float* out) const {
   check_image(image, "transform input");
   const Image* cur = &image;
   Image tmp;
+  // A drawn flip is deferred to the next geometric step, or to the final conversion, which mirrors for free.
+  bool flip = false;
   for (const TransformStep& s : steps_) {
+    if (s.kind == StepKind::HorizontalFlip) {
+      if (gen.uniform() < s.p) flip = !flip;
+      continue;
+    }
+    if (flip) {
+      tmp = hflip(*cur);
+      cur = &tmp;
+      flip = false;
+    }
     switch (s.kind) {
       case StepKind::RandomCrop: {
         int64_t h = s.height > 0 ? s.height : cur->height, w = s.width > 0 ? s.width : cur->width;
@@ -331,9 +360,7 @@ void Pipeline::apply(const Image& image, Generator& gen, float* out) const {
         tmp = resize_bilinear(*cur, box, s.height, s.width);
         break;
       }
-      case StepKind::HorizontalFlip:
-        if (gen.uniform() >= s.p) continue;
-        tmp = hflip(*cur);
+      case StepKind::HorizontalFlip:  // handled above
         break;
       case StepKind::Resize:
         tmp = s.width > 0 ? resize_bilinear(*cur, s.height, s.width) : resize_shorter(*cur, s.height);
@@ -346,9 +373,9 @@ void Pipeline::apply(const Image& image, Generator& gen, float* out) const {
   }
   const int64_t c = cur->channels;
   if (static_cast<int64_t>(mean_.size()) == c) {
-    write_chw(*cur, table_.data(), 256, out);
+    write_chw(*cur, table_.data(), 256, flip, out);
   } else if (mean_.size() == 1 || (mean_.size() == 3 && c == 1)) {
-    write_chw(*cur, gray_table_.data(), 0, out);
+    write_chw(*cur, gray_table_.data(), 0, flip, out);
   } else {
     TD_THROW(ShapeError, "normalize: ", mean_.size(), "-channel statistics for a ", c, "-channel image");
   }

@@ -30,7 +30,8 @@ Image pad_crop(const Image& image, int64_t top, int64_t left, int64_t h, int64_t
 Image random_crop(const Image& image, int64_t h, int64_t w, int64_t padding, Generator& gen);
 Image hflip(const Image& image);
 // Bilinear resize of `box` of the image to h x w: pixel centers at +0.5 (align_corners=false), edges clamped
-// to the box, no antialiasing (like torchvision's tensor resize with antialias=False), rounded to 8 bits.
+// to the box, no antialiasing (like torchvision's tensor resize with antialias=False); weights in steps of
+// 1/2048, the result rounded to 8 bits.
 Image resize_bilinear(const Image& image, CropBox box, int64_t h, int64_t w);
 Image resize_bilinear(const Image& image, int64_t h, int64_t w);
 // Scales so that the shorter side becomes `size` (the longer one rounds down, as torchvision does).

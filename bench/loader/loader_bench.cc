@@ -1,5 +1,7 @@
 // Loader throughput: images/s through the real readers, transforms and worker threads, with the per-image cost
 // of each stage measured on one thread in the same run (what bounds the loader).
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,19 +21,43 @@
 namespace tandem {
 namespace {
 
+// The 1-minute load average: other processes on the machine share its cores with this benchmark.
+double load_average() {
+  double l = -1;
+  if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf", &l) != 1) l = -1;
+    std::fclose(f);
+  }
+  return l;
+}
+
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
+// CPU seconds used by this process so far (all threads).
+double cpu_s() {
+  struct rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+struct Rate {
+  double images_per_s;
+  double cores_used;  // CPU seconds per wall second while measuring
+};
+
 // Images/s of `loader` over `batches` batches after one warm-up batch.
-double loader_rate(data::Loader& loader, int64_t batches) {
+Rate loader_rate(data::Loader& loader, int64_t batches) {
   auto first = loader.next();
   int64_t images = 0;
-  double t0 = now_s();
+  double t0 = now_s(), c0 = cpu_s();
   for (int64_t b = 0; b < batches; ++b) {
     auto batch = loader.next();
     if (!batch) batch = loader.next();  // epoch boundary
     images += batch->images.size(0);
   }
-  return static_cast<double>(images) / (now_s() - t0);
+  double wall = now_s() - t0;
+  return {static_cast<double>(images) / wall, (cpu_s() - c0) / wall};
 }
 
 // Microseconds per call of fn, over `n` calls.
@@ -52,8 +78,9 @@ std::string write_cifar(int64_t n) {
   return dir;
 }
 
-// A one-shard .tdrec of n JPEGs of h x w (quality 90), as tools:pack writes image folders.
-std::string write_jpeg_shard(int64_t n, int64_t h, int64_t w) {
+// A one-shard .tdrec of n JPEGs of h x w (quality 90), as tools:pack writes image folders; `first` gets the
+// bytes of record 0.
+std::string write_jpeg_shard(int64_t n, int64_t h, int64_t w, std::vector<uint8_t>& first) {
   std::string path = testdata::make_temp_dir("bench-jpeg") + "/train-00000-of-00001.tdrec";
   data::RecordWriter writer(path, 0, 1, 10);
   for (int64_t i = 0; i < n; ++i) {
@@ -62,6 +89,7 @@ std::string write_jpeg_shard(int64_t n, int64_t h, int64_t w) {
     for (size_t p = 0; p < im.hwc.size(); ++p)
       im.hwc[p] = static_cast<uint8_t>(std::min(255, im.hwc[p] + static_cast<int>(philox::generate(i, p).x[0] % 24)));
     auto jpg = testdata::encode_jpeg(im, 90);
+    if (i == 0) first = jpg;
     writer.add(jpg.data(), jpg.size(), i % 10, h, w, 3, data::RecordEncoding::Jpeg);
   }
   writer.finish();
@@ -71,18 +99,20 @@ std::string write_jpeg_shard(int64_t n, int64_t h, int64_t w) {
 struct Row {
   std::string input, transforms;
   int workers;
-  double rate;
+  Rate rate;
 };
 
 void print_rows(const std::vector<Row>& rows) {
-  std::printf("%-34s %-16s %8s %12s\n", "input", "transforms", "workers", "images/s");
+  std::printf("%-34s %-16s %8s %12s %11s\n", "input", "transforms", "workers", "images/s", "cores used");
   for (const Row& r : rows)
-    std::printf("%-34s %-16s %8d %12.0f\n", r.input.c_str(), r.transforms.c_str(), r.workers, r.rate);
+    std::printf("%-34s %-16s %8d %12.0f %11.2f\n", r.input.c_str(), r.transforms.c_str(), r.workers,
+                r.rate.images_per_s, r.rate.cores_used);
 }
 
 void run() {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  std::printf("loader benchmark, %u hardware threads, batches on the CPU device\n\n", cores);
+  std::printf("loader benchmark, %u hardware threads, batches on the CPU device, load average %.1f\n\n", cores,
+              load_average());
   std::vector<Row> rows;
 
   // 32x32: CIFAR-10 binary records, random crop (pad 4) + flip + normalize, batch 256.
@@ -100,10 +130,14 @@ void run() {
   struct JpegCase {
     int64_t h, w;
     std::shared_ptr<data::Dataset> ds;
+    std::vector<uint8_t> first_jpeg;
   };
-  std::vector<JpegCase> jpeg_cases = {{224, 224, nullptr}, {375, 500, nullptr}};
+  std::vector<JpegCase> jpeg_cases(2);
+  jpeg_cases[0].h = jpeg_cases[0].w = 224;
+  jpeg_cases[1].h = 375;
+  jpeg_cases[1].w = 500;
   for (JpegCase& jc : jpeg_cases) {
-    jc.ds = data::open_dataset("packed:" + write_jpeg_shard(256, jc.h, jc.w), true);
+    jc.ds = data::open_dataset("packed:" + write_jpeg_shard(256, jc.h, jc.w, jc.first_jpeg), true);
     const std::string name = "JPEG " + std::to_string(jc.h) + "x" + std::to_string(jc.w) + " (.tdrec)";
     for (int workers : {1, 2}) {
       data::LoaderOptions o;
@@ -133,8 +167,8 @@ void run() {
   for (const JpegCase& jc : jpeg_cases) {
     data::Pipeline p = data::Pipeline::parse("imagenet-train");
     std::vector<float> out(3 * 224 * 224);
-    // get() reads and decodes; the decode alone is timed on bytes already in memory.
-    auto jpg = testdata::encode_jpeg(testdata::smooth_image(jc.h, jc.w, 3, 1), 90);
+    // get() reads and decodes; the decode alone is timed on one record's bytes already in memory.
+    const std::vector<uint8_t>& jpg = jc.first_jpeg;
     double total = per_call_us(200, [&](int64_t i) { jc.ds->get(i % jc.ds->size()); });
     double decode = per_call_us(200, [&](int64_t) { data::decode_image(jpg.data(), jpg.size(), 3, "bench"); });
     data::Sample s = jc.ds->get(0);
@@ -142,11 +176,14 @@ void run() {
       Generator g = data::sample_generator(1, 0, i);
       p.apply(s.image, g, out.data());
     });
-    const std::string name = "JPEG " + std::to_string(jc.h) + "x" + std::to_string(jc.w);
+    const std::string name = "JPEG " + std::to_string(jc.h) + "x" + std::to_string(jc.w) + " (" +
+                             std::to_string(jpg.size() / 1024) + " KiB)";
     std::printf("%-34s %10.1f %10.1f %10.1f %14.0f\n", name.c_str(), total, decode, aug, cores * 1e6 / (total + aug));
   }
-  std::printf("\nread: Dataset::get (JPEG rows: pread + CRC + decode of the stored file); decode: libjpeg-turbo on\n"
-              "a smooth image of the same size in memory; augment: the transform pipeline into float CHW.\n");
+  std::printf("\nload average at the end: %.1f (above %u, other processes took cores from this run)\n",
+              load_average(), cores);
+  std::printf("read: Dataset::get (JPEG rows: pread + CRC + decode of the stored file); decode: libjpeg-turbo on\n"
+              "record 0's bytes in memory; augment: the transform pipeline into float CHW.\n");
 }
 
 }  // namespace
