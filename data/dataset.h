@@ -34,12 +34,16 @@ class Dataset {
 };
 
 // Opens a dataset from a spec (the train or test split):
-//   "fashion-mnist"                the installed Debian package (dataset-fashion-mnist)
+//   "fashion-mnist"                the installed Debian package (dataset-fashion-mnist), or the directory in
+//                                  $TANDEM_FASHION_MNIST_DIR; "fashion-mnist:DIR" reads DIR (data/idx.h)
 //   "mnist:DIR" / "idx:DIR"        IDX files (plain or .gz) in DIR
-//   "cifar10:DIR", "cifar100:DIR"  CIFAR binary files in DIR
-//   "folder:DIR"                   one subfolder per class of JPEG/PNG images
-//   "packed:PATH"                  a record file written by tools:pack
-//   "synthetic[:k=v,...]"          seeded, class-separable images (keys: n, classes, h, w, c, seed)
+//   "cifar10:DIR", "cifar100:DIR"  CIFAR binary files in DIR (data/cifar.h)
+//   "folder:DIR"                   one subfolder per class of JPEG/PNG images; DIR/train and DIR/val (or
+//                                  DIR/test) when DIR/train exists (data/image_folder.h)
+//   "packed:PATH"                  record shards written by tools:pack: a prefix, one .tdrec file, or a
+//                                  directory of train-* and val-*/test-* shards (data/record_file.h)
+//   "synthetic[:k=v,...]"          seeded, class-separable images (keys: n, classes, h, w, c, seed, noise;
+//                                  data/synthetic.h)
 // Throws ValueError for an unknown spec and IoError for missing or corrupt files.
 std::shared_ptr<Dataset> open_dataset(const std::string& spec, bool train);
 
