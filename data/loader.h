@@ -27,7 +27,7 @@ struct LoaderOptions {
   bool drop_last = true;  // drop a last, partial batch
   uint64_t seed = 0;      // shuffling and augmentation
   int num_workers = 2;    // threads that build batches; 0 builds them in next()
-  int prefetch = 4;       // batches built ahead of next()
+  int prefetch = 4;       // batches built ahead of next() (at least num_workers)
   Device device = Device::cpu();
   // Data parallelism: shard `shard_rank` of `num_shards` gets rows_for(shard_rank, num_shards, N) of each
   // epoch's permutation of the N samples (disjoint shards that cover the epoch).
