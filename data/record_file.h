@@ -64,7 +64,6 @@ class RecordWriter {
            RecordEncoding encoding);
   void add(const Image& image, int64_t label);  // raw
   void finish();
-  uint64_t records() const { return entries_.size(); }
   uint64_t bytes() const { return offset_; }
 
  private:
