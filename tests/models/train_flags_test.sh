@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# tools:train's command line: --help exits 0, bad flags print one error line plus the usage and exit 2.
+set -u
+train="$1"
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$train" --help > out.txt 2>&1 || fail "--help exited $?"
+grep -q "^usage: train" out.txt || fail "--help prints no usage"
+
+for args in "--bogus 1" "--epochs 0" "--batch x" "--model resnet99" "--optimizer lbfgs" "--lr" \
+            "--dataset nonsense:x" "--schedule linear --dataset synthetic:n=64,h=8,w=8"; do
+  # shellcheck disable=SC2086
+  "$train" $args > out.txt 2> err.txt
+  rc=$?
+  [ "$rc" -eq 2 ] || fail "'$args' exited $rc, expected 2"
+  head -n 1 err.txt | grep -q "^train: " || fail "'$args': the first line is not an error: $(head -n 1 err.txt)"
+  grep -q "^usage: train" err.txt || fail "'$args': no usage after the error"
+done
+echo "PASS"

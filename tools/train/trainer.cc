@@ -1,0 +1,237 @@
+// The supervised training loop.
+#include "tools/train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <algorithm>
+#include <iomanip>
+#include <optional>
+#include <sstream>
+
+#include "data/dataset.h"
+#include "data/loader.h"
+#include "data/transforms.h"
+#include "models/checkpoint.h"
+#include "models/losses.h"
+#include "models/registry.h"
+#include "runtime/autograd.h"
+#include "runtime/error.h"
+#include "runtime/lr_schedule.h"
+#include "runtime/ops.h"
+#include "runtime/optim.h"
+
+namespace tandem {
+namespace train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Transforms by dataset kind: the standard augmentation for training where there is one, else normalization.
+std::string transform_spec(const std::string& dataset, bool train) {
+  std::string kind = dataset.substr(0, dataset.find(':'));
+  if (kind == "cifar10") return train ? "cifar-train" : "cifar-eval";
+  if (kind == "cifar100") return train ? "random-crop:pad=4,flip,normalize:cifar100" : "normalize:cifar100";
+  if (kind == "fashion-mnist") return "normalize:fashion-mnist";
+  if (kind == "mnist") return "normalize:mnist";
+  if (kind == "folder" || kind == "packed") return train ? "imagenet-train" : "imagenet-eval";
+  return "none";
+}
+
+std::string mib(int64_t bytes) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(2) << static_cast<double>(bytes) / (1 << 20) << " MiB";
+  return os.str();
+}
+
+int64_t count_correct(const Tensor& logits, const Tensor& labels) {
+  autograd::NoGradGuard ng;
+  return static_cast<int64_t>(sum(eq(argmax(logits, 1), labels).to(DType::F64)).to(Device::cpu()).item<double>());
+}
+
+int64_t metadata_int(const SafetensorsMetadata& m, const std::string& key, const std::string& path) {
+  auto it = m.find(key);
+  TD_CHECK(it != m.end(), "checkpoint '", path, "' has no '", key, "' entry (not written by tools:train?)");
+  char* end = nullptr;
+  long long v = std::strtoll(it->second.c_str(), &end, 10);
+  TD_CHECK(!it->second.empty() && *end == '\0' && v >= 0, "checkpoint '", path, "': bad '", key, "' value '",
+           it->second, "'");
+  return v;
+}
+
+}  // namespace
+
+struct Trainer::State {
+  TrainOptions o;
+  std::ostream& log;
+  Device device = Device::cpu();
+  std::shared_ptr<models::Network> model;
+  std::unique_ptr<data::Loader> train_loader, test_loader;
+  std::unique_ptr<optim::Optimizer> optimizer;
+  std::unique_ptr<optim::LrScheduler> scheduler;
+  int64_t steps_per_epoch = 0;
+  int64_t first_epoch = 0;
+
+  State(const TrainOptions& opts, std::ostream& l) : o(opts), log(l) {}
+};
+
+Trainer::Trainer(const TrainOptions& o, std::ostream& log) : s_(std::make_unique<State>(o, log)) {
+  TD_CHECK(o.epochs > 0 && o.batch > 0, "epochs and batch size must be positive, got ", o.epochs, " and ", o.batch);
+  TD_CHECK(o.lr >= 0 && o.weight_decay >= 0 && o.momentum >= 0, "lr, weight decay and momentum must be >= 0");
+  s_->device = o.device.empty() ? best_device() : Device::parse(o.device);
+  check_device_available(s_->device);
+
+  std::shared_ptr<const data::Dataset> train_set = data::open_dataset(o.dataset, true);
+  data::LoaderOptions lo;
+  lo.batch_size = o.batch;
+  lo.seed = o.seed;
+  lo.num_workers = o.workers;
+  lo.device = s_->device;
+  s_->train_loader = std::make_unique<data::Loader>(
+      train_set, data::Pipeline::parse(o.transform == "auto" ? transform_spec(o.dataset, true) : o.transform), lo);
+  s_->steps_per_epoch = s_->train_loader->batches_per_epoch();
+  if (o.steps_per_epoch > 0) s_->steps_per_epoch = std::min(s_->steps_per_epoch, o.steps_per_epoch);
+  TD_CHECK(s_->steps_per_epoch > 0, "dataset '", o.dataset, "' has fewer training images (", train_set->size(),
+           ") than one batch (", o.batch, ")");
+  if (o.evaluate) {
+    data::LoaderOptions eo = lo;
+    eo.shuffle = false;
+    eo.drop_last = false;
+    s_->test_loader = std::make_unique<data::Loader>(data::open_dataset(o.dataset, false),
+                                                     data::Pipeline::parse(transform_spec(o.dataset, false)), eo);
+  }
+
+  Shape image = s_->train_loader->image_shape();
+  models::ModelOptions defaults;
+  defaults.num_classes = train_set->num_classes();
+  defaults.in_channels = image[0];
+  defaults.seed = o.seed;
+  auto spec = models::parse_model_spec(o.model, defaults);
+  s_->model = models::make_model(spec.first, spec.second);
+  s_->model->to(s_->device);
+
+  std::vector<optim::ParamGroup> groups = optim::single_group(s_->model->named_parameters());
+  if (o.optimizer == "sgd") {
+    optim::SgdOptions so;
+    so.lr = o.lr;
+    so.momentum = o.momentum;
+    so.nesterov = o.momentum > 0;
+    so.weight_decay = o.weight_decay;
+    s_->optimizer = std::make_unique<optim::Sgd>(groups, so);
+  } else if (o.optimizer == "adam" || o.optimizer == "adamw") {
+    optim::AdamOptions ao = o.optimizer == "adamw" ? optim::adamw_options(o.lr, o.weight_decay) : optim::AdamOptions{};
+    ao.lr = o.lr;
+    ao.weight_decay = o.weight_decay;
+    s_->optimizer = std::make_unique<optim::Adam>(groups, ao);
+  } else {
+    TD_THROW(ValueError, "unknown optimizer '", o.optimizer, "' (known: sgd, adam, adamw)");
+  }
+  s_->scheduler = std::make_unique<optim::LrScheduler>(
+      *s_->optimizer, optim::parse_lr_schedule(o.schedule, s_->steps_per_epoch, s_->steps_per_epoch * o.epochs));
+
+  if (!o.resume.empty()) {
+    SafetensorsMetadata meta = models::load_checkpoint(o.resume, *s_->model, s_->optimizer.get(), s_->scheduler.get());
+    s_->first_epoch = metadata_int(meta, "epoch", o.resume);
+    TD_CHECK(s_->scheduler->position() == s_->first_epoch * s_->steps_per_epoch, "checkpoint '", o.resume,
+             "' is at step ", s_->scheduler->position(), " but epoch ", s_->first_epoch, " with ",
+             s_->steps_per_epoch, " steps per epoch ends at step ", s_->first_epoch * s_->steps_per_epoch,
+             ": resume with the batch size and dataset it was trained with");
+  }
+
+  int64_t param_bytes = 0, grad_bytes = 0;
+  for (const auto& p : s_->model->named_parameters()) {
+    param_bytes += static_cast<int64_t>(p.second.nbytes());
+    if (p.second.requires_grad()) grad_bytes += static_cast<int64_t>(p.second.nbytes());
+  }
+  for (const auto& b : s_->model->named_buffers()) param_bytes += static_cast<int64_t>(b.second.nbytes());
+  int64_t optim_bytes = s_->optimizer->planned_state_bytes();
+  log << "model " << o.model << ": " << s_->model->num_parameters() << " parameters\n"
+      << "memory plan: parameters+buffers " << mib(param_bytes) << ", gradients " << mib(grad_bytes)
+      << ", optimizer state " << mib(optim_bytes) << " (" << s_->optimizer->name() << "), total "
+      << mib(param_bytes + grad_bytes + optim_bytes) << " + activations\n"
+      << "data: " << train_set->describe() << "; " << s_->steps_per_epoch << " steps of " << o.batch
+      << " per epoch on " << s_->device.str() << "\n"
+      << "schedule: " << s_->scheduler->schedule().describe() << ", lr " << o.lr << "\n";
+  if (s_->first_epoch > 0) log << "resumed from " << o.resume << " after epoch " << s_->first_epoch << "\n";
+  log.flush();
+}
+
+Trainer::~Trainer() = default;
+
+int64_t Trainer::first_epoch() const { return s_->first_epoch; }
+
+std::vector<EpochResult> Trainer::run() {
+  State& s = *s_;
+  std::vector<EpochResult> results;
+  int64_t end = s.o.stop_after > 0 ? std::min(s.o.epochs, s.first_epoch + s.o.stop_after) : s.o.epochs;
+  for (int64_t epoch = s.first_epoch; epoch < end; ++epoch) {
+    EpochResult r;
+    r.epoch = epoch;
+    s.model->train();
+    s.train_loader->set_epoch(epoch);
+    int64_t correct = 0, seen = 0;
+    Clock::time_point t0 = Clock::now(), window = t0;
+    int64_t window_images = 0;
+    for (int64_t step = 0; step < s.steps_per_epoch; ++step) {
+      std::optional<data::Batch> batch = s.train_loader->next();
+      TD_ASSERT(batch.has_value(), "the loader ended epoch ", epoch, " after ", step, " of ", s.steps_per_epoch,
+                " batches");
+      s.optimizer->zero_grad();
+      Tensor logits = s.model->forward(batch->images);
+      Tensor loss = models::cross_entropy(logits, batch->labels, s.o.label_smoothing);
+      loss.backward();
+      s.optimizer->step();
+      s.scheduler->step();
+      double value = loss.to(Device::cpu()).item<float>();
+      TD_CHECK(std::isfinite(value), "the loss became ", value, " at epoch ", epoch, " step ", step,
+               " (learning rate too high?)");
+      r.step_losses.push_back(value);
+      int64_t n = batch->images.size(0);
+      correct += count_correct(logits, batch->labels);
+      seen += n;
+      window_images += n;
+      if (s.o.log_every > 0 && (step + 1) % s.o.log_every == 0) {
+        s.log << "epoch " << epoch + 1 << " step " << step + 1 << "/" << s.steps_per_epoch << "  loss "
+              << std::fixed << std::setprecision(4) << value << "  lr " << std::setprecision(5)
+              << s.optimizer->lr(0) << "  " << std::setprecision(0) << window_images / seconds_since(window)
+              << " img/s" << std::endl;
+        window = Clock::now();
+        window_images = 0;
+      }
+    }
+    r.seconds = seconds_since(t0);
+    r.images_per_second = static_cast<double>(seen) / r.seconds;
+    double total = 0;
+    for (double v : r.step_losses) total += v;
+    r.train_loss = total / static_cast<double>(r.step_losses.size());
+    r.train_accuracy = static_cast<double>(correct) / static_cast<double>(seen);
+    if (s.test_loader) {
+      s.model->eval();
+      autograd::NoGradGuard ng;
+      s.test_loader->set_epoch(0);
+      int64_t ok = 0, total_images = 0;
+      while (auto b = s.test_loader->next()) {
+        ok += count_correct(s.model->forward(b->images), b->labels);
+        total_images += b->images.size(0);
+      }
+      r.test_accuracy = total_images > 0 ? static_cast<double>(ok) / static_cast<double>(total_images) : 0.0;
+    }
+    s.log << "epoch " << epoch + 1 << "/" << s.o.epochs << ": train loss " << std::fixed << std::setprecision(4)
+          << r.train_loss << ", train acc " << std::setprecision(2) << 100 * r.train_accuracy << "%";
+    if (r.test_accuracy >= 0) s.log << ", test acc " << 100 * r.test_accuracy << "%";
+    s.log << ", " << std::setprecision(0) << r.images_per_second << " img/s, " << std::setprecision(1) << r.seconds
+          << " s" << std::endl;
+    if (!s.o.checkpoint.empty()) {
+      models::save_checkpoint(s.o.checkpoint, *s.model, s.optimizer.get(), s.scheduler.get(),
+                              {{"epoch", std::to_string(epoch + 1)}, {"model", s.o.model}, {"dataset", s.o.dataset}});
+      s.log << "checkpoint: " << s.o.checkpoint << std::endl;
+    }
+    results.push_back(std::move(r));
+  }
+  return results;
+}
+
+}  // namespace train
+}  // namespace tandem
