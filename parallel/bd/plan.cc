@@ -61,6 +61,12 @@ Json BlockProfile::to_json() const {
   Json relay = Json::array();
   for (double v : relay_s) relay.push_back(v);
   j["relay_s"] = relay;
+  if (!load_s.empty()) {
+    Json load = Json::array();
+    for (double v : load_s) load.push_back(v);
+    j["load_s"] = load;
+  }
+  if (batch > 0) j["batch"] = batch;
   return j;
 }
 
@@ -75,6 +81,9 @@ BlockProfile BlockProfile::from_json(const Json& j) {
     p.memory.push_back(r);
   }
   for (const Json& v : j.at("relay_s").as_array("relay_s")) p.relay_s.push_back(v.as_number("relay_s"));
+  if (j.has("load_s"))
+    for (const Json& v : j.at("load_s").as_array("load_s")) p.load_s.push_back(v.as_number("load_s"));
+  if (j.has("batch")) p.batch = j.at("batch").as_int("batch");
   size_t k = p.relay_s.size(), g = p.teacher_s.size();
   TD_CHECK(k > 0 && g > 0, "a block profile needs at least one block and one replication factor");
   for (const auto* m : {&p.teacher_s, &p.student_s, &p.allreduce_s}) {
@@ -83,6 +92,7 @@ BlockProfile BlockProfile::from_json(const Json& j) {
   }
   TD_CHECK(p.memory.size() == g, "block profile: memory needs ", g, " rows");
   for (const auto& row : p.memory) TD_CHECK(row.size() == k, "block profile: every row needs ", k, " blocks");
+  TD_CHECK(p.load_s.empty() || p.load_s.size() == g, "block profile: load_s needs ", g, " entries");
   return p;
 }
 

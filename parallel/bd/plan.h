@@ -21,6 +21,8 @@ struct BlockProfile {
   std::vector<std::vector<double>> allreduce_s;  // [g-1][b]: gradient all-reduce of student b over g workers
   std::vector<std::vector<int64_t>> memory;      // [g-1][b]: peak bytes to run block b alone at B/g
   std::vector<double> relay_s;                   // [b]: sending block b's teacher output at full batch B
+  std::vector<double> load_s;                    // [g-1]: loading one batch of B/g rows (empty: not profiled)
+  int64_t batch = 0;                             // B (0: not recorded)
   Json to_json() const;
   static BlockProfile from_json(const Json& j);  // throws ValueError on inconsistent sizes
 };

@@ -1,0 +1,486 @@
+// One rank's part of a strategy run: its models, loader and communicators, the instruction interpreter the
+// executor calls, checkpoints, and the gathering of results.
+#include "parallel/bd/runner.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <mutex>
+#include <sstream>
+#include <sys/stat.h>
+
+#include "data/loader.h"
+#include "models/blocks.h"
+#include "models/checkpoint.h"
+#include "models/losses.h"
+#include "parallel/simulator.h"
+#include "parallel/trace.h"
+#include "runtime/autograd.h"
+#include "runtime/error.h"
+#include "runtime/lr_schedule.h"
+#include "runtime/ops.h"
+
+namespace tandem {
+namespace parallel {
+namespace bd {
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const OptimizerSpec& spec, const NamedTensors& params) {
+  if (spec.kind == "sgd") {
+    optim::SgdOptions o;
+    o.lr = spec.lr;
+    o.momentum = spec.momentum;
+    o.nesterov = spec.nesterov && spec.momentum > 0;
+    o.weight_decay = spec.weight_decay;
+    return std::make_unique<optim::Sgd>(optim::single_group(params), o);
+  }
+  if (spec.kind == "adam" || spec.kind == "adamw") {
+    optim::AdamOptions o = spec.kind == "adamw" ? optim::adamw_options(spec.lr, spec.weight_decay) : optim::AdamOptions{};
+    o.lr = spec.lr;
+    o.weight_decay = spec.weight_decay;
+    return std::make_unique<optim::Adam>(optim::single_group(params), o);
+  }
+  TD_THROW(ValueError, "unknown optimizer '", spec.kind, "' (known: sgd, adam, adamw)");
+}
+
+int64_t steps_per_epoch(const RunContext& ctx) {
+  TD_CHECK(ctx.dataset != nullptr && ctx.workload != nullptr, "a run needs a dataset and a workload");
+  const int64_t n = ctx.dataset->size(), b = ctx.train.batch;
+  TD_CHECK(b >= 1, "the batch must hold at least one row, got ", b);
+  TD_CHECK(n >= b, "the dataset has ", n, " samples, fewer than one batch of ", b);
+  int64_t spe = n / b;
+  if (ctx.train.steps_per_epoch > 0) spe = std::min(spe, ctx.train.steps_per_epoch);
+  return spe;
+}
+
+namespace {
+
+std::string block_path(const std::string& dir, int b) { return dir + "/block" + std::to_string(b) + ".safetensors"; }
+
+bool file_exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+std::string meta(const SafetensorsMetadata& m, const std::string& key, const std::string& path) {
+  auto it = m.find(key);
+  TD_CHECK_IO(it != m.end(), path, " is not a distillation block checkpoint (no '", key, "' in its metadata)");
+  return it->second;
+}
+
+std::vector<double> parse_losses(const std::string& s) {
+  std::vector<double> out;
+  std::stringstream items(s);
+  std::string item;
+  while (std::getline(items, item, ',')) out.push_back(std::stod(item));
+  return out;
+}
+
+// Host f64 tensor summed over all ranks (each rank fills its own entries, zeros elsewhere).
+void sum_over_ranks(Tensor& host, Communicator& world, const Worker& worker) {
+  Tensor t = host.to(worker.device);
+  world.all_reduce(t);
+  host = t.to(Device::cpu());
+}
+
+struct BlockTrainer {
+  models::ModulePtr module;
+  NamedTensors params;
+  std::unique_ptr<optim::Optimizer> opt;
+  std::unique_ptr<optim::LrScheduler> sched;
+  Tensor loss_acc;             // sum over the epoch's steps of this rank's share of the step loss
+  std::vector<double> losses;  // per epoch (this rank's share)
+  bool saver = false;          // writes the block's checkpoints
+};
+
+class RankRunner {
+ public:
+  RankRunner(const RunContext& ctx, const Layout& layout, const BlockProfile* costs, Worker& worker, Communicator& world)
+      : ctx_(ctx), w_(*ctx.workload), layout_(layout), worker_(worker), world_(world), me_(worker.rank) {
+    TD_CHECK(world.size() == layout.workers, "the ", strategy_title(layout.strategy), " layout needs ", layout.workers,
+             " workers but the communicator has ", world.size());
+    TD_CHECK(world.rank() == worker.rank, "worker rank ", worker.rank, " differs from its communicator rank ",
+             world.rank());
+    TD_CHECK(layout.blocks == w_.blocks(), "the layout has ", layout.blocks, " blocks but the workload ", w_.blocks());
+    spe_ = steps_per_epoch(ctx);
+    steps_ = spe_ * ctx.train.epochs;
+    TD_CHECK(ctx.train.epochs >= 1, "epochs must be at least 1, got ", ctx.train.epochs);
+    d_ = build_schedule(layout, ctx.train.batch, steps_, spe_, w_.row_bytes(), resume_starts());
+    if (costs != nullptr) apply_costs(d_, *costs);
+    for (const Instr& i : d_.schedule.instrs())
+      if (i.worker == me_ && i.kind == OpKind::Send) sends_after_[i.deps.at(0)].push_back(i.id);
+    if (layout.pipelined()) make_stage_comms();
+    make_models();
+    make_loader();
+  }
+
+  StrategyResult run() {
+    if (worker_.memory) worker_.memory->reset_peaks();
+    world_.barrier();
+    const double t0 = host_time_s();
+    Executor ex(d_.schedule, worker_, &world_);
+    ex.run([this](const Instr& i) { execute(i); });
+    std::vector<InstrTime> mine = ex.timings();
+    for (InstrTime& t : mine) {
+      t.start_s -= t0;
+      t.end_s -= t0;
+    }
+    StrategyResult r = gather(mine);
+    for (auto& [b, t] : students_)
+      if (t.saver) {
+        NamedTensors copy;
+        for (auto& [name, v] : t.module->state_dict()) copy.emplace_back(name, v.to(Device::cpu()).clone());
+        r.local_blocks[b] = copy;
+      }
+    if (!ctx_.out_dir.empty()) write_outputs(r);
+    return r;
+  }
+
+ private:
+  // First step of each block: 0, or after the epochs its checkpoint holds when resuming.
+  std::vector<int64_t> resume_starts() {
+    std::vector<int64_t> start(static_cast<size_t>(w_.blocks()), 0);
+    if (!ctx_.resume || ctx_.out_dir.empty()) return start;
+    for (int b = 0; b < w_.blocks(); ++b) {
+      const std::string path = block_path(ctx_.out_dir, b);
+      if (!file_exists(path)) continue;
+      SafetensorsMetadata m = load_safetensors(path).metadata;
+      const int64_t spe = std::stoll(meta(m, "tandem.steps_per_epoch", path));
+      const int64_t batch = std::stoll(meta(m, "tandem.batch", path));
+      TD_CHECK(spe == spe_ && batch == ctx_.train.batch, path, " was written with batch ", batch, " and ", spe,
+               " steps per epoch; this run has batch ", ctx_.train.batch, " and ", spe_,
+               " (resume with the same data and batch)");
+      start[b] = std::min<int64_t>(steps_, std::stoll(meta(m, "tandem.epochs_done", path)) * spe_);
+    }
+    return start;
+  }
+
+  void make_stage_comms() {
+    const auto ranks = layout_.plan.stage_ranks();
+    stage_comms_.resize(ranks.size());
+    for (size_t s = 0; s < ranks.size(); ++s)
+      if (ranks[s].size() > 1) stage_comms_[s] = world_.split(ranks[s]);
+  }
+
+  void make_models() {
+    tblocks_ = w_.make_teacher_blocks(ctx_.train.teacher_bn);
+    std::vector<int> mine = layout_.blocks_of(me_);
+    std::vector<models::ModulePtr> students = w_.make_students(mine);
+    const bool saver = layout_.strategy == Strategy::DP ? me_ == 0
+                       : layout_.pipelined()            ? layout_.replica_of(me_) == 0
+                                                        : true;
+    for (size_t i = 0; i < mine.size(); ++i) {
+      BlockTrainer& t = students_[mine[i]];
+      t.module = students[i];
+      t.params = t.module->named_parameters(models::ParamKind::Weight);
+      t.opt = make_optimizer(ctx_.train.optimizer, t.params);
+      t.sched = std::make_unique<optim::LrScheduler>(*t.opt, optim::parse_lr_schedule(ctx_.train.lr_schedule, spe_, steps_));
+      t.loss_acc = zeros({}, TensorOptions(DType::F32).with_device(worker_.device));
+      t.saver = saver;
+      const std::string path = block_path(ctx_.out_dir, mine[i]);
+      if (d_.start[mine[i]] > 0) {
+        SafetensorsMetadata m = models::load_checkpoint(path, *t.module, t.opt.get(), t.sched.get());
+        t.losses = parse_losses(meta(m, "tandem.loss", path));
+        if (!saver) std::fill(t.losses.begin(), t.losses.end(), 0.0);  // the saver reports them
+      }
+    }
+  }
+
+  void make_loader() {
+    data::LoaderOptions o;
+    o.batch_size = ctx_.train.batch;
+    o.seed = ctx_.train.data_seed;
+    o.num_workers = ctx_.train.loader_threads;
+    o.prefetch = 2;
+    o.device = worker_.device;
+    if (layout_.strategy == Strategy::DP) {
+      o.batch_size = ctx_.train.batch / layout_.workers;
+      o.shard_rank = me_;
+      o.num_shards = layout_.workers;
+    } else if (layout_.pipelined()) {
+      if (layout_.stage_of(me_) != 0) return;
+      o.split_rank = layout_.replica_of(me_);
+      o.split_size = layout_.plan.stages[0].replicas;
+    } else if (layout_.bins[me_].empty()) {
+      return;
+    }
+    loader_ = std::make_unique<data::Loader>(ctx_.dataset, data::Pipeline::parse(ctx_.train.augment), o);
+    TD_CHECK_SHAPE(loader_->image_shape() == w_.spec().sample, "the data gives samples of ",
+                   shape_str(loader_->image_shape()), " but the workload expects ", shape_str(w_.spec().sample));
+  }
+
+  void execute(const Instr& i) {
+    const InstrInfo& info = d_.info[i.id];
+    switch (i.kind) {
+      case OpKind::LoadBatch: return load(i);
+      case OpKind::Recv: return recv(i, info);
+      case OpKind::Forward: return teacher_forward(i);
+      case OpKind::Send: return send(i, info);
+      case OpKind::ForwardBackward: return student_step(i, info);
+      case OpKind::AllReduce: return all_reduce(i, info);
+      case OpKind::Barrier: return world_.barrier();
+      case OpKind::Update: return update(i, info);
+      default: TD_THROW(InternalError, "unexpected instruction ", d_.schedule.describe(i.id));
+    }
+  }
+
+  void reset_activations(int step) {
+    acts_.assign(static_cast<size_t>(w_.blocks() + 1), Tensor());
+    acts_step_ = step;
+  }
+
+  void load(const Instr& i) {
+    TD_ASSERT(loader_ != nullptr, "worker ", me_, " loads without a loader");
+    reset_activations(i.step);
+    const int64_t epoch = i.step / spe_;
+    const std::pair<int, int64_t> key{i.block, epoch};
+    if (key != loader_key_) {
+      loader_->set_epoch(epoch);
+      loader_key_ = key;
+    }
+    std::optional<data::Batch> b = loader_->next();
+    TD_ASSERT(b.has_value(), "the loader ran out of batches in epoch ", epoch);
+    acts_[0] = b->images;
+  }
+
+  void recv(const Instr& i, const InstrInfo& info) {
+    if (i.step != acts_step_) reset_activations(i.step);
+    Tensor& buf = acts_[i.block];
+    if (!buf.defined()) buf = empty(w_.activation_shape(i.block, info.rows), TensorOptions().with_device(worker_.device));
+    Tensor slice = buf.narrow(0, info.offset, info.count);
+    world_.recv(slice, i.peer, i.block);
+  }
+
+  void teacher_forward(const Instr& i) {
+    TD_ASSERT(acts_[i.block].defined(), "teacher block ", i.block, " has no input on worker ", me_);
+    {
+      autograd::NoGradGuard no_grad;
+      acts_[i.block + 1] = tblocks_[i.block]->forward(acts_[i.block]);
+    }
+    auto it = sends_after_.find(i.id);
+    if (it == sends_after_.end()) return;
+    std::lock_guard<std::mutex> lock(outbox_mu_);
+    for (int id : it->second) outbox_[id] = acts_[i.block + 1];
+  }
+
+  void send(const Instr& i, const InstrInfo& info) {
+    Tensor t;
+    {
+      std::lock_guard<std::mutex> lock(outbox_mu_);
+      auto it = outbox_.find(i.id);
+      TD_ASSERT(it != outbox_.end(), "send ", d_.schedule.describe(i.id), " has no activation");
+      t = it->second;
+      outbox_.erase(it);
+    }
+    Tensor slice = t.narrow(0, info.offset, info.count);
+    if (worker_.device.is_cuda()) slice.storage().record_stream(worker_.comm);
+    world_.isend(slice, i.peer, i.block).wait();
+  }
+
+  void student_step(const Instr& i, const InstrInfo& info) {
+    BlockTrainer& t = students_.at(i.block);
+    const Tensor& input = acts_[i.block];
+    const Tensor& target = acts_[i.block + 1];
+    TD_ASSERT(input.defined() && target.defined(), "student block ", i.block, " lacks its teacher activations");
+    t.module->zero_grad();
+    Tensor out = t.module->forward(input);
+    Tensor loss = i.block + 1 == w_.blocks() ? models::soft_cross_entropy(out, target) : models::mse_loss(out, target);
+    // A share of rows other than B/g weighs its mean loss so that averaging over the g shares gives the
+    // full batch's mean (a no-op for even splits).
+    const int64_t share = info.rows * info.factor;
+    if (share != d_.batch) loss = mul(loss, static_cast<double>(share) / static_cast<double>(d_.batch));
+    loss.backward();
+    autograd::NoGradGuard no_grad;
+    Tensor part = info.factor == 1 ? loss.detach() : mul(loss.detach(), 1.0 / info.factor);
+    t.loss_acc = add(t.loss_acc, part);
+  }
+
+  void all_reduce(const Instr& i, const InstrInfo& info) {
+    BlockTrainer& t = students_.at(i.block);
+    Communicator& comm = info.group < 0 ? world_ : *stage_comms_.at(static_cast<size_t>(info.group));
+    autograd::NoGradGuard no_grad;
+    std::vector<Tensor> grads, flat;
+    for (auto& [name, p] : t.params) {
+      Tensor g = p.grad();
+      if (!g.defined()) continue;
+      grads.push_back(g);
+      flat.push_back(g.reshape({-1}));
+    }
+    if (grads.empty()) return;  // replicas sample the same path, so they all skip
+    Tensor buf = concat(flat, 0);
+    comm.all_reduce(buf, 1.0 / info.factor);
+    int64_t offset = 0;
+    for (Tensor& g : grads) {
+      g.copy_(buf.narrow(0, offset, g.numel()).view(g.shape()));
+      offset += g.numel();
+    }
+  }
+
+  void update(const Instr& i, const InstrInfo& info) {
+    std::vector<int> blocks = i.block >= 0 ? std::vector<int>{i.block} : layout_.blocks_of(me_);
+    for (int b : blocks) {
+      BlockTrainer& t = students_.at(b);
+      t.opt->step();
+      t.sched->step();
+      if (!info.epoch_end) continue;
+      const int64_t epoch = i.step / spe_;
+      const double mean = static_cast<double>(t.loss_acc.item<float>()) / static_cast<double>(spe_);
+      t.loss_acc = zeros({}, TensorOptions(DType::F32).with_device(worker_.device));
+      t.losses.resize(static_cast<size_t>(epoch + 1), 0.0);
+      t.losses[static_cast<size_t>(epoch)] = mean;
+      if (t.saver && !ctx_.out_dir.empty()) save_block(b, t, epoch + 1);
+      if (me_ == 0 && ctx_.log) {
+        // This rank's own mean loss over its rows (the full batch unless the batch is split).
+        const double own = mean * static_cast<double>(d_.batch) / static_cast<double>(info.rows);
+        char line[256];
+        std::snprintf(line, sizeof line, "[%s] block %d epoch %lld/%lld: loss %.5f%s, %.1f s",
+                      strategy_name(layout_.strategy), b, static_cast<long long>(epoch + 1),
+                      static_cast<long long>(ctx_.train.epochs), own,
+                      info.rows == d_.batch ? "" : (" on rank 0's " + std::to_string(info.rows) + " rows").c_str(),
+                      host_time_s() - start_host_s_);
+        ctx_.log(line);
+      }
+    }
+  }
+
+  void save_block(int b, BlockTrainer& t, int64_t epochs_done) {
+    std::ostringstream losses;
+    for (size_t e = 0; e < t.losses.size(); ++e) losses << (e ? "," : "") << t.losses[e];
+    models::save_checkpoint(block_path(ctx_.out_dir, b), *t.module, t.opt.get(), t.sched.get(),
+                            {{"tandem.block", std::to_string(b)},
+                             {"tandem.epochs_done", std::to_string(epochs_done)},
+                             {"tandem.steps_per_epoch", std::to_string(spe_)},
+                             {"tandem.batch", std::to_string(ctx_.train.batch)},
+                             {"tandem.strategy", strategy_name(layout_.strategy)},
+                             {"tandem.teacher", w_.spec().teacher},
+                             {"tandem.student", w_.spec().student},
+                             {"tandem.loss", losses.str()}});
+  }
+
+  StrategyResult gather(const std::vector<InstrTime>& mine) {
+    StrategyResult r;
+    r.strategy = layout_.strategy;
+    r.layout = layout_.describe();
+    const int n = static_cast<int>(d_.schedule.size());
+    const int workers = layout_.workers, blocks = w_.blocks();
+    const int64_t epochs = ctx_.train.epochs;
+    // One host tensor: instruction times, then peak memory per worker, then losses per block and epoch.
+    Tensor all = zeros({2 * n + workers + blocks * epochs}, DType::F64);
+    double* p = all.data<double>();
+    for (const InstrTime& t : mine) {
+      p[2 * t.id] = t.start_s;
+      p[2 * t.id + 1] = t.end_s;
+    }
+    const MemoryCounters mem = worker_.memory ? worker_.memory->counters() : memory_counters(worker_.device);
+    p[2 * n + me_] = static_cast<double>(mem.total_peak);
+    for (auto& [b, t] : students_)
+      for (size_t e = 0; e < t.losses.size() && e < static_cast<size_t>(epochs); ++e)
+        p[2 * n + workers + b * epochs + static_cast<int64_t>(e)] = t.losses[e];
+    sum_over_ranks(all, world_, worker_);
+    p = all.data<double>();
+    r.times.resize(static_cast<size_t>(n));
+    double first = 0, last = 0;
+    bool any = false;
+    for (int id = 0; id < n; ++id) {
+      r.times[id] = {id, p[2 * id], p[2 * id + 1]};
+      first = any ? std::min(first, p[2 * id]) : p[2 * id];
+      last = any ? std::max(last, p[2 * id + 1]) : p[2 * id + 1];
+      any = true;
+    }
+    r.wall_s = last - first;
+    int64_t run_steps = 0;
+    for (int64_t s : d_.start) run_steps = std::max(run_steps, steps_ - s);
+    r.epochs_run = run_steps / spe_;
+    r.epoch_s = r.epochs_run > 0 ? r.wall_s / static_cast<double>(r.epochs_run) : 0;
+    r.busy_fraction.assign(static_cast<size_t>(workers), 0.0);
+    for (const Instr& i : d_.schedule.instrs()) {
+      const bool work = i.kind == OpKind::LoadBatch || i.kind == OpKind::Forward || i.kind == OpKind::ForwardBackward ||
+                        i.kind == OpKind::Update;
+      if (work && r.wall_s > 0) r.busy_fraction[i.worker] += (r.times[i.id].end_s - r.times[i.id].start_s) / r.wall_s;
+    }
+    for (int k = 0; k < workers; ++k) r.peak_memory.push_back(static_cast<int64_t>(p[2 * n + k]));
+    r.loss.assign(static_cast<size_t>(blocks), std::vector<double>(static_cast<size_t>(epochs)));
+    for (int b = 0; b < blocks; ++b)
+      for (int64_t e = 0; e < epochs; ++e) r.loss[b][e] = p[2 * n + workers + b * epochs + e];
+    if (d_.schedule.size() > 0 && has_costs()) r.simulated_s = simulate(d_.schedule).makespan_s;
+    r.schedule = d_;
+    return r;
+  }
+
+  bool has_costs() const {
+    for (const Instr& i : d_.schedule.instrs())
+      if (i.cost_s > 0) return true;
+    return false;
+  }
+
+  void write_outputs(const StrategyResult& r) {
+    world_.barrier();  // every block checkpoint is written
+    if (me_ != 0) return;
+    std::vector<std::string> names;
+    for (int k = 0; k < layout_.workers; ++k) names.push_back("rank " + std::to_string(k));
+    write_trace(ctx_.out_dir + "/trace.json", r.schedule.schedule, r.times, names);
+    std::vector<models::ModulePtr> blocks = w_.make_students();
+    for (int b = 0; b < w_.blocks(); ++b) models::load_weights(block_path(ctx_.out_dir, b), *blocks[b]);
+    auto student = models::stitch_blocks(blocks, w_.activation_shape(0, 1));
+    student->eval();
+    models::save_checkpoint(ctx_.out_dir + "/student.safetensors", *student, nullptr, nullptr,
+                            {{"tandem.model", w_.student_model_spec()},
+                             {"tandem.teacher", w_.spec().teacher},
+                             {"tandem.strategy", strategy_name(layout_.strategy)}});
+  }
+
+  const RunContext& ctx_;
+  const Workload& w_;
+  const Layout& layout_;
+  Worker& worker_;
+  Communicator& world_;
+  const int me_;
+  int64_t spe_ = 0, steps_ = 0;
+  double start_host_s_ = host_time_s();
+  DistillSchedule d_;
+  std::vector<std::shared_ptr<Communicator>> stage_comms_;
+  std::vector<models::ModulePtr> tblocks_;
+  std::map<int, BlockTrainer> students_;
+  std::unique_ptr<data::Loader> loader_;
+  std::pair<int, int64_t> loader_key_{-1, -1};
+  // Compute-lane state of the current step: the activation entering each block (acts_[blocks]: logits).
+  std::vector<Tensor> acts_;
+  int acts_step_ = -1;
+  // Teacher activations handed from the compute lane to the comm lane's sends.
+  std::map<int, std::vector<int>> sends_after_;  // teacher forward id -> send ids
+  std::mutex outbox_mu_;
+  std::map<int, Tensor> outbox_;
+};
+
+}  // namespace
+
+StrategyResult run_strategy(const RunContext& ctx, const Layout& layout, const BlockProfile* costs, Worker& worker,
+                            Communicator& world) {
+  RankRunner runner(ctx, layout, costs, worker, world);
+  return runner.run();
+}
+
+std::vector<std::map<std::string, double>> time_breakdown(const StrategyResult& r) {
+  const Schedule& s = r.schedule.schedule;
+  std::vector<std::map<std::string, double>> out(static_cast<size_t>(s.workers()));
+  for (const Instr& i : s.instrs()) {
+    if (i.lane != kComputeLane) continue;
+    const char* kind = "comm";
+    switch (i.kind) {
+      case OpKind::LoadBatch: kind = "load"; break;
+      case OpKind::Forward: kind = "teacher"; break;
+      case OpKind::ForwardBackward: kind = "student"; break;
+      case OpKind::Update: kind = "update"; break;
+      default: break;
+    }
+    out[i.worker][kind] += r.times[i.id].end_s - r.times[i.id].start_s;
+  }
+  for (auto& m : out) {
+    double busy = 0;
+    for (const char* k : {"load", "teacher", "student", "update", "comm"}) busy += m[k];
+    m["idle"] = std::max(0.0, r.wall_s - busy);
+  }
+  return out;
+}
+
+}  // namespace bd
+}  // namespace parallel
+}  // namespace tandem

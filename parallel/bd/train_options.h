@@ -1,0 +1,41 @@
+// Hyperparameters every strategy shares: batch, epochs, per-block optimizer and learning-rate schedule,
+// teacher BatchNorm mode, data order and augmentation.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "parallel/bd/workload.h"
+#include "runtime/optim.h"
+#include "runtime/safetensors.h"
+
+namespace tandem {
+namespace parallel {
+namespace bd {
+
+// Each student block gets its own optimizer of this kind (and its own state).
+struct OptimizerSpec {
+  std::string kind = "sgd";  // sgd | adam | adamw
+  double lr = 0.025;
+  double momentum = 0.9;     // sgd
+  bool nesterov = true;      // sgd (needs momentum > 0)
+  double weight_decay = 4e-5;
+};
+std::unique_ptr<optim::Optimizer> make_optimizer(const OptimizerSpec& spec, const NamedTensors& params);
+
+struct TrainOptions {
+  int64_t batch = 256;           // global batch B (every strategy's step covers the same B rows)
+  int64_t epochs = 1;            // epochs per block
+  int64_t steps_per_epoch = 0;   // 0: every full batch of the data; else at most this many
+  OptimizerSpec optimizer;
+  std::string lr_schedule = "cosine";  // optim::parse_lr_schedule spec, stepped once per optimizer step
+  TeacherBn teacher_bn = TeacherBn::Eval;
+  uint64_t data_seed = 0;        // shuffling and augmentation
+  std::string augment = "none";  // data::Pipeline spec
+  int loader_threads = 1;        // per worker that loads data (0: in the worker's own thread)
+};
+
+}  // namespace bd
+}  // namespace parallel
+}  // namespace tandem

@@ -1,0 +1,220 @@
+// Helpers for the Pipe-BD tests.
+#include "tests/bd/distill_testing.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "data/dataset.h"
+#include "data/loader.h"
+#include "data/split.h"
+#include "models/losses.h"
+#include "parallel/communicator.h"
+#include "parallel/worker.h"
+#include "runtime/autograd.h"
+#include "runtime/lr_schedule.h"
+#include "runtime/ops.h"
+#include "tests/testing.h"
+
+namespace tandem {
+namespace parallel {
+namespace bd {
+namespace testing {
+
+WorkloadSpec nas_workload(uint64_t seed) {
+  WorkloadSpec s;
+  s.teacher = "mobilenet_v2:cifar,width_mult=0.25,classes=10,seed=" + std::to_string(seed % 1000);
+  s.student = "supernet";
+  s.supernet_cells = 1;
+  s.student_seed = seed % 997;
+  s.sample = {3, 16, 16};
+  return s;
+}
+
+WorkloadSpec compression_workload(uint64_t seed) {
+  WorkloadSpec s;
+  s.teacher = "resnet18:cifar,width=4,classes=10,seed=" + std::to_string(seed % 1000);
+  s.student = "separable";
+  s.student_seed = seed % 997;
+  s.sample = {3, 16, 16};
+  return s;
+}
+
+RunContext make_context(const Workload& w, uint64_t seed, int64_t samples, int64_t batch, int64_t epochs) {
+  RunContext ctx;
+  ctx.workload = &w;
+  ctx.dataset = data::open_dataset("synthetic:n=" + std::to_string(samples) + ",classes=10,h=16,w=16,c=3,seed=" +
+                                       std::to_string(seed % 10007),
+                                   true);
+  ctx.train.batch = batch;
+  ctx.train.epochs = epochs;
+  ctx.train.optimizer.lr = 0.05;
+  ctx.train.optimizer.weight_decay = 1e-4;
+  ctx.train.data_seed = seed;
+  ctx.train.loader_threads = 0;
+  return ctx;
+}
+
+namespace {
+
+struct Copy {
+  models::ModulePtr module;
+  NamedTensors params;
+  std::unique_ptr<optim::Optimizer> opt;
+  std::unique_ptr<optim::LrScheduler> sched;
+};
+
+std::unique_ptr<data::Loader> make_loader(const RunContext& ctx, int64_t batch, int64_t shard, int64_t shards) {
+  data::LoaderOptions o;
+  o.batch_size = batch;
+  o.seed = ctx.train.data_seed;
+  o.num_workers = 0;
+  o.shard_rank = shard;
+  o.num_shards = shards;
+  return std::make_unique<data::Loader>(ctx.dataset, data::Pipeline::parse(ctx.train.augment), o);
+}
+
+// Sum over the copies' gradients in rank order (f32), times 1/g formed in f64 and rounded once.
+void average_gradients(std::vector<Copy>& copies) {
+  const size_t g = copies.size();
+  for (size_t i = 0; i < copies[0].params.size(); ++i) {
+    Tensor g0 = copies[0].params[i].second.grad();
+    if (!g0.defined()) continue;
+    std::vector<float> acc = g0.to_vector<float>();
+    for (size_t q = 1; q < g; ++q) {
+      std::vector<float> x = copies[q].params[i].second.grad().to_vector<float>();
+      for (size_t k = 0; k < acc.size(); ++k) acc[k] = acc[k] + x[k];
+    }
+    for (float& a : acc) a = static_cast<float>(static_cast<double>(a) * (1.0 / static_cast<double>(g)));
+    for (Copy& c : copies) c.params[i].second.set_grad(from_vector(acc, g0.shape(), Device::cpu()));
+  }
+}
+
+}  // namespace
+
+BlockWeights reference_run(const RunContext& ctx, const std::vector<int>& replicas_in, bool dp_shards) {
+  const Workload& w = *ctx.workload;
+  const int k = w.blocks();
+  const std::vector<int> replicas = replicas_in.empty() ? std::vector<int>(static_cast<size_t>(k), 1) : replicas_in;
+  const int64_t spe = steps_per_epoch(ctx), batch = ctx.train.batch;
+  std::vector<models::ModulePtr> tblocks = w.make_teacher_blocks(ctx.train.teacher_bn);
+
+  std::vector<std::vector<Copy>> copies(static_cast<size_t>(k));
+  for (int b = 0; b < k; ++b)
+    for (int q = 0; q < replicas[b]; ++q) {
+      Copy c;
+      c.module = w.make_students({b})[0];
+      c.params = c.module->named_parameters(models::ParamKind::Weight);
+      c.opt = make_optimizer(ctx.train.optimizer, c.params);
+      c.sched = std::make_unique<optim::LrScheduler>(
+          *c.opt, optim::parse_lr_schedule(ctx.train.lr_schedule, spe, spe * ctx.train.epochs));
+      copies[b].push_back(std::move(c));
+    }
+  std::set<int> factors(replicas.begin(), replicas.end());
+  std::map<int, std::vector<std::unique_ptr<data::Loader>>> loaders;  // per factor: one, or one per shard
+  if (dp_shards) {
+    for (int g : factors)
+      for (int q = 0; q < g; ++q) loaders[g].push_back(make_loader(ctx, batch / g, q, g));
+  } else {
+    loaders[1].push_back(make_loader(ctx, batch, 0, 1));
+  }
+
+  for (int64_t epoch = 0; epoch < ctx.train.epochs; ++epoch) {
+    for (auto& [g, ls] : loaders)
+      for (auto& l : ls) l->set_epoch(epoch);
+    for (int64_t step = 0; step < spe; ++step) {
+      Tensor full;
+      if (!dp_shards) full = loaders[1][0]->next()->images;
+      // Per factor g and copy q: the teacher chain on that copy's rows (chain[j]: the input of block j).
+      std::map<int, std::vector<std::vector<Tensor>>> chains;
+      for (int g : factors) {
+        for (int q = 0; q < g; ++q) {
+          std::vector<Tensor> chain;
+          if (dp_shards) {
+            chain.push_back(loaders[g][q]->next()->images);
+          } else {
+            data::RowRange r = data::rows_for(q, g, batch);
+            chain.push_back(full.narrow(0, r.begin, r.count).contiguous());
+          }
+          autograd::NoGradGuard no_grad;
+          for (int j = 0; j < k; ++j) chain.push_back(tblocks[j]->forward(chain.back()));
+          chains[g].push_back(chain);
+        }
+      }
+      for (int b = 0; b < k; ++b) {
+        const int g = replicas[b];
+        for (int q = 0; q < g; ++q) {
+          Copy& c = copies[b][q];
+          const std::vector<Tensor>& chain = chains[g][q];
+          c.module->zero_grad();
+          Tensor out = c.module->forward(chain[b]);
+          Tensor loss = b + 1 == k ? models::soft_cross_entropy(out, chain[b + 1]) : models::mse_loss(out, chain[b + 1]);
+          const int64_t share = chain[0].size(0) * g;
+          if (share != batch) loss = mul(loss, static_cast<double>(share) / static_cast<double>(batch));
+          loss.backward();
+        }
+        if (g > 1) average_gradients(copies[b]);
+        for (Copy& c : copies[b]) {
+          c.opt->step();
+          c.sched->step();
+        }
+      }
+    }
+  }
+  BlockWeights out;
+  for (int b = 0; b < k; ++b) {
+    NamedTensors sd;
+    for (auto& [name, t] : copies[b][0].module->state_dict()) sd.emplace_back(name, t.clone());
+    out[b] = sd;
+  }
+  return out;
+}
+
+BlockWeights run_in_process(const RunContext& ctx, const Layout& layout, StrategyResult* result) {
+  std::vector<Worker> workers = make_workers("cpu:" + std::to_string(layout.workers));
+  std::vector<std::shared_ptr<Communicator>> comms = make_local_group(workers);
+  std::vector<StrategyResult> results(workers.size());
+  run_on_workers(workers, [&](Worker& w) { results[w.rank] = run_strategy(ctx, layout, nullptr, w, *comms[w.rank]); });
+  BlockWeights out;
+  for (const StrategyResult& r : results)
+    for (const auto& [b, sd] : r.local_blocks) {
+      EXPECT_EQ(out.count(b), 0u) << "block " << b << " saved by two ranks";
+      out[b] = sd;
+    }
+  if (result) *result = results[0];
+  return out;
+}
+
+Plan make_plan(const std::vector<Stage>& stages) {
+  Plan p;
+  p.stages = stages;
+  return p;
+}
+
+void expect_same_weights(const BlockWeights& got, const BlockWeights& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (const auto& [b, sd] : want) {
+    auto it = got.find(b);
+    ASSERT_NE(it, got.end()) << what << ": block " << b << " missing";
+    ASSERT_EQ(it->second.size(), sd.size()) << what << ": block " << b;
+    for (size_t i = 0; i < sd.size(); ++i) {
+      ASSERT_EQ(it->second[i].first, sd[i].first) << what;
+      tandem::testing::expect_bitwise_equal(it->second[i].second, sd[i].second,
+                                            what + ": block " + std::to_string(b) + " " + sd[i].first);
+    }
+  }
+}
+
+double max_weight_error(const BlockWeights& got, const BlockWeights& want) {
+  double worst = 0;
+  for (const auto& [b, sd] : want)
+    for (size_t i = 0; i < sd.size(); ++i)
+      if (is_floating(sd[i].second.dtype()))
+        worst = std::max(worst, tandem::testing::max_rel_error(got.at(b)[i].second, sd[i].second));
+  return worst;
+}
+
+}  // namespace testing
+}  // namespace bd
+}  // namespace parallel
+}  // namespace tandem
