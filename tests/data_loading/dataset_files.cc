@@ -104,6 +104,28 @@ std::vector<uint8_t> encode_jpeg(const data::Image& image, int quality) {
   return bytes;
 }
 
+data::Image reference_decode_jpeg(const std::vector<uint8_t>& bytes) {
+  jpeg_decompress_struct cinfo;
+  jpeg_error_mgr jerr;
+  cinfo.err = jpeg_std_error(&jerr);
+  jpeg_create_decompress(&cinfo);
+  jpeg_mem_src(&cinfo, bytes.data(), static_cast<unsigned long>(bytes.size()));
+  jpeg_read_header(&cinfo, TRUE);
+  jpeg_start_decompress(&cinfo);
+  data::Image im;
+  im.height = cinfo.output_height;
+  im.width = cinfo.output_width;
+  im.channels = cinfo.output_components;
+  im.hwc.resize(static_cast<size_t>(im.height * im.width * im.channels));
+  while (cinfo.output_scanline < cinfo.output_height) {
+    JSAMPROW row = im.hwc.data() + cinfo.output_scanline * im.width * im.channels;
+    jpeg_read_scanlines(&cinfo, &row, 1);
+  }
+  jpeg_finish_decompress(&cinfo);
+  jpeg_destroy_decompress(&cinfo);
+  return im;
+}
+
 std::vector<uint8_t> encode_png(const data::Image& image) {
   png_image img;
   std::memset(&img, 0, sizeof(img));

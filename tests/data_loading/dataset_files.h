@@ -25,6 +25,9 @@ std::vector<uint8_t> idx_labels(const std::vector<uint8_t>& labels);
 // JPEG (libjpeg, given quality) and PNG (libpng) encodings of an 8-bit HWC image with 1 or 3 channels.
 std::vector<uint8_t> encode_jpeg(const data::Image& image, int quality);
 std::vector<uint8_t> encode_png(const data::Image& image);
+// libjpeg's decoding of well-formed JPEG bytes with its defaults (RGB, or gray for gray files): the
+// reference the reader under test must match exactly.
+data::Image reference_decode_jpeg(const std::vector<uint8_t>& bytes);
 
 // A smooth random image (sums of a few random gradients and a checker term), so JPEG keeps it close.
 data::Image smooth_image(int64_t height, int64_t width, int64_t channels, uint64_t seed);
