@@ -1,0 +1,179 @@
+// Units, FLOP counting and stage splits.
+#include "parallel/cyclic/partition.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <limits>
+#include <sstream>
+
+#include "models/layers.h"
+#include "runtime/error.h"
+
+namespace tandem {
+namespace parallel {
+namespace cyclic {
+
+namespace {
+bool is_plain_sequential(const models::Module& m) {
+  return m.type_name() == "Sequential" && dynamic_cast<const models::Sequential*>(&m) != nullptr;
+}
+}  // namespace
+
+double count_flops(const models::Module& m, const Shape& input) {
+  using namespace models;
+  if (auto* c = dynamic_cast<const Conv2d*>(&m)) {
+    Shape out = c->output_shape(input);
+    const Conv2dSpec& s = c->spec();
+    double per_output = static_cast<double>(s.in_channels / s.groups) * s.kernel * s.kernel + (s.bias ? 1 : 0);
+    return static_cast<double>(shape_numel(out)) * per_output;
+  }
+  if (auto* l = dynamic_cast<const Linear*>(&m)) {
+    double rows = static_cast<double>(shape_numel(input)) / static_cast<double>(l->in_features());
+    return rows * static_cast<double>(l->out_features()) * (l->in_features() + (l->bias.defined() ? 1 : 0));
+  }
+  if (dynamic_cast<const BatchNorm2d*>(&m) || dynamic_cast<const MaxPool2d*>(&m) ||
+      dynamic_cast<const AvgPool2d*>(&m) || dynamic_cast<const GlobalAvgPool*>(&m) ||
+      dynamic_cast<const AdaptiveAvgPoolFlatten*>(&m))
+    return static_cast<double>(shape_numel(input));
+  const auto& children = m.named_children();
+  if (children.empty()) return 0;
+  // A Sequential chains its items; other composites (residual blocks) run their children on the main path in
+  // order, except the shortcut ("downsample" / "shortcut"), which takes the block's input.
+  double total = 0;
+  Shape s = input;
+  for (const auto& child : children) {
+    bool shortcut = !is_plain_sequential(m) && (child.first == "downsample" || child.first == "shortcut");
+    const Shape& in = shortcut ? input : s;
+    total += count_flops(*child.second, in);
+    if (!shortcut) s = child.second->output_shape(in);
+  }
+  return total;
+}
+
+std::vector<Unit> model_units(const models::Sequential& model, const Shape& sample) {
+  TD_CHECK(!model.empty(), "model_units: the model has no items");
+  std::vector<Unit> units;
+  Shape s = sample;
+  for (size_t i = 0; i < model.size(); ++i) {
+    const models::ModulePtr& item = model.at(i);
+    auto* seq = dynamic_cast<const models::Sequential*>(item.get());
+    std::vector<std::pair<std::string, models::ModulePtr>> parts;
+    if (seq && is_plain_sequential(*seq) && seq->size() > 1) {
+      for (size_t j = 0; j < seq->size(); ++j) parts.push_back({model.name_at(i) + "." + seq->name_at(j), seq->at(j)});
+    } else {
+      parts.push_back({model.name_at(i), item});
+    }
+    for (auto& p : parts) {
+      Unit u;
+      u.name = p.first;
+      u.module = p.second;
+      u.input = s;
+      try {
+        u.output = u.module->output_shape(s);
+      } catch (const ShapeError& e) {
+        TD_THROW(ShapeError, "unit '", u.name, "' does not accept ", shape_str(s), ": ", e.message());
+      }
+      u.flops = count_flops(*u.module, s);
+      s = u.output;
+      units.push_back(std::move(u));
+    }
+  }
+  return units;
+}
+
+std::vector<size_t> balanced_split(const std::vector<Unit>& units, int stages) {
+  const size_t U = units.size();
+  TD_CHECK(stages >= 1, "the number of stages must be at least 1, got ", stages);
+  TD_CHECK(static_cast<size_t>(stages) <= U, "cannot cut the model into ", stages, " stages: it has only ", U,
+           " units (layers a stage boundary may fall between)");
+  std::vector<double> prefix(U + 1, 0);
+  for (size_t i = 0; i < U; ++i) prefix[i + 1] = prefix[i] + units[i].flops;
+  const double inf = std::numeric_limits<double>::infinity();
+  // best[s][i]: the smallest possible largest stage over the first i units cut into s stages.
+  std::vector<std::vector<double>> best(stages + 1, std::vector<double>(U + 1, inf));
+  std::vector<std::vector<size_t>> cut(stages + 1, std::vector<size_t>(U + 1, 0));
+  best[0][0] = 0;
+  for (int st = 1; st <= stages; ++st)
+    for (size_t i = st; i <= U; ++i)
+      for (size_t j = st - 1; j < i; ++j) {
+        double v = std::max(best[st - 1][j], prefix[i] - prefix[j]);
+        if (v < best[st][i]) {
+          best[st][i] = v;
+          cut[st][i] = j;
+        }
+      }
+  std::vector<size_t> starts(stages);
+  size_t i = U;
+  for (int st = stages; st >= 1; --st) {
+    starts[st - 1] = cut[st][i];
+    i = cut[st][i];
+  }
+  return starts;
+}
+
+std::vector<size_t> parse_split(const std::string& spec, const std::vector<Unit>& units) {
+  std::vector<size_t> starts;
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    TD_CHECK(!item.empty(), "split '", spec, "' has an empty item");
+    char* end = nullptr;
+    long v = std::strtol(item.c_str(), &end, 10);
+    size_t index = units.size();
+    if (*end == '\0') {
+      TD_CHECK(v >= 0 && static_cast<size_t>(v) < units.size(), "split '", spec, "': unit index ", item,
+               " is out of range (the model has ", units.size(), " units)");
+      index = static_cast<size_t>(v);
+    } else {
+      for (size_t i = 0; i < units.size(); ++i)
+        if (units[i].name == item) index = i;
+      if (index == units.size()) {
+        std::string names;
+        for (const Unit& u : units) names += (names.empty() ? "" : ", ") + u.name;
+        TD_THROW(ValueError, "split '", spec, "': no unit named '", item, "' (units: ", names, ")");
+      }
+    }
+    starts.push_back(index);
+  }
+  TD_CHECK(!starts.empty() && starts[0] == 0, "split '", spec, "' must start at the first unit (", units[0].name,
+           " or 0)");
+  for (size_t i = 1; i < starts.size(); ++i)
+    TD_CHECK(starts[i] > starts[i - 1], "split '", spec, "': stage starts must increase");
+  return starts;
+}
+
+std::vector<std::shared_ptr<models::Sequential>> make_stages(const std::vector<Unit>& units,
+                                                             const std::vector<size_t>& starts) {
+  TD_CHECK(!starts.empty() && starts[0] == 0, "make_stages: the first stage must start at unit 0");
+  std::vector<std::shared_ptr<models::Sequential>> stages;
+  for (size_t s = 0; s < starts.size(); ++s) {
+    size_t end = s + 1 < starts.size() ? starts[s + 1] : units.size();
+    TD_CHECK(end > starts[s] && end <= units.size(), "make_stages: bad stage start ", starts[s]);
+    auto stage = std::make_shared<models::Sequential>();
+    for (size_t i = starts[s]; i < end; ++i) stage->add(units[i].name, units[i].module);
+    stage->set_label("stage " + std::to_string(s) + " (" + units[starts[s]].name +
+                     (end - starts[s] > 1 ? " .. " + units[end - 1].name : "") + ")");
+    stages.push_back(stage);
+  }
+  return stages;
+}
+
+std::string describe_split(const std::vector<Unit>& units, const std::vector<size_t>& starts) {
+  std::ostringstream os;
+  double total = 0;
+  for (const Unit& u : units) total += u.flops;
+  for (size_t s = 0; s < starts.size(); ++s) {
+    size_t end = s + 1 < starts.size() ? starts[s + 1] : units.size();
+    double f = 0;
+    for (size_t i = starts[s]; i < end; ++i) f += units[i].flops;
+    if (s) os << " | ";
+    os << units[starts[s]].name;
+    if (end - starts[s] > 1) os << " .. " << units[end - 1].name;
+    os << " (" << static_cast<int>(total > 0 ? 100.0 * f / total + 0.5 : 0) << "% FLOPs)";
+  }
+  return os.str();
+}
+
+}  // namespace cyclic
+}  // namespace parallel
+}  // namespace tandem

@@ -1,0 +1,258 @@
+// Tests of cyclic-DP timelines: the paper figure's unit-time model (one operation per stage per time step,
+// constant stored activations N(S+1)/2 against DP's peak N·S), spread communication, valid schedules in every
+// mode, and errors.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "parallel/cyclic/accounting.h"
+#include "parallel/cyclic/timeline.h"
+#include "parallel/simulator.h"
+#include "runtime/error.h"
+
+namespace tandem {
+namespace parallel {
+namespace cyclic {
+namespace {
+
+Timeline unit_timeline(Rule rule, Mode mode, int n, int s, int64_t rounds, GradSync sync = GradSync::AllReduce) {
+  TimelineSpec spec;
+  spec.rule = rule;
+  spec.mode = mode;
+  spec.micro_batches = n;
+  spec.stages = s;
+  spec.rounds = rounds;
+  spec.sync = sync;
+  return build_timeline(spec, StageCosts::unit(s));
+}
+
+// Stored stage activations (one unit per stage) at integer time steps of the simulated unit-time timeline.
+std::vector<double> stored_per_step(const Timeline& t, const SimResult& r) {
+  ActivationProfile p = stored_activations(t, r.times, std::vector<double>(t.spec.stages, 1.0));
+  std::vector<double> out;
+  for (int step = 0; step < static_cast<int>(r.makespan_s); ++step) out.push_back(p.total.at(step + 0.5));
+  return out;
+}
+
+TEST(UnitModel, CyclicStoredActivationsAreConstantInSteadyState) {
+  for (auto ns : std::vector<std::pair<int, int>>{{3, 3}, {4, 4}, {8, 4}, {2, 4}, {8, 8}, {6, 3}}) {
+    const int n = ns.first, s = ns.second;
+    for (Rule rule : {Rule::CdpV1, Rule::CdpV2}) {
+      if (rule == Rule::CdpV2 && n != s) continue;  // the code's v2 mask is derived for N = S
+      Timeline t = unit_timeline(rule, Mode::DpWorkers, n, s, 6);
+      SimResult r = simulate(t.schedule);
+      const double period = 2.0 * s;
+      // No stalls: the last micro-batch ends one period after it started, (N-1)·2S/N after the first.
+      EXPECT_DOUBLE_EQ(r.makespan_s, 6 * period + (n - 1) * period / n) << n << "x" << s;
+      std::vector<double> stored = stored_per_step(t, r);
+      const double expected = n * (s + 1) / 2.0;
+      // Steady state: from the start of the last micro-batch's first round to the end of the first's last.
+      int from = static_cast<int>((n - 1) * period / n + 0.5), to = static_cast<int>(5 * period);
+      for (int step = from; step < to; ++step)
+        EXPECT_DOUBLE_EQ(stored[step], expected) << "N=" << n << " S=" << s << " " << rule_name(rule) << " step "
+                                                 << step;
+    }
+  }
+}
+
+TEST(UnitModel, DpPeaksAtNTimesSAtTheEndOfTheForward) {
+  for (auto ns : std::vector<std::pair<int, int>>{{3, 3}, {4, 4}, {8, 4}}) {
+    const int n = ns.first, s = ns.second;
+    Timeline t = unit_timeline(Rule::Dp, Mode::DpWorkers, n, s, 3);
+    SimResult r = simulate(t.schedule);
+    EXPECT_DOUBLE_EQ(r.makespan_s, 3 * 2.0 * s);
+    std::vector<double> stored = stored_per_step(t, r);
+    for (int round = 0; round < 3; ++round)
+      for (int step = 0; step < 2 * s; ++step) {
+        // Forward of stage j (step j) holds j + 1 stages per micro-batch; backward of stage j (step 2S-1-j) too.
+        int j = step < s ? step : 2 * s - 1 - step;
+        EXPECT_DOUBLE_EQ(stored[round * 2 * s + step], n * (j + 1.0)) << "step " << step;
+      }
+    ActivationProfile p = stored_activations(t, r.times, std::vector<double>(s, 1.0));
+    EXPECT_DOUBLE_EQ(p.total.peak(), n * s);
+    // The time-average equals the cyclic constant N(S+1)/2.
+    EXPECT_NEAR(p.total.mean(0, r.makespan_s), n * (s + 1) / 2.0, 1e-12);
+  }
+}
+
+// The paper figure (panel b, S = N = 3), transcribed in cyclic-dp.md: per stage row, time steps 0..21, each cell
+// "<micro 1-based><f|b>" or "" for idle.
+TEST(UnitModel, ModelParallelTimelineMatchesThePaperFigure) {
+  const std::vector<std::vector<std::string>> figure = {
+      // stage 1
+      {"1f", "", "2f", "", "3f", "1b", "1f", "2b", "2f", "3b", "3f", "1b", "1f", "2b", "2f", "3b", "3f", "1b", "1f",
+       "2b", "2f", "3b"},
+      // stage 2
+      {"", "1f", "", "2f", "1b", "3f", "2b", "1f", "3b", "2f", "1b", "3f", "2b", "1f", "3b", "2f", "1b", "3f", "2b",
+       "1f", "3b", "2f"},
+      // stage 3
+      {"", "", "1f", "1b", "2f", "2b", "3f", "3b", "1f", "1b", "2f", "2b", "3f", "3b", "1f", "1b", "2f", "2b", "3f",
+       "3b", "1f", "1b"},
+  };
+  Timeline t = unit_timeline(Rule::CdpV1, Mode::ModelParallel, 3, 3, 5);
+  SimResult r = simulate(t.schedule);
+  std::vector<std::map<int, std::string>> cells(3);
+  for (const InstrTime& it : r.times) {
+    const Instr& i = t.schedule.at(it.id);
+    if (i.kind != OpKind::Forward && i.kind != OpKind::Backward) continue;
+    EXPECT_DOUBLE_EQ(it.end_s - it.start_s, 1.0);
+    int step = static_cast<int>(it.start_s);
+    EXPECT_EQ(cells[i.worker].count(step), 0u) << "two operations of stage " << i.worker << " at step " << step;
+    cells[i.worker][step] = std::to_string(i.micro + 1) + (i.kind == OpKind::Forward ? "f" : "b");
+  }
+  for (int l = 0; l < 3; ++l)
+    for (int step = 0; step < 22; ++step) {
+      auto it = cells[l].find(step);
+      EXPECT_EQ(it == cells[l].end() ? std::string() : it->second, figure[l][step]) << "stage " << l + 1 << " step "
+                                                                                    << step;
+    }
+  // Steady state: every stage busy at every step (S workers serve N = S micro-batches).
+  for (int l = 0; l < 3; ++l)
+    for (int step = 6; step < 24; ++step) EXPECT_EQ(cells[l].count(step), 1u) << "stage " << l << " idle at " << step;
+}
+
+TEST(UnitModel, CdpV2MaskNeedsNoWaitWhenNEqualsS) {
+  // Under CDP-v2 a current stage needs ḡ of the round just finished; with N = S that is always complete in
+  // time (the derivation of the mask), in every mode.
+  for (int s : {2, 3, 4, 8})
+    for (Mode mode : {Mode::DpWorkers, Mode::ModelParallel, Mode::Zero}) {
+      Timeline t = unit_timeline(Rule::CdpV2, mode, s, s, 4);
+      SimResult r = simulate(t.schedule);
+      EXPECT_DOUBLE_EQ(r.makespan_s, 4 * 2.0 * s + (s - 1) * 2.0) << mode_name(mode) << " S=" << s;
+    }
+}
+
+TEST(UnitModel, ChainSpreadsGradientTrafficOverTheRound) {
+  const int n = 4, s = 4;
+  TimelineSpec spec;
+  spec.micro_batches = n;
+  spec.stages = s;
+  spec.rounds = 6;
+  StageCosts c = StageCosts::unit(s);
+  c.param_bytes.assign(s, 1000);
+  auto bins = [&](Rule rule, GradSync sync) {
+    spec.rule = rule;
+    spec.sync = sync;
+    Timeline t = build_timeline(spec, c);
+    SimResult r = simulate(t.schedule);
+    return scheduled_bytes_per_bin(t, r.times, 1.0, static_cast<int>(r.makespan_s) + 1);
+  };
+  std::vector<double> dp = bins(Rule::Dp, GradSync::AllReduce);
+  std::vector<double> cdp = bins(Rule::CdpV1, GradSync::Chain);
+  // DP: nothing moves during the forward half of a round, everything in the backward half.
+  int dp_idle = 0, cdp_idle = 0;
+  double dp_max = 0, cdp_max = 0;
+  for (int step = 2 * s; step < 5 * 2 * s; ++step) {
+    dp_idle += dp[step] == 0;
+    cdp_idle += cdp[step] == 0;
+    dp_max = std::max(dp_max, dp[step]);
+    cdp_max = std::max(cdp_max, cdp[step]);
+  }
+  EXPECT_EQ(dp_idle, 4 * s);  // S idle steps of every 2S
+  EXPECT_EQ(cdp_idle, 0);
+  // The same bytes in total (the chain: 2(N-1) messages per stage and round; the all-reduce: 2(N-1)/N sent by
+  // each of N workers), but the busiest step of CDP carries at most 2/3 of DP's.
+  double dp_sum = 0, cdp_sum = 0;
+  for (double x : dp) dp_sum += x;
+  for (double x : cdp) cdp_sum += x;
+  EXPECT_DOUBLE_EQ(cdp_sum, dp_sum);
+  EXPECT_LE(cdp_max, dp_max * 2 / 3);
+}
+
+TEST(Timeline, EveryModeRuleAndShapeGivesAValidDeadlockFreeSchedule) {
+  for (Mode mode : {Mode::DpWorkers, Mode::ModelParallel, Mode::Zero})
+    for (Rule rule : {Rule::Dp, Rule::CdpV1, Rule::CdpV2})
+      for (GradSync sync : {GradSync::AllReduce, GradSync::Chain})
+        for (auto ns : std::vector<std::pair<int, int>>{{1, 1}, {1, 3}, {3, 1}, {2, 3}, {3, 3}, {5, 3}, {4, 2}}) {
+          for (int64_t first : {0, 1, 3}) {
+            TimelineSpec spec;
+            spec.rule = rule;
+            spec.mode = mode;
+            spec.sync = sync;
+            spec.micro_batches = ns.first;
+            spec.stages = ns.second;
+            spec.first_round = first;
+            spec.rounds = 3;
+            StageCosts c = StageCosts::unit(ns.second);
+            for (int l = 0; l < ns.second; ++l) {
+              c.forward_s[l] = 1 + 0.5 * l;  // unequal stages
+              c.backward_s[l] = 2 + 0.25 * l;
+              c.param_bytes[l] = 100 * (l + 1);
+            }
+            c.link_bytes_per_s = 1000;
+            Timeline t;
+            ASSERT_NO_THROW(t = build_timeline(spec, c)) << mode_name(mode) << " " << rule_name(rule) << " "
+                                                         << ns.first << "x" << ns.second << " from " << first;
+            ASSERT_NO_THROW(simulate(t.schedule));
+            EXPECT_EQ(t.workers(), workers_needed(mode, ns.first, ns.second));
+            // Every (round, micro, stage) has exactly one forward and one backward.
+            int fwd = 0, bwd = 0;
+            for (const Action& a : t.actions) {
+              fwd += a.kind == ActionKind::Forward;
+              bwd += a.kind == ActionKind::Backward;
+            }
+            EXPECT_EQ(fwd, 3 * ns.first * ns.second);
+            EXPECT_EQ(bwd, fwd);
+          }
+        }
+}
+
+TEST(Timeline, UpdatesApplyTheRightGradients) {
+  // dp-workers, CDP-v1 over rounds 2..4: each worker's stage l applies ḡ^{k-1} in round k's window.
+  TimelineSpec spec;
+  spec.rule = Rule::CdpV1;
+  spec.micro_batches = 2;
+  spec.stages = 3;
+  spec.first_round = 2;
+  spec.rounds = 3;
+  Timeline t = build_timeline(spec, StageCosts::unit(3));
+  std::map<std::pair<int, int>, std::vector<int64_t>> applied;  // (worker, stage) -> grad rounds
+  for (size_t id = 0; id < t.actions.size(); ++id) {
+    const Action& a = t.actions[id];
+    if (a.kind != ActionKind::Update) continue;
+    EXPECT_EQ(a.grad_round, a.iteration - 1);
+    EXPECT_EQ(t.schedule.at(static_cast<int>(id)).lane, kComputeLane);
+    applied[{t.schedule.at(static_cast<int>(id)).worker, a.stage}].push_back(a.grad_round);
+  }
+  for (int w = 0; w < 2; ++w)
+    for (int l = 0; l < 3; ++l) EXPECT_EQ(applied[std::make_pair(w, l)], (std::vector<int64_t>{1, 2, 3}));
+  // CDP-v1 from round 0 skips the first update.
+  spec.first_round = 0;
+  Timeline t0 = build_timeline(spec, StageCosts::unit(3));
+  for (const Action& a : t0.actions)
+    if (a.kind == ActionKind::Update) {
+      EXPECT_GE(a.grad_round, 0);
+    }
+  // CDP-v2's versions: stale iff micro + stage < S - 1.
+  EXPECT_EQ(version_of(Rule::CdpV2, 5, 0, 0, 3), 4);
+  EXPECT_EQ(version_of(Rule::CdpV2, 5, 1, 1, 3), 5);
+  EXPECT_EQ(version_of(Rule::CdpV2, 0, 0, 0, 3), 0);
+  EXPECT_EQ(version_of(Rule::CdpV1, 5, 0, 0, 3), 5);
+}
+
+TEST(Timeline, BadSpecsAreRefused) {
+  TimelineSpec spec;
+  spec.micro_batches = 0;
+  EXPECT_THROW(build_timeline(spec, StageCosts::unit(1)), ValueError);
+  spec.micro_batches = 2;
+  spec.stages = kMaxStages + 1;
+  EXPECT_THROW(build_timeline(spec, StageCosts::unit(2)), ValueError);
+  spec.stages = 2;
+  EXPECT_THROW(build_timeline(spec, StageCosts::unit(3)), ValueError);  // costs for 3 stages
+  StageCosts c = StageCosts::unit(2);
+  c.forward_s[1] = 0;
+  EXPECT_THROW(build_timeline(spec, c), ValueError);
+  spec.rounds = 0;
+  EXPECT_THROW(build_timeline(spec, StageCosts::unit(2)), ValueError);
+  EXPECT_THROW(parse_rule("cdp-v3"), ValueError);
+  EXPECT_THROW(parse_mode("pipeline"), ValueError);
+  EXPECT_THROW(parse_sync("ring"), ValueError);
+  EXPECT_EQ(parse_rule("cdp-v2"), Rule::CdpV2);
+  EXPECT_EQ(parse_mode("mp"), Mode::ModelParallel);
+}
+
+}  // namespace
+}  // namespace cyclic
+}  // namespace parallel
+}  // namespace tandem
