@@ -2,7 +2,6 @@
 // refusals, grad mode, detach, integer and multi-output ops, dtype casts, and graphs on concurrent threads.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <cmath>
 #include <string>
 #include <thread>

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <sstream>
 
 #include "runtime/autograd.h"
 #include "runtime/config.h"
