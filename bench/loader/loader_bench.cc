@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -77,9 +78,17 @@ double per_call_us(int64_t n, Fn fn) {
   return (thread_cpu_s() - t0) / static_cast<double>(n) * 1e6;
 }
 
+// Temp directories this run made, removed at its end.
+std::vector<std::string> temp_dirs;
+
+std::string temp_dir(const std::string& tag) {
+  temp_dirs.push_back(testdata::make_temp_dir(tag));
+  return temp_dirs.back();
+}
+
 // A CIFAR-10 test_batch.bin of n random records in a temp dir.
 std::string write_cifar(int64_t n) {
-  std::string dir = testdata::make_temp_dir("bench-cifar");
+  std::string dir = temp_dir("bench-cifar");
   std::vector<uint8_t> bytes(static_cast<size_t>(n * 3073));
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(philox::generate(7, i / 4).x[i % 4]);
   for (int64_t r = 0; r < n; ++r) bytes[r * 3073] %= 10;
@@ -90,7 +99,7 @@ std::string write_cifar(int64_t n) {
 // A one-shard .tdrec of n JPEGs of h x w (quality 90), as tools:pack writes image folders; `first` gets the
 // bytes of record 0.
 std::string write_jpeg_shard(int64_t n, int64_t h, int64_t w, std::vector<uint8_t>& first) {
-  std::string path = testdata::make_temp_dir("bench-jpeg") + "/train-00000-of-00001.tdrec";
+  std::string path = temp_dir("bench-jpeg") + "/train-00000-of-00001.tdrec";
   data::RecordWriter writer(path, 0, 1, 10);
   for (int64_t i = 0; i < n; ++i) {
     data::Image im = testdata::smooth_image(h, w, 3, static_cast<uint64_t>(i));
@@ -203,5 +212,6 @@ void run() {
 
 int main() {
   tandem::run();
+  for (const std::string& dir : tandem::temp_dirs) std::filesystem::remove_all(dir);
   return 0;
 }
