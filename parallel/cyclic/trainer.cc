@@ -245,7 +245,7 @@ void CyclicTrainer::Impl::forward(int w, const Action& a) {
     Tensor labels = batch(a.round, a.micro).labels.to(device);
     f.output = models::cross_entropy(out, labels);
     autograd::NoGradGuard no_grad;
-    Tensor correct = sum(eq(argmax(out.detach(), 1), labels).to(DType::I64));
+    Tensor correct = sum(eq(argmax(out.detach(), 1), labels).to(DType::F32));
     s.metrics.push_back({a.round, f.output.detach(), correct, out.size(0)});
   } else {
     f.output = out;
@@ -623,7 +623,7 @@ std::vector<RoundStats> CyclicTrainer::train(int64_t rounds, const MicroBatchFn&
       RoundStats& rs = by_round[mt.round];
       rs.round = mt.round;
       rs.loss += static_cast<double>(mt.loss.item<float>()) / m.N;
-      rs.correct += mt.correct.item<int64_t>();
+      rs.correct += static_cast<int64_t>(mt.correct.item<float>());
       rs.samples += mt.samples;
     }
     s.metrics.clear();
@@ -750,6 +750,10 @@ NamedTensors CyclicTrainer::checkpoint_state() const {
   const Impl& m = *impl_;
   NamedTensors out;
   out.push_back({"cyclic.round", i64_scalar(m.round)});
+  out.push_back({"cyclic.rule", i64_scalar(static_cast<int64_t>(m.o.rule))});
+  out.push_back({"cyclic.mode", i64_scalar(static_cast<int64_t>(m.o.mode))});
+  out.push_back({"cyclic.micro_batches", i64_scalar(m.N)});
+  out.push_back({"cyclic.stages", i64_scalar(m.S)});
   for (size_t w = 0; w < m.ws.size(); ++w) {
     const WorkerState& s = *m.ws[w];
     for (int l = 0; l < m.S; ++l) {
@@ -808,6 +812,13 @@ void CyclicTrainer::load_checkpoint_state(const NamedTensors& state) {
   };
   const int64_t round = scalar("cyclic.round");
   TD_CHECK(round >= 0, "checkpoint: negative round");
+  const int64_t rule = scalar("cyclic.rule"), mode = scalar("cyclic.mode");
+  TD_CHECK(rule == static_cast<int64_t>(m.o.rule) && mode == static_cast<int64_t>(m.o.mode),
+           "checkpoint: written by a trainer with another rule or mode (rule #", rule, ", mode #", mode,
+           ") than this one (", rule_name(m.o.rule), ", ", mode_name(m.o.mode), ")");
+  const int64_t n = scalar("cyclic.micro_batches"), st = scalar("cyclic.stages");
+  TD_CHECK(n == m.N && st == m.S, "checkpoint: written for N = ", n, ", S = ", st, " but this trainer has N = ", m.N,
+           ", S = ", m.S);
   for (size_t w = 0; w < m.ws.size(); ++w) {
     WorkerState& s = *m.ws[w];
     const Device device = m.workers[w].device;

@@ -1,0 +1,31 @@
+// Shared pieces of the cyclic-DP tests: small models, seeded micro-batches, and trainer construction.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "parallel/cyclic/trainer.h"
+
+namespace tandem {
+namespace parallel {
+namespace cyclic {
+namespace testing {
+
+// ResNet-18 (CIFAR stem) of `width` channels for `channels`-channel images and 10 classes.
+ModelFactory tiny_resnet(int64_t width, int64_t channels, uint64_t seed);
+// conv-ReLU-conv-ReLU-pool-linear without batch norm (its gradient is a plain mean over samples).
+ModelFactory plain_convnet(int64_t channels, uint64_t seed);
+
+// Micro-batch i: normal images of `shape` and labels in [0, 10), from (seed, i).
+MicroBatchFn seeded_batches(const Shape& shape, uint64_t seed);
+
+CyclicTrainer make_trainer(const ModelFactory& factory, const Shape& micro_input, const TrainerOptions& o);
+
+// Tensors of two named lists, paired by name (every name of `a` must be in `b`).
+std::vector<std::pair<Tensor, Tensor>> pair_by_name(const NamedTensors& a, const NamedTensors& b);
+
+}  // namespace testing
+}  // namespace cyclic
+}  // namespace parallel
+}  // namespace tandem
