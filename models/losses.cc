@@ -31,12 +31,16 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, double label_sm
   TD_CHECK_SHAPE(labels.dim() == 1 && labels.size(0) == logits.size(0), "cross_entropy: labels must be [",
                  logits.size(0), "] for logits ", shape_str(logits.shape()), ", got ", shape_str(labels.shape()));
   const int64_t classes = logits.size(1);
-  std::vector<int64_t> host = labels.to_vector<int64_t>();
-  for (size_t i = 0; i < host.size(); ++i)
-    TD_CHECK_INDEX(host[i] >= 0 && host[i] < classes, "cross_entropy: label ", host[i], " at position ", i,
-                   " is out of range for ", classes, " classes");
+  if (labels.device().is_cpu()) {
+    const int64_t* l = labels.contiguous().data<int64_t>();
+    for (int64_t i = 0; i < labels.numel(); ++i)
+      TD_CHECK_INDEX(l[i] >= 0 && l[i] < classes, "cross_entropy: label ", l[i], " at position ", i,
+                     " is out of range for ", classes, " classes");
+  }
+  // On CUDA, one_hot flags a label out of range in the device error flag (no synchronization here).
   Tensor logp = log_softmax(logits, 1);
-  Tensor nll = neg(mean(gather(logp, 1, labels.unsqueeze(1))));
+  Tensor picked = sum(mul(one_hot(labels, classes, logits.dtype()), logp));
+  Tensor nll = div(neg(picked), static_cast<double>(logits.size(0)));
   if (label_smoothing == 0) return nll;
   Tensor smooth = neg(mean(logp));
   return add(mul(nll, 1.0 - label_smoothing), mul(smooth, label_smoothing));

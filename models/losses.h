@@ -12,8 +12,9 @@ Tensor mse_loss(const Tensor& input, const Tensor& target);
 
 // PyTorch's F.cross_entropy(logits [N, C], labels [N] i64, label_smoothing=eps), mean over N:
 //   (1 - eps) * mean_n(-log p[n, y_n]) + eps * mean_n(mean_c(-log p[n, c])).
-// A label outside [0, C) throws IndexError naming it. Labels on a CUDA device are checked through one
-// small copy to the host (a synchronization): validate them on the host when that matters.
+// A label outside [0, C) throws IndexError: at once, naming the label, for labels on the CPU; for labels on a
+// CUDA device the kernel flags it and the IndexError comes at the next synchronization (e.g. loss.item()),
+// so that the loss needs no host round trip.
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels, double label_smoothing = 0.0);
 
 // Soft-target cross-entropy of Pipe-BD's last block: with q = softmax(teacher_logits / T) (no gradient to the
