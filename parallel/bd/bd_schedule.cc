@@ -187,6 +187,7 @@ void build_pipeline(Builder& bld, DistillSchedule& d, const std::vector<int64_t>
         }
         InstrInfo up = info;
         up.epoch_end = (step + 1) % d.steps_per_epoch == 0;
+        up.group = static_cast<int>(si);
         add(OpKind::Update, "U", -1, up);
       }
     }

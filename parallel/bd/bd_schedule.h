@@ -30,8 +30,8 @@ struct InstrInfo {
   int factor = 1;       // the replication factor g whose per-worker batch B/g `rows` is (cost lookups)
   int64_t offset = 0;   // Send/Recv: first row of the slice within the local batch share
   int64_t count = 0;    // Send/Recv: rows of the slice
-  int group = -1;       // AllReduce: the stage whose replicas reduce (-1: every worker)
-  bool epoch_end = false;  // Update: the step ends an epoch
+  int group = -1;       // AllReduce, Update: the stage whose replicas reduce (-1: every worker)
+  bool epoch_end = false;  // Update: the step ends an epoch (replicas then sum their shares of the loss)
 };
 
 struct DistillSchedule {

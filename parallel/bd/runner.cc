@@ -87,7 +87,7 @@ struct BlockTrainer {
   std::unique_ptr<optim::Optimizer> opt;
   std::unique_ptr<optim::LrScheduler> sched;
   Tensor loss_acc;             // sum over the epoch's steps of this rank's share of the step loss
-  std::vector<double> losses;  // per epoch (this rank's share)
+  std::vector<double> losses;  // per epoch: the mean full-batch loss
   bool saver = false;          // writes the block's checkpoints
 };
 
@@ -179,7 +179,6 @@ class RankRunner {
       if (d_.start[mine[i]] > 0) {
         SafetensorsMetadata m = models::load_checkpoint(path, *t.module, t.opt.get(), t.sched.get());
         t.losses = parse_losses(meta(m, "tandem.loss", path));
-        if (!saver) std::fill(t.losses.begin(), t.losses.end(), 0.0);  // the saver reports them
       }
     }
   }
@@ -295,7 +294,7 @@ class RankRunner {
 
   void all_reduce(const Instr& i, const InstrInfo& info) {
     BlockTrainer& t = students_.at(i.block);
-    Communicator& comm = info.group < 0 ? world_ : *stage_comms_.at(static_cast<size_t>(info.group));
+    Communicator& comm = group_comm(info);
     autograd::NoGradGuard no_grad;
     std::vector<Tensor> grads, flat;
     for (auto& [name, p] : t.params) {
@@ -322,23 +321,25 @@ class RankRunner {
       t.sched->step();
       if (!info.epoch_end) continue;
       const int64_t epoch = i.step / spe_;
-      const double mean = static_cast<double>(t.loss_acc.item<float>()) / static_cast<double>(spe_);
+      Tensor sum = t.loss_acc;
+      if (info.factor > 1) group_comm(info).all_reduce(sum);  // the replicas' shares make the full loss
+      const double mean = static_cast<double>(sum.item<float>()) / static_cast<double>(spe_);
       t.loss_acc = zeros({}, TensorOptions(DType::F32).with_device(worker_.device));
       t.losses.resize(static_cast<size_t>(epoch + 1), 0.0);
       t.losses[static_cast<size_t>(epoch)] = mean;
       if (t.saver && !ctx_.out_dir.empty()) save_block(b, t, epoch + 1);
       if (me_ == 0 && ctx_.log) {
-        // This rank's own mean loss over its rows (the full batch unless the batch is split).
-        const double own = mean * static_cast<double>(d_.batch) / static_cast<double>(info.rows);
         char line[256];
-        std::snprintf(line, sizeof line, "[%s] block %d epoch %lld/%lld: loss %.5f%s, %.1f s",
+        std::snprintf(line, sizeof line, "[%s] block %d epoch %lld/%lld: loss %.5f, %.1f s",
                       strategy_name(layout_.strategy), b, static_cast<long long>(epoch + 1),
-                      static_cast<long long>(ctx_.train.epochs), own,
-                      info.rows == d_.batch ? "" : (" on rank 0's " + std::to_string(info.rows) + " rows").c_str(),
-                      host_time_s() - start_host_s_);
+                      static_cast<long long>(ctx_.train.epochs), mean, host_time_s() - start_host_s_);
         ctx_.log(line);
       }
     }
+  }
+
+  Communicator& group_comm(const InstrInfo& info) {
+    return info.group < 0 ? world_ : *stage_comms_.at(static_cast<size_t>(info.group));
   }
 
   void save_block(int b, BlockTrainer& t, int64_t epochs_done) {
@@ -372,7 +373,7 @@ class RankRunner {
     const MemoryCounters mem = worker_.memory ? worker_.memory->counters() : memory_counters(worker_.device);
     p[2 * n + me_] = static_cast<double>(mem.total_peak);
     for (auto& [b, t] : students_)
-      for (size_t e = 0; e < t.losses.size() && e < static_cast<size_t>(epochs); ++e)
+      for (size_t e = 0; e < t.losses.size() && e < static_cast<size_t>(epochs) && t.saver; ++e)
         p[2 * n + workers + b * epochs + static_cast<int64_t>(e)] = t.losses[e];
     sum_over_ranks(all, world_, worker_);
     p = all.data<double>();
@@ -421,8 +422,13 @@ class RankRunner {
     for (int b = 0; b < w_.blocks(); ++b) models::load_weights(block_path(ctx_.out_dir, b), *blocks[b]);
     auto student = models::stitch_blocks(blocks, w_.activation_shape(0, 1));
     student->eval();
-    models::save_checkpoint(ctx_.out_dir + "/student.safetensors", *student, nullptr, nullptr,
-                            {{"tandem.model", w_.student_model_spec()},
+    // Written as a training checkpoint before its first epoch (no optimizer steps, schedule position 0), so
+    // that tools:train --model <tandem.model> --resume evaluates it and fine-tunes it end to end.
+    optim::Sgd fresh(optim::single_group(student->named_parameters()), optim::SgdOptions{});
+    optim::LrScheduler position0(fresh, optim::constant_lr());
+    models::save_checkpoint(ctx_.out_dir + "/student.safetensors", *student, &fresh, &position0,
+                            {{"epoch", "0"},
+                             {"tandem.model", w_.student_model_spec()},
                              {"tandem.teacher", w_.spec().teacher},
                              {"tandem.strategy", strategy_name(layout_.strategy)}});
   }

@@ -1,0 +1,217 @@
+// Measuring block costs, relays, all-reduces, memory and loads for the AHD planner.
+#include "parallel/bd/profiler.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "data/loader.h"
+#include "data/split.h"
+#include "models/losses.h"
+#include "runtime/autograd.h"
+#include "runtime/error.h"
+#include "runtime/ops.h"
+#include "runtime/rng.h"
+
+namespace tandem {
+namespace parallel {
+namespace bd {
+
+namespace {
+
+// Median seconds of `trials` runs of fn after `warmup` runs: CUDA events on the worker's compute stream, or
+// the host clock.
+double median_time(const Worker& worker, const ProfileOptions& o, const std::function<void()>& fn) {
+  for (int i = 0; i < o.warmup; ++i) fn();
+  std::vector<double> t;
+  for (int i = 0; i < o.trials; ++i) {
+    if (worker.device.is_cuda()) {
+      Event start(true), end(true);
+      start.record(worker.compute);
+      fn();
+      end.record(worker.compute);
+      end.synchronize();
+      t.push_back(start.elapsed_ms(end) * 1e-3);
+    } else {
+      const double s = host_time_s();
+      fn();
+      t.push_back(host_time_s() - s);
+    }
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// Host-clock median for communication, which may involve other streams: synchronizes after each trial.
+double median_comm_time(const Worker& worker, const ProfileOptions& o, const std::function<void()>& fn,
+                        const std::function<void()>& align) {
+  std::vector<double> t;
+  for (int i = 0; i < o.warmup + o.trials; ++i) {
+    align();
+    const double s = host_time_s();
+    fn();
+    if (worker.device.is_cuda()) {
+      worker.compute.synchronize();
+      worker.comm.synchronize();
+    }
+    if (i >= o.warmup) t.push_back(host_time_s() - s);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+int64_t param_bytes(const models::Module& m) {
+  int64_t b = 0;
+  for (const Tensor& p : m.parameters()) b += static_cast<int64_t>(p.nbytes());
+  for (const auto& kv : m.named_buffers()) b += static_cast<int64_t>(kv.second.nbytes());
+  return b;
+}
+
+Tensor loss_of(int block, int blocks, const Tensor& out, const Tensor& target) {
+  return block + 1 == blocks ? models::soft_cross_entropy(out, target) : models::mse_loss(out, target);
+}
+
+// Elements of block b's gradients after one step (what its all-reduce moves), from a 2-row step of a fresh
+// student: every rank gets the same count because fresh students sample the same path.
+std::vector<int64_t> gradient_elements(const RunContext& ctx, const Worker& worker) {
+  const Workload& w = *ctx.workload;
+  std::vector<models::ModulePtr> teacher = w.make_teacher_blocks(ctx.train.teacher_bn);
+  std::vector<models::ModulePtr> students = w.make_students();
+  Generator gen(1);
+  Tensor x = randn(w.activation_shape(0, 2), gen, TensorOptions().with_device(worker.device));
+  std::vector<int64_t> out;
+  for (int b = 0; b < w.blocks(); ++b) {
+    Tensor y;
+    {
+      autograd::NoGradGuard no_grad;
+      y = teacher[b]->forward(x);
+    }
+    loss_of(b, w.blocks(), students[b]->forward(x), y).backward();
+    int64_t n = 0;
+    for (const Tensor& p : students[b]->parameters(models::ParamKind::Weight))
+      if (p.grad().defined()) n += p.numel();
+    out.push_back(n);
+    x = y;
+  }
+  return out;
+}
+
+}  // namespace
+
+BlockProfile profile_blocks(const RunContext& ctx, const ProfileOptions& o, Worker& worker, Communicator& world) {
+  TD_CHECK(o.trials >= 1 && o.warmup >= 0, "profiling needs at least one trial");
+  const Workload& w = *ctx.workload;
+  const int k = w.blocks(), workers = world.size(), me = world.rank();
+  const int g_max = o.max_replicas > 0 ? o.max_replicas : workers;
+  const int64_t batch = ctx.train.batch;
+  TD_CHECK(g_max <= batch, "profiling up to ", g_max, " replicas needs a batch of at least ", g_max, " rows, got ",
+           batch);
+  const TensorOptions on_device = TensorOptions().with_device(worker.device);
+  // Layout of the shared table: teacher, student, all-reduce, memory ([g][b] each), relay [b], load [g].
+  const int64_t cells = static_cast<int64_t>(g_max) * k;
+  Tensor table = zeros({4 * cells + k + g_max}, DType::F64);
+  double* t = table.data<double>();
+  auto at = [&](int which, int g, int b) -> double& { return t[which * cells + (g - 1) * k + b]; };
+
+  std::vector<models::ModulePtr> teacher = w.make_teacher_blocks(ctx.train.teacher_bn);
+  auto measure = [&](int g) {
+    const int64_t rows = data::rows_for(0, g, batch).count;
+    Generator gen(static_cast<uint64_t>(g));
+    std::vector<Tensor> acts = {randn(w.activation_shape(0, rows), gen, on_device)};
+    for (int b = 0; b < k; ++b) {
+      Tensor out;
+      at(0, g, b) = median_time(worker, o, [&] {
+        autograd::NoGradGuard no_grad;
+        out = teacher[b]->forward(acts[b]);
+      });
+      acts.push_back(out);
+    }
+    for (int b = 0; b < k; ++b) {
+      auto tracker = std::make_shared<MemoryTracker>("profile");
+      {
+        MemoryScope scope(tracker);
+        models::ModulePtr student = w.make_students({b})[0];
+        auto opt = make_optimizer(ctx.train.optimizer, student->named_parameters(models::ParamKind::Weight));
+        at(1, g, b) = median_time(worker, o, [&] {
+          student->zero_grad();
+          loss_of(b, k, student->forward(acts[b]), acts[b + 1]).backward();
+          opt->step();
+        });
+      }
+      at(3, g, b) = static_cast<double>(tracker->counters().total_peak + param_bytes(*teacher[b]) +
+                                        static_cast<int64_t>(acts[b].nbytes() + acts[b + 1].nbytes()));
+    }
+    data::LoaderOptions lo;
+    lo.batch_size = batch;
+    lo.split_size = g;
+    lo.num_workers = 0;
+    lo.seed = ctx.train.data_seed;
+    lo.device = worker.device;
+    data::Loader loader(ctx.dataset, data::Pipeline::parse(ctx.train.augment), lo);
+    t[4 * cells + k + g - 1] = median_time(worker, o, [&] { loader.next(); });
+  };
+  // CPU workers share the host's cores, so they take turns (concurrent timings would mostly measure the OS
+  // scheduler); GPU workers and SM partitions measure at the same time, as they will run.
+  const bool turns = worker.device.is_cpu();
+  for (int turn = 0; turn < (turns ? workers : 1); ++turn) {
+    if (!turns || turn == me)
+      for (int g = me + 1; g <= g_max; g += workers) measure(g);
+    if (turns) world.barrier();
+  }
+
+  // Relays: rank 0 sends each boundary's full-batch activation to rank 1.
+  std::shared_ptr<Communicator> pair = workers >= 2 ? world.split({0, 1}) : nullptr;
+  if (pair) {
+    for (int b = 0; b + 1 < k; ++b) {
+      Tensor buf = zeros(w.activation_shape(b + 1, batch), on_device);
+      const double s = median_comm_time(
+          worker, o,
+          [&] {
+            if (pair->rank() == 0) pair->send(buf, 1, b);
+            else pair->recv(buf, 0, b);
+          },
+          [&] { pair->barrier(); });
+      if (me == 0) t[4 * cells + b] = s;
+    }
+  }
+  // All-reduces: the first g ranks reduce each block's gradient elements.
+  const std::vector<int64_t> elements = gradient_elements(ctx, worker);
+  for (int g = 2; g <= std::min(g_max, workers); ++g) {
+    std::vector<int> ranks;
+    for (int r = 0; r < g; ++r) ranks.push_back(r);
+    std::shared_ptr<Communicator> group = world.split(ranks);
+    if (!group) continue;
+    for (int b = 0; b < k; ++b) {
+      Tensor buf = zeros({elements[b]}, on_device);
+      const double s = median_comm_time(worker, o, [&] { group->all_reduce(buf, 1.0 / g); }, [&] { group->barrier(); });
+      if (me == 0) at(2, g, b) = s;
+    }
+  }
+
+  Tensor shared = table.to(worker.device);
+  world.all_reduce(shared);
+  table = shared.to(Device::cpu());
+  t = table.data<double>();
+  BlockProfile p;
+  p.batch = batch;
+  for (int g = 1; g <= g_max; ++g) {
+    std::vector<double> te, st, ar;
+    std::vector<int64_t> mem;
+    for (int b = 0; b < k; ++b) {
+      te.push_back(at(0, g, b));
+      st.push_back(at(1, g, b));
+      ar.push_back(at(2, g, b));
+      mem.push_back(static_cast<int64_t>(at(3, g, b)));
+    }
+    p.teacher_s.push_back(te);
+    p.student_s.push_back(st);
+    p.allreduce_s.push_back(ar);
+    p.memory.push_back(mem);
+    p.load_s.push_back(t[4 * cells + k + g - 1]);
+  }
+  for (int b = 0; b < k; ++b) p.relay_s.push_back(t[4 * cells + b]);  // the last block relays nothing: 0
+  return p;
+}
+
+}  // namespace bd
+}  // namespace parallel
+}  // namespace tandem

@@ -1,0 +1,330 @@
+// Distillation sessions: data, workers and communicators, profile, plans, strategy runs, reports.
+#include "parallel/bd/session.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include "data/dataset.h"
+#include "data/transforms.h"
+#include "parallel/communicator.h"
+#include "parallel/mpi_comm.h"
+#include "parallel/nccl_comm.h"
+#include "parallel/worker.h"
+#include "runtime/error.h"
+
+namespace tandem {
+namespace parallel {
+namespace bd {
+
+namespace {
+
+// The first `n` samples of a dataset.
+class Subset : public data::Dataset {
+ public:
+  Subset(std::shared_ptr<const data::Dataset> base, int64_t n) : base_(std::move(base)), n_(n) {}
+  int64_t size() const override { return n_; }
+  int64_t num_classes() const override { return base_->num_classes(); }
+  data::Sample get(int64_t index) const override {
+    TD_CHECK_INDEX(index >= 0 && index < n_, "sample ", index, " is out of range for ", n_, " samples");
+    return base_->get(index);
+  }
+  std::string describe() const override {
+    return base_->describe() + " (the first " + std::to_string(n_) + " samples)";
+  }
+
+ private:
+  std::shared_ptr<const data::Dataset> base_;
+  int64_t n_;
+};
+
+void make_dirs(const std::string& path) {
+  for (size_t pos = 1; pos <= path.size(); ++pos) {
+    if (pos != path.size() && path[pos] != '/') continue;
+    const std::string part = path.substr(0, pos);
+    if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST)
+      TD_THROW(IoError, "cannot create the folder ", part, ": ", std::strerror(errno));
+  }
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp);
+    f << text << "\n";
+    TD_CHECK_IO(f.good(), "cannot write ", tmp);
+  }
+  TD_CHECK_IO(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename ", tmp, " to ", path);
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  TD_CHECK_IO(f.good(), "cannot read ", path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+std::string device_summary(const std::vector<Worker>& workers) {
+  std::string name = workers[0].name();
+  const size_t hash = name.find('#');
+  if (hash != std::string::npos) name = name.substr(0, hash);
+  if (workers[0].kind == WorkerKind::CudaDevice) name = "cuda";
+  return std::to_string(workers.size()) + " x " + name;
+}
+
+}  // namespace
+
+bool launched_by_mpi() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"})
+    if (std::getenv(v) != nullptr) return true;
+  return false;
+}
+
+SessionReport run_session(const SessionOptions& o, const std::function<void(const std::string&)>& log) {
+  // Everything a user can get wrong is checked here, before any worker starts.
+  TD_CHECK(o.comm == "auto" || o.comm == "local" || o.comm == "mpi" || o.comm == "nccl", "unknown communicator '",
+           o.comm, "' (known: auto, local, mpi, nccl)");
+  TD_CHECK(!o.strategies.empty(), "no strategy to run");
+  std::vector<Worker> workers = make_workers(o.workers);
+  const int w_count = static_cast<int>(workers.size());
+  const bool mpi = o.comm == "mpi" || (o.comm == "auto" && launched_by_mpi()) ||
+                   (o.comm == "nccl" && launched_by_mpi());
+  std::shared_ptr<const data::Dataset> dataset = data::open_dataset(o.dataset, true);
+  TD_CHECK(o.subset >= 0, "the data subset must be a sample count, got ", o.subset);
+  if (o.subset > 0 && o.subset < dataset->size()) dataset = std::make_shared<Subset>(dataset, o.subset);
+  WorkloadSpec spec = o.workload;
+  if (spec.sample.empty()) {
+    const data::Image first = dataset->get(0).image;
+    spec.sample = data::Pipeline::parse(o.train.augment).output_shape(first.height, first.width, first.channels);
+  }
+  const Workload workload(spec);
+  const int k = workload.blocks();
+  RunContext ctx;
+  ctx.workload = &workload;
+  ctx.dataset = dataset;
+  ctx.train = o.train;
+  ctx.resume = o.resume;
+  const int64_t spe = steps_per_epoch(ctx);
+  for (Strategy s : o.strategies) {
+    if (s == Strategy::TR || s == Strategy::DPU)
+      TD_CHECK(w_count <= k, strategy_title(s), " runs one pipeline stage per worker: ", w_count,
+               " workers need at least ", w_count, " blocks, the teacher has ", k,
+               " (use fewer workers, or TR+DPU+AHD, which replicates stages)");
+    if (s == Strategy::DP)
+      TD_CHECK(o.train.batch % w_count == 0, "DP shards each batch evenly: a batch of ", o.train.batch,
+               " rows does not split over ", w_count, " workers");
+  }
+  BlockProfile given_profile;
+  if (!o.profile_path.empty()) {
+    given_profile = BlockProfile::from_json(Json::parse(read_text(o.profile_path)));
+    TD_CHECK(given_profile.blocks() == k, "the profile ", o.profile_path, " has ", given_profile.blocks(),
+             " blocks but the teacher has ", k);
+  }
+  Plan given_plan;
+  if (!o.plan_path.empty()) given_plan = Plan::from_json(Json::parse(read_text(o.plan_path)), k, w_count);
+  if (!o.out_dir.empty()) make_dirs(o.out_dir);
+
+  SessionReport report;
+  report.workers = w_count;
+  report.device = device_summary(workers);
+  report.workload = workload.describe();
+  report.data = dataset->describe();
+  report.steps_per_epoch = spe;
+  std::mutex report_mu;
+
+  auto rank_main = [&](Worker& worker, Communicator& world) {
+    const bool root = world.rank() == 0;
+    auto say = [&](const std::string& line) {
+      if (root && log) log(line);
+    };
+    RunContext my = ctx;
+    my.log = root ? log : nullptr;
+    BlockProfile profile = given_profile;
+    if (o.profile_path.empty()) {
+      say("profiling " + std::to_string(k) + " blocks at per-worker batches B/g, g = 1.." +
+          std::to_string(o.profile.max_replicas > 0 ? o.profile.max_replicas : w_count) + " ...");
+      profile = profile_blocks(my, o.profile, worker, world);
+    }
+    Plan pipeline;
+    if (w_count <= k) pipeline = plan_pipeline(profile, w_count, o.memory_limit);
+    Plan hybrid = o.plan_path.empty() ? plan_hybrid(profile, w_count, o.memory_limit) : given_plan;
+    if (!o.plan_path.empty()) hybrid.bottleneck_s = 0;
+    if (root && !o.out_dir.empty()) {
+      write_text(o.out_dir + "/profile.json", profile.to_json().dump(1));
+      write_text(o.out_dir + "/plan.json", hybrid.to_json().dump(1));
+    }
+    if (!pipeline.stages.empty()) say("pipeline plan (TR, TR+DPU): " + pipeline.describe());
+    say(std::string("hybrid plan (TR+DPU+AHD)") + (o.plan_path.empty() ? "" : " from " + o.plan_path) + ": " +
+        hybrid.describe());
+    std::vector<StrategyResult> results;
+    for (Strategy s : o.strategies) {
+      Layout layout = s == Strategy::DP   ? dp_layout(k, w_count)
+                      : s == Strategy::LS ? ls_layout(profile, w_count)
+                      : s == Strategy::AHD ? pipeline_layout(s, hybrid, k, w_count)
+                                           : pipeline_layout(s, pipeline, k, w_count);
+      say("running " + layout.describe());
+      if (!o.out_dir.empty()) {
+        my.out_dir = o.out_dir + "/" + strategy_name(s);
+        if (root) make_dirs(my.out_dir);
+        world.barrier();
+      }
+      results.push_back(run_strategy(my, layout, &profile, worker, world));
+      char line[200];
+      std::snprintf(line, sizeof line, "%s done: %.2f s per epoch (simulated %.2f s)", strategy_title(s),
+                    results.back().epoch_s,
+                    results.back().epochs_run > 0 ? results.back().simulated_s / results.back().epochs_run : 0.0);
+      say(line);
+    }
+    if (root) {
+      std::lock_guard<std::mutex> lock(report_mu);
+      report.root = true;
+      report.profile = profile;
+      report.pipeline_plan = pipeline;
+      report.hybrid_plan = hybrid;
+      report.results = std::move(results);
+    }
+  };
+
+  if (mpi) {
+    const bool cuda = workers[0].device.is_cuda();
+    std::shared_ptr<Communicator> world = make_mpi_communicator();
+    TD_CHECK(world->size() == w_count, "the worker spec '", o.workers, "' names ", w_count, " workers but ",
+             world->size(), " MPI processes run (one worker per process)");
+    std::vector<Worker> mine = {workers[static_cast<size_t>(world->rank())]};
+    if (cuda) world = make_nccl_communicator_mpi(mine[0]);
+    run_on_workers(mine, [&](Worker& w) { rank_main(w, *world); });
+  } else {
+    std::vector<std::shared_ptr<Communicator>> comms =
+        o.comm == "nccl" ? make_nccl_group(workers) : make_local_group(workers);
+    run_on_workers(workers, [&](Worker& w) { rank_main(w, *comms[static_cast<size_t>(w.rank)]); });
+  }
+  if (report.root && !o.out_dir.empty()) write_text(o.out_dir + "/summary.json", report_json(report).dump(1));
+  return report;
+}
+
+namespace {
+
+const StrategyResult* find(const SessionReport& r, Strategy s) {
+  for (const StrategyResult& x : r.results)
+    if (x.strategy == s) return &x;
+  return nullptr;
+}
+
+// The instructions of one steady step: step `step` of pipelines; for DP and LS, step `step` of the block
+// each worker trains last.
+Json timeline(const StrategyResult& r, int64_t step) {
+  const Schedule& s = r.schedule.schedule;
+  std::vector<int> phase(static_cast<size_t>(s.workers()), -1), last(static_cast<size_t>(s.workers()), -1);
+  for (const Instr& i : s.instrs())
+    if (i.kind == OpKind::LoadBatch) last[i.worker] = std::max(last[i.worker], i.block);
+  std::vector<const Instr*> picked;
+  for (const Instr& i : s.instrs()) {
+    if (i.kind == OpKind::LoadBatch) phase[i.worker] = i.block;
+    if (i.step != step) continue;
+    if (!r.schedule.layout.pipelined() && phase[i.worker] != last[i.worker]) continue;
+    picked.push_back(&i);
+  }
+  double t0 = 0;
+  bool any = false;
+  for (const Instr* i : picked) {
+    t0 = any ? std::min(t0, r.times[i->id].start_s) : r.times[i->id].start_s;
+    any = true;
+  }
+  Json out = Json::array();
+  for (const Instr* i : picked) {
+    Json e = Json::object();
+    e["worker"] = i->worker;
+    e["lane"] = i->lane == kComputeLane ? "compute" : "comm";
+    e["kind"] = op_kind_name(i->kind);
+    e["label"] = i->label;
+    e["start_s"] = r.times[i->id].start_s - t0;
+    e["end_s"] = r.times[i->id].end_s - t0;
+    out.push_back(e);
+  }
+  return out;
+}
+
+}  // namespace
+
+Json report_json(const SessionReport& r) {
+  Json j = Json::object();
+  j["device"] = r.device;
+  j["workers"] = r.workers;
+  j["workload"] = r.workload;
+  j["data"] = r.data;
+  j["steps_per_epoch"] = r.steps_per_epoch;
+  j["profile"] = r.profile.to_json();
+  if (!r.pipeline_plan.stages.empty()) j["pipeline_plan"] = r.pipeline_plan.to_json();
+  j["hybrid_plan"] = r.hybrid_plan.to_json();
+  const StrategyResult* dp = find(r, Strategy::DP);
+  Json list = Json::array();
+  for (const StrategyResult& x : r.results) {
+    Json s = Json::object();
+    s["name"] = strategy_name(x.strategy);
+    s["title"] = strategy_title(x.strategy);
+    s["layout"] = x.layout;
+    s["epochs_run"] = x.epochs_run;
+    s["wall_s"] = x.wall_s;
+    s["epoch_s"] = x.epoch_s;
+    s["simulated_s"] = x.simulated_s;
+    if (dp && x.wall_s > 0) s["speedup"] = dp->wall_s / x.wall_s;
+    if (dp && x.simulated_s > 0) s["simulated_speedup"] = dp->simulated_s / x.simulated_s;
+    Json busy = Json::array(), mem = Json::array(), loss = Json::array(), parts = Json::array();
+    for (double b : x.busy_fraction) busy.push_back(b);
+    for (int64_t m : x.peak_memory) mem.push_back(m);
+    for (const auto& per_block : x.loss) {
+      Json l = Json::array();
+      for (double v : per_block) l.push_back(v);
+      loss.push_back(l);
+    }
+    for (const auto& m : time_breakdown(x)) {
+      Json p = Json::object();
+      for (const auto& [k, v] : m) p[k] = v;
+      parts.push_back(p);
+    }
+    s["busy_fraction"] = busy;
+    s["peak_memory"] = mem;
+    s["loss"] = loss;
+    s["breakdown_s"] = parts;
+    int64_t first = 0;
+    for (int64_t b : x.schedule.start) first = std::max(first, b);
+    s["timeline"] = timeline(x, (first + x.schedule.steps) / 2);
+    list.push_back(s);
+  }
+  j["strategies"] = list;
+  return j;
+}
+
+std::string report_table(const SessionReport& r) {
+  const StrategyResult* dp = find(r, Strategy::DP);
+  std::ostringstream os;
+  char line[512];
+  std::snprintf(line, sizeof line, "%-11s %10s %9s %9s %6s %10s %9s  %s\n", "strategy", "s/epoch", "speedup", "sim.x",
+                "busy", "peak MiB", "loss", "layout");
+  os << line;
+  for (const StrategyResult& x : r.results) {
+    double busy = 0, peak = 0, loss = 0;
+    for (double b : x.busy_fraction) busy += b / static_cast<double>(x.busy_fraction.size());
+    for (int64_t m : x.peak_memory) peak = std::max(peak, m / 1048576.0);
+    for (const auto& per_block : x.loss) loss += per_block.empty() ? 0 : per_block.back();
+    std::string speedup = dp && x.wall_s > 0 ? std::to_string(dp->wall_s / x.wall_s).substr(0, 5) + "x" : "-";
+    std::string sim = dp && x.simulated_s > 0 ? std::to_string(dp->simulated_s / x.simulated_s).substr(0, 5) + "x" : "-";
+    std::snprintf(line, sizeof line, "%-11s %10.3f %9s %9s %5.0f%% %10.1f %9.4f  %s\n", strategy_title(x.strategy),
+                  x.epoch_s, speedup.c_str(), sim.c_str(), busy * 100, peak, loss, x.layout.c_str());
+    os << line;
+  }
+  os << "(speedup: measured time over DP's on the same workers; sim.x: the simulator's, from the profile; "
+        "busy: mean share of wall time in loads, teacher, student and updates; loss: sum over blocks, last epoch)\n";
+  return os.str();
+}
+
+}  // namespace bd
+}  // namespace parallel
+}  // namespace tandem
