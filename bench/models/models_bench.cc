@@ -1,0 +1,185 @@
+// Training and inference throughput of zoo models (ResNet-18, ResNet-50, MobileNetV2; torchvision's ImageNet
+// architectures, 1000 classes) in images/s, per mode:
+//   fwd       forward in eval mode without autograd
+//   fwd_bwd   forward in training mode, cross-entropy, backward
+//   step      fwd_bwd plus an SGD step (momentum 0.9, weight decay 5e-4)
+// on the best device: batch 256 at 32x32 and 224x224 on a GPU (channels-last inputs, f32 with TF32 as the
+// runtime is set), batch 8 at 32x32 on the CPU. Prints a table at the end; --benchmark_out=FILE.json writes
+// Google Benchmark's JSON, which bench/torch/speed.py reads to time the same cases in PyTorch.
+//
+// Own flags (before Google Benchmark's): --device=cpu|cuda[:N]  --batch=N  --sizes=32,224
+//   --models=resnet18,resnet50,mobilenet_v2  --modes=fwd,fwd_bwd,step  --nchw (NCHW inputs on the GPU)
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "models/losses.h"
+#include "models/registry.h"
+#include "runtime/autograd.h"
+#include "runtime/config.h"
+#include "runtime/nn_ops.h"
+#include "runtime/ops.h"
+#include "runtime/optim.h"
+#include "runtime/rng.h"
+#include "runtime/stream.h"
+
+namespace tandem {
+namespace {
+
+struct Config {
+  Device device = best_device();
+  int64_t batch = 0;  // 0: 256 on a GPU, 8 on the CPU
+  std::vector<int64_t> sizes;
+  std::vector<std::string> models = {"resnet18", "resnet50", "mobilenet_v2"};
+  std::vector<std::string> modes = {"fwd", "fwd_bwd", "step"};
+  bool channels_last = true;
+};
+Config g_config;
+
+struct Result {
+  std::string model, mode;
+  int64_t size, batch;
+  double ms_per_iter, images_per_s;
+};
+std::vector<Result> g_results;
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) out.push_back(item);
+  return out;
+}
+
+// One timed unit of work for a model, mode, size and batch.
+struct Case {
+  std::shared_ptr<models::Network> model;
+  std::unique_ptr<optim::Sgd> optimizer;
+  Tensor images, labels;
+  std::string mode;
+
+  void run() {
+    if (mode == "fwd") {
+      autograd::NoGradGuard ng;
+      model->forward(images);
+      return;
+    }
+    model->zero_grad();
+    models::cross_entropy(model->forward(images), labels).backward();
+    if (mode == "step") optimizer->step();
+  }
+};
+
+void BM_Model(benchmark::State& state, std::string name, int64_t size, std::string mode) {
+  const Config& c = g_config;
+  const int64_t batch = c.batch > 0 ? c.batch : (c.device.is_cuda() ? 256 : 8);
+  DeviceGuard dg(c.device);
+  Case k;
+  k.mode = mode;
+  models::ModelOptions o;
+  o.seed = 1;
+  k.model = models::make_model(name, o);
+  k.model->to(c.device);
+  k.model->train(mode != "fwd");
+  optim::SgdOptions so;
+  so.lr = 0.01;
+  so.momentum = 0.9;
+  so.weight_decay = 5e-4;
+  k.optimizer = std::make_unique<optim::Sgd>(optim::single_group(k.model->named_parameters()), so);
+  Generator gen(2);
+  k.images = randn({batch, 3, size, size}, gen).to(c.device);
+  if (c.device.is_cuda() && c.channels_last) k.images = to_channels_last(k.images);
+  std::vector<int64_t> labels(batch);
+  for (auto& l : labels) l = static_cast<int64_t>(gen.integer(1000));
+  k.labels = from_vector<int64_t>(labels, {batch}).to(c.device);
+
+  Stream s = current_stream(c.device);
+  for (int i = 0; i < 3; ++i) k.run();  // warm-up: algorithm selection, allocator pools
+  s.synchronize();
+  double total_s = 0;
+  for (auto _ : state) {
+    if (c.device.is_cuda()) {
+      Event start(true), stop(true);
+      start.record(s);
+      k.run();
+      stop.record(s);
+      stop.synchronize();
+      double sec = start.elapsed_ms(stop) * 1e-3;
+      state.SetIterationTime(sec);
+      total_s += sec;
+    } else {
+      auto t0 = std::chrono::steady_clock::now();
+      k.run();
+      double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      state.SetIterationTime(sec);
+      total_s += sec;
+    }
+  }
+  const double iters = static_cast<double>(state.iterations());
+  state.SetItemsProcessed(static_cast<int64_t>(iters) * batch);
+  state.counters["batch"] = static_cast<double>(batch);
+  state.counters["size"] = static_cast<double>(size);
+  state.counters["images_per_s"] = iters * static_cast<double>(batch) / total_s;
+  // Google Benchmark may call this more than once per case (a trial run first): keep the last.
+  Result r{name, mode, size, batch, 1e3 * total_s / iters, iters * batch / total_s};
+  for (Result& old : g_results)
+    if (old.model == name && old.mode == mode && old.size == size) {
+      old = r;
+      return;
+    }
+  g_results.push_back(r);
+}
+
+void print_table() {
+  std::printf("\n%-14s %6s %6s %-8s %12s %12s\n", "model", "size", "batch", "mode", "ms/iter", "images/s");
+  for (const Result& r : g_results)
+    std::printf("%-14s %6lld %6lld %-8s %12.2f %12.1f\n", r.model.c_str(), static_cast<long long>(r.size),
+                static_cast<long long>(r.batch), r.mode.c_str(), r.ms_per_iter, r.images_per_s);
+}
+
+}  // namespace
+}  // namespace tandem
+
+int main(int argc, char** argv) {
+  using tandem::g_config;
+  std::vector<char*> rest{argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](const char* flag) { return a.substr(std::strlen(flag)); };
+    if (a.rfind("--device=", 0) == 0) g_config.device = tandem::Device::parse(value("--device="));
+    else if (a.rfind("--batch=", 0) == 0) g_config.batch = std::stoll(value("--batch="));
+    else if (a.rfind("--sizes=", 0) == 0)
+      for (const auto& s : tandem::split_list(value("--sizes="))) g_config.sizes.push_back(std::stoll(s));
+    else if (a.rfind("--models=", 0) == 0) g_config.models = tandem::split_list(value("--models="));
+    else if (a.rfind("--modes=", 0) == 0) g_config.modes = tandem::split_list(value("--modes="));
+    else if (a == "--nchw") g_config.channels_last = false;
+    else rest.push_back(argv[i]);
+  }
+  if (g_config.sizes.empty())
+    g_config.sizes = g_config.device.is_cuda() ? std::vector<int64_t>{32, 224} : std::vector<int64_t>{32};
+  int rest_argc = static_cast<int>(rest.size());
+  benchmark::Initialize(&rest_argc, rest.data());
+  benchmark::AddCustomContext("tandem_device", g_config.device.str());
+  benchmark::AddCustomContext("tandem_tf32", tandem::allow_tf32() ? "1" : "0");
+  benchmark::AddCustomContext("tandem_channels_last",
+                              g_config.device.is_cuda() && g_config.channels_last ? "1" : "0");
+  benchmark::AddCustomContext("tandem_dtype", "f32");
+  for (const auto& m : g_config.models)
+    for (int64_t size : g_config.sizes)
+      for (const auto& mode : g_config.modes)
+        benchmark::RegisterBenchmark((m + "/" + std::to_string(size) + "/" + mode).c_str(), tandem::BM_Model, m, size,
+                                     mode)
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond)
+            ->MinTime(g_config.device.is_cuda() ? 1.0 : 0.2);
+  benchmark::RunSpecifiedBenchmarks();
+  tandem::print_table();
+  benchmark::Shutdown();
+  return 0;
+}
