@@ -87,7 +87,7 @@ void build_dp(Builder& bld, DistillSchedule& d, const std::vector<int64_t>& row_
   TD_CHECK(d.batch % w == 0, "DP shards each batch evenly over the workers: a batch of ", d.batch,
            " rows does not split over ", w, " workers (use a multiple of ", w, ")");
   for (int b = 0; b < d.layout.blocks; ++b)
-    for (int64_t step = d.start[b]; step < d.steps; ++step) {
+    for (int64_t step = d.start[b]; step < d.end[b]; ++step) {
       int collective = w > 1 ? bld.next_collective() : -1;
       for (int k = 0; k < w; ++k) add_block_step(bld, d, k, b, step, d.batch / w, w, collective, row_bytes);
     }
@@ -96,7 +96,7 @@ void build_dp(Builder& bld, DistillSchedule& d, const std::vector<int64_t>& row_
 void build_ls(Builder& bld, DistillSchedule& d, const std::vector<int64_t>& row_bytes) {
   for (int k = 0; k < d.layout.workers; ++k)
     for (int b : d.layout.bins[k])
-      for (int64_t step = d.start[b]; step < d.steps; ++step) add_block_step(bld, d, k, b, step, d.batch, 1, -1, row_bytes);
+      for (int64_t step = d.start[b]; step < d.end[b]; ++step) add_block_step(bld, d, k, b, step, d.batch, 1, -1, row_bytes);
 }
 
 void build_pipeline(Builder& bld, DistillSchedule& d, const std::vector<int64_t>& row_bytes) {
@@ -110,7 +110,7 @@ void build_pipeline(Builder& bld, DistillSchedule& d, const std::vector<int64_t>
              d.start[0], " and ", s, " (resume with DP or LS, or start afresh)");
   // Recv ids of the previous step per (sender worker, receiver worker): DPU's one-step-ahead limit.
   std::map<std::pair<int, int>, int> last_recv, this_recv;
-  for (int64_t step = first; step < d.steps; ++step) {
+  for (int64_t step = first; step < d.end[0]; ++step) {
     this_recv.clear();
     int barrier_key = barrier ? bld.next_collective() : -1;
     for (size_t si = 0; si < stages.size(); ++si) {
@@ -198,7 +198,8 @@ void build_pipeline(Builder& bld, DistillSchedule& d, const std::vector<int64_t>
 }  // namespace
 
 DistillSchedule build_schedule(const Layout& layout, int64_t batch, int64_t steps, int64_t steps_per_epoch,
-                               const std::vector<int64_t>& row_bytes, const std::vector<int64_t>& start) {
+                               const std::vector<int64_t>& row_bytes, const std::vector<int64_t>& start,
+                               int64_t max_steps) {
   TD_CHECK(batch >= 1 && steps >= 0 && steps_per_epoch >= 1, "a schedule needs a positive batch (got ", batch,
            ") and steps per epoch (got ", steps_per_epoch, ")");
   TD_CHECK(static_cast<int>(row_bytes.size()) == layout.blocks + 1, "row_bytes needs ", layout.blocks + 1,
@@ -217,7 +218,11 @@ DistillSchedule build_schedule(const Layout& layout, int64_t batch, int64_t step
   d.steps = steps;
   d.steps_per_epoch = steps_per_epoch;
   d.start = start.empty() ? std::vector<int64_t>(static_cast<size_t>(layout.blocks), 0) : start;
-  for (int64_t s : d.start) TD_CHECK(s >= 0 && s <= steps, "start step ", s, " is outside 0..", steps);
+  TD_CHECK(max_steps >= 0, "max_steps must be non-negative, got ", max_steps);
+  for (int64_t s : d.start) {
+    TD_CHECK(s >= 0 && s <= steps, "start step ", s, " is outside 0..", steps);
+    d.end.push_back(max_steps > 0 ? std::min(steps, s + max_steps) : steps);
+  }
   d.schedule = Schedule(layout.workers);
   Builder bld(d);
   switch (layout.strategy) {

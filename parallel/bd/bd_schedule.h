@@ -40,12 +40,13 @@ struct DistillSchedule {
   int64_t steps = 0;            // optimizer steps of each block in the whole run
   int64_t steps_per_epoch = 0;
   std::vector<int64_t> start;   // per block: the first step this run executes (after a resume)
+  std::vector<int64_t> end;     // per block: one past the last step this run executes
   Schedule schedule;
   std::vector<InstrInfo> info;  // per instruction id
 };
 
 // The run of `layout` over `steps` steps per block (epochs x steps_per_epoch), each block starting at
-// start[b] (empty: 0). row_bytes[j] is the size of one row of the activation entering block j
+// start[b] (empty: 0) and running at most `max_steps` steps in this run (0: to the end). row_bytes[j] is the size of one row of the activation entering block j
 // (row_bytes[blocks]: the last block's output); it sizes loads and relays. Pipelines need every block to
 // start at the same step (ValueError otherwise). Per strategy:
 //   DP   per block b, per step, on every worker: load its shard (B/W rows), teacher blocks 0..b, student b,
@@ -58,7 +59,8 @@ struct DistillSchedule {
 //   AHD  DPU on any plan: replicas of a stage split each batch by rows (data::rows_for), relays carry the
 //        relay_slices between replicas, and replicated stages all-reduce each block's gradients in-group.
 DistillSchedule build_schedule(const Layout& layout, int64_t batch, int64_t steps, int64_t steps_per_epoch,
-                               const std::vector<int64_t>& row_bytes, const std::vector<int64_t>& start = {});
+                               const std::vector<int64_t>& row_bytes, const std::vector<int64_t>& start = {},
+                               int64_t max_steps = 0);
 
 // Sets every instruction's cost_s from `profile`: teacher and student times at the instruction's per-worker
 // batch, all-reduce at its group size, relays as the full-batch relay time times the slice's share, loads

@@ -103,7 +103,9 @@ class RankRunner {
     spe_ = steps_per_epoch(ctx);
     steps_ = spe_ * ctx.train.epochs;
     TD_CHECK(ctx.train.epochs >= 1, "epochs must be at least 1, got ", ctx.train.epochs);
-    d_ = build_schedule(layout, ctx.train.batch, steps_, spe_, w_.row_bytes(), resume_starts());
+    TD_CHECK(ctx.train.stop_after >= 0, "stop_after must be non-negative, got ", ctx.train.stop_after);
+    d_ = build_schedule(layout, ctx.train.batch, steps_, spe_, w_.row_bytes(), resume_starts(),
+                        ctx.train.stop_after * spe_);
     if (costs != nullptr) apply_costs(d_, *costs);
     for (const Instr& i : d_.schedule.instrs())
       if (i.worker == me_ && i.kind == OpKind::Send) sends_after_[i.deps.at(0)].push_back(i.id);
@@ -388,7 +390,7 @@ class RankRunner {
     }
     r.wall_s = last - first;
     int64_t run_steps = 0;
-    for (int64_t s : d_.start) run_steps = std::max(run_steps, steps_ - s);
+    for (size_t b = 0; b < d_.start.size(); ++b) run_steps = std::max(run_steps, d_.end[b] - d_.start[b]);
     r.epochs_run = run_steps / spe_;
     r.epoch_s = r.epochs_run > 0 ? r.wall_s / static_cast<double>(r.epochs_run) : 0;
     r.busy_fraction.assign(static_cast<size_t>(workers), 0.0);
@@ -420,7 +422,16 @@ class RankRunner {
     write_trace(ctx_.out_dir + "/trace.json", r.schedule.schedule, r.times, names);
     std::vector<models::ModulePtr> blocks = w_.make_students();
     for (int b = 0; b < w_.blocks(); ++b) models::load_weights(block_path(ctx_.out_dir, b), *blocks[b]);
-    auto student = models::stitch_blocks(blocks, w_.activation_shape(0, 1));
+    // Registry students stitch back into their network's key names. Supernet blocks repeat item names
+    // (cell0, ...), which stitch_blocks refuses: they become items block0, block1, ... instead.
+    std::shared_ptr<models::Sequential> student;
+    if (w_.student_model_spec().empty()) {
+      models::block_shapes(blocks, w_.activation_shape(0, 1));
+      student = std::make_shared<models::Sequential>();
+      for (int b = 0; b < w_.blocks(); ++b) student->add("block" + std::to_string(b), blocks[b]);
+    } else {
+      student = models::stitch_blocks(blocks, w_.activation_shape(0, 1));
+    }
     student->eval();
     // Written as a training checkpoint before its first epoch (no optimizer steps, schedule position 0), so
     // that tools:train --model <tandem.model> --resume evaluates it and fine-tunes it end to end.

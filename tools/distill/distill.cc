@@ -43,6 +43,7 @@ const char kUsage[] =
     "training (the same for every strategy; each block has its own optimizer and schedule):\n"
     "  --batch N             global batch (default 256)\n"
     "  --epochs N            epochs per block (default 1)\n"
+    "  --stop-after N        stop after N epochs of this run (continue later with --resume)\n"
     "  --steps-per-epoch N   at most N steps per epoch (default: every full batch)\n"
     "  --optimizer K         sgd, adam or adamw (default sgd)\n"
     "  --lr X                initial learning rate (default 0.025)\n"
@@ -125,6 +126,7 @@ SessionOptions parse(int argc, char** argv) {
     else if (flag == "--augment") o.train.augment = value();
     else if (flag == "--batch") o.train.batch = integer(flag, value(), 1);
     else if (flag == "--epochs") o.train.epochs = integer(flag, value(), 1);
+    else if (flag == "--stop-after") o.train.stop_after = integer(flag, value(), 1);
     else if (flag == "--steps-per-epoch") o.train.steps_per_epoch = integer(flag, value(), 1);
     else if (flag == "--optimizer") o.train.optimizer.kind = value();
     else if (flag == "--lr") o.train.optimizer.lr = number(flag, value());

@@ -1,0 +1,219 @@
+// Tests of the Pipe-BD schedules without models: relay slices for any replica counts, the structure of each
+// strategy's schedule, DPU's one-step-ahead limit, costs, simulation and the projections.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+
+#include "data/split.h"
+#include "parallel/bd/bd_schedule.h"
+#include "parallel/bd/projection.h"
+#include "parallel/simulator.h"
+#include "runtime/error.h"
+#include "runtime/rng.h"
+#include "tests/testing.h"
+
+namespace tandem {
+namespace parallel {
+namespace bd {
+namespace {
+
+BlockProfile random_profile(int blocks, int max_g, int64_t batch, Generator& gen) {
+  BlockProfile p;
+  p.batch = batch;
+  std::vector<double> work;
+  for (int b = 0; b < blocks; ++b) {
+    p.relay_s.push_back(b + 1 < blocks ? 0.001 + 0.002 * gen.uniform() : 0);
+    work.push_back(0.005 + 0.02 * gen.uniform());
+  }
+  // Per-worker batch B/g: a fixed cost plus one proportional to the rows.
+  for (int g = 1; g <= max_g; ++g) {
+    std::vector<double> t, s, ar;
+    std::vector<int64_t> m;
+    for (int b = 0; b < blocks; ++b) {
+      t.push_back(0.3 * work[b] / g + 0.0002);
+      s.push_back(work[b] / g + 0.0005);
+      ar.push_back(g == 1 ? 0 : 0.0003 * (g - 1) / g);
+      m.push_back((10 << 20) / g + (1 << 20));
+    }
+    p.teacher_s.push_back(t);
+    p.student_s.push_back(s);
+    p.allreduce_s.push_back(ar);
+    p.memory.push_back(m);
+    p.load_s.push_back(0.001 / g);
+  }
+  return p;
+}
+
+std::vector<int64_t> row_bytes(int blocks) {
+  std::vector<int64_t> r;
+  for (int j = 0; j <= blocks; ++j) r.push_back(1000 * (j + 1));
+  return r;
+}
+
+Plan plan_of(const std::vector<Stage>& stages) {
+  Plan p;
+  p.stages = stages;
+  return p;
+}
+
+TEST(RelaySlices, CoverEveryReceiversRowsFromTheSendersThatHoldThemForAnyReplicaCounts) {
+  for (int senders = 1; senders <= 7; ++senders)
+    for (int receivers = 1; receivers <= 7; ++receivers)
+      for (int64_t rows : {1, 5, 8, 13, 64, 255}) {
+        std::vector<RelaySlice> sl = relay_slices(senders, receivers, rows);
+        std::vector<int> seen(static_cast<size_t>(rows), 0);
+        std::map<int, int64_t> next_row;  // receiver -> next expected global row
+        for (const RelaySlice& s : sl) {
+          ASSERT_GT(s.count, 0);
+          const data::RowRange have = data::rows_for(s.sender, senders, rows);
+          const data::RowRange want = data::rows_for(s.receiver, receivers, rows);
+          EXPECT_GE(s.begin, std::max(have.begin, want.begin));
+          EXPECT_LE(s.begin + s.count, std::min(have.end(), want.end()));
+          if (!next_row.count(s.receiver)) next_row[s.receiver] = want.begin;
+          EXPECT_EQ(s.begin, next_row[s.receiver]) << "receiver " << s.receiver << " assembles in row order";
+          next_row[s.receiver] = s.begin + s.count;
+          for (int64_t r = s.begin; r < s.begin + s.count; ++r) ++seen[r];
+        }
+        for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(seen[r], 1) << senders << "->" << receivers << " row " << r;
+      }
+  EXPECT_THROW(relay_slices(0, 2, 8), ValueError);
+}
+
+int count(const Schedule& s, OpKind kind, int worker = -1) {
+  int n = 0;
+  for (const Instr& i : s.instrs()) n += i.kind == kind && (worker < 0 || i.worker == worker);
+  return n;
+}
+
+TEST(BdSchedule, EachStrategyHasTheInstructionsItsDefinitionSays) {
+  const int k = 6, steps = 4;
+  const std::vector<int64_t> rb = row_bytes(k);
+  // DP: per block and step, every worker loads, runs the teacher prefix 0..b, trains b, all-reduces, steps.
+  DistillSchedule dp = build_schedule(dp_layout(k, 4), 8, steps, 2, rb);
+  EXPECT_EQ(count(dp.schedule, OpKind::LoadBatch), k * steps * 4);
+  EXPECT_EQ(count(dp.schedule, OpKind::Forward), (1 + 2 + 3 + 4 + 5 + 6) * steps * 4);
+  EXPECT_EQ(count(dp.schedule, OpKind::AllReduce), k * steps * 4);
+  EXPECT_EQ(count(dp.schedule, OpKind::Send), 0);
+  for (size_t id = 0; id < dp.info.size(); ++id) EXPECT_EQ(dp.info[id].rows, 2);
+  EXPECT_THROW(build_schedule(dp_layout(k, 4), 10, steps, 2, rb), ValueError);  // 10 rows over 4 workers
+
+  // TR: one stage per worker, a barrier per step on every worker, relays on the comm lane.
+  const Plan pipe = plan_of({{0, 1, 1}, {2, 3, 1}, {4, 4, 1}, {5, 5, 1}});
+  DistillSchedule tr = build_schedule(pipeline_layout(Strategy::TR, pipe, k, 4), 8, steps, 2, rb);
+  EXPECT_EQ(count(tr.schedule, OpKind::Barrier), 4 * steps);
+  EXPECT_EQ(count(tr.schedule, OpKind::LoadBatch), steps);
+  EXPECT_EQ(count(tr.schedule, OpKind::LoadBatch, 0), steps);
+  EXPECT_EQ(count(tr.schedule, OpKind::Forward), k * steps);  // each teacher block once per step
+  EXPECT_EQ(count(tr.schedule, OpKind::Send), 3 * steps);
+  for (const Instr& i : tr.schedule.instrs())
+    if (i.kind == OpKind::Send) {
+      EXPECT_EQ(i.lane, kCommLane);
+      EXPECT_EQ(i.bytes, 8 * rb[i.block]);
+    }
+  // DPU: the same without barriers.
+  DistillSchedule dpu = build_schedule(pipeline_layout(Strategy::DPU, pipe, k, 4), 8, steps, 2, rb);
+  EXPECT_EQ(count(dpu.schedule, OpKind::Barrier), 0);
+  EXPECT_EQ(dpu.schedule.size(), tr.schedule.size() - 4 * steps);
+  EXPECT_THROW(pipeline_layout(Strategy::TR, plan_of({{0, 1, 2}, {2, 5, 2}}), k, 4), ValueError);
+
+  // AHD [0-1]x3 [2-5]x1 with 8 rows: thirds of 3, 3, 2 rows, each sent to the one receiver.
+  DistillSchedule ahd =
+      build_schedule(pipeline_layout(Strategy::AHD, plan_of({{0, 1, 3}, {2, 5, 1}}), k, 4), 8, steps, 2, rb);
+  EXPECT_EQ(count(ahd.schedule, OpKind::LoadBatch), 3 * steps);
+  EXPECT_EQ(count(ahd.schedule, OpKind::Recv, 3), 3 * steps);
+  EXPECT_EQ(count(ahd.schedule, OpKind::AllReduce), 3 * 2 * steps);
+  for (const Instr& i : ahd.schedule.instrs())
+    if (i.kind == OpKind::Recv) {
+      const data::RowRange from = data::rows_for(i.peer, 3, 8);
+      EXPECT_EQ(ahd.info[i.id].offset, from.begin);
+      EXPECT_EQ(ahd.info[i.id].count, from.count);
+    }
+  // LS: no communication at all.
+  Layout ls = dp_layout(k, 4);
+  ls.strategy = Strategy::LS;
+  ls.bins = {{0, 5}, {1, 4}, {2}, {3}};
+  DistillSchedule lss = build_schedule(ls, 8, steps, 2, rb);
+  EXPECT_EQ(count(lss.schedule, OpKind::AllReduce) + count(lss.schedule, OpKind::Send), 0);
+  EXPECT_EQ(count(lss.schedule, OpKind::ForwardBackward, 0), 2 * steps);
+}
+
+// A fast producer and a slow consumer: with DPU the producer may start step s only after the consumer took
+// step s - 1's relay, i.e. it runs at most one step ahead; the simulator honours that dependency.
+TEST(BdSchedule, DecoupledUpdatesLetAProducerRunAtMostOneStepAhead) {
+  const int k = 2, steps = 6;
+  BlockProfile p;
+  p.batch = 8;
+  p.teacher_s = {{0.001, 0.001}};
+  p.student_s = {{0.001, 0.010}};  // the consumer's student is 10x slower
+  p.allreduce_s = {{0, 0}};
+  p.memory = {{1, 1}};
+  p.relay_s = {0.0001, 0};
+  DistillSchedule d = build_schedule(pipeline_layout(Strategy::DPU, plan_of({{0, 0, 1}, {1, 1, 1}}), k, 2), 8,
+                                     steps, steps, row_bytes(k));
+  apply_costs(d, p);
+  SimResult r = simulate(d.schedule);
+  std::map<int, double> producer_start, consumer_recv_end, consumer_update_end;
+  for (const Instr& i : d.schedule.instrs()) {
+    if (i.worker == 0 && i.kind == OpKind::LoadBatch) producer_start[i.step] = r.times[i.id].start_s;
+    if (i.worker == 1 && i.kind == OpKind::Recv) consumer_recv_end[i.step] = r.times[i.id].end_s;
+    if (i.worker == 1 && i.kind == OpKind::Update) consumer_update_end[i.step] = r.times[i.id].end_s;
+  }
+  for (int s = 1; s < steps; ++s) {
+    EXPECT_GE(producer_start[s], consumer_recv_end[s - 1] - 1e-12) << "step " << s;
+    // ... and it is ahead: it starts step s while the consumer still trains step s - 1.
+    EXPECT_LT(producer_start[s], consumer_update_end[s - 1]) << "step " << s;
+  }
+}
+
+TEST(BdSchedule, CostsComeFromTheProfileAndTrWaitsAtItsBarriers) {
+  Generator gen(tandem::testing::fresh_seed());
+  const int k = 6;
+  BlockProfile p = random_profile(k, 4, 64, gen);
+  const Plan pipe = plan_pipeline(p, 4);
+  DistillSchedule tr = build_schedule(pipeline_layout(Strategy::TR, pipe, k, 4), 64, 8, 8, row_bytes(k));
+  DistillSchedule dpu = build_schedule(pipeline_layout(Strategy::DPU, pipe, k, 4), 64, 8, 8, row_bytes(k));
+  apply_costs(tr, p);
+  apply_costs(dpu, p);
+  for (const Instr& i : tr.schedule.instrs()) {
+    if (i.kind == OpKind::Forward) {
+      EXPECT_EQ(i.cost_s, p.teacher_s[0][i.block]);
+    } else if (i.kind == OpKind::ForwardBackward) {
+      EXPECT_EQ(i.cost_s, p.student_s[0][i.block]);
+    } else if (i.kind == OpKind::Send) {
+      EXPECT_EQ(i.cost_s, p.relay_s[i.block - 1]);
+    }
+  }
+  EXPECT_GE(simulate(tr.schedule).makespan_s, simulate(dpu.schedule).makespan_s);
+  // A schedule needing more replicas than profiled is refused.
+  DistillSchedule dp8 = build_schedule(dp_layout(k, 8), 64, 2, 2, row_bytes(k));
+  EXPECT_THROW(apply_costs(dp8, p), ValueError);
+}
+
+TEST(Projection, ExtendsTheProfileAndComparesEveryStrategyWithDp) {
+  Generator gen(tandem::testing::fresh_seed());
+  const int k = 6;
+  BlockProfile p = random_profile(k, 4, 256, gen);
+  BlockProfile ext = extend_profile(p, 64);
+  ASSERT_EQ(ext.max_replicas(), 64);
+  for (int g = 0; g < 4; ++g) EXPECT_EQ(ext.student_s[g], p.student_s[g]);  // measured rows kept
+  // The random profile is a + c/g per block: the fit recovers it.
+  for (int b = 0; b < k; ++b) EXPECT_NEAR(ext.student_s[63][b], p.student_s[0][b] / 64 + 0.0005 * 63 / 64, 1e-9);
+  std::vector<Projection> proj = project(p, {4, 8, 16, 64}, 8, row_bytes(k));
+  std::map<std::pair<int, Strategy>, Projection> by;
+  for (const Projection& x : proj) by[{x.workers, x.strategy}] = x;
+  auto get = [&](int w, Strategy s) { return by.at(std::make_pair(w, s)); };
+  for (int w : {4, 8, 16, 64}) {
+    ASSERT_TRUE(by.count(std::make_pair(w, Strategy::DP))) << w;
+    EXPECT_DOUBLE_EQ(get(w, Strategy::DP).speedup, 1.0);
+    EXPECT_EQ(get(w, Strategy::TR).used, std::min(w, k));
+    EXPECT_EQ(get(w, Strategy::AHD).used, w);
+    EXPECT_GT(get(w, Strategy::AHD).speedup, 0);
+  }
+  EXPECT_THROW(extend_profile(BlockProfile{}, 8), ValueError);
+}
+
+}  // namespace
+}  // namespace bd
+}  // namespace parallel
+}  // namespace tandem
