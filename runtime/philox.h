@@ -142,5 +142,14 @@ TD_HOST_DEVICE double normal_at(const Block& b, int word) {
   return dmul(radius, (word & 1) ? s : c);
 }
 
+// Word w of block b as a value of T: normal(mean a, std b_) or uniform in [a, b_). The CPU and CUDA random
+// kernels both call this, so they agree bit for bit.
+template <typename T>
+TD_HOST_DEVICE T sample(const Block& b, int w, bool normal, double a, double b_) {
+  if (normal) return static_cast<T>(dadd(a, dmul(b_, normal_at(b, w))));
+  double u = sizeof(T) == 4 ? uniform24(b.x[w]) : uniform32(b.x[w]);
+  return uniform_in<T>(a, b_, u);
+}
+
 }  // namespace philox
 }  // namespace tandem

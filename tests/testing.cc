@@ -2,17 +2,41 @@
 #include "tests/testing.h"
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
 #include <cstring>
 #include <functional>
 
 namespace tandem {
 namespace testing {
 
+namespace {
+// One base seed per test process: random unless TANDEM_TEST_SEED fixes it, printed so a failure can be
+// reproduced with the same inputs.
+uint64_t base_seed() {
+  static const uint64_t seed = [] {
+    uint64_t s;
+    if (const char* v = std::getenv("TANDEM_TEST_SEED")) {
+      s = std::strtoull(v, nullptr, 0);
+    } else {
+      std::random_device rd;
+      s = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+    }
+    std::printf("[tandem] test inputs drawn with TANDEM_TEST_SEED=%llu\n", static_cast<unsigned long long>(s));
+    return s;
+  }();
+  return seed;
+}
+}  // namespace
+
 uint64_t fresh_seed() {
   static std::atomic<uint64_t> counter{0};
   const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
   std::string name = info ? std::string(info->test_suite_name()) + "." + info->name() : "none";
-  return std::hash<std::string>{}(name) * 6364136223846793005ull + (counter++) * 1442695040888963407ull + 1;
+  uint64_t seed = (std::hash<std::string>{}(name) ^ base_seed()) * 6364136223846793005ull +
+                  (counter++) * 1442695040888963407ull + 1;
+  return seed;
 }
 
 double max_rel_error(const Tensor& a, const Tensor& b) {

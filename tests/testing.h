@@ -21,7 +21,8 @@
 namespace tandem {
 namespace testing {
 
-// A fresh seed per call (from the test's name and a counter), so no two inputs repeat.
+// A fresh seed per call (from the test's name, a counter and a per-process base seed that is random unless
+// TANDEM_TEST_SEED sets it; the base is printed, so a failing run can be repeated with the same inputs).
 uint64_t fresh_seed();
 
 // Largest |a - b| / max(1, |b|) over all elements (after converting both to f64 on the host).

@@ -63,8 +63,8 @@ T apply_unary(UnaryOp op, T x, UnaryParams p) {
     case UnaryOp::Exp: return std::exp(x);
     case UnaryOp::Log: return std::log(x);
     case UnaryOp::Sqrt: return std::sqrt(x);
-    case UnaryOp::Relu: return x > T(0) ? x : T(0);
-    case UnaryOp::Relu6: return x > T(0) ? (x < T(6) ? x : T(6)) : T(0);
+    case UnaryOp::Relu: return x < T(0) ? T(0) : x;  // NaN propagates
+    case UnaryOp::Relu6: return x < T(0) ? T(0) : (x > T(6) ? T(6) : x);
     case UnaryOp::Sigmoid: return T(1) / (T(1) + std::exp(-x));
     case UnaryOp::Tanh: return std::tanh(x);
     case UnaryOp::Abs: return std::abs(x);

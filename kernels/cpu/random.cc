@@ -15,15 +15,8 @@ void CpuBackend::random(DType t, void* out, int64_t n, uint64_t seed, uint64_t o
     parallel_for(0, blocks, 1024, [&](int64_t lo, int64_t hi) {
       for (int64_t blk = lo; blk < hi; ++blk) {
         philox::Block b = philox::generate(seed, offset + static_cast<uint64_t>(blk));
-        for (int w = 0; w < 4 && blk * 4 + w < n; ++w) {
-          if (spec.normal) {
-            o[blk * 4 + w] =
-                static_cast<scalar_t>(philox::dadd(spec.a, philox::dmul(spec.b, philox::normal_at(b, w))));
-          } else {
-            double u = sizeof(scalar_t) == 4 ? philox::uniform24(b.x[w]) : philox::uniform32(b.x[w]);
-            o[blk * 4 + w] = philox::uniform_in<scalar_t>(spec.a, spec.b, u);
-          }
-        }
+        for (int w = 0; w < 4 && blk * 4 + w < n; ++w)
+          o[blk * 4 + w] = philox::sample<scalar_t>(b, w, spec.normal, spec.a, spec.b);
       }
     });
   });

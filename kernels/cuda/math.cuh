@@ -37,8 +37,8 @@ __device__ __forceinline__ void apply_unary(UnaryOp op, T (&v)[N], const UnaryPa
     case UnaryOp::Exp: map_values(v, [](T x) { return exp_of(x); }); break;
     case UnaryOp::Log: map_values(v, [](T x) { return log_of(x); }); break;
     case UnaryOp::Sqrt: map_values(v, [](T x) { return sqrt_of(x); }); break;
-    case UnaryOp::Relu: map_values(v, [](T x) { return x > T(0) ? x : T(0); }); break;
-    case UnaryOp::Relu6: map_values(v, [](T x) { return x > T(0) ? (x < T(6) ? x : T(6)) : T(0); }); break;
+    case UnaryOp::Relu: map_values(v, [](T x) { return x < T(0) ? T(0) : x; }); break;
+    case UnaryOp::Relu6: map_values(v, [](T x) { return x < T(0) ? T(0) : (x > T(6) ? T(6) : x); }); break;
     case UnaryOp::Sigmoid: map_values(v, [](T x) { return T(1) / (T(1) + exp_of(-x)); }); break;
     case UnaryOp::Tanh: map_values(v, [](T x) { return tanh_of(x); }); break;
     case UnaryOp::Abs: map_values(v, [](T x) { return abs_of(x); }); break;

@@ -14,14 +14,7 @@ namespace {
 // Value w of Philox block `b`, exactly as the CPU computes it.
 template <typename T>
 __device__ __forceinline__ T random_value(const philox::Block& b, int w, const RandomSpec& spec) {
-  double v;
-  if (spec.normal) {
-    v = philox::dadd(spec.a, philox::dmul(spec.b, philox::normal_at(b, w)));
-  } else {
-    double u = sizeof(T) == 4 ? philox::uniform24(b.x[w]) : philox::uniform32(b.x[w]);
-    v = philox::dadd(spec.a, philox::dmul(spec.b - spec.a, u));
-  }
-  return static_cast<T>(v);
+  return philox::sample<T>(b, w, spec.normal, spec.a, spec.b);
 }
 
 // One thread per Philox block of 4 values: out[4 * blk + w] = value w of counter offset + blk.

@@ -1,6 +1,8 @@
 // First end-to-end checks of the runtime core on the CPU.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "runtime/autograd.h"
 #include "runtime/ops.h"
 #include "runtime/rng.h"
@@ -29,6 +31,23 @@ TEST(Smoke, MatmulAndBackward) {
     }
   auto got = a.grad().to_vector<double>();
   for (int i = 0; i < 12; ++i) EXPECT_NEAR(got[i], ga[i], 1e-4);
+}
+
+}  // namespace
+}  // namespace tandem
+
+namespace tandem {
+namespace {
+
+TEST(Smoke, ReluAndRelu6PropagateNaNLikePyTorch) {
+  Tensor x = from_vector<float>({NAN, -1.f, 3.f, 7.f}, {4});
+  auto r = relu(x).to_vector<float>();
+  auto r6 = relu6(x).to_vector<float>();
+  EXPECT_TRUE(std::isnan(r[0]));
+  EXPECT_TRUE(std::isnan(r6[0]));
+  EXPECT_EQ(r[1], 0.f);
+  EXPECT_EQ(r6[3], 6.f);
+  EXPECT_EQ(r[2], 3.f);
 }
 
 }  // namespace
