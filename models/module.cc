@@ -65,29 +65,25 @@ void Module::add_child(const std::string& name, ModulePtr child) {
   children_.emplace_back(name, std::move(child));
 }
 
+void Module::visit(const std::string& prefix, const std::function<void(const std::string&, const Module&)>& fn) const {
+  fn(prefix, *this);
+  for (const auto& c : children_) c.second->visit(join(prefix, c.first), fn);
+}
+
 NamedTensors Module::named_parameters() const {
   NamedTensors out;
-  // Depth first, own parameters before the children's (PyTorch's order).
-  struct Walk {
-    static void run(const Module& m, const std::string& prefix, NamedTensors& out) {
-      for (const auto& p : m.params_) out.emplace_back(join(prefix, p.name), *p.tensor);
-      for (const auto& c : m.children_) run(*c.second, join(prefix, c.first), out);
-    }
-  };
-  Walk::run(*this, "", out);
+  visit("", [&](const std::string& path, const Module& m) {
+    for (const auto& p : m.params_) out.emplace_back(join(path, p.name), *p.tensor);
+  });
   return out;
 }
 
 NamedTensors Module::named_parameters(ParamKind kind) const {
   NamedTensors out;
-  struct Walk {
-    static void run(const Module& m, const std::string& prefix, ParamKind kind, NamedTensors& out) {
-      for (const auto& p : m.params_)
-        if (p.kind == kind) out.emplace_back(join(prefix, p.name), *p.tensor);
-      for (const auto& c : m.children_) run(*c.second, join(prefix, c.first), kind, out);
-    }
-  };
-  Walk::run(*this, "", kind, out);
+  visit("", [&](const std::string& path, const Module& m) {
+    for (const auto& p : m.params_)
+      if (p.kind == kind) out.emplace_back(join(path, p.name), *p.tensor);
+  });
   return out;
 }
 
@@ -105,25 +101,16 @@ std::vector<Tensor> Module::parameters(ParamKind kind) const {
 
 NamedTensors Module::named_buffers() const {
   NamedTensors out;
-  struct Walk {
-    static void run(const Module& m, const std::string& prefix, NamedTensors& out) {
-      for (const auto& b : m.buffers_) out.emplace_back(join(prefix, b.name), *b.tensor);
-      for (const auto& c : m.children_) run(*c.second, join(prefix, c.first), out);
-    }
-  };
-  Walk::run(*this, "", out);
+  visit("", [&](const std::string& path, const Module& m) {
+    for (const auto& b : m.buffers_) out.emplace_back(join(path, b.name), *b.tensor);
+  });
   return out;
 }
 
 std::vector<std::pair<std::string, Module*>> Module::named_modules() {
   std::vector<std::pair<std::string, Module*>> out;
-  struct Walk {
-    static void run(Module& m, const std::string& prefix, std::vector<std::pair<std::string, Module*>>& out) {
-      out.emplace_back(prefix, &m);
-      for (auto& c : m.children_) run(*c.second, join(prefix, c.first), out);
-    }
-  };
-  Walk::run(*this, "", out);
+  // Non-const access is fine: the traversal starts from this non-const module.
+  visit("", [&](const std::string& path, const Module& m) { out.emplace_back(path, const_cast<Module*>(&m)); });
   return out;
 }
 
@@ -133,15 +120,17 @@ int64_t Module::num_parameters() const {
   return n;
 }
 
-void Module::collect_state(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) const {
-  for (const auto& p : params_) out.emplace_back(join(prefix, p.name), p.tensor);
-  for (const auto& b : buffers_) out.emplace_back(join(prefix, b.name), b.tensor);
-  for (const auto& c : children_) c.second->collect_state(join(prefix, c.first), out);
+std::vector<std::pair<std::string, Tensor*>> Module::state_slots() const {
+  std::vector<std::pair<std::string, Tensor*>> out;
+  visit("", [&](const std::string& path, const Module& m) {
+    for (const auto& p : m.params_) out.emplace_back(join(path, p.name), p.tensor);
+    for (const auto& b : m.buffers_) out.emplace_back(join(path, b.name), b.tensor);
+  });
+  return out;
 }
 
 NamedTensors Module::state_dict() const {
-  std::vector<std::pair<std::string, Tensor*>> slots;
-  collect_state("", slots);
+  std::vector<std::pair<std::string, Tensor*>> slots = state_slots();
   NamedTensors out;
   out.reserve(slots.size());
   for (const auto& s : slots) out.emplace_back(s.first, s.second->detach());
@@ -154,8 +143,7 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
     TD_CHECK(given.emplace(kv.first, &kv.second).second, "load_state_dict: key '", kv.first, "' appears twice");
     TD_CHECK(kv.second.defined(), "load_state_dict: the tensor of key '", kv.first, "' is undefined");
   }
-  std::vector<std::pair<std::string, Tensor*>> slots;
-  collect_state("", slots);
+  std::vector<std::pair<std::string, Tensor*>> slots = state_slots();
   std::vector<std::string> missing;
   std::set<std::string> used;
   // Check everything before changing anything, so a bad file leaves the model as it was.
@@ -196,15 +184,16 @@ void Module::notify_loaded() {
   for (auto& c : children_) c.second->notify_loaded();
 }
 
-void Module::collect_generators(const std::string& prefix,
-                                std::vector<std::pair<std::string, Generator*>>& out) const {
-  for (const auto& g : generators_) out.emplace_back(join(prefix, g.name), g.generator);
-  for (const auto& c : children_) c.second->collect_generators(join(prefix, c.first), out);
+std::vector<std::pair<std::string, Generator*>> Module::generator_slots() const {
+  std::vector<std::pair<std::string, Generator*>> out;
+  visit("", [&](const std::string& path, const Module& m) {
+    for (const auto& g : m.generators_) out.emplace_back(join(path, g.name), g.generator);
+  });
+  return out;
 }
 
 NamedTensors Module::rng_state() const {
-  std::vector<std::pair<std::string, Generator*>> gens;
-  collect_generators("", gens);
+  std::vector<std::pair<std::string, Generator*>> gens = generator_slots();
   NamedTensors out;
   for (const auto& g : gens) {
     int64_t seed, offset;
@@ -217,8 +206,7 @@ NamedTensors Module::rng_state() const {
 }
 
 void Module::load_rng_state(const NamedTensors& state) {
-  std::vector<std::pair<std::string, Generator*>> gens;
-  collect_generators("", gens);
+  std::vector<std::pair<std::string, Generator*>> gens = generator_slots();
   std::map<std::string, Generator*> by_name(gens.begin(), gens.end());
   for (const auto& kv : state) {
     auto it = by_name.find(kv.first);
@@ -244,8 +232,7 @@ void Module::zero_grad() {
 }
 
 void Module::replace_state(const std::function<Tensor(const Tensor&)>& convert) {
-  std::vector<std::pair<std::string, Tensor*>> slots;
-  collect_state("", slots);
+  std::vector<std::pair<std::string, Tensor*>> slots = state_slots();
   autograd::NoGradGuard ng;
   MemoryCategoryGuard guard(MemoryCategory::Parameters);
   for (const auto& s : slots) {

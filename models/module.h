@@ -101,8 +101,11 @@ class Module {
     Generator* generator;
   };
   void check_new_name(const std::string& name) const;
-  void collect_state(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) const;
-  void collect_generators(const std::string& prefix, std::vector<std::pair<std::string, Generator*>>& out) const;
+  // Calls fn(path, module) for this module (path `prefix`) and its descendants, depth first.
+  void visit(const std::string& prefix, const std::function<void(const std::string&, const Module&)>& fn) const;
+  // Parameters then buffers of each module (state_dict order), and generators, with their paths.
+  std::vector<std::pair<std::string, Tensor*>> state_slots() const;
+  std::vector<std::pair<std::string, Generator*>> generator_slots() const;
   void notify_loaded();
   // Replaces each parameter and buffer by convert(it) (kept when convert returns it unchanged).
   void replace_state(const std::function<Tensor(const Tensor&)>& convert);

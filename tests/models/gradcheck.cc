@@ -29,22 +29,31 @@ void expect_gradients_match(const std::function<Tensor()>& loss, const NamedTens
     int64_t n = t.numel();
     int64_t probes = std::min<int64_t>(n, max_probes);
     double* data = t.data<double>();
+    auto central_difference = [&](int64_t i, double h) {
+      autograd::NoGradGuard ng;
+      double saved = data[i];
+      data[i] = saved + h;
+      double up = loss().item<double>();
+      data[i] = saved - h;
+      double down = loss().item<double>();
+      data[i] = saved;
+      return (up - down) / (2 * h);
+    };
+    int64_t skipped = 0;
     for (int64_t k = 0; k < probes; ++k) {
       int64_t i = probes == n ? k : (k * (n - 1)) / std::max<int64_t>(probes - 1, 1);
-      double saved = data[i];
-      double up, down;
-      {
-        autograd::NoGradGuard ng;
-        data[i] = saved + eps;
-        up = loss().item<double>();
-        data[i] = saved - eps;
-        down = loss().item<double>();
-        data[i] = saved;
+      double numeric = central_difference(i, eps);
+      // A kink (relu, clamp, max) within reach of the probe makes the two step sizes disagree: such a probe
+      // says nothing about the gradient and is skipped. A wrong gradient makes both agree on a wrong value.
+      if (std::abs(numeric - central_difference(i, eps / 4)) > tol * std::max(1.0, std::abs(numeric))) {
+        ++skipped;
+        continue;
       }
-      double numeric = (up - down) / (2 * eps);
       EXPECT_LE(std::abs(analytic[i] - numeric), tol * std::max(1.0, std::abs(numeric)))
           << kv.first << "[" << i << "]: autograd " << analytic[i] << " vs finite difference " << numeric;
     }
+    EXPECT_LE(skipped, std::max<int64_t>(1, probes / 4))
+        << kv.first << ": " << skipped << " of " << probes << " probes straddle a kink; too rough to check";
   }
 }
 

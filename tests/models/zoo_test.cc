@@ -333,13 +333,13 @@ TEST(Supernet, SamplesFromSoftmaxAlphaReproducibly) {
   int picked = 0;
   {
     autograd::NoGradGuard ng;
-    for (int i = 0; i < 200; ++i) {
+    for (int i = 0; i < 600; ++i) {
       a.forward(x);
       picked += a.active() == 3;
     }
   }
   double p3 = std::exp(3.0) / (std::exp(3.0) + 6);
-  EXPECT_NEAR(picked / 200.0, p3, 0.1);
+  EXPECT_NEAR(picked / 600.0, p3, 0.08);  // 4.6 standard deviations
   a.eval();
   a.forward(x);
   EXPECT_EQ(a.active(), 3u);
