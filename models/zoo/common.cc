@@ -45,10 +45,11 @@ ModulePtr make_conv(const Conv2dSpec& spec, bool separable, Generator& gen) {
   return seq;
 }
 
-std::shared_ptr<Sequential> conv_bn_act(const Conv2dSpec& spec, Activation act, bool separable, Generator& gen) {
+std::shared_ptr<Sequential> conv_bn_act(const Conv2dSpec& spec, Activation act, bool separable, Generator& gen,
+                                        const BatchNormSpec& bn) {
   auto seq = std::make_shared<Sequential>();
   seq->add(make_conv(spec, separable, gen));
-  seq->add(std::make_shared<BatchNorm2d>(spec.out_channels));
+  seq->add(std::make_shared<BatchNorm2d>(spec.out_channels, bn));
   if (act != Activation::None) seq->add(make_activation(act));
   return seq;
 }

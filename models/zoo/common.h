@@ -16,7 +16,8 @@ ModulePtr make_activation(Activation a);  // nullptr for None
 ModulePtr make_conv(const Conv2dSpec& spec, bool separable, Generator& gen);
 
 // torchvision's Conv2dNormActivation: Sequential {0: conv, 1: BatchNorm2d, 2: activation (if any)}.
-std::shared_ptr<Sequential> conv_bn_act(const Conv2dSpec& spec, Activation act, bool separable, Generator& gen);
+std::shared_ptr<Sequential> conv_bn_act(const Conv2dSpec& spec, Activation act, bool separable, Generator& gen,
+                                        const BatchNormSpec& bn = {});
 
 // Spec of a k x k convolution with "same" padding (k / 2), no bias.
 Conv2dSpec conv_spec(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1, int64_t groups = 1);

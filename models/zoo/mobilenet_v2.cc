@@ -18,7 +18,7 @@ int64_t make_divisible(double v, int64_t divisor) {
 }
 
 InvertedResidual::InvertedResidual(int64_t in, int64_t out, int64_t stride, int64_t expand, int64_t kernel,
-                                   bool allow_residual, Generator& gen)
+                                   bool allow_residual, Generator& gen, const BatchNormSpec& bn)
     : Module("InvertedResidual"),
       in_(in),
       out_(out),
@@ -31,10 +31,10 @@ InvertedResidual::InvertedResidual(int64_t in, int64_t out, int64_t stride, int6
            expand, " and ", kernel);
   int64_t hidden = in * expand;
   conv_ = std::make_shared<Sequential>();
-  if (expand != 1) conv_->add(conv_bn_act(conv_spec(in, hidden, 1), Activation::ReLU6, false, gen));
-  conv_->add(conv_bn_act(conv_spec(hidden, hidden, kernel, stride, hidden), Activation::ReLU6, false, gen));
+  if (expand != 1) conv_->add(conv_bn_act(conv_spec(in, hidden, 1), Activation::ReLU6, false, gen, bn));
+  conv_->add(conv_bn_act(conv_spec(hidden, hidden, kernel, stride, hidden), Activation::ReLU6, false, gen, bn));
   conv_->add(std::make_shared<Conv2d>(conv_spec(hidden, out, 1), gen));
-  conv_->add(std::make_shared<BatchNorm2d>(out));
+  conv_->add(std::make_shared<BatchNorm2d>(out, bn));
   register_module("conv", conv_);
 }
 

@@ -20,7 +20,7 @@ int64_t make_divisible(double v, int64_t divisor = 8);
 class InvertedResidual : public Module {
  public:
   InvertedResidual(int64_t in, int64_t out, int64_t stride, int64_t expand, int64_t kernel, bool allow_residual,
-                   Generator& gen);
+                   Generator& gen, const BatchNormSpec& bn = {});
   Tensor forward(const Tensor& x) override;
   Shape output_shape(const Shape& input) const override;
   std::string describe() const override;

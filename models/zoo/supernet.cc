@@ -22,7 +22,7 @@ SupernetCell::SupernetCell(const SupernetCellSpec& spec, Generator& gen)
     for (int64_t expand : {3, 6}) {
       std::string name = "mb" + std::to_string(kernel) + "_e" + std::to_string(expand);
       // The cell adds the shortcut itself, around whichever candidate runs.
-      auto op = std::make_shared<InvertedResidual>(spec.in, spec.out, spec.stride, expand, kernel, false, gen);
+      auto op = std::make_shared<InvertedResidual>(spec.in, spec.out, spec.stride, expand, kernel, false, gen, spec.bn);
       register_module(name, op);
       names_.push_back(name);
       ops_.push_back(op);
@@ -118,7 +118,7 @@ void add_body(Sequential& block, Shape in, int64_t out_c, int64_t out_h, int64_t
   int64_t c = in[1];
   if (c <= 4) {
     int64_t stem = s.stem_channels > 0 ? s.stem_channels : out_c;
-    block.add("stem", conv_bn_act(conv_spec(c, stem, 3, down > 0 ? 2 : 1), Activation::ReLU6, false, gen));
+    block.add("stem", conv_bn_act(conv_spec(c, stem, 3, down > 0 ? 2 : 1), Activation::ReLU6, false, gen, s.bn));
     if (down > 0) --down;
     c = stem;
   }
@@ -131,6 +131,7 @@ void add_body(Sequential& block, Shape in, int64_t out_c, int64_t out_h, int64_t
     cs.stride = i < down ? 2 : 1;
     cs.zero_candidate = s.zero_candidate;
     cs.sample_seed = s.seed * 1000003ull + static_cast<uint64_t>(block.size());
+    cs.bn = s.bn;
     block.add("cell" + std::to_string(i), std::make_shared<SupernetCell>(cs, gen));
     c = out_c;
   }
@@ -156,7 +157,7 @@ std::shared_ptr<Sequential> make_supernet_block(const Shape& input, const Shape&
   int64_t head = feature_shape[1];
   int64_t width = std::min(2 * input[1], head);
   add_body(*block, input, width, feature_shape[2], feature_shape[3], spec, gen);
-  block->add("head", conv_bn_act(conv_spec(width, head, 1), Activation::ReLU6, false, gen));
+  block->add("head", conv_bn_act(conv_spec(width, head, 1), Activation::ReLU6, false, gen, spec.bn));
   block->add("avgpool", std::make_shared<GlobalAvgPool>());
   block->add("fc", std::make_shared<Linear>(head, output[1], true, gen));
   init_like_torchvision(*block, LinearInit::Normal001, gen);

@@ -8,16 +8,25 @@
 #include <string>
 #include <vector>
 
+#include "models/layers.h"
 #include "models/module.h"
 #include "models/sequential.h"
 
 namespace tandem {
 namespace models {
 
+// ProxylessNAS's batch norm (momentum 0.1, eps 1e-3), which Pipe-BD's supernet keeps.
+inline BatchNormSpec proxyless_bn() {
+  BatchNormSpec s;
+  s.eps = 1e-3;
+  return s;
+}
+
 struct SupernetCellSpec {
   int64_t in = 0, out = 0, stride = 1;
   bool zero_candidate = true;  // add "zero" (skip the cell) when stride is 1 and in == out
   uint64_t sample_seed = 0;    // cells seeded alike sample alike (replicas of a data-parallel group)
+  BatchNormSpec bn = proxyless_bn();
 };
 
 class SupernetCell : public Module {
@@ -61,6 +70,7 @@ struct SupernetBlockSpec {
   int64_t stem_channels = 0;   // for image inputs (<= 4 channels): a 3x3 conv-BN-ReLU6 stem; 0: the output width
   bool zero_candidate = true;
   uint64_t seed = 0;           // initialization and path sampling
+  BatchNormSpec bn = proxyless_bn();
 };
 
 // A student block mapping `input` [N, C, H, W] to `output`: [N, C', H / s, W / s] with s a power of 2, or

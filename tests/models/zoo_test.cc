@@ -310,6 +310,13 @@ TEST(Supernet, SamplesFromSoftmaxAlphaReproducibly) {
   cs.sample_seed = fresh_seed();
   SupernetCell a(cs, g1), b(cs, g2);
   EXPECT_EQ(a.num_candidates(), 7u);
+  int bns = 0;
+  for (auto& m : a.named_modules())
+    if (auto* bn = dynamic_cast<BatchNorm2d*>(m.second)) {
+      EXPECT_EQ(bn->spec().eps, 1e-3) << m.first << ": ProxylessNAS's batch norm";
+      ++bns;
+    }
+  EXPECT_EQ(bns, 6 * 3);
   EXPECT_EQ(a.candidate_name(0), "mb3_e3");
   EXPECT_EQ(a.candidate_name(5), "mb7_e6");
   EXPECT_EQ(a.candidate_name(6), "zero");
