@@ -2,15 +2,16 @@
 #include "parallel/cyclic/trainer.h"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <set>
 #include <tuple>
 
 #include "models/losses.h"
+#include "parallel/cyclic/profile.h"
 #include "parallel/local_comm.h"
 #include "parallel/nccl_comm.h"
-#include "parallel/cyclic/profile.h"
 #include "runtime/autograd.h"
 #include "runtime/error.h"
 #include "runtime/nn_ops.h"
@@ -636,6 +637,10 @@ std::vector<RoundStats> CyclicTrainer::train(int64_t rounds, const MicroBatchFn&
 
 int64_t CyclicTrainer::round() const { return impl_->round; }
 const RunRecord& CyclicTrainer::last_run() const { return impl_->last; }
+void CyclicTrainer::set_recording(bool memory, bool comm) {
+  impl_->o.record_memory = memory;
+  impl_->o.record_comm = comm;
+}
 const TrainerOptions& CyclicTrainer::options() const { return impl_->o; }
 const std::vector<Unit>& CyclicTrainer::units() const { return impl_->units; }
 const std::vector<size_t>& CyclicTrainer::stage_starts() const { return impl_->starts; }
@@ -863,6 +868,22 @@ void CyclicTrainer::load_checkpoint_state(const NamedTensors& state) {
   if (!given.empty())
     TD_THROW(ValueError, "checkpoint: unexpected key '", given.begin()->first, "' (another configuration?)");
   m.round = round;
+}
+
+double steady_round_s(const RunRecord& run) {
+  const Timeline& tl = run.timeline;
+  if (run.times.empty() || tl.spec.rounds < 4) return 0;
+  std::map<int64_t, double> start;  // round -> start of micro-batch 0's forward of stage 0
+  for (const InstrTime& t : run.times[0]) {
+    const Action& a = tl.actions.at(static_cast<size_t>(t.id));
+    if (a.kind == ActionKind::Forward && a.stage == 0 && a.micro == 0) start[a.round] = t.start_s;
+  }
+  std::vector<double> gaps;
+  for (auto it = start.begin(); std::next(it) != start.end(); ++it) gaps.push_back(std::next(it)->second - it->second);
+  if (gaps.size() < 3) return 0;
+  gaps = std::vector<double>(gaps.begin() + 1, gaps.end() - 1);
+  std::sort(gaps.begin(), gaps.end());
+  return gaps[gaps.size() / 2];
 }
 
 }  // namespace cyclic

@@ -118,6 +118,8 @@ class CyclicTrainer {
   int64_t round() const;
   const RunRecord& last_run() const;
 
+  // Turns the recording of memory samples and transfers for the next train() calls on or off.
+  void set_recording(bool memory, bool comm);
   const TrainerOptions& options() const;
   const std::vector<Unit>& units() const;
   const std::vector<size_t>& stage_starts() const;
@@ -142,6 +144,11 @@ class CyclicTrainer {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The steady-state length of a round in an executed run: the median interval between the starts of worker 0's
+// consecutive rounds (its first forward of stage 0), leaving out the first and last interval; 0 with fewer than
+// 4 rounds.
+double steady_round_s(const RunRecord& run);
 
 }  // namespace cyclic
 }  // namespace parallel
