@@ -103,6 +103,17 @@ TEST(CudaModels, LayersMatchCpu) {
   expect_cuda_matches_cpu([](Generator&) { return std::make_shared<AdaptiveAvgPoolFlatten>(2); }, {2, 3, 4, 6}, true,
                           "adaptive pool");
   expect_cuda_matches_cpu([](Generator&) { return std::make_shared<ReLU6>(); }, {2, 3, 4, 4}, true, "relu6");
+  expect_cuda_matches_cpu(
+      [](Generator& g) {
+        auto seq = std::make_shared<Sequential>();
+        seq->add(std::make_shared<Residual>(std::make_shared<Conv2d>(cspec(3, 3, 3, 1, 1, 1, 1, false), g), nullptr,
+                                            true));
+        seq->add(std::make_shared<ReLU>());
+        seq->add(std::make_shared<Identity>());
+        seq->add(std::make_shared<Flatten>());
+        return seq;
+      },
+      {2, 3, 5, 5}, true, "residual, relu, identity, flatten");
   expect_cuda_matches_cpu([](Generator&) { return std::make_shared<Dropout>(0.3, 99); }, {8, 64}, true, "dropout");
   expect_cuda_matches_cpu([](Generator& g) { return std::make_shared<BasicBlock>(4, 8, 2, false, g); }, {2, 4, 8, 8},
                           true, "basic block");
