@@ -105,6 +105,46 @@ TEST(Memory, ModelParallelSharesWorkersAcrossMicroBatches) {
   EXPECT_EQ(sends, 4 * 3 * 2 * 2);  // rounds x micro-batches x 2 boundaries x (activation + gradient)
 }
 
+TEST(Memory, ZeroShardsParametersAndOptimizerStateByStage) {
+  // Between rounds a zero worker keeps only the stages it owns (plus every stage's batch-norm statistics, kept
+  // per worker); a dp-workers worker keeps the whole model.
+  const Shape input{4, 3, 8, 8};
+  ModelFactory factory = testing::tiny_resnet(8, 3, tandem::testing::fresh_seed());
+  auto model = factory();
+  int64_t params = 0, buffers = 0;
+  for (const Tensor& p : model->parameters()) params += static_cast<int64_t>(p.nbytes());
+  for (auto& b : model->named_buffers()) buffers += static_cast<int64_t>(b.second.nbytes());
+  TrainerOptions o;
+  o.rule = Rule::CdpV2;
+  o.micro_batches = 3;
+  o.stages = 3;
+  auto bytes = [](CyclicTrainer& t, MemoryCategory c) {
+    std::vector<int64_t> out;
+    for (const Worker& w : t.workers()) out.push_back(w.memory->counters().cur(c));
+    return out;
+  };
+  CyclicTrainer dp = testing::make_trainer(factory, input, o);
+  o.mode = Mode::Zero;
+  CyclicTrainer zero = testing::make_trainer(factory, input, o);
+  MicroBatchFn batches = testing::seeded_batches(input, 3);
+  dp.train(2, batches);
+  zero.train(2, batches);
+  std::vector<int64_t> dp_params = bytes(dp, MemoryCategory::Parameters);
+  std::vector<int64_t> zero_params = bytes(zero, MemoryCategory::Parameters);
+  std::vector<int64_t> dp_state = bytes(dp, MemoryCategory::OptimizerState);
+  std::vector<int64_t> zero_state = bytes(zero, MemoryCategory::OptimizerState);
+  int64_t zero_total = 0, zero_state_total = 0;
+  for (int w = 0; w < 3; ++w) {
+    EXPECT_EQ(dp_params[w], params + buffers) << "worker " << w;
+    EXPECT_EQ(dp_state[w], params) << "worker " << w;  // one momentum buffer per parameter
+    EXPECT_LT(zero_params[w], dp_params[w]) << "worker " << w;
+    zero_total += zero_params[w];
+    zero_state_total += zero_state[w];
+  }
+  EXPECT_EQ(zero_total, params + 3 * buffers);  // one master per stage, statistics on every worker
+  EXPECT_EQ(zero_state_total, params);          // momentum only at the owners
+}
+
 }  // namespace
 }  // namespace cyclic
 }  // namespace parallel

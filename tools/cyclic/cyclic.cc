@@ -70,7 +70,8 @@ void simulate(const Flags& f, Rule rule) {
   spec.stages = f.stages;
   spec.rounds = f.simulate_rounds;
   StageCosts c = StageCosts::unit(f.stages);
-  c.param_bytes.assign(f.stages, 1);  // one unit of gradient per stage
+  const double unit = 1 << 20;  // bytes of one stage's gradient (large, so integer byte counts stay exact)
+  c.param_bytes.assign(f.stages, static_cast<int64_t>(unit));
   std::vector<Rule> rules{Rule::Dp, rule == Rule::Dp ? Rule::CdpV1 : rule};
   std::vector<Curve> stored;
   std::vector<std::vector<double>> traffic;
@@ -91,6 +92,7 @@ void simulate(const Flags& f, Rule rule) {
     }
     stored.push_back(stored_activations(t, sim.times, std::vector<double>(f.stages, 1.0)).total);
     traffic.push_back(scheduled_bytes_per_bin(t, sim.times, 1.0, static_cast<int>(sim.makespan_s) + 1));
+    for (double& x : traffic.back()) x /= unit;  // in stage gradients
   }
   std::ofstream act = open_out(f.out, "activations_sim.csv");
   act << "step,dp," << rule_name(rules[1]) << "\n";

@@ -1,0 +1,185 @@
+// Cyclic DP against DP on the same CPU workers: steady-state round time (goal: CDP within 5% of DP) and the
+// peak activation memory (total over workers) of DP over CDP, measured and as the unit-time model predicts from
+// the model's own stage sizes (2S/(S+1) for equal stages). Rules alternate in repetitions so that load from
+// other processes hits them alike; the table reports medians and the machine's load average.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "models/registry.h"
+#include "parallel/cyclic/accounting.h"
+#include "parallel/cyclic/profile.h"
+#include "parallel/cyclic/trainer.h"
+#include "parallel/simulator.h"
+#include "runtime/error.h"
+#include "runtime/rng.h"
+
+namespace tandem {
+namespace {
+
+using namespace parallel::cyclic;
+
+double load_average() {
+  double l = -1;
+  if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf", &l) != 1) l = -1;
+    std::fclose(f);
+  }
+  return l;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct Row {
+  std::vector<double> steady, wall;
+  double measured_peak = 0, predicted_peak = 0;
+};
+
+struct Config {
+  int n, s;
+  Mode mode;
+};
+
+const char kUsage[] =
+    "usage: cyclic_bench [--model SPEC] [--batch B] [--size HW] [--rounds K] [--reps R] [--configs NxS,...]\n"
+    "  defaults: resnet18:cifar,width=8, batch 16, 32x32 inputs, 16 timed rounds, 3 repetitions, configs 2x2,4x4\n";
+
+int run(int argc, char** argv) {
+  std::string model = "resnet18:cifar,width=8", configs = "2x2,4x4";
+  int64_t batch = 16, size = 32, rounds = 16, reps = 3;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n%s", a.c_str(), kUsage);
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--model") model = value();
+    else if (a == "--batch") batch = std::atoll(value().c_str());
+    else if (a == "--size") size = std::atoll(value().c_str());
+    else if (a == "--rounds") rounds = std::atoll(value().c_str());
+    else if (a == "--reps") reps = std::atoll(value().c_str());
+    else if (a == "--configs") configs = value();
+    else {
+      std::fputs(kUsage, a == "--help" ? stdout : stderr);
+      return a == "--help" ? 0 : 2;
+    }
+  }
+  auto spec = models::parse_model_spec(model);
+  spec.second.num_classes = 10;
+  ModelFactory factory = [spec] {
+    return std::static_pointer_cast<models::Sequential>(models::make_model(spec.first, spec.second));
+  };
+  const Shape input{batch, spec.second.in_channels, size, size};
+  std::vector<Config> list;
+  for (size_t p = 0; p < configs.size();) {
+    size_t comma = configs.find(',', p);
+    std::string c = configs.substr(p, comma == std::string::npos ? std::string::npos : comma - p);
+    int n = 0, s = 0;
+    if (std::sscanf(c.c_str(), "%dx%d", &n, &s) != 2) {
+      std::fprintf(stderr, "bad config '%s' (want NxS)\n", c.c_str());
+      return 2;
+    }
+    list.push_back({n, s, Mode::DpWorkers});
+    p = comma == std::string::npos ? configs.size() : comma + 1;
+  }
+  std::printf("cyclic_bench: %s, micro-batch %lld x %lldx%lld, %lld timed rounds x %lld repetitions, load average "
+              "%.1f on this machine\n\n",
+              model.c_str(), static_cast<long long>(batch), static_cast<long long>(size), static_cast<long long>(size),
+              static_cast<long long>(rounds), static_cast<long long>(reps), load_average());
+  std::printf("%-6s %-7s %-14s %10s %9s %10s %11s %11s %9s %9s %9s\n", "N x S", "rule", "sync", "s/round", "vs DP",
+              "wall s/rd", "peak MiB", "DP/CDP", "predicted", "2S/(S+1)", "meas/pred");
+  for (const Config& c : list) {
+    auto batches = [&](int64_t index) {
+      Generator g(7, static_cast<uint64_t>(index) << 32);
+      MicroBatch b;
+      b.images = randn(input, g);
+      std::vector<int64_t> labels(static_cast<size_t>(batch));
+      for (auto& l : labels) l = static_cast<int64_t>(g.integer(10));
+      b.labels = from_vector<int64_t>(labels, {batch});
+      return b;
+    };
+    const std::vector<Rule> rules{Rule::Dp, Rule::CdpV1, Rule::CdpV2};
+    std::map<Rule, Row> rows;
+    std::map<Rule, std::unique_ptr<CyclicTrainer>> trainers;
+    std::vector<double> stage_bytes;
+    for (Rule r : rules) {
+      TrainerOptions o;
+      o.rule = r;
+      o.mode = c.mode;
+      o.micro_batches = c.n;
+      o.stages = c.s;
+      trainers[r].reset(new CyclicTrainer(factory, input, o,
+                                          parallel::make_workers("cpu:" + std::to_string(workers_needed(c.mode, c.n, c.s)))));
+      if (stage_bytes.empty()) {
+        Shape sample = input;
+        sample[0] = 1;
+        StageProfile p = profile_stages(make_stages(model_units(*factory(), sample), trainers[r]->stage_starts()),
+                                        input);
+        for (int64_t b : p.stored_bytes) stage_bytes.push_back(static_cast<double>(b));
+        // Timelines ordered by the figure's time steps: CDP's offsets are then P/N of a round of equal stages.
+      }
+      trainers[r]->set_costs(StageCosts::unit(c.s));
+      trainers[r]->train(2, batches);  // warm-up
+    }
+    for (int64_t rep = 0; rep < reps; ++rep)
+      for (Rule r : rules) {
+        double t0 = host_time_s();
+        trainers[r]->train(rounds, batches);
+        rows[r].wall.push_back((host_time_s() - t0) / static_cast<double>(rounds));
+        rows[r].steady.push_back(steady_round_s(trainers[r]->last_run()));
+      }
+    for (Rule r : rules) {
+      CyclicTrainer& t = *trainers[r];
+      t.set_recording(true, false);
+      t.train(6, batches);
+      t.set_recording(false, false);
+      const RunRecord& run = t.last_run();
+      parallel::SimResult sim = parallel::simulate(run.timeline.schedule);
+      rows[r].measured_peak =
+          aligned_activations(run.timeline, sim.times, run.times, run.memory, run.memory_base).total.peak();
+      rows[r].predicted_peak = stored_activations(run.timeline, sim.times, stage_bytes).total.peak();
+    }
+    const double dp_steady = median(rows[Rule::Dp].steady);
+    for (Rule r : rules) {
+      const Row& row = rows[r];
+      const double steady = median(row.steady);
+      std::printf("%dx%-4d %-7s %-14s %10.4f %8.1f%% %10.4f %11.2f", c.n, c.s, rule_name(r),
+                  sync_name(default_sync(r)), steady, 100.0 * (steady / dp_steady - 1), median(row.wall),
+                  row.measured_peak / (1 << 20));
+      if (r == Rule::Dp) {
+        std::printf("\n");
+        continue;
+      }
+      const double measured = rows[Rule::Dp].measured_peak / row.measured_peak;
+      const double predicted = rows[Rule::Dp].predicted_peak / row.predicted_peak;
+      std::printf(" %11.3f %9.3f %9.3f %9.3f\n", measured, predicted, 2.0 * c.s / (c.s + 1), measured / predicted);
+    }
+  }
+  std::printf("\ns/round: median over repetitions of the steady-state round time (worker 0's round starts);\n"
+              "vs DP: its difference to DP's; wall s/rd: whole timelines including CDP's one-time fill and drain;\n"
+              "peak MiB: activation bytes summed over workers on the schedule's time steps (each worker's measured\n"
+              "peak during each instruction); predicted: the unit-time model with the stages' measured sizes.\n");
+  return 0;
+}
+
+}  // namespace
+}  // namespace tandem
+
+int main(int argc, char** argv) {
+  try {
+    return tandem::run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cyclic_bench: %s\n", e.what());
+    return 1;
+  }
+}
