@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# tools:distill from the command line: --help, bad flags and configurations (exit 2 with a message), a small
+# run with its files, a resumed run, and the stitched student evaluated by tools:train --resume.
+set -u
+distill="$1"
+train="$2"
+out="${TEST_TMPDIR:-/tmp}/distill_cli"
+rm -rf "$out"
+failures=0
+
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+# expect_exit CODE TEXT -- COMMAND...: the command exits with CODE and prints TEXT (stdout or stderr).
+expect_exit() {
+  local code="$1" text="$2"
+  shift 3
+  local output rc
+  output="$("$@" 2>&1)"
+  rc=$?
+  [ "$rc" -eq "$code" ] || fail "'$*' exited $rc, expected $code: $output"
+  case "$output" in
+    *"$text"*) ;;
+    *) fail "'$*' did not say '$text': $output" ;;
+  esac
+}
+
+base=(--teacher "resnet18:cifar,width=4,classes=10" --student separable --dataset "synthetic:n=16,h=16,w=16,c=3"
+      --batch 8 --profile-trials 1)
+
+expect_exit 0 "usage: distill" -- "$distill" --help
+expect_exit 2 "unknown option '--bogus'" -- "$distill" "${base[@]}" --bogus
+expect_exit 2 "--batch needs an integer" -- "$distill" "${base[@]}" --batch x
+expect_exit 2 "--teacher is required" -- "$distill" --dataset synthetic
+expect_exit 2 "unknown strategy 'fast'" -- "$distill" "${base[@]}" --strategy fast
+expect_exit 2 "--memory-limit needs a positive size" -- "$distill" "${base[@]}" --memory-limit lots
+expect_exit 2 "unknown model 'resnet7'" -- "$distill" "${base[@]}" --teacher resnet7
+expect_exit 2 "cpu:x" -- "$distill" "${base[@]}" --workers cpu:x
+expect_exit 2 "8 workers need at least 8 blocks" -- "$distill" "${base[@]}" --workers cpu:8 --strategy tr
+expect_exit 2 "the plan uses" -- "$distill" "${base[@]}" --workers cpu:2 --plan <(echo '{"stages": [{"first": 0, "last": 3, "replicas": 3}]}')
+
+# A run of two strategies for one of two epochs, then its resumption.
+expect_exit 0 "TR+DPU+AHD" -- "$distill" "${base[@]}" --workers cpu:2 --strategy tr,ahd --epochs 2 --stop-after 1 --out "$out"
+for f in profile.json plan.json summary.json tr/block0.safetensors tr/block3.safetensors tr/student.safetensors \
+         tr/trace.json ahd/student.safetensors; do
+  [ -s "$out/$f" ] || fail "missing $out/$f"
+done
+expect_exit 0 "block 3:" -- "$distill" "${base[@]}" --workers cpu:2 --strategy tr,ahd --epochs 2 --resume --out "$out"
+# The plan it saved can be given back by hand.
+expect_exit 0 "from $out/plan.json" -- "$distill" "${base[@]}" --workers cpu:2 --strategy ahd --plan "$out/plan.json" \
+  --profile "$out/profile.json"
+
+# tools:train resumes the stitched student (a training checkpoint before its first epoch) and evaluates it.
+spec="$(python3 -c '
+import json, struct, sys
+f = open(sys.argv[1], "rb")
+n = struct.unpack("<Q", f.read(8))[0]
+print(json.loads(f.read(n))["__metadata__"]["tandem.model"])' "$out/tr/student.safetensors")"
+[ "$spec" = "resnet18:cifar,width=4,classes=10,separable,seed=0" ] || fail "student spec '$spec'"
+expect_exit 0 "test acc" -- "$train" --model "$spec" --dataset "synthetic:n=16,h=16,w=16,c=3" --batch 8 \
+  --resume "$out/tr/student.safetensors" --epochs 1 --steps-per-epoch 1 --lr 0 --workers 0 --device cpu
+
+if [ "$failures" -gt 0 ]; then
+  echo "$failures check(s) failed"
+  exit 1
+fi
+echo "all tools:distill checks passed"
