@@ -196,36 +196,10 @@ class Builder {
   std::vector<std::pair<int, int>> soft_;
 };
 
-Timeline Builder::finish(int workers) {
-  const size_t n = protos_.size();
-  if (!soft_.empty()) {
-    std::vector<std::vector<int>> dependents(n);
-    for (size_t i = 0; i < n; ++i)
-      for (int d : protos_[i].deps) dependents[d].push_back(static_cast<int>(i));
-    std::vector<int> mark(n, -1);
-    for (size_t k = 0; k < soft_.size(); ++k) {
-      const int from = soft_[k].first, on = soft_[k].second;
-      // Does `on` already (transitively) depend on `from`?
-      bool reaches = false;
-      std::vector<int> todo{from};
-      mark[from] = static_cast<int>(k);
-      while (!todo.empty() && !reaches) {
-        int x = todo.back();
-        todo.pop_back();
-        for (int y : dependents[x]) {
-          if (y == on) reaches = true;
-          if (mark[y] != static_cast<int>(k)) {
-            mark[y] = static_cast<int>(k);
-            todo.push_back(y);
-          }
-        }
-      }
-      if (reaches || from == on) continue;
-      protos_[from].deps.push_back(on);
-      dependents[on].push_back(from);
-    }
-  }
-  // Topological levels (a dependency cycle here is a builder bug).
+// Topological levels over the dependencies (each dependent one deeper than its deepest dependency), raising
+// every key to its dependencies' keys on the way. A cycle here is a builder bug.
+std::vector<int> levels_and_keys(std::vector<Proto>& protos) {
+  const size_t n = protos.size();
   std::vector<int> level(n, -1);
   std::vector<int> state(n, 0);  // 0 new, 1 on the stack, 2 done
   std::vector<std::pair<int, size_t>> stack;
@@ -235,11 +209,11 @@ Timeline Builder::finish(int workers) {
     state[root] = 1;
     while (!stack.empty()) {
       auto& top = stack.back();
-      Proto& p = protos_[top.first];
+      Proto& p = protos[top.first];
       if (top.second < p.deps.size()) {
         int d = p.deps[top.second++];
         TD_ASSERT(d >= 0 && static_cast<size_t>(d) < n, "timeline: dependency out of range");
-        TD_ASSERT(state[d] != 1, "timeline: dependency cycle through '", protos_[d].instr.label, "'");
+        TD_ASSERT(state[d] != 1, "timeline: dependency cycle through '", protos[d].instr.label, "'");
         if (state[d] == 0) {
           state[d] = 1;
           stack.push_back({d, 0});
@@ -249,12 +223,52 @@ Timeline Builder::finish(int workers) {
       int lv = 0;
       for (int d : p.deps) {
         lv = std::max(lv, level[d] + 1);
-        p.key = std::max(p.key, protos_[d].key);
+        p.key = std::max(p.key, protos[d].key);
       }
       level[top.first] = lv;
       state[top.first] = 2;
       stack.pop_back();
     }
+  }
+  return level;
+}
+
+Timeline Builder::finish(int workers) {
+  const size_t n = protos_.size();
+  std::vector<int> level = levels_and_keys(protos_);
+  if (!soft_.empty()) {
+    // Keys only grow along dependencies, so whatever depends on `from` has a key >= from's: a soft dependency on
+    // an earlier-keyed `on` can close no cycle; one on an equally keyed `on` needs a search (among nodes of that
+    // key only); one on a later `on` would delay the message past its ideal time and is dropped.
+    std::vector<std::vector<int>> dependents(n);
+    for (size_t i = 0; i < n; ++i)
+      for (int d : protos_[i].deps) dependents[d].push_back(static_cast<int>(i));
+    std::vector<int> mark(n, -1);
+    for (size_t k = 0; k < soft_.size(); ++k) {
+      const int from = soft_[k].first, on = soft_[k].second;
+      const double key = protos_[from].key;
+      if (from == on || protos_[on].key > key) continue;
+      bool reaches = false;
+      if (protos_[on].key == key) {
+        std::vector<int> todo{from};
+        mark[from] = static_cast<int>(k);
+        while (!todo.empty() && !reaches) {
+          int x = todo.back();
+          todo.pop_back();
+          for (int y : dependents[x]) {
+            if (y == on) reaches = true;
+            if (mark[y] != static_cast<int>(k) && protos_[y].key <= key) {
+              mark[y] = static_cast<int>(k);
+              todo.push_back(y);
+            }
+          }
+        }
+      }
+      if (reaches) continue;
+      protos_[from].deps.push_back(on);
+      dependents[on].push_back(from);
+    }
+    level = levels_and_keys(protos_);
   }
   std::vector<int> order(n);
   std::iota(order.begin(), order.end(), 0);

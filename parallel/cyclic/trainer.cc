@@ -512,6 +512,8 @@ CyclicTrainer::CyclicTrainer(ModelFactory factory, const Shape& micro_input, Tra
   TD_CHECK(static_cast<int>(workers.size()) == needed, "mode ", mode_name(m.o.mode), " needs ", needed, " workers (",
            m.o.mode == Mode::ModelParallel ? "one per stage, S = " : "one per micro-batch, N = ", needed,
            ") but ", workers.size(), " were given");
+  TD_CHECK(m.o.comm_backend == "nccl" || m.o.comm_backend == "local", "unknown comm backend '", m.o.comm_backend,
+           "' (choose local or nccl)");
   m.micro_input = micro_input;
   m.workers = std::move(workers);
 
@@ -549,8 +551,6 @@ CyclicTrainer::CyclicTrainer(ModelFactory factory, const Shape& micro_input, Tra
     if (w.memory) w.memory->reset_peaks();
   m.signal_comms = make_local_group(m.workers);
   m.data_comms = m.o.comm_backend == "nccl" ? make_nccl_group(m.workers) : make_local_group(m.workers);
-  TD_CHECK(m.o.comm_backend == "nccl" || m.o.comm_backend == "local", "unknown comm backend '", m.o.comm_backend,
-           "' (choose local or nccl)");
 }
 
 CyclicTrainer::~CyclicTrainer() = default;
@@ -811,7 +811,12 @@ void CyclicTrainer::load_checkpoint_state(const NamedTensors& state) {
   auto numbered = [&](const std::string& p) {
     std::vector<int64_t> out;
     for (auto& kv : given)
-      if (kv.first.rfind(p, 0) == 0) out.push_back(std::stoll(kv.first.substr(p.size())));
+      if (kv.first.rfind(p, 0) == 0) {
+        const std::string digits = kv.first.substr(p.size());
+        TD_CHECK(!digits.empty() && digits.find_first_not_of("0123456789") == std::string::npos,
+                 "checkpoint: malformed key '", kv.first, "'");
+        out.push_back(std::stoll(digits));
+      }
     std::sort(out.begin(), out.end());
     return out;
   };
