@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <sstream>
 #include <sys/stat.h>
@@ -66,11 +67,23 @@ std::string meta(const SafetensorsMetadata& m, const std::string& key, const std
   return it->second;
 }
 
-std::vector<double> parse_losses(const std::string& s) {
+int64_t meta_int(const SafetensorsMetadata& m, const std::string& key, const std::string& path) {
+  const std::string v = meta(m, key, path);
+  char* end = nullptr;
+  long long x = std::strtoll(v.c_str(), &end, 10);
+  TD_CHECK_IO(!v.empty() && *end == '\0' && x >= 0, path, ": bad '", key, "' value '", v, "'");
+  return x;
+}
+
+std::vector<double> parse_losses(const std::string& s, const std::string& path) {
   std::vector<double> out;
   std::stringstream items(s);
   std::string item;
-  while (std::getline(items, item, ',')) out.push_back(std::stod(item));
+  while (std::getline(items, item, ',')) {
+    char* end = nullptr;
+    out.push_back(std::strtod(item.c_str(), &end));
+    TD_CHECK_IO(!item.empty() && *end == '\0', path, ": bad 'tandem.loss' value '", s, "'");
+  }
   return out;
 }
 
@@ -145,12 +158,12 @@ class RankRunner {
       const std::string path = block_path(ctx_.out_dir, b);
       if (!file_exists(path)) continue;
       SafetensorsMetadata m = load_safetensors(path).metadata;
-      const int64_t spe = std::stoll(meta(m, "tandem.steps_per_epoch", path));
-      const int64_t batch = std::stoll(meta(m, "tandem.batch", path));
+      const int64_t spe = meta_int(m, "tandem.steps_per_epoch", path);
+      const int64_t batch = meta_int(m, "tandem.batch", path);
       TD_CHECK(spe == spe_ && batch == ctx_.train.batch, path, " was written with batch ", batch, " and ", spe,
                " steps per epoch; this run has batch ", ctx_.train.batch, " and ", spe_,
                " (resume with the same data and batch)");
-      start[b] = std::min<int64_t>(steps_, std::stoll(meta(m, "tandem.epochs_done", path)) * spe_);
+      start[b] = std::min<int64_t>(steps_, meta_int(m, "tandem.epochs_done", path) * spe_);
     }
     return start;
   }
@@ -180,7 +193,7 @@ class RankRunner {
       const std::string path = block_path(ctx_.out_dir, mine[i]);
       if (d_.start[mine[i]] > 0) {
         SafetensorsMetadata m = models::load_checkpoint(path, *t.module, t.opt.get(), t.sched.get());
-        t.losses = parse_losses(meta(m, "tandem.loss", path));
+        t.losses = parse_losses(meta(m, "tandem.loss", path), path);
       }
     }
   }

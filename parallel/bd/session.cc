@@ -3,6 +3,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -155,7 +156,15 @@ SessionReport run_session(const SessionOptions& o, const std::function<void(cons
     Plan pipeline;
     if (w_count <= k) pipeline = plan_pipeline(profile, w_count, o.memory_limit);
     Plan hybrid = o.plan_path.empty() ? plan_hybrid(profile, w_count, o.memory_limit) : given_plan;
-    if (!o.plan_path.empty()) hybrid.bottleneck_s = 0;
+    if (!o.plan_path.empty()) {  // the modelled times and memory of the given plan on this profile
+      hybrid.bottleneck_s = hybrid.peak_memory = 0;
+      for (const Stage& s : hybrid.stages) {
+        hybrid.bottleneck_s = std::max(hybrid.bottleneck_s, stage_time(profile, s));
+        hybrid.peak_memory = std::max(hybrid.peak_memory, stage_memory(profile, s));
+      }
+      TD_CHECK(o.memory_limit == 0 || hybrid.peak_memory <= o.memory_limit, "the plan ", o.plan_path, " needs about ",
+               hybrid.peak_memory, " bytes per worker, over the memory limit of ", o.memory_limit);
+    }
     if (root && !o.out_dir.empty()) {
       write_text(o.out_dir + "/profile.json", profile.to_json().dump(1));
       write_text(o.out_dir + "/plan.json", hybrid.to_json().dump(1));

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "data/dataset.h"
 #include "data/loader.h"
@@ -212,8 +213,9 @@ int run(const Options& o) {
               "All strategies compute the same per-block mathematics; the students differ only where DP's\n"
               "and AHD's per-worker BatchNorm statistics cover fewer rows.\n");
   if (r.device.find("cpu") != std::string::npos)
-    std::printf("Note: CPU workers are threads sharing this machine's cores, so a speedup is bounded by the core\n"
-                "count, and the simulator (which assumes each worker runs at its profiled speed) predicts more.\n");
+    std::printf("Note: the CPU workers are threads sharing this machine's %u cores: they do not run side by side at\n"
+                "their profiled speeds as the simulator assumes, so measured and simulated speedups differ.\n",
+                std::thread::hardware_concurrency());
   std::printf("total %.0f s\n", host_time_s() - t0);
   return 0;
 }
