@@ -16,6 +16,7 @@
 #include "parallel/simulator.h"
 #include "runtime/error.h"
 #include "runtime/rng.h"
+#include "runtime/stream.h"
 
 namespace tandem {
 namespace {
@@ -121,13 +122,14 @@ int run(int argc, char** argv) {
       trainers[r].reset(new CyclicTrainer(factory, input, o,
                                           parallel::make_workers("cpu:" + std::to_string(workers_needed(c.mode, c.n, c.s)))));
       if (stage_bytes.empty()) {
+        DeviceGuard on_device(trainers[r]->workers()[0].device);
         Shape sample = input;
         sample[0] = 1;
         StageProfile p = profile_stages(make_stages(model_units(*factory(), sample), trainers[r]->stage_starts()),
                                         input);
         for (int64_t b : p.stored_bytes) stage_bytes.push_back(static_cast<double>(b));
-        // Timelines ordered by the figure's time steps: CDP's offsets are then P/N of a round of equal stages.
       }
+      // Timelines ordered by the figure's time steps: CDP's offsets are then P/N of a round of equal stages.
       trainers[r]->set_costs(StageCosts::unit(c.s));
       trainers[r]->train(2, batches);  // warm-up
     }

@@ -26,6 +26,7 @@
 #include "runtime/lr_schedule.h"
 #include "runtime/ops.h"
 #include "runtime/safetensors.h"
+#include "runtime/stream.h"
 #include "tools/cyclic/flags.h"
 
 namespace tandem {
@@ -112,7 +113,8 @@ struct EvalResult {
 };
 
 EvalResult evaluate(const ModelFactory& factory, const NamedTensors& state, std::shared_ptr<data::Dataset> test,
-                    const data::Pipeline& pipeline, int threads) {
+                    const data::Pipeline& pipeline, int threads, Device device) {
+  DeviceGuard on_device(device);
   auto model = factory();
   model->load_state_dict(state);
   model->eval();
@@ -126,9 +128,10 @@ EvalResult evaluate(const ModelFactory& factory, const NamedTensors& state, std:
   int64_t correct = 0, seen = 0;
   double loss = 0;
   while (auto b = loader.next()) {
-    Tensor logits = model->forward(b->images);
-    loss += models::cross_entropy(logits, b->labels).item<float>() * static_cast<double>(b->labels.size(0));
-    correct += static_cast<int64_t>(sum(eq(argmax(logits, 1), b->labels).to(DType::F32)).item<float>());
+    Tensor labels = b->labels.to(device);
+    Tensor logits = model->forward(b->images.to(device));
+    loss += models::cross_entropy(logits, labels).item<float>() * static_cast<double>(labels.size(0));
+    correct += static_cast<int64_t>(sum(eq(argmax(logits, 1), labels).to(DType::F32)).item<float>());
     seen += b->labels.size(0);
   }
   EvalResult r;
@@ -261,10 +264,15 @@ int run(const Flags& f) {
   std::printf("cyclic: %s; split %s\n", train_set->describe().c_str(),
               describe_split(trainer.units(), trainer.stage_starts()).c_str());
 
-  // Order the timelines by measured stage times, and predict memory from measured stage sizes.
-  auto profiled = factory();
-  StageProfile prof = profile_stages(make_stages(model_units(*profiled, sample), trainer.stage_starts()), micro_input);
-  profiled.reset();
+  // Order the timelines by measured stage times (on the first worker's device), and predict memory from measured
+  // stage sizes.
+  const Device device = trainer.workers()[0].device;
+  StageProfile prof;
+  {
+    DeviceGuard on_device(device);
+    auto profiled = factory();
+    prof = profile_stages(make_stages(model_units(*profiled, sample), trainer.stage_starts()), micro_input);
+  }
   trainer.set_costs(costs_from_profile(prof));
   std::vector<double> stage_bytes(prof.stored_bytes.begin(), prof.stored_bytes.end());
 
@@ -350,7 +358,7 @@ int run(const Flags& f) {
       save();
     }
     if ((epoch_end && f.eval_every > 0 && epoch_f - last_eval_epoch + 1e-9 >= f.eval_every) || last) {
-      last_eval = evaluate(factory, trainer.model_state(), test_set, test_pipe, f.loader_threads);
+      last_eval = evaluate(factory, trainer.model_state(), test_set, test_pipe, f.loader_threads, device);
       last_eval_epoch = epoch_f;
       std::printf("eval  round %6lld  epoch %6.2f  test acc %.4f  test loss %.4f\n",
                   static_cast<long long>(trainer.round()), epoch_f, last_eval.accuracy, last_eval.loss);
