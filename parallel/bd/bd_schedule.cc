@@ -64,6 +64,7 @@ InstrInfo rows_info(int64_t rows, int factor) {
 }
 
 // Load, teacher prefix 0..b, student b, [all-reduce,] update: one step of DP or LS on one worker.
+// DP's all-reduce (when `collective` >= 0) spans every worker, as many as its replication factor.
 void add_block_step(Builder& bld, const DistillSchedule& d, int worker, int b, int64_t step, int64_t rows, int factor,
                     int collective, const std::vector<int64_t>& row_bytes) {
   InstrInfo info = rows_info(rows, factor);
@@ -72,9 +73,7 @@ void add_block_step(Builder& bld, const DistillSchedule& d, int worker, int b, i
   for (int t = 0; t <= b; ++t) bld.add(worker, OpKind::Forward, block_name("T", t), step, t, info);
   bld.add(worker, OpKind::ForwardBackward, block_name("S", b), step, b, info);
   if (collective >= 0) {
-    InstrInfo ar = info;
-    ar.factor = d.layout.workers;
-    int id = bld.add(worker, OpKind::AllReduce, block_name("ar S", b), step, b, ar);
+    int id = bld.add(worker, OpKind::AllReduce, block_name("ar S", b), step, b, info);
     bld.at(id).collective = collective;
   }
   InstrInfo up = info;
@@ -175,7 +174,6 @@ void build_pipeline(Builder& bld, DistillSchedule& d, const std::vector<int64_t>
           add(OpKind::ForwardBackward, block_name("S", b), b, info);
           if (g > 1) {
             InstrInfo ar = info;
-            ar.factor = g;
             ar.group = static_cast<int>(si);
             int id = add(OpKind::AllReduce, block_name("ar S", b), b, ar);
             bld.at(id).collective = ar_keys[b - st.first];
