@@ -38,6 +38,8 @@ for t in "${TARGETS[@]}"; do
 done
 chmod -R u+w "$OUT"
 cp "$ROOT/tools/gpu_bundle/run.sh" "$OUT/run.sh"
+mkdir -p "$OUT/tests/data"
+cp "$ROOT"/tests/data/*.safetensors "$OUT/tests/data/" 2>/dev/null || true
 if compgen -G "$ROOT/bench/torch/*.py" >/dev/null; then
   mkdir -p "$OUT/torch"
   cp "$ROOT"/bench/torch/*.py "$OUT/torch/"

@@ -29,7 +29,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>
 rows=()
 # Tests: one binary holding every GPU test (they skip without a GPU, so 'skipped' here means no GPU).
 if [ -x "$HERE/tests/gpu_tests" ]; then
-  "$HERE/tests/gpu_tests" --gtest_output="xml:$OUTDIR/gpu_tests.xml" >"$OUTDIR/gpu_tests.log" 2>&1
+  TANDEM_PARITY_DIR="$HERE/tests/data" "$HERE/tests/gpu_tests" --gtest_output="xml:$OUTDIR/gpu_tests.xml" >"$OUTDIR/gpu_tests.log" 2>&1
   rc=$?
   summary=$(python3 - "$OUTDIR/gpu_tests.xml" <<'PY'
 import sys, xml.etree.ElementTree as ET
