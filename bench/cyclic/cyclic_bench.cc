@@ -46,7 +46,20 @@ struct Row {
 struct Config {
   int n, s;
   Mode mode;
+  bool memory_split;  // stages balanced by stored activation bytes instead of FLOPs
 };
+
+// Stage starts balancing the stored activation bytes of the units (each unit profiled as a stage of its own).
+std::vector<size_t> memory_balanced_split(const ModelFactory& factory, const Shape& input, int stages) {
+  Shape sample = input;
+  sample[0] = 1;
+  std::vector<Unit> units = model_units(*factory(), sample);
+  std::vector<size_t> each(units.size());
+  for (size_t i = 0; i < each.size(); ++i) each[i] = i;
+  StageProfile p = profile_stages(make_stages(units, each), input, 1);
+  for (size_t i = 0; i < units.size(); ++i) units[i].flops = static_cast<double>(p.stored_bytes[i]);
+  return balanced_split(units, stages);
+}
 
 const char kUsage[] =
     "usage: cyclic_bench [--model SPEC] [--batch B] [--size HW] [--rounds K] [--reps R] [--configs NxS,...]\n"
@@ -90,15 +103,16 @@ int run(int argc, char** argv) {
       std::fprintf(stderr, "bad config '%s' (want NxS)\n", c.c_str());
       return 2;
     }
-    list.push_back({n, s, Mode::DpWorkers});
+    list.push_back({n, s, Mode::DpWorkers, false});
+    list.push_back({n, s, Mode::DpWorkers, true});
     p = comma == std::string::npos ? configs.size() : comma + 1;
   }
   std::printf("cyclic_bench: %s, micro-batch %lld x %lldx%lld, %lld timed rounds x %lld repetitions, load average "
               "%.1f on this machine\n\n",
               model.c_str(), static_cast<long long>(batch), static_cast<long long>(size), static_cast<long long>(size),
               static_cast<long long>(rounds), static_cast<long long>(reps), load_average());
-  std::printf("%-6s %-7s %-14s %10s %9s %10s %11s %11s %9s %9s %9s\n", "N x S", "rule", "sync", "s/round", "vs DP",
-              "wall s/rd", "peak MiB", "DP/CDP", "predicted", "2S/(S+1)", "meas/pred");
+  std::printf("%-6s %-7s %-7s %-10s %10s %9s %10s %11s %9s %9s %9s %9s\n", "N x S", "split", "rule", "sync",
+              "s/round", "vs DP", "wall s/rd", "peak MiB", "DP/CDP", "predicted", "2S/(S+1)", "meas/pred");
   for (const Config& c : list) {
     auto batches = [&](int64_t index) {
       Generator g(7, static_cast<uint64_t>(index) << 32);
@@ -113,14 +127,21 @@ int run(int argc, char** argv) {
     std::map<Rule, Row> rows;
     std::map<Rule, std::unique_ptr<CyclicTrainer>> trainers;
     std::vector<double> stage_bytes;
+    Transients transient;
+    std::vector<size_t> memory_starts;
     for (Rule r : rules) {
       TrainerOptions o;
       o.rule = r;
       o.mode = c.mode;
       o.micro_batches = c.n;
       o.stages = c.s;
-      trainers[r].reset(new CyclicTrainer(factory, input, o,
-                                          parallel::make_workers("cpu:" + std::to_string(workers_needed(c.mode, c.n, c.s)))));
+      auto workers = parallel::make_workers("cpu:" + std::to_string(workers_needed(c.mode, c.n, c.s)));
+      if (c.memory_split) {
+        DeviceGuard on_device(workers[0].device);
+        if (memory_starts.empty()) memory_starts = memory_balanced_split(factory, input, c.s);
+        o.stage_starts = memory_starts;
+      }
+      trainers[r].reset(new CyclicTrainer(factory, input, o, std::move(workers)));
       if (stage_bytes.empty()) {
         DeviceGuard on_device(trainers[r]->workers()[0].device);
         Shape sample = input;
@@ -128,6 +149,8 @@ int run(int argc, char** argv) {
         StageProfile p = profile_stages(make_stages(model_units(*factory(), sample), trainers[r]->stage_starts()),
                                         input);
         for (int64_t b : p.stored_bytes) stage_bytes.push_back(static_cast<double>(b));
+        for (int64_t b : p.forward_extra_bytes) transient.forward_extra.push_back(static_cast<double>(b));
+        for (int64_t b : p.backward_extra_bytes) transient.backward_extra.push_back(static_cast<double>(b));
       }
       // Timelines ordered by the figure's time steps: CDP's offsets are then P/N of a round of equal stages.
       trainers[r]->set_costs(StageCosts::unit(c.s));
@@ -149,14 +172,14 @@ int run(int argc, char** argv) {
       parallel::SimResult sim = parallel::simulate(run.timeline.schedule);
       rows[r].measured_peak =
           aligned_activations(run.timeline, sim.times, run.times, run.memory, run.memory_base).total.peak();
-      rows[r].predicted_peak = stored_activations(run.timeline, sim.times, stage_bytes).total.peak();
+      rows[r].predicted_peak = stored_activations(run.timeline, sim.times, stage_bytes, transient).total.peak();
     }
     const double dp_steady = median(rows[Rule::Dp].steady);
     for (Rule r : rules) {
       const Row& row = rows[r];
       const double steady = median(row.steady);
-      std::printf("%dx%-4d %-7s %-14s %10.4f %8.1f%% %10.4f %11.2f", c.n, c.s, rule_name(r),
-                  sync_name(default_sync(r)), steady, 100.0 * (steady / dp_steady - 1), median(row.wall),
+      std::printf("%dx%-4d %-7s %-7s %-10s %10.4f %8.1f%% %10.4f %11.2f", c.n, c.s, c.memory_split ? "memory" : "flops",
+                  rule_name(r), sync_name(default_sync(r)), steady, 100.0 * (steady / dp_steady - 1), median(row.wall),
                   row.measured_peak / (1 << 20));
       if (r == Rule::Dp) {
         std::printf("\n");
@@ -167,10 +190,12 @@ int run(int argc, char** argv) {
       std::printf(" %11.3f %9.3f %9.3f %9.3f\n", measured, predicted, 2.0 * c.s / (c.s + 1), measured / predicted);
     }
   }
-  std::printf("\ns/round: median over repetitions of the steady-state round time (worker 0's round starts);\n"
+  std::printf("\nsplit: stages balanced by FLOPs (the default) or by the units' stored activation bytes;\n"
+              "s/round: median over repetitions of the steady-state round time (worker 0's round starts);\n"
               "vs DP: its difference to DP's; wall s/rd: whole timelines including CDP's one-time fill and drain;\n"
               "peak MiB: activation bytes summed over workers on the schedule's time steps (each worker's measured\n"
-              "peak during each instruction); predicted: the unit-time model with the stages' measured sizes.\n");
+              "peak during each instruction); predicted: the unit-time model with the stages' measured sizes (stored\n"
+              "activations, plus each forward's and backward's own temporaries while it runs).\n");
   return 0;
 }
 

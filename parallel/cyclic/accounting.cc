@@ -75,10 +75,13 @@ Curve from_deltas(std::multimap<double, double>& deltas) {
 }  // namespace
 
 ActivationProfile stored_activations(const Timeline& timeline, const std::vector<InstrTime>& times,
-                                     const std::vector<double>& stage_bytes) {
+                                     const std::vector<double>& stage_bytes, const Transients& transient) {
   const Schedule& s = timeline.schedule;
   TD_CHECK(static_cast<int>(stage_bytes.size()) == timeline.spec.stages, "stored_activations: ", stage_bytes.size(),
            " stage sizes for ", timeline.spec.stages, " stages");
+  for (const auto* v : {&transient.forward_extra, &transient.backward_extra})
+    TD_CHECK(v->empty() || v->size() == stage_bytes.size(), "stored_activations: ", v->size(),
+             " transient sizes for ", stage_bytes.size(), " stages");
   std::vector<double> start(s.size(), 0), end(s.size(), 0);
   std::vector<bool> seen(s.size(), false);
   for (const InstrTime& t : times) {
@@ -103,6 +106,14 @@ ActivationProfile stored_activations(const Timeline& timeline, const std::vector
     double bytes = stage_bytes[a.stage];
     deltas[i.worker].insert({start[f], bytes});
     deltas[i.worker].insert({end[i.id], -bytes});
+    if (!transient.forward_extra.empty()) {
+      deltas[i.worker].insert({start[f], transient.forward_extra[a.stage]});
+      deltas[i.worker].insert({end[f], -transient.forward_extra[a.stage]});
+    }
+    if (!transient.backward_extra.empty()) {
+      deltas[i.worker].insert({start[i.id], transient.backward_extra[a.stage]});
+      deltas[i.worker].insert({end[i.id], -transient.backward_extra[a.stage]});
+    }
   }
   ActivationProfile p;
   for (auto& d : deltas) p.per_worker.push_back(from_deltas(d));

@@ -34,8 +34,14 @@ struct ActivationProfile {
 // The model of the notes: the activations of (round, micro, stage) are stored from the start of that stage's
 // forward to the end of its backward, on the worker that runs them, and weigh stage_bytes[stage] (1 per stage:
 // a count of stored stage activations). `times` are instruction times by id (simulate()'s, or executed ones).
+// With `transient` (forward_extra and backward_extra bytes per stage, or empty), each forward and backward also
+// holds that much more while it runs (its temporaries, the gradients flowing through a backward): what a
+// measurement of the peak during each instruction sees on top of the stored activations.
+struct Transients {
+  std::vector<double> forward_extra, backward_extra;
+};
 ActivationProfile stored_activations(const Timeline& timeline, const std::vector<InstrTime>& times,
-                                     const std::vector<double>& stage_bytes);
+                                     const std::vector<double>& stage_bytes, const Transients& transient = {});
 
 // Measured activation bytes (each worker's Activations samples, starting from `base_bytes`) placed on the
 // timeline's simulated time axis: during each compute instruction a worker holds the peak it reached while

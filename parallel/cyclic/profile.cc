@@ -23,6 +23,8 @@ StageProfile profile_stages(const std::vector<std::shared_ptr<models::Sequential
   p.forward_s.assign(S, std::numeric_limits<double>::infinity());
   p.backward_s = p.forward_s;
   p.stored_bytes.assign(S, 0);
+  p.forward_extra_bytes.assign(S, 0);
+  p.backward_extra_bytes.assign(S, 0);
   p.param_bytes.assign(S, 0);
   p.output_bytes.assign(S, 0);
   for (size_t l = 0; l < S; ++l)
@@ -45,6 +47,7 @@ StageProfile profile_stages(const std::vector<std::shared_ptr<models::Sequential
       Tensor in = x.detach();
       if (l > 0) in.set_requires_grad(true);
       int64_t before = tracker->counters().cur(MemoryCategory::Activations);
+      tracker->reset_peaks();
       double t0 = now();
       Tensor out = stages[l]->forward(in);
       if (l + 1 == S) {
@@ -55,7 +58,9 @@ StageProfile profile_stages(const std::vector<std::shared_ptr<models::Sequential
         loss = models::cross_entropy(out, labels);
       }
       p.forward_s[l] = std::min(p.forward_s[l], now() - t0);
-      p.stored_bytes[l] = tracker->counters().cur(MemoryCategory::Activations) - before;
+      MemoryCounters after = tracker->counters();
+      p.stored_bytes[l] = after.cur(MemoryCategory::Activations) - before;
+      p.forward_extra_bytes[l] = after.peak_of(MemoryCategory::Activations) - after.cur(MemoryCategory::Activations);
       p.output_bytes[l] = static_cast<int64_t>(out.nbytes());
       inputs.push_back(in);
       outputs.push_back(out);
@@ -63,6 +68,8 @@ StageProfile profile_stages(const std::vector<std::shared_ptr<models::Sequential
     }
     Tensor grad;
     for (size_t l = S; l-- > 0;) {
+      const int64_t before = tracker->counters().cur(MemoryCategory::Activations);
+      tracker->reset_peaks();
       double t0 = now();
       if (l + 1 == S) {
         loss.backward();
@@ -71,6 +78,8 @@ StageProfile profile_stages(const std::vector<std::shared_ptr<models::Sequential
         outputs[l].backward(grad);
       }
       p.backward_s[l] = std::min(p.backward_s[l], now() - t0);
+      p.backward_extra_bytes[l] =
+          std::max<int64_t>(0, tracker->counters().peak_of(MemoryCategory::Activations) - before);
       if (l > 0) grad = inputs[l].grad();
       outputs[l] = Tensor();
       inputs[l] = Tensor();

@@ -17,6 +17,8 @@ namespace cyclic {
 struct StageProfile {
   std::vector<double> forward_s, backward_s;  // fastest of the repetitions
   std::vector<int64_t> stored_bytes;  // Activations bytes held after the stage's forward (graph and output)
+  std::vector<int64_t> forward_extra_bytes;   // peak Activations during its forward above what it holds after
+  std::vector<int64_t> backward_extra_bytes;  // peak Activations during its backward above what it held before
   std::vector<int64_t> param_bytes;   // = gradient bytes
   std::vector<int64_t> output_bytes;  // the stage's output for one micro-batch
 };

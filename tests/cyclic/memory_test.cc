@@ -21,8 +21,12 @@ struct Peaks {
   int64_t comm_bytes = 0;
 };
 
-Peaks run(Rule rule, const ModelFactory& factory, const Shape& input, const MicroBatchFn& batches,
-          std::vector<double>* stage_bytes) {
+struct Sizes {
+  std::vector<double> stored;
+  Transients transient;
+};
+
+Peaks run(Rule rule, const ModelFactory& factory, const Shape& input, const MicroBatchFn& batches, Sizes* sizes) {
   TrainerOptions o;
   o.rule = rule;
   o.micro_batches = 3;
@@ -37,19 +41,21 @@ Peaks run(Rule rule, const ModelFactory& factory, const Shape& input, const Micr
   // equal size the prediction is 2S/(S+1). (Times dominated by one stage make every micro-batch hold nearly
   // everything for most of the round, and CDP then saves little: the prediction says so too.)
   trainer.set_costs(StageCosts::unit(3));
-  if (stage_bytes->empty()) {
+  if (sizes->stored.empty()) {
     // The model's own per-stage sizes: what each stage keeps from its forward to its backward.
     auto model = factory();
     Shape sample = input;
     sample[0] = 1;
     StageProfile p = profile_stages(make_stages(model_units(*model, sample), trainer.stage_starts()), input, 1);
-    for (int64_t b : p.stored_bytes) stage_bytes->push_back(static_cast<double>(b));
+    for (int64_t b : p.stored_bytes) sizes->stored.push_back(static_cast<double>(b));
+    for (int64_t b : p.forward_extra_bytes) sizes->transient.forward_extra.push_back(static_cast<double>(b));
+    for (int64_t b : p.backward_extra_bytes) sizes->transient.backward_extra.push_back(static_cast<double>(b));
   }
   trainer.train(5, batches);
   const RunRecord& run = trainer.last_run();
   SimResult sim = simulate(run.timeline.schedule);
   Peaks peaks;
-  peaks.predicted = stored_activations(run.timeline, sim.times, *stage_bytes).total.peak();
+  peaks.predicted = stored_activations(run.timeline, sim.times, sizes->stored, sizes->transient).total.peak();
   peaks.measured = aligned_activations(run.timeline, sim.times, run.times, run.memory, run.memory_base).total.peak();
   for (const auto& w : run.comm)
     for (const CommRecord& r : w) peaks.comm_bytes += r.bytes;
@@ -61,15 +67,16 @@ TEST(Memory, CdpPeakActivationsAreBelowDpsByThePredictedFactor) {
   const Shape input{8, 3, 16, 16};
   ModelFactory factory = testing::tiny_resnet(8, 3, seed);
   MicroBatchFn batches = testing::seeded_batches(input, seed + 1);
-  std::vector<double> stage_bytes;
-  Peaks dp = run(Rule::Dp, factory, input, batches, &stage_bytes);
-  Peaks cdp = run(Rule::CdpV1, factory, input, batches, &stage_bytes);
+  Sizes sizes;
+  Peaks dp = run(Rule::Dp, factory, input, batches, &sizes);
+  Peaks cdp = run(Rule::CdpV1, factory, input, batches, &sizes);
   const double predicted = dp.predicted / cdp.predicted, measured = dp.measured / cdp.measured;
   // With equal stages the prediction would be 2S/(S+1) = 1.5; these are close but not equal.
-  std::cout << "stage bytes " << stage_bytes[0] << " " << stage_bytes[1] << " " << stage_bytes[2] << "; DP/CDP peak "
+  std::cout << "stage bytes " << sizes.stored[0] << " " << sizes.stored[1] << " " << sizes.stored[2] << "; DP/CDP peak "
             << "predicted " << predicted << ", measured " << measured << "\n";
   EXPECT_GT(predicted, 1.3);
-  EXPECT_NEAR(measured / predicted, 1.0, 0.1) << "DP/CDP peak activations: measured " << measured
+  // The goal is 10%; with the stages' transients in the model the two agree much closer on the CPU.
+  EXPECT_NEAR(measured / predicted, 1.0, 0.03) << "DP/CDP peak activations: measured " << measured
                                               << ", predicted " << predicted;
   // Both move the same gradient bytes (chain against all-reduce).
   EXPECT_GT(cdp.comm_bytes, 0);

@@ -144,11 +144,12 @@ EvalResult evaluate(const ModelFactory& factory, const NamedTensors& state, std:
 
 // The recorded timeline's curves: memory on the schedule's time axis (measured, aligned, and predicted from
 // the profiled stage sizes), memory in wall-clock time, transfers in wall-clock bins, and the trace.
-Json write_recording(const Flags& f, const CyclicTrainer& trainer, const std::vector<double>& stage_bytes) {
+Json write_recording(const Flags& f, const CyclicTrainer& trainer, const std::vector<double>& stage_bytes,
+                     const Transients& transient) {
   const RunRecord& run = trainer.last_run();
   parallel::SimResult sim = parallel::simulate(run.timeline.schedule);
   ActivationProfile measured = aligned_activations(run.timeline, sim.times, run.times, run.memory, run.memory_base);
-  ActivationProfile predicted = stored_activations(run.timeline, sim.times, stage_bytes);
+  ActivationProfile predicted = stored_activations(run.timeline, sim.times, stage_bytes, transient);
   ActivationProfile wall = wall_clock_activations(run.memory, run.memory_base);
   std::vector<double> times = measured.total.t;
   times.insert(times.end(), predicted.total.t.begin(), predicted.total.t.end());
@@ -275,6 +276,9 @@ int run(const Flags& f) {
   }
   trainer.set_costs(costs_from_profile(prof));
   std::vector<double> stage_bytes(prof.stored_bytes.begin(), prof.stored_bytes.end());
+  Transients transient;
+  transient.forward_extra.assign(prof.forward_extra_bytes.begin(), prof.forward_extra_bytes.end());
+  transient.backward_extra.assign(prof.backward_extra_bytes.begin(), prof.backward_extra_bytes.end());
 
   if (!f.resume.empty()) {
     SafetensorsContents ck = load_safetensors(f.resume);
@@ -330,7 +334,7 @@ int run(const Flags& f) {
       ++steady_count;
     }
     if (record) {
-      summary["recording"] = write_recording(f, trainer, stage_bytes);
+      summary["recording"] = write_recording(f, trainer, stage_bytes, transient);
       recorded = true;
     }
     double loss = 0;
