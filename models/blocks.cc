@@ -42,9 +42,6 @@ std::shared_ptr<Sequential> stitch_blocks(const std::vector<ModulePtr>& blocks, 
     else
       model->add("block" + std::to_string(i), blocks[i]);
   }
-  // The mode of the modules themselves (a block wrapper's own flag may predate a later train()/eval()).
-  auto* first = dynamic_cast<Sequential*>(blocks[0].get());
-  model->train(first && !first->empty() ? first->at(0)->is_training() : blocks[0]->is_training());
   return model;
 }
 

@@ -83,6 +83,8 @@ class Module {
     return child;
   }
   void add_child(const std::string& name, ModulePtr child);
+  // Sets this module's own mode flag without touching its children (a wrapper adopting its items' mode).
+  void set_own_training_flag(bool on) { training_ = on; }
   // Called after load_state_dict changed this module's buffers (host mirrors refresh here).
   virtual void on_state_loaded() {}
 

@@ -13,6 +13,8 @@ Sequential::Sequential(const std::vector<ModulePtr>& items) : Module("Sequential
 Sequential& Sequential::add(ModulePtr item) { return add(std::to_string(size()), std::move(item)); }
 
 Sequential& Sequential::add(const std::string& name, ModulePtr item) {
+  // A Sequential wrapping existing modules takes the mode of its first item instead of imposing its own.
+  if (empty()) set_own_training_flag(item->is_training());
   add_child(name, std::move(item));
   return *this;
 }

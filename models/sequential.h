@@ -15,7 +15,8 @@ class Sequential : public Module {
   Sequential() : Module("Sequential") {}
   explicit Sequential(const std::vector<ModulePtr>& items);  // named "0", "1", ...
 
-  // Appends an item named by its position, or by `name`.
+  // Appends an item named by its position, or by `name`. The first item's train/eval mode becomes the
+  // Sequential's own (its items keep theirs).
   Sequential& add(ModulePtr item);
   Sequential& add(const std::string& name, ModulePtr item);
 

@@ -37,7 +37,6 @@ std::vector<ModulePtr> Network::blocks(const std::vector<size_t>& starts) const 
     size_t end = b + 1 < starts.size() ? starts[b + 1] : size();
     auto block = std::make_shared<Sequential>();
     for (size_t i = starts[b]; i < end; ++i) block->add(name_at(i), at(i));
-    block->train(is_training());
     block->set_label("block " + std::to_string(b) + " (" + name_at(starts[b]) +
                      (end - starts[b] > 1 ? " .. " + name_at(end - 1) : "") + ")");
     out.push_back(block);

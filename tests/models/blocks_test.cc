@@ -101,6 +101,19 @@ TEST(Blocks, RunAloneAndStitchBack) {
   }
 }
 
+TEST(Blocks, CuttingIntoBlocksKeepsEachModulesMode) {
+  auto net = tiny("resnet18:cifar,width=4,classes=10");
+  net->eval();
+  net->at(0)->train(true);  // e.g. a stem kept in training mode on purpose
+  auto blocks = net->blocks();
+  EXPECT_TRUE(net->at(0)->is_training()) << "blocks() must not reset the modes of the modules it wraps";
+  EXPECT_FALSE(net->at(1)->is_training());
+  EXPECT_TRUE(blocks[0]->is_training());  // a block wrapper reports its first item's mode
+  auto stitched = stitch_blocks(blocks, {2, 3, 32, 32});
+  EXPECT_TRUE(net->at(0)->is_training());
+  EXPECT_TRUE(stitched->is_training());
+}
+
 TEST(Blocks, MismatchNamesTheBlocks) {
   auto r = tiny("resnet18:cifar,width=4,classes=10");
   auto b = r->blocks();
