@@ -2,6 +2,7 @@
 #include "parallel/cyclic/timeline.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <numeric>
 #include <string>
@@ -300,12 +301,18 @@ Timeline Builder::finish(int workers) {
   return t;
 }
 
-// The compute operation of `pred` (forward 0..S-1 then backward S-1..0) that ends last at or before `target`,
-// or -1.
+// The compute operation (of the predecessor's forward 0..S-1 then backward S-1..0) whose ideal end is nearest to
+// `target` (the earlier on a tie), or -1 without operations.
 int offset_dep(const std::vector<int>& ops, const std::vector<double>& ends, double target, double tolerance) {
   int best = -1;
-  for (size_t i = 0; i < ops.size(); ++i)
-    if (ends[i] <= target + tolerance) best = ops[i];
+  double best_gap = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    double gap = std::abs(ends[i] - target);
+    if (best < 0 || gap < best_gap - tolerance) {
+      best = ops[i];
+      best_gap = gap;
+    }
+  }
   return best;
 }
 
@@ -352,7 +359,9 @@ void add_compute(Builder& b, const TimelineSpec& s, const StageCosts& c, bool ow
   }
   if (!is_cyclic(s.rule) || N == 1) return;
   // The uniform delay: micro-batch r starts once its predecessor (r - 1 of the same round, or N - 1 of the
-  // previous round for r = 0) has done P/N of its work. (In mp the data flow keeps the offsets in the steady
+  // previous round for r = 0) has done P/N of its work, i.e. after the predecessor's operation that ends nearest
+  // to that (when even its first operation is longer than P/N, one first operation apart: the round then lasts
+  // N times that). (In mp the data flow keeps the offsets in the steady
   // state; these hold them during the fill too.)
   const double tol = 1e-9 * I.period();
   for (int64_t kk = 0; kk < s.rounds; ++kk) {

@@ -8,8 +8,8 @@
 // cyclic order puts exactly one operation per stage in every time step. The schedule orders every lane's
 // instructions by these ideal times; dependencies (data, parameter versions, collectives, point-to-point
 // messages, and a "start after your predecessor has done P/N of work" signal that keeps the offsets) make the
-// executor and simulator respect them. (An offset shorter than the predecessor's first operation, N > 2S with
-// equal stages, is not enforced: no operation ends early enough to wait for.) Messages that are ready early
+// executor and simulator respect them. (Offsets fall on operation boundaries: the one nearest to P/N; with N > 2S
+// and equal stages that is one operation, and rounds stretch to N operations.) Messages that are ready early
 // (dp-workers' mean gradients, zero's parameters) also wait for the sender's own progress to the receiver's
 // need, so that they go just in time rather than all at once.
 #pragma once

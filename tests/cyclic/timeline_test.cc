@@ -3,6 +3,7 @@
 // mode, and errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -196,6 +197,32 @@ TEST(Timeline, EveryModeRuleAndShapeGivesAValidDeadlockFreeSchedule) {
             EXPECT_EQ(bwd, fwd);
           }
         }
+}
+
+TEST(Timeline, OffsetsFallOnTheOperationNearestToPOverN) {
+  auto starts = [](const std::vector<double>& fwd, const std::vector<double>& bwd, int n) {
+    TimelineSpec spec;
+    spec.rule = Rule::CdpV1;
+    spec.micro_batches = n;
+    spec.stages = static_cast<int>(fwd.size());
+    spec.rounds = 2;
+    StageCosts c = StageCosts::unit(spec.stages);
+    c.forward_s = fwd;
+    c.backward_s = bwd;
+    Timeline t = build_timeline(spec, c);
+    SimResult r = simulate(t.schedule);
+    std::vector<double> out;  // round 0's start of each micro-batch
+    for (const InstrTime& it : r.times) {
+      const Action& a = t.actions[it.id];
+      if (a.kind == ActionKind::Forward && a.stage == 0 && a.round == 0) out.push_back(it.start_s);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  // P = 10, P/N = 3.33: the predecessor's first forward ends at 3, nearest.
+  EXPECT_EQ(starts({3, 1, 1}, {3, 1, 1}, 3), (std::vector<double>{0, 3, 6}));
+  // P = 16, P/N = 4: ends 5, 6, ...: the first forward (5) is nearest; the micro-batches still start apart.
+  EXPECT_EQ(starts({5, 1, 1}, {3, 3, 3}, 4), (std::vector<double>{0, 5, 10, 15}));
 }
 
 TEST(Timeline, UpdatesApplyTheRightGradients) {

@@ -272,9 +272,13 @@ int run(const Flags& f) {
   {
     DeviceGuard on_device(device);
     auto profiled = factory();
-    prof = profile_stages(make_stages(model_units(*profiled, sample), trainer.stage_starts()), micro_input);
+    prof = profile_stages(make_stages(model_units(*profiled, sample), trainer.stage_starts()), micro_input, 3);
   }
   trainer.set_costs(costs_from_profile(prof));
+  for (int l = 0; l < S; ++l)
+    std::printf("cyclic: stage %d: forward %.2f ms, backward %.2f ms, %.2f MiB stored, %.2f MiB parameters\n", l,
+                1e3 * prof.forward_s[l], 1e3 * prof.backward_s[l], prof.stored_bytes[l] / 1048576.0,
+                prof.param_bytes[l] / 1048576.0);
   std::vector<double> stage_bytes(prof.stored_bytes.begin(), prof.stored_bytes.end());
   Transients transient;
   transient.forward_extra.assign(prof.forward_extra_bytes.begin(), prof.forward_extra_bytes.end());
