@@ -6,6 +6,8 @@ Inputs (generate(out_dir, inputs), or the command line):
               activations_sim.csv, comm_sim.csv): the unit-time timelines of DP and CDP.
   runs        {label: directory written by `cyclic --out DIR`} (log.csv, eval.csv, memory.csv, comm.csv):
               training runs, e.g. {"dp": ..., "cdp-v1": ..., "cdp-v2": ...}.
+  curve_runs  optional {label: directory}: other runs for the memory and communication curves (e.g. short
+              recordings of the configuration of long training runs); default: runs.
 
 Figures:
   cyclic_timeline     DP against CDP as in the paper's figure: stages as rows, time steps as columns,
@@ -234,12 +236,13 @@ def accuracy_figure(out_dir, runs):
 def generate(out_dir, inputs):
     """Writes the figures whose inputs are given; returns the paths written.
 
-    inputs: {"simulation": DIR (optional), "runs": {label: DIR} (optional)}.
+    inputs: {"simulation": DIR, "runs": {label: DIR}, "curve_runs": {label: DIR}} (each optional).
     """
     os.makedirs(out_dir, exist_ok=True)
     sim_dir = inputs.get("simulation")
     runs = inputs.get("runs") or {}
-    for label, d in runs.items():
+    curve_runs = inputs.get("curve_runs") or runs
+    for label, d in list(runs.items()) + list(curve_runs.items()):
         if not os.path.isdir(d):
             raise ValueError("run '%s': %s is not a directory" % (label, d))
     if sim_dir is None and not runs:
@@ -247,8 +250,8 @@ def generate(out_dir, inputs):
     written = []
     if sim_dir:
         written += timeline_figure(out_dir, sim_dir)
-    written += activations_figure(out_dir, sim_dir, runs)
-    written += comm_figure(out_dir, sim_dir, runs)
+    written += activations_figure(out_dir, sim_dir, curve_runs)
+    written += comm_figure(out_dir, sim_dir, curve_runs)
     written += accuracy_figure(out_dir, runs)
     return written
 
@@ -258,16 +261,23 @@ def main(argv):
     p.add_argument("--simulation", help="directory written by `cyclic --simulate --out DIR`")
     p.add_argument("--run", action="append", default=[], metavar="LABEL=DIR",
                    help="a training run written by `cyclic --out DIR` (repeat: dp=..., cdp-v1=..., cdp-v2=...)")
+    p.add_argument("--curve-run", action="append", default=[], metavar="LABEL=DIR",
+                   help="a run for the memory and communication curves only (default: the --run ones)")
     p.add_argument("--out", required=True, help="output directory")
     a = p.parse_args(argv)
-    runs = {}
-    for r in a.run:
-        if "=" not in r:
-            p.error("--run needs LABEL=DIR, got '%s'" % r)
-        label, d = r.split("=", 1)
-        runs[label] = d
+
+    def labelled(items, flag):
+        out = {}
+        for r in items:
+            if "=" not in r:
+                p.error("%s needs LABEL=DIR, got '%s'" % (flag, r))
+            label, d = r.split("=", 1)
+            out[label] = d
+        return out
+
+    runs, curve_runs = labelled(a.run, "--run"), labelled(a.curve_run, "--curve-run")
     try:
-        for path in generate(a.out, {"simulation": a.simulation, "runs": runs}):
+        for path in generate(a.out, {"simulation": a.simulation, "runs": runs, "curve_runs": curve_runs}):
             print(path)
     except (ValueError, OSError, KeyError) as e:
         print("cyclic.py: %s" % e, file=sys.stderr)
