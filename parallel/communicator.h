@@ -3,9 +3,11 @@
 // "mpi" (CPU tensors across processes) and "nccl" (GPUs; bootstrapped through MPI or one process).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -74,15 +76,16 @@ class Communicator {
   // Transfer log (empty unless recording is on).
   void set_recording(bool on) { recording_ = on; }
   std::vector<CommRecord> take_records();
-  int64_t bytes_moved() const { return bytes_moved_; }
+  int64_t bytes_moved() const { return bytes_moved_.load(); }
 
  protected:
-  void note(const char* op, int64_t bytes);
+  void note(const char* op, int64_t bytes);  // thread-safe: a worker's lanes share its communicator
 
  private:
-  bool recording_ = false;
+  std::atomic<bool> recording_{false};
+  std::mutex records_mu_;
   std::vector<CommRecord> records_;
-  int64_t bytes_moved_ = 0;
+  std::atomic<int64_t> bytes_moved_{0};
 };
 
 // One communicator per worker for a group living in this process ("local" backend), rank i = workers[i].

@@ -114,6 +114,7 @@ void Executor::run(const std::function<void(const Instr&)>& fn) {
     try {
       run_lane(lane);
     } catch (...) {
+      report_worker_failure();  // peers (and this worker's other lane) blocked in a communicator stop now
       std::lock_guard<std::mutex> lock(mu);
       if (!error) error = std::current_exception();
       failed = true;
@@ -127,7 +128,9 @@ void Executor::run(const std::function<void(const Instr&)>& fn) {
     Device device = worker_.device;
     auto memory = worker_.memory;
     bool grad = autograd::grad_enabled();
-    comm_thread = std::thread([&, device, memory, grad] {
+    RunState* run = current_run_state();
+    comm_thread = std::thread([&, device, memory, grad, run] {
+      RunStateGuard run_guard(run);
       DeviceGuard dg(device);
       std::unique_ptr<MemoryScope> scope(memory ? new MemoryScope(memory) : nullptr);
       set_intra_op_threads(1);

@@ -96,14 +96,15 @@ SpecItem parse_item(const std::string& text, const std::string& spec) {
   return it;
 }
 
-// The run_on_workers call the current thread works for: set on its threads only.
-struct RunState {
-  std::atomic<bool> failed{false};
-};
 thread_local RunState* tl_run = nullptr;
 thread_local bool tl_stopped_by_peer = false;
 
 }  // namespace
+
+// The run_on_workers call the current thread works for: set on its threads (and their helpers) only.
+struct RunState {
+  std::atomic<bool> failed{false};
+};
 
 std::vector<Worker> make_workers(const std::string& spec) {
   std::vector<SpecItem> items;
@@ -171,6 +172,13 @@ std::vector<Worker> make_workers(const std::string& spec) {
 }
 
 bool peer_worker_failed() { return tl_run != nullptr && tl_run->failed.load(); }
+
+RunState* current_run_state() { return tl_run; }
+RunStateGuard::RunStateGuard(RunState* state) : previous_(tl_run) { tl_run = state; }
+RunStateGuard::~RunStateGuard() { tl_run = previous_; }
+void report_worker_failure() {
+  if (tl_run != nullptr) tl_run->failed.store(true);
+}
 
 void throw_peer_worker_failed(const std::string& where) {
   tl_stopped_by_peer = true;

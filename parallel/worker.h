@@ -51,5 +51,23 @@ bool peer_worker_failed();
 // own error in preference to this one.
 [[noreturn]] void throw_peer_worker_failed(const std::string& where);
 
+// The run_on_workers call the calling thread works for (null elsewhere). A worker's helper thread (e.g. an
+// executor's comm lane) joins it with RunStateGuard, so that its blocking waits also see peers fail.
+struct RunState;
+RunState* current_run_state();
+class RunStateGuard {
+ public:
+  explicit RunStateGuard(RunState* state);
+  ~RunStateGuard();
+  RunStateGuard(const RunStateGuard&) = delete;
+  RunStateGuard& operator=(const RunStateGuard&) = delete;
+
+ private:
+  RunState* previous_;
+};
+// Marks the current run as failed now (before the failing worker returns), so that peers and this worker's
+// other threads blocked in a communicator stop waiting. No-op outside run_on_workers.
+void report_worker_failure();
+
 }  // namespace parallel
 }  // namespace tandem

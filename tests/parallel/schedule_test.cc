@@ -178,6 +178,34 @@ TEST(Executor, AFailingInstructionSurfacesAsItsError) {
                ShapeError);
 }
 
+TEST(Executor, AFailureDoesNotLeaveACommLaneOrAPeerBlocked) {
+  // Worker 0's compute lane fails before the instruction worker 1 waits for; worker 0's comm lane waits for
+  // a message worker 1 only sends after that. Both must stop with the original error, not hang.
+  auto workers = make_workers("cpu:2");
+  auto comms = make_local_group(workers);
+  Schedule s(2);
+  int boom = s.add(make(0, OpKind::Forward, "boom", 0));
+  Instr send = comm(1, OpKind::Send, 0, 0);
+  send.deps = {boom};
+  s.add(send);
+  Instr recv = comm(0, OpKind::Recv, 1, 0);
+  recv.lane = kCommLane;
+  s.add(recv);
+  s.validate();
+  Tensor payload = zeros({1});
+  EXPECT_THROW(run_on_workers(workers,
+                              [&](Worker& w) {
+                                Executor ex(s, w, comms[w.rank].get());
+                                ex.run([&](const Instr& i) {
+                                  if (i.label == "boom") TD_THROW(ShapeError, "the step failed");
+                                  Tensor t = zeros({1});
+                                  if (i.kind == OpKind::Send) comms[w.rank]->send(payload, i.peer);
+                                  if (i.kind == OpKind::Recv) comms[w.rank]->recv(t, i.peer);
+                                });
+                              }),
+               ShapeError);
+}
+
 }  // namespace
 }  // namespace parallel
 }  // namespace tandem
