@@ -1,9 +1,7 @@
 // Every strategy in 4 MPI processes (the binary re-launches itself under mpirun; the MPI backend moves CPU
 // tensors) gives bitwise the weights of the same strategy on 4 in-process workers with local communicators.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +14,7 @@
 #include "parallel/worker.h"
 #include "runtime/safetensors.h"
 #include "tests/bd/distill_testing.h"
+#include "tests/parallel/mpi_testing.h"
 #include "tests/testing.h"
 
 namespace tandem {
@@ -25,28 +24,9 @@ namespace {
 
 constexpr int kProcesses = 4;
 
-Communicator& world() {
-  static std::shared_ptr<Communicator> comm = make_mpi_communicator();
-  return *comm;
-}
-
-// Rank 0's seed, broadcast, so that every process builds the same workload and data.
-uint64_t shared_seed() {
-  Tensor s = from_vector(std::vector<int64_t>{static_cast<int64_t>(tandem::testing::fresh_seed() >> 2)}, {1},
-                         Device::cpu());
-  world().broadcast(s, 0);
-  return static_cast<uint64_t>(s.item<int64_t>());
-}
-
-// Every process learns whether any failed, so that rank 0's report (the one Bazel reads) covers them all.
-class MpiStrategies : public ::testing::Test {
- protected:
-  void TearDown() override {
-    Tensor failed = full({1}, HasFailure() ? 1.0 : 0.0, DType::I32);
-    world().all_reduce(failed);
-    EXPECT_EQ(failed.item<int32_t>(), 0) << "another process failed this test (see its output)";
-  }
-};
+Communicator& world() { return tandem::testing::mpi_world(); }
+uint64_t shared_seed() { return tandem::testing::mpi_shared_seed(); }
+using MpiStrategies = tandem::testing::MpiTest;
 
 // Runs `layout` with this process as rank world().rank(), the block checkpoints going to `dir`; then rank 0
 // runs it in-process and compares the checkpoints' weights with the in-process ones.
@@ -112,38 +92,11 @@ TEST_F(MpiStrategies, ReplicatedStagesOfTheCompressionWorkloadMatchInProcessBitw
                   dir + "/ahd");
 }
 
-// Runs this binary in kProcesses processes: shared memory only, as root, oversubscribed, yielding the
-// cores while idle (rank 0 runs the in-process comparison while the others wait).
-int relaunch_under_mpirun(int argc, char** argv) {
-  std::vector<std::string> args = {"mpirun", "-np", std::to_string(kProcesses), "--oversubscribe",
-                                   "--allow-run-as-root", "--bind-to", "none", "--mca", "btl", "self,vader",
-                                   "--mca", "pml", "ob1", "--mca", "osc", "^ucx", "--mca", "mpi_yield_when_idle",
-                                   "1", "--timeout", "240"};
-  for (int i = 0; i < argc; ++i) args.push_back(argv[i]);
-  std::vector<char*> cargs;
-  for (auto& a : args) cargs.push_back(&a[0]);
-  cargs.push_back(nullptr);
-  setenv("TMPDIR", "/tmp", 1);  // OpenMPI's session sockets need short paths
-  std::fflush(stdout);
-  execvp("mpirun", cargs.data());
-  std::fprintf(stderr, "cannot run mpirun (%s): install openmpi-bin (tools/tandem deps does)\n", std::strerror(errno));
-  return 1;
-}
-
 }  // namespace
 }  // namespace bd
 }  // namespace parallel
 }  // namespace tandem
 
 int main(int argc, char** argv) {
-  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
-  if (rank == nullptr) return tandem::parallel::bd::relaunch_under_mpirun(argc, argv);
-  if (std::string(rank) != "0") {
-    // Only rank 0 writes Bazel's test report and owns its premature-exit marker.
-    unsetenv("XML_OUTPUT_FILE");
-    unsetenv("GTEST_OUTPUT");
-    unsetenv("TEST_PREMATURE_EXIT_FILE");
-  }
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
+  return tandem::testing::mpi_test_main(argc, argv, tandem::parallel::bd::kProcesses, 240);
 }

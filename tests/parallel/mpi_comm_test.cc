@@ -1,7 +1,6 @@
 // Tests of the MPI communicator in 4 processes: the binary re-launches itself under mpirun, and every
 // process checks its results bitwise against the local backend run on the same inputs in-process.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +13,7 @@
 #include "parallel/worker.h"
 #include "runtime/error.h"
 #include "tests/parallel/comm_testing.h"
+#include "tests/parallel/mpi_testing.h"
 #include "tests/testing.h"
 
 namespace tandem {
@@ -27,29 +27,9 @@ using tandem::testing::expect_bitwise_equal;
 
 constexpr int kProcesses = 4;
 
-Communicator& world() {
-  static std::shared_ptr<Communicator> comm = make_mpi_communicator();
-  return *comm;
-}
-
-// A seed every process agrees on: rank 0's, broadcast.
-uint64_t shared_seed() {
-  Tensor s = from_vector(std::vector<int64_t>{static_cast<int64_t>(tandem::testing::fresh_seed() >> 1)}, {1},
-                         Device::cpu());
-  world().broadcast(s, 0);
-  return static_cast<uint64_t>(s.item<int64_t>());
-}
-
-// Every process learns whether any process failed the test, so that rank 0's report (the one Bazel reads)
-// covers them all.
-class Mpi : public ::testing::Test {
- protected:
-  void TearDown() override {
-    Tensor failed = full({1}, HasFailure() ? 1.0 : 0.0, DType::I32);
-    world().all_reduce(failed);
-    EXPECT_EQ(failed.item<int32_t>(), 0) << "another process failed this test (see its output)";
-  }
-};
+Communicator& world() { return tandem::testing::mpi_world(); }
+uint64_t shared_seed() { return tandem::testing::mpi_shared_seed(); }
+using Mpi = tandem::testing::MpiTest;
 
 // The local backend's result for rank `rank` of `op` applied on kProcesses threads to the same inputs.
 Tensor local_result(int rank, const std::function<Tensor(Communicator&)>& op) {
@@ -199,36 +179,10 @@ TEST_F(Mpi, RecordsBytes) {
   EXPECT_EQ(rec[0].bytes, 2 * (3 * 4 + 12) * 8);  // 4 chunks of 4 elements
 }
 
-// Runs this binary in kProcesses processes. Shared memory only (no network), as root, oversubscribed.
-int relaunch_under_mpirun(int argc, char** argv) {
-  std::vector<std::string> args = {"mpirun", "-np", std::to_string(kProcesses), "--oversubscribe",
-                                   "--allow-run-as-root", "--bind-to", "none", "--mca", "btl", "self,vader",
-                                   "--mca", "pml", "ob1", "--mca", "osc", "^ucx", "--timeout", "120"};
-  for (int i = 0; i < argc; ++i) args.push_back(argv[i]);
-  std::vector<char*> cargs;
-  for (auto& a : args) cargs.push_back(&a[0]);
-  cargs.push_back(nullptr);
-  // OpenMPI's session directory holds Unix sockets, whose paths must stay short (Bazel's TMPDIR is long).
-  setenv("TMPDIR", "/tmp", 1);
-  std::fflush(stdout);
-  execvp("mpirun", cargs.data());
-  std::fprintf(stderr, "cannot run mpirun (%s): install openmpi-bin (tools/tandem deps does)\n", std::strerror(errno));
-  return 1;
-}
-
 }  // namespace
 }  // namespace parallel
 }  // namespace tandem
 
 int main(int argc, char** argv) {
-  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
-  if (rank == nullptr) return tandem::parallel::relaunch_under_mpirun(argc, argv);
-  if (std::string(rank) != "0") {
-    // Only rank 0 writes Bazel's test report and owns its premature-exit marker.
-    unsetenv("XML_OUTPUT_FILE");
-    unsetenv("GTEST_OUTPUT");
-    unsetenv("TEST_PREMATURE_EXIT_FILE");
-  }
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
+  return tandem::testing::mpi_test_main(argc, argv, tandem::parallel::kProcesses, 120);
 }
