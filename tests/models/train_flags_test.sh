@@ -8,7 +8,8 @@ fail() { echo "FAIL: $*"; exit 1; }
 grep -q "^usage: train" out.txt || fail "--help prints no usage"
 
 for args in "--bogus 1" "--epochs 0" "--batch x" "--model resnet99" "--optimizer lbfgs" "--lr" \
-            "--dataset nonsense:x" "--schedule linear --dataset synthetic:n=64,h=8,w=8"; do
+            "--dataset nonsense:x" "--schedule linear --dataset synthetic:n=64,h=8,w=8" \
+            "--eval-only /nonexistent.safetensors --resume /nonexistent.safetensors --dataset synthetic:n=64,h=8,w=8"; do
   # shellcheck disable=SC2086
   "$train" $args > out.txt 2> err.txt
   rc=$?
@@ -16,4 +17,10 @@ for args in "--bogus 1" "--epochs 0" "--batch x" "--model resnet99" "--optimizer
   head -n 1 err.txt | grep -q "^train: " || fail "'$args': the first line is not an error: $(head -n 1 err.txt)"
   grep -q "^usage: train" err.txt || fail "'$args': no usage after the error"
 done
+# --eval-only of a missing file: an error naming the file (exit 1), no training.
+"$train" --dataset synthetic:n=64,h=8,w=8 --batch 16 --eval-only /nonexistent/w.safetensors > out.txt 2> err.txt
+rc=$?
+[ "$rc" -ne 0 ] || fail "--eval-only of a missing file exited 0"
+grep -q "/nonexistent/w.safetensors" err.txt || fail "--eval-only error does not name the file: $(cat err.txt)"
+grep -q "epoch" out.txt && fail "--eval-only trained"
 echo "PASS"

@@ -46,6 +46,8 @@ const char kUsage[] =
     "  --steps-per-epoch N at most N steps per epoch (default: the whole dataset)\n"
     "  --log-every N       progress line every N steps (default 50; 0: none)\n"
     "  --no-eval           skip the test-set evaluation\n"
+    "  --eval-only PATH    only evaluate these weights (a checkpoint of tools:train or tools:distill, or a\n"
+    "                      torchvision-layout safetensors file) on the test split and print the accuracy\n"
     "  --help              this text\n";
 
 [[noreturn]] void usage_error(const std::string& message) {
@@ -98,6 +100,7 @@ TrainOptions parse(int argc, char** argv) {
     else if (flag == "--device") o.device = v;
     else if (flag == "--checkpoint") o.checkpoint = v;
     else if (flag == "--resume") o.resume = v;
+    else if (flag == "--eval-only") o.eval_only = v;
     else if (flag == "--seed") o.seed = static_cast<uint64_t>(integer(flag, v, 0));
     else if (flag == "--workers") o.workers = static_cast<int>(integer(flag, v, 0));
     else if (flag == "--steps-per-epoch") o.steps_per_epoch = integer(flag, v, 1);
@@ -130,6 +133,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   try {
+    if (!o.eval_only.empty()) {
+      std::printf("test accuracy of %s: %.2f%%\n", o.eval_only.c_str(), 100 * trainer->test_accuracy());
+      return 0;
+    }
     trainer->run();
   } catch (const tandem::Error& e) {
     std::fprintf(stderr, "train: %s\n", e.message().c_str());

@@ -95,7 +95,7 @@ Trainer::Trainer(const TrainOptions& o, std::ostream& log) : s_(std::make_unique
   if (o.steps_per_epoch > 0) s_->steps_per_epoch = std::min(s_->steps_per_epoch, o.steps_per_epoch);
   TD_CHECK(s_->steps_per_epoch > 0, "dataset '", o.dataset, "' has fewer training images (", train_set->size(),
            ") than one batch (", o.batch, ")");
-  if (o.evaluate) {
+  if (o.evaluate || !o.eval_only.empty()) {
     data::LoaderOptions eo = lo;
     eo.shuffle = false;
     eo.drop_last = false;
@@ -131,6 +131,8 @@ Trainer::Trainer(const TrainOptions& o, std::ostream& log) : s_(std::make_unique
   s_->scheduler = std::make_unique<optim::LrScheduler>(
       *s_->optimizer, optim::parse_lr_schedule(o.schedule, s_->steps_per_epoch, s_->steps_per_epoch * o.epochs));
 
+  TD_CHECK(o.eval_only.empty() || o.resume.empty(), "evaluate weights or resume training, not both");
+  if (!o.eval_only.empty()) models::load_weights(o.eval_only, *s_->model);
   if (!o.resume.empty()) {
     SafetensorsMetadata meta = models::load_checkpoint(o.resume, *s_->model, s_->optimizer.get(), s_->scheduler.get());
     s_->first_epoch = metadata_int(meta, "epoch", o.resume);
@@ -207,17 +209,7 @@ std::vector<EpochResult> Trainer::run() {
     for (double v : r.step_losses) total += v;
     r.train_loss = total / static_cast<double>(r.step_losses.size());
     r.train_accuracy = static_cast<double>(correct) / static_cast<double>(seen);
-    if (s.test_loader) {
-      s.model->eval();
-      autograd::NoGradGuard ng;
-      s.test_loader->set_epoch(0);
-      int64_t ok = 0, total_images = 0;
-      while (auto b = s.test_loader->next()) {
-        ok += count_correct(s.model->forward(b->images), b->labels);
-        total_images += b->images.size(0);
-      }
-      r.test_accuracy = total_images > 0 ? static_cast<double>(ok) / static_cast<double>(total_images) : 0.0;
-    }
+    if (s.test_loader) r.test_accuracy = test_accuracy();
     s.log << "epoch " << epoch + 1 << "/" << s.o.epochs << ": train loss " << std::fixed << std::setprecision(4)
           << r.train_loss << ", train acc " << std::setprecision(2) << 100 * r.train_accuracy << "%";
     if (r.test_accuracy >= 0) s.log << ", test acc " << 100 * r.test_accuracy << "%";
@@ -231,6 +223,20 @@ std::vector<EpochResult> Trainer::run() {
     results.push_back(std::move(r));
   }
   return results;
+}
+
+double Trainer::test_accuracy() {
+  State& s = *s_;
+  TD_CHECK(s.test_loader != nullptr, "no test split loaded (evaluation was turned off)");
+  s.model->eval();
+  autograd::NoGradGuard ng;
+  s.test_loader->set_epoch(0);
+  int64_t ok = 0, total_images = 0;
+  while (auto b = s.test_loader->next()) {
+    ok += count_correct(s.model->forward(b->images), b->labels);
+    total_images += b->images.size(0);
+  }
+  return total_images > 0 ? static_cast<double>(ok) / static_cast<double>(total_images) : 0.0;
 }
 
 }  // namespace train

@@ -33,6 +33,8 @@ struct TrainOptions {
   int64_t steps_per_epoch = 0;   // 0: the whole training split
   int64_t log_every = 50;        // progress line every N steps (0: none)
   bool evaluate = true;          // test accuracy after each epoch
+  std::string eval_only;         // weights to evaluate on the test split (no training): a Tandem checkpoint
+                                 // or a torchvision-layout safetensors file
 };
 
 struct EpochResult {
@@ -56,6 +58,8 @@ class Trainer {
 
   // Trains the remaining epochs (all, or those after the resumed checkpoint).
   std::vector<EpochResult> run();
+  // Accuracy of the model in evaluation mode on the whole test split.
+  double test_accuracy();
   int64_t first_epoch() const;  // the epoch run() starts at
 
  private:
