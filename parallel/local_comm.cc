@@ -70,6 +70,29 @@ void check_sum_args(DType dtype, double scale, const char* op) {
            scale, "); convert to a floating dtype to scale");
 }
 
+void check_all_gather_args(const Tensor& in, const Tensor& out, int size) {
+  TD_CHECK(in.defined() && out.defined(), "all_gather of an undefined tensor");
+  TD_CHECK_SHAPE(in.dim() >= 1, "all_gather needs tensors with at least one dim, got ", describe(in));
+  Shape want = in.shape();
+  want[0] *= size;
+  TD_CHECK_SHAPE(out.shape() == want && out.dtype() == in.dtype(), "all_gather of ", describe(in), " over ", size,
+                 " ranks needs out of shape ", shape_str(want), " ", dtype_name(in.dtype()), ", got ", describe(out));
+  TD_CHECK_DEVICE(out.device() == in.device(), "all_gather: in is on ", in.device(), " but out on ", out.device());
+}
+
+void check_reduce_scatter_args(const Tensor& in, const Tensor& out, int size, double scale) {
+  TD_CHECK(in.defined() && out.defined(), "reduce_scatter of an undefined tensor");
+  check_sum_args(in.dtype(), scale, "reduce_scatter");
+  TD_CHECK_SHAPE(in.dim() >= 1 && in.size(0) % size == 0, "reduce_scatter over ", size,
+                 " ranks needs a first dim divisible by ", size, ", got ", describe(in));
+  Shape want = in.shape();
+  want[0] /= size;
+  TD_CHECK_SHAPE(out.shape() == want && out.dtype() == in.dtype(), "reduce_scatter of ", describe(in), " over ", size,
+                 " ranks needs out of shape ", shape_str(want), " ", dtype_name(in.dtype()), ", got ", describe(out));
+  TD_CHECK_DEVICE(out.device() == in.device(), "reduce_scatter: in is on ", in.device(), " but out on ",
+                  out.device());
+}
+
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes, CUstream_st* stream) {
   if (bytes == 0 || dst == src) return;
   TD_CHECK_DEVICE(dst_device.is_cpu() == src_device.is_cpu(), "cannot copy between ", src_device, " and ", dst_device,
@@ -104,6 +127,8 @@ namespace {
 using detail::chunk_begin;
 using detail::copy_bytes;
 using detail::describe;
+using detail::check_all_gather_args;
+using detail::check_reduce_scatter_args;
 
 // How often a blocked rank looks whether a peer worker failed (waits are woken by notify otherwise).
 constexpr auto kAbortPoll = std::chrono::milliseconds(20);
@@ -364,14 +389,7 @@ class LocalCommunicator : public Communicator {
   }
 
   void all_gather(const Tensor& in, Tensor& out) override {
-    TD_CHECK(in.defined() && out.defined(), "all_gather of an undefined tensor");
-    TD_CHECK_SHAPE(in.dim() >= 1, "all_gather needs tensors with at least one dim, got ", describe(in));
-    Shape want = in.shape();
-    want[0] *= size();
-    TD_CHECK_SHAPE(out.shape() == want && out.dtype() == in.dtype(), "all_gather of ", describe(in), " over ",
-                   size(), " ranks needs out of shape ", shape_str(want), " ", dtype_name(in.dtype()), ", got ",
-                   describe(out));
-    TD_CHECK_DEVICE(out.device() == in.device(), "all_gather: in is on ", in.device(), " but out on ", out.device());
+    check_all_gather_args(in, out, size());
     autograd::NoGradGuard no_grad;
     Tensor src = in.contiguous(), work = out.contiguous();
     const Device dev = work.device();
@@ -388,17 +406,7 @@ class LocalCommunicator : public Communicator {
   }
 
   void reduce_scatter(const Tensor& in, Tensor& out, double scale) override {
-    TD_CHECK(in.defined() && out.defined(), "reduce_scatter of an undefined tensor");
-    detail::check_sum_args(in.dtype(), scale, "reduce_scatter");
-    TD_CHECK_SHAPE(in.dim() >= 1 && in.size(0) % size() == 0, "reduce_scatter over ", size(),
-                   " ranks needs a first dim divisible by ", size(), ", got ", describe(in));
-    Shape want = in.shape();
-    want[0] /= size();
-    TD_CHECK_SHAPE(out.shape() == want && out.dtype() == in.dtype(), "reduce_scatter of ", describe(in), " over ",
-                   size(), " ranks needs out of shape ", shape_str(want), " ", dtype_name(in.dtype()), ", got ",
-                   describe(out));
-    TD_CHECK_DEVICE(out.device() == in.device(), "reduce_scatter: in is on ", in.device(), " but out on ",
-                    out.device());
+    check_reduce_scatter_args(in, out, size(), scale);
     autograd::NoGradGuard no_grad;
     Tensor src = in.contiguous(), work = out.contiguous();
     std::vector<Deposit> all = exchange(Deposit{src, mark(src.device())}, "reduce_scatter");

@@ -36,6 +36,10 @@ void rank_order_sum_cuda(const void* const* srcs, int n, void* dst, int64_t coun
 
 // Throws unless `scale` can apply to `dtype` (integers sum exactly and take no scale).
 void check_sum_args(DType dtype, double scale, const char* op);
+// Shape/dtype/device checks shared by every backend: all_gather's out is `size` copies of in along dim 0;
+// reduce_scatter's in splits into `size` equal parts along dim 0, each the shape of out.
+void check_all_gather_args(const Tensor& in, const Tensor& out, int size);
+void check_reduce_scatter_args(const Tensor& in, const Tensor& out, int size, double scale);
 
 // Copies bytes between two CPU buffers (memcpy), or two CUDA buffers, asynchronously on `stream` (a peer
 // copy when the devices differ).

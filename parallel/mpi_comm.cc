@@ -288,11 +288,7 @@ class MpiCommunicator : public Communicator {
   void all_gather(const Tensor& in, Tensor& out) override {
     check_cpu(in, "all_gather");
     check_cpu(out, "all_gather");
-    TD_CHECK_SHAPE(in.dim() >= 1, "all_gather needs tensors with at least one dim, got ", describe(in));
-    Shape want = in.shape();
-    want[0] *= size_;
-    TD_CHECK_SHAPE(out.shape() == want && out.dtype() == in.dtype(), "all_gather of ", describe(in), " over ", size_,
-                   " ranks needs out of shape ", shape_str(want), " ", dtype_name(in.dtype()), ", got ", describe(out));
+    detail::check_all_gather_args(in, out, size_);
     autograd::NoGradGuard no_grad;
     check_same(in, "all_gather");
     Tensor src = in.contiguous(), work = out.contiguous();
@@ -312,14 +308,7 @@ class MpiCommunicator : public Communicator {
   void reduce_scatter(const Tensor& in, Tensor& out, double scale) override {
     check_cpu(in, "reduce_scatter");
     check_cpu(out, "reduce_scatter");
-    detail::check_sum_args(in.dtype(), scale, "reduce_scatter");
-    TD_CHECK_SHAPE(in.dim() >= 1 && in.size(0) % size_ == 0, "reduce_scatter over ", size_,
-                   " ranks needs a first dim divisible by ", size_, ", got ", describe(in));
-    Shape want = in.shape();
-    want[0] /= size_;
-    TD_CHECK_SHAPE(out.shape() == want && out.dtype() == in.dtype(), "reduce_scatter of ", describe(in), " over ",
-                   size_, " ranks needs out of shape ", shape_str(want), " ", dtype_name(in.dtype()), ", got ",
-                   describe(out));
+    detail::check_reduce_scatter_args(in, out, size_, scale);
     autograd::NoGradGuard no_grad;
     check_same(in, "reduce_scatter");
     Tensor src = in.contiguous(), work = out.contiguous();
