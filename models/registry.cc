@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 
+#include "models/blocks.h"
 #include "models/zoo/mobilenet_v2.h"
 #include "models/zoo/resnet.h"
 #include "models/zoo/vgg.h"
@@ -61,9 +62,38 @@ std::vector<std::string> model_names() {
   return out;
 }
 
+namespace {
+// The supernet student of `name` built with `options` (see ModelOptions::supernet_cells).
+std::shared_ptr<Network> make_supernet_student(const std::string& name, const ModelOptions& options) {
+  ModelOptions teacher_options = options;
+  teacher_options.supernet_cells = 0;
+  teacher_options.image_size = 0;
+  std::shared_ptr<Network> teacher = make_model(name, teacher_options);
+  Shape input = teacher->default_input_shape(1);
+  if (options.image_size > 0) input[2] = input[3] = options.image_size;
+  StudentOptions so;
+  so.kind = StudentKind::Supernet;
+  so.supernet.cells = options.supernet_cells;
+  so.seed = options.seed;
+  std::vector<ModulePtr> blocks = make_student_blocks(*teacher, input, so);
+  auto student = std::make_shared<Network>(name, options);
+  std::vector<size_t> starts;
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    starts.push_back(b);
+    student->add("block" + std::to_string(b), blocks[b]);
+  }
+  student->set_block_starts(starts);
+  return student;
+}
+}  // namespace
+
 std::shared_ptr<Network> make_model(const std::string& name, const ModelOptions& options) {
-  for (const auto& r : registry())
-    if (r.first == name) return r.second(options);
+  TD_CHECK(options.supernet_cells >= 0 && options.image_size >= 0, "model '", name,
+           "': supernet and image must not be negative");
+  for (const auto& r : registry()) {
+    if (r.first != name) continue;
+    return options.supernet_cells > 0 ? make_supernet_student(name, options) : r.second(options);
+  }
   TD_THROW(ValueError, "unknown model '", name, "'; known models: ", known_names());
 }
 
@@ -90,9 +120,12 @@ std::pair<std::string, ModelOptions> parse_model_spec(const std::string& spec, M
     else if (key == "in_channels") o.in_channels = parse_int(value, key, spec);
     else if (key == "dropout") o.dropout = parse_double(value, key, spec);
     else if (key == "seed") o.seed = static_cast<uint64_t>(parse_int(value, key, spec));
+    else if (key == "supernet") o.supernet_cells = parse_int(value, key, spec);
+    else if (key == "image") o.image_size = parse_int(value, key, spec);
     else
       TD_THROW(ValueError, "model spec '", spec, "': unknown key '", key,
-               "' (known: cifar, separable, width, width_mult, classes, in_channels, dropout, seed)");
+               "' (known: cifar, separable, width, width_mult, classes, in_channels, dropout, supernet, image, "
+               "seed)");
   }
   return {name, o};
 }

@@ -22,6 +22,11 @@ struct ModelOptions {
   // convolution, BatchNorm and ReLU followed by a pointwise 1 x 1 convolution, which the original's own
   // BatchNorm and activation follow. Used to build blockwise-distillation students.
   bool separable = false;
+  // The MBConv supernet student of this model (blockwise distillation, models/blocks.h) with this many cells
+  // per block, for `image_size` x `image_size` inputs (0: the variant's 32 or 224): one item "block<i>" per
+  // block of the model's default partition. 0: the model itself.
+  int64_t supernet_cells = 0;
+  int64_t image_size = 0;
   uint64_t seed = 0;  // initialization (and dropout masks)
 };
 

@@ -436,9 +436,10 @@ class RankRunner {
     std::vector<models::ModulePtr> blocks = w_.make_students();
     for (int b = 0; b < w_.blocks(); ++b) models::load_weights(block_path(ctx_.out_dir, b), *blocks[b]);
     // Registry students stitch back into their network's key names. Supernet blocks repeat item names
-    // (cell0, ...), which stitch_blocks refuses: they become items block0, block1, ... instead.
+    // (cell0, ...), which stitch_blocks refuses: they become items block0, block1, ..., the key names of the
+    // registry's supernet students (ModelOptions::supernet_cells).
     std::shared_ptr<models::Sequential> student;
-    if (w_.student_model_spec().empty()) {
+    if (w_.spec().student == "supernet") {
       models::block_shapes(blocks, w_.activation_shape(0, 1));
       student = std::make_shared<models::Sequential>();
       for (int b = 0; b < w_.blocks(); ++b) student->add("block" + std::to_string(b), blocks[b]);

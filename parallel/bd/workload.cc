@@ -125,7 +125,11 @@ std::string Workload::student_model_spec() const {
   };
   const std::string seed = "seed=" + std::to_string(spec_.student_seed);
   if (is_model_spec(spec_.student)) return with(spec_.student, seed);
-  if (spec_.student == "supernet") return "";
+  if (spec_.student == "supernet") {
+    if (spec_.sample[1] != spec_.sample[2]) return "";  // the registry's supernet students take square images
+    return with(spec_.teacher, "supernet=" + std::to_string(spec_.supernet_cells) +
+                                   ",image=" + std::to_string(spec_.sample[1]) + "," + seed);
+  }
   return with(spec_.teacher, "separable," + seed);
 }
 

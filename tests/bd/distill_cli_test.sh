@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tools:distill from the command line: --help, bad flags and configurations (exit 2 with a message), a small
-# run with its files, a resumed run, and the stitched student evaluated by tools:train --resume.
+# run with its files, a resumed run, and the stitched students (separable and supernet) evaluated by tools:train.
 set -u
 distill="$1"
 train="$2"
@@ -61,6 +61,18 @@ print(json.loads(f.read(n))["__metadata__"]["tandem.model"])' "$out/tr/student.s
 [ "$spec" = "resnet18:cifar,width=4,classes=10,separable,seed=0" ] || fail "student spec '$spec'"
 expect_exit 0 "test accuracy of" -- "$train" --model "$spec" --dataset "synthetic:n=16,h=16,w=16,c=3" --batch 8 \
   --eval-only "$out/tr/student.safetensors" --workers 0 --device cpu
+
+# A supernet student: its stitched model is the registry's supernet student of the teacher.
+expect_exit 0 "TR" -- "$distill" --teacher "mobilenet_v2:cifar,width_mult=0.25,classes=10" --student supernet \
+  --cells 1 --dataset "synthetic:n=32,h=32,w=32,c=3" --batch 16 --strategy tr --workers cpu:2 --out "$out/sn"
+spec="$(python3 -c '
+import json, struct, sys
+f = open(sys.argv[1], "rb")
+n = struct.unpack("<Q", f.read(8))[0]
+print(json.loads(f.read(n))["__metadata__"]["tandem.model"])' "$out/sn/tr/student.safetensors")"
+[ "$spec" = "mobilenet_v2:cifar,width_mult=0.25,classes=10,supernet=1,image=32,seed=0" ] || fail "supernet student spec '$spec'"
+expect_exit 0 "test accuracy of" -- "$train" --model "$spec" --dataset "synthetic:n=32,h=32,w=32,c=3" --batch 16 \
+  --eval-only "$out/sn/tr/student.safetensors" --workers 0 --device cpu
 
 if [ "$failures" -gt 0 ]; then
   echo "$failures check(s) failed"

@@ -114,6 +114,35 @@ TEST(Blocks, CuttingIntoBlocksKeepsEachModulesMode) {
   EXPECT_TRUE(stitched->is_training());
 }
 
+TEST(Students, RegistryBuildsTheSupernetStudentOfATeacher) {
+  // "supernet=N" builds what blockwise distillation trains: the teacher's supernet student blocks, as items
+  // block0, block1, ... (the key names tools:distill writes its stitched supernet student with).
+  const char* teacher_spec = "mobilenet_v2:cifar,width_mult=0.25,classes=10,in_channels=1";
+  auto teacher = tiny(teacher_spec);
+  Shape in = {2, 1, 32, 32};
+  StudentOptions so;
+  so.kind = StudentKind::Supernet;
+  so.supernet.cells = 1;
+  so.seed = 7;
+  auto blocks = make_student_blocks(*teacher, in, so);
+  Sequential stitched;
+  for (size_t b = 0; b < blocks.size(); ++b) stitched.add("block" + std::to_string(b), blocks[b]);
+
+  auto spec = parse_model_spec(std::string(teacher_spec) + ",supernet=1,image=32,seed=7");
+  auto student = make_model(spec.first, spec.second);
+  ASSERT_EQ(student->blocks().size(), blocks.size());
+  auto a = student->state_dict(), b = stitched.state_dict();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    EXPECT_EQ(a[i].second.shape(), b[i].second.shape()) << a[i].first;
+  }
+  auto shapes = block_shapes(student->blocks(), in), tshapes = block_shapes(teacher->blocks(), in);
+  for (size_t i = 0; i < shapes.size(); ++i) EXPECT_EQ(shapes[i].output, tshapes[i].output) << "block " << i;
+  student->load_state_dict(stitched.state_dict());  // the distilled weights load strictly
+  EXPECT_THROW(parse_model_spec("resnet18:supernet=x"), ValueError);
+}
+
 TEST(Blocks, MismatchNamesTheBlocks) {
   auto r = tiny("resnet18:cifar,width=4,classes=10");
   auto b = r->blocks();
