@@ -1,14 +1,9 @@
 // Distillation sessions: data, workers and communicators, profile, plans, strategy runs, reports.
 #include "parallel/bd/session.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <fstream>
 #include <mutex>
 #include <sstream>
 
@@ -19,6 +14,7 @@
 #include "parallel/nccl_comm.h"
 #include "parallel/worker.h"
 #include "runtime/error.h"
+#include "runtime/files.h"
 
 namespace tandem {
 namespace parallel {
@@ -44,33 +40,6 @@ class Subset : public data::Dataset {
   std::shared_ptr<const data::Dataset> base_;
   int64_t n_;
 };
-
-void make_dirs(const std::string& path) {
-  for (size_t pos = 1; pos <= path.size(); ++pos) {
-    if (pos != path.size() && path[pos] != '/') continue;
-    const std::string part = path.substr(0, pos);
-    if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST)
-      TD_THROW(IoError, "cannot create the folder ", part, ": ", std::strerror(errno));
-  }
-}
-
-void write_text(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp);
-    f << text << "\n";
-    TD_CHECK_IO(f.good(), "cannot write ", tmp);
-  }
-  TD_CHECK_IO(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename ", tmp, " to ", path);
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream f(path);
-  TD_CHECK_IO(f.good(), "cannot read ", path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 std::string device_summary(const std::vector<Worker>& workers) {
   std::string name = workers[0].name();

@@ -22,6 +22,7 @@
 #include "parallel/trace.h"
 #include "runtime/autograd.h"
 #include "runtime/error.h"
+#include "runtime/files.h"
 #include "runtime/json.h"
 #include "runtime/lr_schedule.h"
 #include "runtime/ops.h"
@@ -58,7 +59,7 @@ std::string default_transform(const std::string& dataset, bool train) {
 
 std::ofstream open_out(const std::string& dir, const std::string& name) {
   std::ofstream f(dir + "/" + name);
-  TD_CHECK_IO(f.good(), "cannot write ", dir, "/", name, " (does the --out directory exist?)");
+  TD_CHECK_IO(f.good(), "cannot write ", dir, "/", name);
   return f;
 }
 
@@ -205,6 +206,7 @@ int run(const Flags& f) {
   const Rule rule = parse_rule(f.rule);
   const Mode mode = parse_mode(f.mode);
   check_config(f.micro_batches, f.stages);
+  if (!f.out.empty()) make_dirs(f.out);
   if (f.simulate) {
     simulate(f, rule);
     return 0;

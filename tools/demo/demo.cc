@@ -18,6 +18,7 @@
 #include "parallel/bd/session.h"
 #include "runtime/autograd.h"
 #include "runtime/error.h"
+#include "runtime/files.h"
 #include "runtime/ops.h"
 #include "runtime/safetensors.h"
 #include "tools/train/trainer.h"
@@ -121,7 +122,7 @@ double accuracy(models::Module& model, const std::shared_ptr<const data::Dataset
 int run(const Options& o) {
   const double t0 = host_time_s();
   const std::string teacher_spec = "resnet18:cifar,width=8,in_channels=1,classes=10";
-  TD_CHECK_IO(std::system(("mkdir -p '" + o.cache_dir + "'").c_str()) == 0, "cannot create ", o.cache_dir);
+  make_dirs(o.cache_dir);
   const std::string teacher_path = o.cache_dir + "/teacher-resnet18w8-n" + std::to_string(o.subset) + "-b" +
                                    std::to_string(o.batch) + "-e" + std::to_string(o.teacher_epochs) + "-s" +
                                    std::to_string(o.seed) + ".safetensors";
