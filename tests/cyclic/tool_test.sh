@@ -26,8 +26,12 @@ expect_exit2 "unknown rule" "unknown update rule" --rule cdp-v3
 expect_exit2 "unknown flag" "unknown flag" --frobnicate 1
 expect_exit2 "bad split" "no unit named" --split conv1,layer9.0 --stages 2 "${common[@]}"
 
-mkdir -p "$out/sim" "$out/run"
-"$bin" --simulate --micro-batches 3 --stages 3 --out "$out/sim" >/dev/null || fail "--simulate"
+mkdir -p "$out/run"
+# --out folders are created, parents included.
+"$bin" --simulate --micro-batches 3 --stages 3 --out "$out/sim/nested/.." >/dev/null || fail "--simulate"
+touch "$out/a-file"
+msg="$("$bin" --simulate --micro-batches 3 --stages 3 --out "$out/a-file/sim" 2>&1)" && fail "--out under a file succeeded"
+echo "$msg" | grep -q "cannot create the folder .*a-file/sim" || fail "--out under a file: unclear error: $msg"
 for f in timeline_dp.csv timeline_cdp-v1.csv activations_sim.csv comm_sim.csv; do
   [ -s "$out/sim/$f" ] || fail "--simulate did not write $f"
 done
