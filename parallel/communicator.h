@@ -50,6 +50,10 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual std::string backend() const = 0;
+  // True when this backend's operations must all be issued from one host thread, in an order every rank
+  // agrees on (NCCL: one handle that is not thread-safe, messages matched in issue order, one stream per
+  // worker). Executors then issue all of a worker's lanes from one thread (see Executor).
+  virtual bool needs_one_issuer() const { return false; }
 
   // Point-to-point. `t` is read until the returned request completes; recv fills `t` (same shape/dtype
   // as the matching send) on the calling worker's current stream.

@@ -1,6 +1,7 @@
 // The schedule executor: lane threads, cross-lane events, cross-worker signals, and timings.
 #include "parallel/executor.h"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <exception>
@@ -20,8 +21,9 @@ struct Executor::CudaTiming {
   std::vector<std::unique_ptr<Event>> start, end;  // per local instruction index
 };
 
-Executor::Executor(const Schedule& schedule, Worker& worker, Communicator* comm)
-    : schedule_(schedule), worker_(worker), comm_(comm) {
+Executor::Executor(const Schedule& schedule, Worker& worker, Communicator* comm, bool one_issuer)
+    : schedule_(schedule), worker_(worker), comm_(comm),
+      one_issuer_(one_issuer || (comm != nullptr && comm->needs_one_issuer())) {
   size_t n = schedule.size();
   match_ = schedule.matching_sends();
   signal_to_.resize(n);
@@ -33,6 +35,14 @@ Executor::Executor(const Schedule& schedule, Worker& worker, Communicator* comm)
       if (i.kind == OpKind::Recv && match_[i.id] == d) continue;  // carried by the message itself
       signal_to_[d].push_back(i.worker);
       wait_for_[i.id].push_back(d);
+    }
+  if (one_issuer_)
+    for (const Instr& i : schedule.instrs()) {
+      if (i.worker != worker.rank) continue;
+      for (int d : i.deps)
+        TD_CHECK(schedule.at(d).worker != i.worker || d < i.id, "one issuing thread runs worker ", i.worker,
+                 "'s instructions in id order, but ", schedule.describe(i.id), " depends on the later ",
+                 schedule.describe(d));
     }
 }
 
@@ -62,13 +72,15 @@ void Executor::run(const std::function<void(const Instr&)>& fn) {
   Tensor signal;
   if (comm_ != nullptr) signal = zeros({1}, TensorOptions(DType::F32).with_device(worker_.device));
 
-  auto run_lane = [&](int lane) {
-    Stream stream = lane == kComputeLane ? worker_.compute : worker_.comm;
-    StreamGuard sg(stream);
+  // Issues `ids` (one lane's program, or both lanes merged in id order) from the calling thread.
+  auto run_program = [&](const std::vector<int>& ids) {
     std::vector<Request> signals_sent;
-    for (int id : schedule_.program(me, lane)) {
+    for (int id : ids) {
       if (failed) return;
       const Instr& ins = schedule_.at(id);
+      const int lane = ins.lane;
+      Stream stream = lane == kComputeLane ? worker_.compute : worker_.comm;
+      StreamGuard sg(stream);
       // Same-worker dependencies on the other lane: wait until issued (host), then order the streams.
       for (int d : ins.deps) {
         const Instr& dep = schedule_.at(d);
@@ -110,9 +122,9 @@ void Executor::run(const std::function<void(const Instr&)>& fn) {
     for (auto& r : signals_sent) r.wait();
   };
 
-  auto guarded = [&](int lane) {
+  auto guarded = [&](const std::vector<int>& ids) {
     try {
-      run_lane(lane);
+      run_program(ids);
     } catch (...) {
       report_worker_failure();  // peers (and this worker's other lane) blocked in a communicator stop now
       std::lock_guard<std::mutex> lock(mu);
@@ -122,9 +134,16 @@ void Executor::run(const std::function<void(const Instr&)>& fn) {
     }
   };
 
-  bool has_comm_lane = !schedule_.program(me, kCommLane).empty();
+  std::vector<int> compute_ids = schedule_.program(me, kComputeLane);
+  std::vector<int> comm_ids = schedule_.program(me, kCommLane);
+  if (one_issuer_) {
+    std::vector<int> merged(compute_ids.size() + comm_ids.size());
+    std::merge(compute_ids.begin(), compute_ids.end(), comm_ids.begin(), comm_ids.end(), merged.begin());
+    compute_ids = std::move(merged);
+    comm_ids.clear();
+  }
   std::thread comm_thread;
-  if (has_comm_lane) {
+  if (!comm_ids.empty()) {
     Device device = worker_.device;
     auto memory = worker_.memory;
     bool grad = autograd::grad_enabled();
@@ -135,10 +154,10 @@ void Executor::run(const std::function<void(const Instr&)>& fn) {
       std::unique_ptr<MemoryScope> scope(memory ? new MemoryScope(memory) : nullptr);
       set_intra_op_threads(1);
       autograd::set_grad_enabled(grad);
-      guarded(kCommLane);
+      guarded(comm_ids);
     });
   }
-  guarded(kComputeLane);
+  guarded(compute_ids);
   if (comm_thread.joinable()) comm_thread.join();
   if (error) std::rethrow_exception(error);
 

@@ -23,7 +23,12 @@ class Executor {
  public:
   // `comm` realizes dependencies on other workers' instructions that no Send->Recv pair already carries
   // (a one-element signal message per such dependency); it may be null when there are none.
-  Executor(const Schedule& schedule, Worker& worker, Communicator* comm);
+  //
+  // Lanes are issued by one host thread each, unless `one_issuer` is set or `comm` needs one issuer (NCCL):
+  // then one thread issues both lanes' instructions in id order, each on its lane's stream (on CUDA the
+  // lanes still overlap on the device; on the CPU they run one after another). That order must respect
+  // every same-worker dependency across lanes (a dependency on a later id is a ValueError).
+  Executor(const Schedule& schedule, Worker& worker, Communicator* comm, bool one_issuer = false);
 
   // Runs this worker's instructions in program order per lane: fn(instr) performs one, with the lane's
   // stream current. On CUDA the work is queued, not waited for: the host never synchronizes with the
@@ -38,6 +43,7 @@ class Executor {
   const Schedule& schedule_;
   Worker& worker_;
   Communicator* comm_;
+  bool one_issuer_;
   std::vector<int> match_;                    // recv id -> send id
   std::vector<std::vector<int>> signal_to_;   // id -> workers to signal after it
   std::vector<std::vector<int>> wait_for_;    // id -> remote instructions to wait for (by signal)

@@ -81,6 +81,7 @@ class NcclCommunicator : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend() const override { return "nccl"; }
+  bool needs_one_issuer() const override { return true; }
 
   Request isend(const Tensor& t, int dst, int tag) override {
     check_tensor(t, "isend");

@@ -22,6 +22,8 @@ namespace parallel {
 // itself. An NCCL send occupies the comm stream until its recv is posted, so a cycle of sends issued before
 // their recvs (every rank of a ring sending first) deadlocks: let one rank of a cycle receive first (the
 // local backend has no such limit). barrier() orders the streams of all ranks; it does not block the host.
+// A communicator is used from one host thread at a time (needs_one_issuer(): executors issue both lanes of
+// a worker from one thread, so every rank issues its operations in schedule order).
 std::vector<std::shared_ptr<Communicator>> make_nccl_group(const std::vector<Worker>& workers);
 
 // This process's rank of an NCCL communicator over the ranks of `bootstrap` (e.g. the MPI communicator with

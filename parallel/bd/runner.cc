@@ -131,7 +131,7 @@ class RankRunner {
     if (worker_.memory) worker_.memory->reset_peaks();
     world_.barrier();
     const double t0 = host_time_s();
-    Executor ex(d_.schedule, worker_, &world_);
+    Executor ex(d_.schedule, worker_, &world_, ctx_.one_issuer);
     ex.run([this](const Instr& i) { execute(i); });
     std::vector<InstrTime> mine = ex.timings();
     for (InstrTime& t : mine) {

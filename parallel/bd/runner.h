@@ -32,6 +32,8 @@ struct RunContext {
   // student.safetensors (the stitched student) and trace.json. "": no files.
   std::string out_dir;
   bool resume = false;  // continue from the block checkpoints in out_dir
+  // Issue each worker's compute and relay lanes from one host thread (see Executor); always so with NCCL.
+  bool one_issuer = false;
   // Progress lines (rank 0 only): one per epoch end of a block rank 0 trains.
   std::function<void(const std::string&)> log;
 };

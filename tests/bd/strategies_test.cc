@@ -55,6 +55,11 @@ TEST_P(Strategies, PipelinesAndLsMatchTheSequentialReferenceBitwise) {
     for (const auto& per_block : r.loss)
       for (double l : per_block) EXPECT_GT(l, 0);
   }
+  // Issued from one host thread per worker, as with NCCL: the same weights.
+  RunContext one = ctx;
+  one.one_issuer = true;
+  testing::expect_same_weights(testing::run_in_process(one, pipeline_layout(Strategy::DPU, plan, w.blocks(), 4)), want,
+                               std::string(c().name) + " TR+DPU, one issuing thread");
   Layout ls = dp_layout(w.blocks(), 4);
   ls.strategy = Strategy::LS;
   ls.bins = c().bins;
@@ -86,6 +91,10 @@ TEST_P(Strategies, ReplicatedAhdStagesMatchAReferenceWithTheSameRowSplits) {
   BlockWeights got =
       testing::run_in_process(ctx, pipeline_layout(Strategy::AHD, testing::make_plan(c().hybrid), w.blocks(), 4));
   testing::expect_same_weights(got, want, std::string(c().name) + " replicated TR+DPU+AHD");
+  ctx.one_issuer = true;
+  testing::expect_same_weights(
+      testing::run_in_process(ctx, pipeline_layout(Strategy::AHD, testing::make_plan(c().hybrid), w.blocks(), 4)),
+      want, std::string(c().name) + " replicated TR+DPU+AHD, one issuing thread");
 }
 
 TEST_P(Strategies, TeacherBatchNormInTrainModeKeepsTeacherRelayingExact) {

@@ -166,6 +166,62 @@ TEST(Executor, RunsProgramsInOrderWithCrossWorkerAndCrossLaneDependencies) {
   EXPECT_GE(w1_start, w0_end);
 }
 
+TEST(Executor, OneIssuerRunsBothLanesOnTheCallingThreadInIdOrder) {
+  auto workers = make_workers("cpu:2");
+  auto comms = make_local_group(workers);
+  // Worker 0: compute, comm-lane send, compute, comm-lane send; worker 1 receives both.
+  Schedule s(2);
+  Generator rng(tandem::testing::fresh_seed());
+  std::vector<float> values = {static_cast<float>(rng.uniform()), static_cast<float>(rng.uniform())};
+  for (int k = 0; k < 2; ++k) {
+    int f = s.add(make(0, OpKind::Forward, "f" + std::to_string(k), 0));
+    Instr send = comm(0, OpKind::Send, 1, 0);
+    send.lane = kCommLane;
+    send.deps = {f};
+    s.add(send);
+    s.add(comm(1, OpKind::Recv, 0, 0));
+  }
+  s.validate();
+  std::vector<int> order;
+  std::vector<float> got;
+  std::atomic<bool> other_thread{false};
+  run_on_workers(workers, [&](Worker& w) {
+    Executor ex(s, w, comms[w.rank].get(), /*one_issuer=*/true);
+    const std::thread::id me = std::this_thread::get_id();
+    int sent = 0;
+    ex.run([&](const Instr& i) {
+      if (std::this_thread::get_id() != me) other_thread = true;
+      if (i.worker == 0) order.push_back(i.id);
+      if (i.kind == OpKind::Send) comms[w.rank]->send(from_vector<float>({values[sent++]}, {1}), i.peer);
+      if (i.kind == OpKind::Recv) {
+        Tensor t = empty({1});
+        comms[w.rank]->recv(t, i.peer);
+        got.push_back(t.item<float>());
+      }
+    });
+  });
+  EXPECT_FALSE(other_thread) << "an instruction ran on another thread than the worker's";
+  EXPECT_TRUE(std::is_sorted(order.begin(), order.end()));
+  EXPECT_EQ(order.size(), 4u);
+  EXPECT_EQ(got, values);
+
+  // A compute-lane instruction that waits for a later comm-lane one cannot be issued in id order.
+  Schedule bad(1);
+  Instr later = make(0, OpKind::Other, "later", 0);
+  bad.add(make(0, OpKind::Forward, "needs later", 0, {1}));
+  later.lane = kCommLane;
+  bad.add(later);
+  bad.validate();
+  Worker& w0 = workers[0];
+  EXPECT_NO_THROW(Executor ex(bad, w0, nullptr));
+  try {
+    Executor ex(bad, w0, nullptr, /*one_issuer=*/true);
+    ADD_FAILURE() << "no error for a dependency on a later instruction";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("depends on the later"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Executor, AFailingInstructionSurfacesAsItsError) {
   auto workers = make_workers("cpu:1");
   Schedule s(1);
