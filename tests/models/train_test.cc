@@ -39,6 +39,8 @@ TEST(Train, ResNet18LearnsSyntheticData) {
   double first = (l[0] + l[1] + l[2]) / 3, last = (l[21] + l[22] + l[23]) / 3;
   EXPECT_LT(last, 0.3 * first) << "the loss should fall: first steps " << first << ", last steps " << last;
   EXPECT_GT(r[0].test_accuracy, 0.9);
+  EXPECT_GT(r[0].train_accuracy, 0.5);
+  EXPECT_LE(r[0].train_accuracy, 1.0);
   EXPECT_NE(log.str().find("test acc"), std::string::npos);
 }
 
@@ -81,6 +83,26 @@ TEST(Train, ResumeReproducesTheUninterruptedRunBitwise) {
   wrong = part;
   wrong.batch = 8;
   EXPECT_THROW(Trainer(wrong, log), ValueError);
+}
+
+TEST(Train, ADivergingLossIsAClearError) {
+  TrainOptions o;
+  o.model = "resnet18:cifar,width=4";
+  o.dataset = "synthetic:n=128,h=8,w=8,classes=3";
+  o.batch = 16;
+  o.lr = 1e30;
+  o.momentum = 0;
+  o.seed = tandem::testing::fresh_seed() % 1000;
+  o.log_every = 3;
+  o.evaluate = false;
+  std::ostringstream log;
+  try {
+    Trainer(o, log).run();
+    ADD_FAILURE() << "a learning rate of 1e30 trained without error";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("the loss became"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("learning rate too high"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Train, RefusesBadOptions) {

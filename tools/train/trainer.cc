@@ -46,9 +46,14 @@ std::string mib(int64_t bytes) {
   return os.str();
 }
 
-int64_t count_correct(const Tensor& logits, const Tensor& labels) {
+// The number of rows whose arg-max is the label, as an f64 scalar on the logits' device (not read back).
+Tensor correct_rows(const Tensor& logits, const Tensor& labels) {
   autograd::NoGradGuard ng;
-  return static_cast<int64_t>(sum(eq(argmax(logits, 1), labels).to(DType::F64)).to(Device::cpu()).item<double>());
+  return sum(eq(argmax(logits, 1), labels).to(DType::F64));
+}
+
+int64_t count_correct(const Tensor& logits, const Tensor& labels) {
+  return static_cast<int64_t>(correct_rows(logits, labels).to(Device::cpu()).item<double>());
 }
 
 int64_t metadata_int(const SafetensorsMetadata& m, const std::string& key, const std::string& path) {
@@ -173,9 +178,24 @@ std::vector<EpochResult> Trainer::run() {
     r.epoch = epoch;
     s.model->train();
     s.train_loader->set_epoch(epoch);
-    int64_t correct = 0, seen = 0;
+    int64_t seen = 0;
     Clock::time_point t0 = Clock::now(), window = t0;
     int64_t window_images = 0;
+    // Step losses and correct counts stay on the device until a log line or the epoch end reads them, so
+    // the host does not wait for the GPU at every step.
+    std::vector<Tensor> pending;
+    Tensor correct;
+    auto read_losses = [&] {
+      if (pending.empty()) return;
+      for (Tensor& l : pending) l = l.reshape({1});
+      std::vector<float> values = concat(pending, 0).to(Device::cpu()).to_vector<float>();
+      for (float v : values) {
+        TD_CHECK(std::isfinite(v), "the loss became ", v, " at epoch ", epoch, " step ", r.step_losses.size(),
+                 " (learning rate too high?)");
+        r.step_losses.push_back(v);
+      }
+      pending.clear();
+    };
     for (int64_t step = 0; step < s.steps_per_epoch; ++step) {
       std::optional<data::Batch> batch = s.train_loader->next();
       TD_ASSERT(batch.has_value(), "the loader ended epoch ", epoch, " after ", step, " of ", s.steps_per_epoch,
@@ -186,29 +206,30 @@ std::vector<EpochResult> Trainer::run() {
       loss.backward();
       s.optimizer->step();
       s.scheduler->step();
-      double value = loss.to(Device::cpu()).item<float>();
-      TD_CHECK(std::isfinite(value), "the loss became ", value, " at epoch ", epoch, " step ", step,
-               " (learning rate too high?)");
-      r.step_losses.push_back(value);
+      pending.push_back(loss.detach());
       int64_t n = batch->images.size(0);
-      correct += count_correct(logits, batch->labels);
+      Tensor c = correct_rows(logits, batch->labels);
+      correct = correct.defined() ? add(correct, c) : c;
       seen += n;
       window_images += n;
+      if (pending.size() >= 256) read_losses();
       if (s.o.log_every > 0 && (step + 1) % s.o.log_every == 0) {
+        read_losses();
         s.log << "epoch " << epoch + 1 << " step " << step + 1 << "/" << s.steps_per_epoch << "  loss "
-              << std::fixed << std::setprecision(4) << value << "  lr " << std::setprecision(5)
+              << std::fixed << std::setprecision(4) << r.step_losses.back() << "  lr " << std::setprecision(5)
               << s.optimizer->lr(0) << "  " << std::setprecision(0) << window_images / seconds_since(window)
               << " img/s" << std::endl;
         window = Clock::now();
         window_images = 0;
       }
     }
+    read_losses();
     r.seconds = seconds_since(t0);
     r.images_per_second = static_cast<double>(seen) / r.seconds;
     double total = 0;
     for (double v : r.step_losses) total += v;
     r.train_loss = total / static_cast<double>(r.step_losses.size());
-    r.train_accuracy = static_cast<double>(correct) / static_cast<double>(seen);
+    r.train_accuracy = seen > 0 ? correct.to(Device::cpu()).item<double>() / static_cast<double>(seen) : 0.0;
     if (s.test_loader) r.test_accuracy = test_accuracy();
     s.log << "epoch " << epoch + 1 << "/" << s.o.epochs << ": train loss " << std::fixed << std::setprecision(4)
           << r.train_loss << ", train acc " << std::setprecision(2) << 100 * r.train_accuracy << "%";
