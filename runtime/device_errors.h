@@ -8,7 +8,8 @@
 
 namespace tandem {
 
-// Codes kernels write into the flag (the first error wins).
+// Codes kernels write into the flag (a set flag is not overwritten; when threads race to set it, one of
+// their codes stays).
 enum class DeviceErrorCode : int32_t { None = 0, IndexOutOfRange = 1, LabelOutOfRange = 2 };
 
 // Device-visible address of the error flag of CUDA device `device` (allocated on first use).

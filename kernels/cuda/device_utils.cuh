@@ -84,7 +84,8 @@ __device__ __forceinline__ Acc group_reduce(Acc v, int G, F combine, Acc* smem) 
   return r;
 }
 
-// Reports a bad index to the host (raised as IndexError at the next synchronization); the first code stays.
+// Reports a bad index to the host (raised as IndexError at the next synchronization). A plain store, not an
+// atomic (atomics on mapped host memory are not portable): when threads race, one of their codes stays.
 __device__ __forceinline__ void flag_error(int32_t* flag, DeviceErrorCode code) {
   volatile int32_t* f = flag;
   if (*f == 0) *f = static_cast<int32_t>(code);
