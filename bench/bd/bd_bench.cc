@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -12,6 +11,7 @@
 #include "parallel/bd/projection.h"
 #include "parallel/bd/session.h"
 #include "runtime/error.h"
+#include "runtime/files.h"
 #include "runtime/json.h"
 
 namespace tandem {
@@ -184,9 +184,7 @@ int run(const Options& o) {
     if (o.workload == "both" || o.workload == w) list.push_back(run_workload(o, w));
   out["workloads"] = list;
   if (!o.json.empty()) {
-    std::ofstream f(o.json);
-    f << out.dump(1) << "\n";
-    TD_CHECK_IO(f.good(), "cannot write ", o.json);
+    write_text(o.json, out.dump(1));
     std::printf("wrote %s\n", o.json.c_str());
   }
   return 0;
