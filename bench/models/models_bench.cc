@@ -159,7 +159,17 @@ int main(int argc, char** argv) {
     else if (a.rfind("--models=", 0) == 0) g_config.models = tandem::split_list(value("--models="));
     else if (a.rfind("--modes=", 0) == 0) g_config.modes = tandem::split_list(value("--modes="));
     else if (a == "--nchw") g_config.channels_last = false;
-    else rest.push_back(argv[i]);
+    else if (a == "--help" || a == "-h") {
+      std::printf(
+          "usage: models_bench [--device=DEV] [--batch=N] [--sizes=32,224] [--models=A,B] [--modes=M,...] [--nchw]\n"
+          "                    [Google Benchmark flags]\n\n"
+          "Images/s of zoo models (default resnet18,resnet50,mobilenet_v2) per mode: fwd (eval forward, no\n"
+          "autograd), fwd_bwd (training forward, cross-entropy, backward), step (fwd_bwd + SGD step). DEV: the\n"
+          "best device (GPU: batch 256 at 32x32 and 224x224, channels-last unless --nchw; CPU: batch 8 at\n"
+          "32x32). --benchmark_out=FILE.json feeds bench/torch/speed.py, which times the same cases in PyTorch.\n"
+          "Google Benchmark's flags follow.\n\n");
+      rest.push_back(argv[i]);
+    } else rest.push_back(argv[i]);
   }
   if (g_config.sizes.empty())
     g_config.sizes = g_config.device.is_cuda() ? std::vector<int64_t>{32, 224} : std::vector<int64_t>{32};
