@@ -92,8 +92,18 @@ class Communicator {
   std::atomic<int64_t> bytes_moved_{0};
 };
 
+// How the local backend pairs a recv with a send from the same rank.
+enum class MessageMatching {
+  ByTag,         // the oldest send with the recv's tag (as MPI does)
+  // The oldest send, whatever its tag; a tag that differs from the recv's is a BackendError that stops the
+  // group. This is NCCL's rule (it has no tags), and such communicators also ask executors for one issuing
+  // thread as NCCL's do, so a CPU run checks that a schedule's messages pair correctly under NCCL.
+  InIssueOrder,
+};
+
 // One communicator per worker for a group living in this process ("local" backend), rank i = workers[i].
-std::vector<std::shared_ptr<Communicator>> make_local_group(const std::vector<Worker>& workers);
+std::vector<std::shared_ptr<Communicator>> make_local_group(const std::vector<Worker>& workers,
+                                                             MessageMatching matching = MessageMatching::ByTag);
 
 }  // namespace parallel
 }  // namespace tandem

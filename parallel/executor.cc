@@ -69,8 +69,11 @@ void Executor::run(const std::function<void(const Instr&)>& fn) {
     cuda_timing_->base_host_s = host_time_s();
   }
 
+  // Signals live where the communicator carries them: MPI moves host memory only (on a GPU worker an MPI
+  // signal then orders host issue, not device completion).
+  const Device signal_device = comm_ != nullptr && comm_->backend() == "mpi" ? Device::cpu() : worker_.device;
   Tensor signal;
-  if (comm_ != nullptr) signal = zeros({1}, TensorOptions(DType::F32).with_device(worker_.device));
+  if (comm_ != nullptr) signal = zeros({1}, TensorOptions(DType::F32).with_device(signal_device));
 
   // Issues `ids` (one lane's program, or both lanes merged in id order) from the calling thread.
   auto run_program = [&](const std::vector<int>& ids) {
@@ -94,7 +97,7 @@ void Executor::run(const std::function<void(const Instr&)>& fn) {
       }
       // Other workers' instructions not carried by a message: their signal.
       for (int d : wait_for_[id]) {
-        Tensor buf = empty({1}, TensorOptions(DType::F32).with_device(worker_.device));
+        Tensor buf = empty({1}, TensorOptions(DType::F32).with_device(signal_device));
         comm_->recv(buf, schedule_.at(d).worker, kSignalTagBase + d);
       }
       if (cuda) {
@@ -112,7 +115,13 @@ void Executor::run(const std::function<void(const Instr&)>& fn) {
       } else {
         local_times[id].end_s = host_time_s();
       }
-      for (int w : signal_to_[id]) signals_sent.push_back(comm_->isend(signal, w, kSignalTagBase + id));
+      for (int w : signal_to_[id]) {
+        Request r = comm_->isend(signal, w, kSignalTagBase + id);
+        // Through a communicator that pairs in issue order, a signal completes in order like every other
+        // message (an NCCL send holds its stream until received; in-order local groups model that).
+        if (comm_->needs_one_issuer()) r.wait();
+        else signals_sent.push_back(std::move(r));
+      }
       {
         std::lock_guard<std::mutex> lock(mu);
         done[id] = true;

@@ -145,6 +145,7 @@ enum class FailKind { Shape, DType, Device, Backend };
 // An isend waiting in a mailbox for its recv.
 struct Post {
   Deposit data;
+  int tag = 0;
   PostState state = PostState::Pending;
   std::shared_ptr<Event> done;  // recorded by the receiver after its copy (CUDA)
   FailKind fail = FailKind::Backend;
@@ -183,8 +184,9 @@ char* bytes_of(Tensor& t, int64_t element) {
 // State shared by the ranks of one group.
 class LocalGroup {
  public:
-  explicit LocalGroup(int size) : size_(size) {}
+  LocalGroup(int size, MessageMatching matching) : size_(size), matching_(matching) {}
   int size() const { return size_; }
+  MessageMatching matching() const { return matching_; }
 
   // Blocks until ready() holds; throws when the group is aborted or another worker of the run failed.
   template <typename Pred>
@@ -220,18 +222,27 @@ class LocalGroup {
 
   void post(int src, int dst, int tag, std::shared_ptr<Post> p) {
     std::lock_guard<std::mutex> lock(mu_);
-    mail_[std::make_tuple(src, dst, tag)].push_back(std::move(p));
+    p->tag = tag;
+    mail_[mailbox(src, dst, tag)].push_back(std::move(p));
     cv_.notify_all();
   }
 
   std::shared_ptr<Post> take(int src, int dst, int tag, const std::string& where) {
     std::unique_lock<std::mutex> lock(mu_);
-    auto key = std::make_tuple(src, dst, tag);
+    auto key = mailbox(src, dst, tag);
     wait(lock, [&] { auto it = mail_.find(key); return it != mail_.end() && !it->second.empty(); }, where);
     auto it = mail_.find(key);
     std::shared_ptr<Post> p = std::move(it->second.front());
     it->second.pop_front();
     if (it->second.empty()) mail_.erase(it);
+    if (p->tag != tag) {
+      const std::string msg = where + ": rank " + std::to_string(src) + "'s next message to rank " +
+                              std::to_string(dst) + " has tag " + std::to_string(p->tag) +
+                              ", so messages would pair in another order than the tags say (NCCL pairs them in "
+                              "issue order)";
+      abort_locked(msg);
+      TD_THROW(BackendError, msg);
+    }
     return p;
   }
 
@@ -254,7 +265,7 @@ class LocalGroup {
   std::shared_ptr<LocalGroup> subgroup(uint64_t seq, int members) {
     std::lock_guard<std::mutex> lock(mu_);
     Split& s = splits_[seq];
-    if (!s.group) s.group = std::make_shared<LocalGroup>(members);
+    if (!s.group) s.group = std::make_shared<LocalGroup>(members, matching_);
     std::shared_ptr<LocalGroup> g = s.group;
     if (++s.taken == members) splits_.erase(seq);
     return g;
@@ -271,7 +282,13 @@ class LocalGroup {
     int taken = 0;
   };
 
+  // By tag: one mailbox per (src, dst, tag). In issue order: one per (src, dst), tags checked on receipt.
+  std::tuple<int, int, int> mailbox(int src, int dst, int tag) const {
+    return std::make_tuple(src, dst, matching_ == MessageMatching::ByTag ? tag : 0);
+  }
+
   const int size_;
+  const MessageMatching matching_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool aborted_ = false;
@@ -288,6 +305,7 @@ class LocalCommunicator : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return group_->size(); }
   std::string backend() const override { return "local"; }
+  bool needs_one_issuer() const override { return group_->matching() == MessageMatching::InIssueOrder; }
 
   Request isend(const Tensor& t, int dst, int tag) override {
     TD_CHECK(t.defined(), "isend of an undefined tensor");
@@ -539,9 +557,10 @@ class LocalCommunicator : public Communicator {
 
 }  // namespace
 
-std::vector<std::shared_ptr<Communicator>> make_local_group(const std::vector<Worker>& workers) {
+std::vector<std::shared_ptr<Communicator>> make_local_group(const std::vector<Worker>& workers,
+                                                             MessageMatching matching) {
   TD_CHECK(!workers.empty(), "make_local_group needs at least one worker");
-  auto group = std::make_shared<LocalGroup>(static_cast<int>(workers.size()));
+  auto group = std::make_shared<LocalGroup>(static_cast<int>(workers.size()), matching);
   std::vector<std::shared_ptr<Communicator>> comms;
   for (size_t i = 0; i < workers.size(); ++i)
     comms.push_back(std::make_shared<LocalCommunicator>(group, static_cast<int>(i)));

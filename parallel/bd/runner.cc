@@ -106,12 +106,20 @@ struct BlockTrainer {
 
 class RankRunner {
  public:
-  RankRunner(const RunContext& ctx, const Layout& layout, const BlockProfile* costs, Worker& worker, Communicator& world)
-      : ctx_(ctx), w_(*ctx.workload), layout_(layout), worker_(worker), world_(world), me_(worker.rank) {
+  RankRunner(const RunContext& ctx, const Layout& layout, const BlockProfile* costs, Worker& worker, Communicator& world,
+             Communicator* signals)
+      : ctx_(ctx), w_(*ctx.workload), layout_(layout), worker_(worker), world_(world),
+        signals_(signals != nullptr ? *signals : world), me_(worker.rank) {
     TD_CHECK(world.size() == layout.workers, "the ", strategy_title(layout.strategy), " layout needs ", layout.workers,
              " workers but the communicator has ", world.size());
     TD_CHECK(world.rank() == worker.rank, "worker rank ", worker.rank, " differs from its communicator rank ",
              world.rank());
+    TD_CHECK(signals_.size() == world.size() && signals_.rank() == world.rank(),
+             "the signal communicator's rank ", signals_.rank(), " of ", signals_.size(), " differs from rank ",
+             world.rank(), " of ", world.size());
+    TD_CHECK(!world.needs_one_issuer() || (signals != nullptr && !signals->needs_one_issuer()), "the ",
+             world.backend(), " communicator pairs messages in issue order: Pipe-BD's dependency signals need a "
+             "separate communicator that pairs them by tag (local or mpi)");
     TD_CHECK(layout.blocks == w_.blocks(), "the layout has ", layout.blocks, " blocks but the workload ", w_.blocks());
     spe_ = steps_per_epoch(ctx);
     steps_ = spe_ * ctx.train.epochs;
@@ -131,7 +139,7 @@ class RankRunner {
     if (worker_.memory) worker_.memory->reset_peaks();
     world_.barrier();
     const double t0 = host_time_s();
-    Executor ex(d_.schedule, worker_, &world_, ctx_.one_issuer);
+    Executor ex(d_.schedule, worker_, &signals_, world_.needs_one_issuer());
     ex.run([this](const Instr& i) { execute(i); });
     std::vector<InstrTime> mine = ex.timings();
     for (InstrTime& t : mine) {
@@ -463,6 +471,7 @@ class RankRunner {
   const Layout& layout_;
   Worker& worker_;
   Communicator& world_;
+  Communicator& signals_;
   const int me_;
   int64_t spe_ = 0, steps_ = 0;
   double start_host_s_ = host_time_s();
@@ -484,8 +493,8 @@ class RankRunner {
 }  // namespace
 
 StrategyResult run_strategy(const RunContext& ctx, const Layout& layout, const BlockProfile* costs, Worker& worker,
-                            Communicator& world) {
-  RankRunner runner(ctx, layout, costs, worker, world);
+                            Communicator& world, Communicator* signals) {
+  RankRunner runner(ctx, layout, costs, worker, world, signals);
   return runner.run();
 }
 

@@ -32,8 +32,6 @@ struct RunContext {
   // student.safetensors (the stitched student) and trace.json. "": no files.
   std::string out_dir;
   bool resume = false;  // continue from the block checkpoints in out_dir
-  // Issue each worker's compute and relay lanes from one host thread (see Executor); always so with NCCL.
-  bool one_issuer = false;
   // Progress lines (rank 0 only): one per epoch end of a block rank 0 trains.
   std::function<void(const std::string&)> log;
 };
@@ -60,8 +58,12 @@ struct StrategyResult {
 
 // Runs `layout` on this rank; every rank of `world` calls it with the same arguments (and its own worker,
 // whose rank must equal world.rank()). `costs` (may be null) times the schedule for the simulator.
+// `signals` (same ranks as `world`; null: `world`) carries the executor's dependency signals, e.g. TR+DPU's
+// "the next stage has taken my previous relay". It must be set when `world` needs one issuer (NCCL): a
+// signal there would hold the relay stream until received, and replicated stages would deadlock (a relay
+// waits behind a signal to a replica that waits in its group's all-reduce for a replica whose relay waits).
 StrategyResult run_strategy(const RunContext& ctx, const Layout& layout, const BlockProfile* costs, Worker& worker,
-                            Communicator& world);
+                            Communicator& world, Communicator* signals = nullptr);
 
 // Per worker, seconds spent on the compute lane in each kind of work of a run: "load", "teacher", "student",
 // "update", "comm" (receives, all-reduces, barriers) and "idle" (the rest of wall_s).

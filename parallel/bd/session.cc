@@ -59,8 +59,8 @@ bool launched_by_mpi() {
 
 SessionReport run_session(const SessionOptions& o, const std::function<void(const std::string&)>& log) {
   // Everything a user can get wrong is checked here, before any worker starts.
-  TD_CHECK(o.comm == "auto" || o.comm == "local" || o.comm == "mpi" || o.comm == "nccl", "unknown communicator '",
-           o.comm, "' (known: auto, local, mpi, nccl)");
+  TD_CHECK(o.comm == "auto" || o.comm == "local" || o.comm == "local-ordered" || o.comm == "mpi" || o.comm == "nccl",
+           "unknown communicator '", o.comm, "' (known: auto, local, local-ordered, mpi, nccl)");
   TD_CHECK(!o.strategies.empty(), "no strategy to run");
   std::vector<Worker> workers = make_workers(o.workers);
   const int w_count = static_cast<int>(workers.size());
@@ -109,7 +109,8 @@ SessionReport run_session(const SessionOptions& o, const std::function<void(cons
   report.steps_per_epoch = spe;
   std::mutex report_mu;
 
-  auto rank_main = [&](Worker& worker, Communicator& world) {
+  // `signals`: the executor's dependency signals when `world` pairs messages in issue order (see run_strategy).
+  auto rank_main = [&](Worker& worker, Communicator& world, Communicator* signals) {
     const bool root = world.rank() == 0;
     auto say = [&](const std::string& line) {
       if (root && log) log(line);
@@ -153,7 +154,7 @@ SessionReport run_session(const SessionOptions& o, const std::function<void(cons
         if (root) make_dirs(my.out_dir);
         world.barrier();
       }
-      results.push_back(run_strategy(my, layout, &profile, worker, world));
+      results.push_back(run_strategy(my, layout, &profile, worker, world, signals));
       char line[200];
       std::snprintf(line, sizeof line, "%s done: %.2f s per epoch (simulated %.2f s)", strategy_title(s),
                     results.back().epoch_s,
@@ -176,12 +177,22 @@ SessionReport run_session(const SessionOptions& o, const std::function<void(cons
     TD_CHECK(world->size() == w_count, "the worker spec '", o.workers, "' names ", w_count, " workers but ",
              world->size(), " MPI processes run (one worker per process)");
     std::vector<Worker> mine = {workers[static_cast<size_t>(world->rank())]};
+    std::shared_ptr<Communicator> mpi_world = world;
     if (cuda) world = make_nccl_communicator_mpi(mine[0]);
-    run_on_workers(mine, [&](Worker& w) { rank_main(w, *world); });
+    run_on_workers(mine, [&](Worker& w) { rank_main(w, *world, cuda ? mpi_world.get() : nullptr); });
   } else {
+    // local-ordered: the local backend pairing messages in issue order as NCCL does, to check on CPU workers
+    // that a run's message order suits NCCL.
     std::vector<std::shared_ptr<Communicator>> comms =
-        o.comm == "nccl" ? make_nccl_group(workers) : make_local_group(workers);
-    run_on_workers(workers, [&](Worker& w) { rank_main(w, *comms[static_cast<size_t>(w.rank)]); });
+        o.comm == "nccl"            ? make_nccl_group(workers)
+        : o.comm == "local-ordered" ? make_local_group(workers, MessageMatching::InIssueOrder)
+                                    : make_local_group(workers);
+    std::vector<std::shared_ptr<Communicator>> signals;
+    if (comms[0]->needs_one_issuer()) signals = make_local_group(workers);
+    run_on_workers(workers, [&](Worker& w) {
+      const size_t r = static_cast<size_t>(w.rank);
+      rank_main(w, *comms[r], signals.empty() ? nullptr : signals[r].get());
+    });
   }
   if (report.root && !o.out_dir.empty()) write_text(o.out_dir + "/summary.json", report_json(report).dump(1));
   return report;

@@ -26,7 +26,8 @@ struct SessionOptions {
   TrainOptions train;
   std::string workers = "cpu:4";  // parallel::make_workers spec
   // local: threads of this process; mpi: one worker per MPI process (CPU tensors); nccl: GPUs, NCCL over
-  // MPI when launched by mpirun, else in-process; auto: mpi/nccl under mpirun (by device), else local.
+  // MPI when launched by mpirun, else in-process; auto: mpi/nccl under mpirun (by device), else local;
+  // local-ordered: local, pairing messages in issue order as NCCL does (checks a run's order on CPU workers).
   std::string comm = "auto";
   std::vector<Strategy> strategies = all_strategies();
   int64_t memory_limit = 0;    // per worker, for the planners (0: none)

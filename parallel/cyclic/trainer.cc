@@ -362,6 +362,8 @@ void CyclicTrainer::Impl::perform(int w, const Action& a) {
   const Device device = workers[w].device;
   Communicator& comm = *data_comms[w];
   auto keep = [&](Request r) {
+    // An NCCL send holds the comm stream until received; in-order local groups model that by waiting here.
+    if (comm.needs_one_issuer()) return r.wait();
     std::lock_guard<std::mutex> lock(s.mu);
     s.pending.push_back(std::move(r));
   };
@@ -512,8 +514,8 @@ CyclicTrainer::CyclicTrainer(ModelFactory factory, const Shape& micro_input, Tra
   TD_CHECK(static_cast<int>(workers.size()) == needed, "mode ", mode_name(m.o.mode), " needs ", needed, " workers (",
            m.o.mode == Mode::ModelParallel ? "one per stage, S = " : "one per micro-batch, N = ", needed,
            ") but ", workers.size(), " were given");
-  TD_CHECK(m.o.comm_backend == "nccl" || m.o.comm_backend == "local", "unknown comm backend '", m.o.comm_backend,
-           "' (choose local or nccl)");
+  TD_CHECK(m.o.comm_backend == "nccl" || m.o.comm_backend == "local" || m.o.comm_backend == "local-ordered",
+           "unknown comm backend '", m.o.comm_backend, "' (choose local, local-ordered or nccl)");
   m.micro_input = micro_input;
   m.workers = std::move(workers);
 
@@ -550,7 +552,9 @@ CyclicTrainer::CyclicTrainer(ModelFactory factory, const Shape& micro_input, Tra
   for (Worker& w : m.workers)
     if (w.memory) w.memory->reset_peaks();
   m.signal_comms = make_local_group(m.workers);
-  m.data_comms = m.o.comm_backend == "nccl" ? make_nccl_group(m.workers) : make_local_group(m.workers);
+  m.data_comms = m.o.comm_backend == "nccl"            ? make_nccl_group(m.workers)
+                 : m.o.comm_backend == "local-ordered" ? make_local_group(m.workers, MessageMatching::InIssueOrder)
+                                                       : make_local_group(m.workers);
 }
 
 CyclicTrainer::~CyclicTrainer() = default;

@@ -81,7 +81,9 @@ struct TrainerOptions {
   optim::LrSchedulePtr lr_schedule;  // factor of lr by round; null: constant
   bool record_memory = false;        // each worker's Activations samples during train()
   bool record_comm = false;          // each worker's transfers during train()
-  std::string comm_backend = "local";  // "local", or "nccl" (GPU workers) for the data transfers
+  // The data transfers: "local", "nccl" (GPU workers), or "local-ordered" (local, pairing messages in issue
+  // order and holding each send until received, as NCCL does: checks on CPU workers that a timeline suits NCCL).
+  std::string comm_backend = "local";
 };
 
 // What one train() call ran, for traces and accounting.

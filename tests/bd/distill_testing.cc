@@ -170,11 +170,17 @@ BlockWeights reference_run(const RunContext& ctx, const std::vector<int>& replic
   return out;
 }
 
-BlockWeights run_in_process(const RunContext& ctx, const Layout& layout, StrategyResult* result) {
+BlockWeights run_in_process(const RunContext& ctx, const Layout& layout, StrategyResult* result,
+                            MessageMatching matching) {
   std::vector<Worker> workers = make_workers("cpu:" + std::to_string(layout.workers));
-  std::vector<std::shared_ptr<Communicator>> comms = make_local_group(workers);
+  std::vector<std::shared_ptr<Communicator>> comms = make_local_group(workers, matching);
+  // In issue order (as NCCL), the dependency signals go through their own group, as run_session does.
+  std::vector<std::shared_ptr<Communicator>> signals;
+  if (matching == MessageMatching::InIssueOrder) signals = make_local_group(workers);
   std::vector<StrategyResult> results(workers.size());
-  run_on_workers(workers, [&](Worker& w) { results[w.rank] = run_strategy(ctx, layout, nullptr, w, *comms[w.rank]); });
+  run_on_workers(workers, [&](Worker& w) {
+    results[w.rank] = run_strategy(ctx, layout, nullptr, w, *comms[w.rank], signals.empty() ? nullptr : signals[w.rank].get());
+  });
   BlockWeights out;
   for (const StrategyResult& r : results)
     for (const auto& [b, sd] : r.local_blocks) {

@@ -39,7 +39,8 @@ BlockWeights reference_run(const RunContext& ctx, const std::vector<int>& replic
 
 // Runs the layout on `layout.workers` in-process CPU workers (local communicators); returns every block's
 // final weights (merged over the ranks that saved them) and rank 0's result.
-BlockWeights run_in_process(const RunContext& ctx, const Layout& layout, StrategyResult* result = nullptr);
+BlockWeights run_in_process(const RunContext& ctx, const Layout& layout, StrategyResult* result = nullptr,
+                            MessageMatching matching = MessageMatching::ByTag);
 
 // A pipeline plan from "first-last:replicas" stage items, e.g. {{0, 1, 2}, {2, 5, 1}}.
 Plan make_plan(const std::vector<Stage>& stages);

@@ -9,6 +9,7 @@
 #include "parallel/bd/workload.h"
 #include "runtime/error.h"
 #include "tests/bd/distill_testing.h"
+#include "tests/testing.h"
 
 namespace tandem {
 namespace parallel {
@@ -116,6 +117,34 @@ TEST(Errors, WorkerSpecsStrategiesAndBatchesThatDoNotFit) {
   expect_error<ValueError>([&] { parse_strategies("dp,foo"); }, "unknown strategy 'foo'");
   expect_error<ValueError>([&] { parse_strategies("tr,tr"); }, "named twice");
   expect_error<ValueError>([&] { parse_teacher_bn("frozen"); }, "'eval' or 'train'");
+}
+
+TEST(Errors, AnIssueOrderCommunicatorNeedsSeparateSignals) {
+  Workload w(testing::compression_workload(tandem::testing::fresh_seed()));
+  RunContext ctx = testing::make_context(w, 3, 16, 8, 1);
+  const Layout layout = pipeline_layout(Strategy::DPU, testing::make_plan({{0, 1, 1}, {2, 3, 1}}), w.blocks(), 2);
+  std::vector<Worker> workers = make_workers("cpu:2");
+  auto ordered = make_local_group(workers, MessageMatching::InIssueOrder);
+  auto more_ordered = make_local_group(workers, MessageMatching::InIssueOrder);
+  for (bool with_signals : {false, true})
+    run_on_workers(workers, [&](Worker& wk) {
+      expect_error<ValueError>(
+          [&] {
+            run_strategy(ctx, layout, nullptr, wk, *ordered[wk.rank], with_signals ? more_ordered[wk.rank].get() : nullptr);
+          },
+          "need a separate communicator that pairs them by tag");
+    });
+  // The session's local-ordered backend sets them up and trains.
+  SessionOptions o;
+  o.workload = testing::compression_workload(2);
+  o.dataset = "synthetic:n=16,h=16,w=16,c=3";
+  o.train.batch = 8;
+  o.workers = "cpu:2";
+  o.comm = "local-ordered";
+  o.strategies = {Strategy::DPU, Strategy::AHD};
+  SessionReport r = run_session(o, nullptr);
+  ASSERT_EQ(r.results.size(), 2u);
+  for (const StrategyResult& s : r.results) EXPECT_EQ(s.epochs_run, 1);
 }
 
 }  // namespace

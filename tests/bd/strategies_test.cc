@@ -55,11 +55,11 @@ TEST_P(Strategies, PipelinesAndLsMatchTheSequentialReferenceBitwise) {
     for (const auto& per_block : r.loss)
       for (double l : per_block) EXPECT_GT(l, 0);
   }
-  // Issued from one host thread per worker, as with NCCL: the same weights.
-  RunContext one = ctx;
-  one.one_issuer = true;
-  testing::expect_same_weights(testing::run_in_process(one, pipeline_layout(Strategy::DPU, plan, w.blocks(), 4)), want,
-                               std::string(c().name) + " TR+DPU, one issuing thread");
+  // Messages paired in issue order and one issuing thread per worker, as under NCCL: the same weights.
+  for (Strategy s : {Strategy::TR, Strategy::DPU, Strategy::AHD})
+    testing::expect_same_weights(testing::run_in_process(ctx, pipeline_layout(s, plan, w.blocks(), 4), nullptr,
+                                                         MessageMatching::InIssueOrder),
+                                 want, std::string(c().name) + " " + strategy_title(s) + ", NCCL's message order");
   Layout ls = dp_layout(w.blocks(), 4);
   ls.strategy = Strategy::LS;
   ls.bins = c().bins;
@@ -73,6 +73,9 @@ TEST_P(Strategies, DataParallelMatchesAReferenceWithTheSameShardsBitwise) {
   BlockWeights want = testing::reference_run(ctx, std::vector<int>(static_cast<size_t>(w.blocks()), 4), true);
   testing::expect_same_weights(testing::run_in_process(ctx, dp_layout(w.blocks(), 4)), want,
                                std::string(c().name) + " DP");
+  testing::expect_same_weights(
+      testing::run_in_process(ctx, dp_layout(w.blocks(), 4), nullptr, MessageMatching::InIssueOrder), want,
+      std::string(c().name) + " DP, NCCL's message order");
 }
 
 // Batch 8 over 3 replicas: 3, 3 and 2 rows, so the loss weighting of uneven shares is exercised too. The
@@ -91,10 +94,10 @@ TEST_P(Strategies, ReplicatedAhdStagesMatchAReferenceWithTheSameRowSplits) {
   BlockWeights got =
       testing::run_in_process(ctx, pipeline_layout(Strategy::AHD, testing::make_plan(c().hybrid), w.blocks(), 4));
   testing::expect_same_weights(got, want, std::string(c().name) + " replicated TR+DPU+AHD");
-  ctx.one_issuer = true;
   testing::expect_same_weights(
-      testing::run_in_process(ctx, pipeline_layout(Strategy::AHD, testing::make_plan(c().hybrid), w.blocks(), 4)),
-      want, std::string(c().name) + " replicated TR+DPU+AHD, one issuing thread");
+      testing::run_in_process(ctx, pipeline_layout(Strategy::AHD, testing::make_plan(c().hybrid), w.blocks(), 4),
+                              nullptr, MessageMatching::InIssueOrder),
+      want, std::string(c().name) + " replicated TR+DPU+AHD, NCCL's message order");
 }
 
 TEST_P(Strategies, TeacherBatchNormInTrainModeKeepsTeacherRelayingExact) {

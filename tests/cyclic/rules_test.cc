@@ -141,21 +141,25 @@ TEST_P(RulesTest, TrajectoryEqualsTheSequentialReferenceBitwise) {
   o.momentum = 0.9;
   o.weight_decay = 1e-2;
   if (c.lr_steps) o.lr_schedule = optim::step_lr(2, 0.5);
-  CyclicTrainer trainer = make_trainer(factory, input, o);
-  Reference ref(factory, input, o, o.stage_starts);
-  // Two timelines of 2 rounds: state (delayed gradients, versions, momentum) crosses the boundary.
-  for (int chunk = 0; chunk < 2; ++chunk) {
-    auto stats = trainer.train(2, batches);
-    ASSERT_EQ(stats.size(), 2u);
-    for (int64_t t = chunk * 2; t < chunk * 2 + 2; ++t) ref.round(t, batches);
+  // local-ordered pairs messages in issue order and holds each send until received, as NCCL does.
+  for (const char* backend : {"local", "local-ordered"}) {
+    o.comm_backend = backend;
+    CyclicTrainer trainer = make_trainer(factory, input, o);
+    Reference ref(factory, input, o, o.stage_starts);
+    // Two timelines of 2 rounds: state (delayed gradients, versions, momentum) crosses the boundary.
+    for (int chunk = 0; chunk < 2; ++chunk) {
+      auto stats = trainer.train(2, batches);
+      ASSERT_EQ(stats.size(), 2u);
+      for (int64_t t = chunk * 2; t < chunk * 2 + 2; ++t) ref.round(t, batches);
+    }
+    // Every micro-batch's view for the next round (zero: micro-batch 0's, whose versions its owners hold).
+    const int views = c.mode == Mode::Zero ? 1 : 3;
+    for (int i = 0; i < views; ++i)
+      for (auto& p : pair_by_name(ref.rank(i), trainer.view_parameters(i)))
+        tandem::testing::expect_bitwise_equal(p.second, p.first,
+                                              std::string(rule_name(c.rule)) + " " + mode_name(c.mode) + " " +
+                                                  backend + " rank " + std::to_string(i));
   }
-  // Every micro-batch's view for the next round (zero: micro-batch 0's, whose versions its owners hold).
-  const int views = c.mode == Mode::Zero ? 1 : 3;
-  for (int i = 0; i < views; ++i)
-    for (auto& p : pair_by_name(ref.rank(i), trainer.view_parameters(i)))
-      tandem::testing::expect_bitwise_equal(p.second, p.first,
-                                            std::string(rule_name(c.rule)) + " " + mode_name(c.mode) + " rank " +
-                                                std::to_string(i));
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -7,9 +7,9 @@ namespace tandem {
 namespace parallel {
 namespace testing {
 
-void run_local(int n, const std::function<void(Worker&, Communicator&)>& fn) {
+void run_local(int n, const std::function<void(Worker&, Communicator&)>& fn, MessageMatching matching) {
   std::vector<Worker> workers = make_workers("cpu:" + std::to_string(n));
-  std::vector<std::shared_ptr<Communicator>> comms = make_local_group(workers);
+  std::vector<std::shared_ptr<Communicator>> comms = make_local_group(workers, matching);
   run_on_workers(workers, [&](Worker& w) { fn(w, *comms[w.rank]); });
 }
 

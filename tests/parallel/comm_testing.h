@@ -13,7 +13,8 @@ namespace parallel {
 namespace testing {
 
 // Runs fn(worker, comm) on `n` CPU workers sharing a local group (rethrows like run_on_workers).
-void run_local(int n, const std::function<void(Worker&, Communicator&)>& fn);
+void run_local(int n, const std::function<void(Worker&, Communicator&)>& fn,
+               MessageMatching matching = MessageMatching::ByTag);
 
 // Rank `rank`'s input of a test: random values from (seed, rank), never all zero. Floating dtypes hold
 // normal values; integers small ones (0..49), so that sums of a few ranks never overflow.

@@ -119,6 +119,55 @@ TEST(LocalSendRecv, MismatchedShapeOrDtypeFailsOnBothEnds) {
   });
 }
 
+TEST(LocalSendRecv, InIssueOrderPairsMessagesAsNcclDoesAndRejectsAnotherOrder) {
+  const uint64_t seed = fresh_seed();
+  // Tags in the order they were sent: the values arrive as with tag matching, and the communicators ask for
+  // one issuing thread (as NCCL's do).
+  run_local(2, [&](Worker&, Communicator& c) {
+    EXPECT_TRUE(c.needs_one_issuer());
+    std::shared_ptr<Communicator> sub = c.split({1, 0});
+    EXPECT_TRUE(sub->needs_one_issuer());
+    if (c.rank() == 0) {
+      std::vector<Request> sent;
+      for (int k = 0; k < 3; ++k) sent.push_back(c.isend(rank_input(seed + k, 0, {4}, DType::F32), 1, 10 + k));
+      for (Request& r : sent) r.wait();
+    } else {
+      for (int k = 0; k < 3; ++k) {
+        Tensor got = zeros({4});
+        c.recv(got, 0, 10 + k);
+        expect_bitwise_equal(got, rank_input(seed + k, 0, {4}, DType::F32), "message " + std::to_string(k));
+      }
+    }
+  }, MessageMatching::InIssueOrder);
+  // Received in another order than sent: by tag that is fine, in issue order both ends fail.
+  for (MessageMatching m : {MessageMatching::ByTag, MessageMatching::InIssueOrder}) {
+    const bool strict = m == MessageMatching::InIssueOrder;
+    run_local(2, [&](Worker&, Communicator& c) {
+      EXPECT_EQ(c.needs_one_issuer(), strict);
+      if (c.rank() == 0) {
+        Request a = c.isend(rank_input(seed, 0, {2}, DType::F32), 1, 1);
+        Request b = c.isend(rank_input(seed + 1, 0, {2}, DType::F32), 1, 2);
+        if (!strict) {
+          a.wait();
+          b.wait();
+        } else {
+          EXPECT_THROW(a.wait(), Error);
+        }
+      } else {
+        Tensor got = zeros({2});
+        if (!strict) {
+          c.recv(got, 0, 2);
+          expect_bitwise_equal(got, rank_input(seed + 1, 0, {2}, DType::F32), "tag 2 first");
+          c.recv(got, 0, 1);
+          expect_bitwise_equal(got, rank_input(seed, 0, {2}, DType::F32), "tag 1 second");
+        } else {
+          expect_error<BackendError>([&] { c.recv(got, 0, 2); }, "rank 0's next message to rank 1 has tag 1");
+        }
+      }
+    }, m);
+  }
+}
+
 TEST(LocalSendRecv, BadRanksAndTags) {
   std::vector<std::shared_ptr<Communicator>> g = make_local_group(make_workers("cpu:4"));
   Communicator& c = *g[0];
