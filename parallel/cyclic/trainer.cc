@@ -367,17 +367,18 @@ void CyclicTrainer::Impl::perform(int w, const Action& a) {
     std::lock_guard<std::mutex> lock(s.mu);
     s.pending.push_back(std::move(r));
   };
+  // take() under the worker's lock: the other lane fills these maps.
+  auto take_locked = [&](auto& m, const auto& key, const char* what) {
+    std::lock_guard<std::mutex> lock(s.mu);
+    return take(m, key, what);
+  };
   switch (a.kind) {
     case ActionKind::Forward: forward(w, a); return;
     case ActionKind::Backward: backward(w, a); return;
     case ActionKind::Update: update(w, a); return;
     case ActionKind::AllReduce: {
       Stage& st = s.stages[a.stage];
-      Tensor flat;
-      {
-        std::lock_guard<std::mutex> lock(s.mu);
-        flat = take(st.own_grad, a.round, "stage gradient");
-      }
+      Tensor flat = take_locked(st.own_grad, a.round, "stage gradient");
       comm.all_reduce(flat, 1.0 / N);
       std::lock_guard<std::mutex> lock(s.mu);
       st.mean_grad[a.round] = flat;
@@ -402,12 +403,7 @@ void CyclicTrainer::Impl::perform(int w, const Action& a) {
       return;
     }
     case ActionKind::SendGrad: {
-      Tensor g;
-      {
-        std::lock_guard<std::mutex> lock(s.mu);
-        g = take(s.grad_out, Key3{a.round, a.micro, a.stage}, "input gradient");
-      }
-      keep(comm.isend(g, a.peer));
+      keep(comm.isend(take_locked(s.grad_out, Key3{a.round, a.micro, a.stage}, "input gradient"), a.peer));
       return;
     }
     case ActionKind::IssueParams: {
@@ -434,12 +430,7 @@ void CyclicTrainer::Impl::perform(int w, const Action& a) {
     }
     case ActionKind::RelayParams: {
       Stage& st = s.stages[a.stage];
-      Tensor buf;
-      {
-        std::lock_guard<std::mutex> lock(s.mu);
-        buf = take(st.relay, a.round, "parameters to relay");
-      }
-      keep(comm.isend(buf, a.peer));
+      keep(comm.isend(take_locked(st.relay, a.round, "parameters to relay"), a.peer));
       return;
     }
     case ActionKind::ChainSend: {
@@ -469,12 +460,7 @@ void CyclicTrainer::Impl::perform(int w, const Action& a) {
     }
     case ActionKind::MeanSend: {
       Stage& st = s.stages[a.stage];
-      Tensor mean;
-      {
-        std::lock_guard<std::mutex> lock(s.mu);
-        mean = take(st.mean_relay, a.round, "mean gradient to relay");
-      }
-      keep(comm.isend(mean, a.peer));
+      keep(comm.isend(take_locked(st.mean_relay, a.round, "mean gradient to relay"), a.peer));
       return;
     }
     case ActionKind::MeanRecv: {
