@@ -43,6 +43,25 @@ def _write(path, header, rows):
         w.writerows(rows)
 
 
+def _save(fig, out_dir, name, header, rows):
+    """Writes fig as NAME.png and the plotted rows as NAME.csv; returns both paths."""
+    fig.tight_layout()
+    png, table = os.path.join(out_dir, name + ".png"), os.path.join(out_dir, name + ".csv")
+    fig.savefig(png, dpi=130)
+    plt.close(fig)
+    _write(table, header, rows)
+    return [png, table]
+
+
+def _panels(sim_dir, runs):
+    """A figure with one panel for the unit-time model (if sim_dir) and one for the runs (if any)."""
+    panels = (1 if sim_dir else 0) + (1 if runs else 0)
+    if panels == 0:
+        return None, None
+    fig, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 4), squeeze=False)
+    return fig, axes[0]
+
+
 def _timeline_panel(ax, cells, title, steps):
     """cells: rows of the timeline CSV; one disc per (stage, step, micro), stacked when they share a cell."""
     stages = max(int(c["stage"]) for c in cells) + 1
@@ -111,11 +130,9 @@ def timeline_figure(out_dir, sim_dir):
 
 
 def activations_figure(out_dir, sim_dir, runs):
-    panels = (1 if sim_dir else 0) + (1 if runs else 0)
-    if panels == 0:
+    fig, axes = _panels(sim_dir, runs)
+    if fig is None:
         return []
-    fig, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 4), squeeze=False)
-    axes = axes[0]
     rows = []
     i = 0
     if sim_dir:
@@ -148,20 +165,13 @@ def activations_figure(out_dir, sim_dir, runs):
         axes[i].set_ylabel("activation MiB (total over workers)")
         axes[i].set_title("training runs")
         axes[i].legend(fontsize=8)
-    fig.tight_layout()
-    png = os.path.join(out_dir, "cyclic_activations.png")
-    fig.savefig(png, dpi=130)
-    plt.close(fig)
-    _write(os.path.join(out_dir, "cyclic_activations.csv"), ["source", "series", "time", "value"], rows)
-    return [png, os.path.join(out_dir, "cyclic_activations.csv")]
+    return _save(fig, out_dir, "cyclic_activations", ["source", "series", "time", "value"], rows)
 
 
 def comm_figure(out_dir, sim_dir, runs):
-    panels = (1 if sim_dir else 0) + (1 if runs else 0)
-    if panels == 0:
+    fig, axes = _panels(sim_dir, runs)
+    if fig is None:
         return []
-    fig, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 4), squeeze=False)
-    axes = axes[0]
     rows = []
     i = 0
     if sim_dir:
@@ -192,12 +202,7 @@ def comm_figure(out_dir, sim_dir, runs):
         axes[i].set_ylabel("MiB moved per bin (all workers)")
         axes[i].set_title("training runs")
         axes[i].legend(fontsize=8)
-    fig.tight_layout()
-    png = os.path.join(out_dir, "cyclic_comm.png")
-    fig.savefig(png, dpi=130)
-    plt.close(fig)
-    _write(os.path.join(out_dir, "cyclic_comm.csv"), ["source", "series", "time", "value"], rows)
-    return [png, os.path.join(out_dir, "cyclic_comm.csv")]
+    return _save(fig, out_dir, "cyclic_comm", ["source", "series", "time", "value"], rows)
 
 
 def accuracy_figure(out_dir, runs):
@@ -225,12 +230,7 @@ def accuracy_figure(out_dir, runs):
     loss_ax.set_xlabel("epoch")
     loss_ax.set_ylabel("training loss")
     loss_ax.legend()
-    fig.tight_layout()
-    png = os.path.join(out_dir, "cyclic_accuracy.png")
-    fig.savefig(png, dpi=130)
-    plt.close(fig)
-    _write(os.path.join(out_dir, "cyclic_accuracy.csv"), ["run", "series", "epoch", "value"], rows)
-    return [png, os.path.join(out_dir, "cyclic_accuracy.csv")]
+    return _save(fig, out_dir, "cyclic_accuracy", ["run", "series", "epoch", "value"], rows)
 
 
 def generate(out_dir, inputs):
