@@ -1,6 +1,7 @@
 // The rank-order sum of the collectives on CUDA: one elementwise kernel over up to kMaxSumInputs sources.
 #include <cuda_runtime.h>
 
+#include "kernels/cuda/kernel_launch.cuh"
 #include "parallel/local_comm.h"
 #include "runtime/cuda_check.h"
 
@@ -31,7 +32,8 @@ void launch(const SumSources& srcs, int n, void* dst, int64_t count, double scal
   constexpr int kThreads = 256;
   const int64_t blocks = (count + kThreads - 1) / kThreads;
   const int grid = static_cast<int>(blocks < 65535 * 8 ? blocks : 65535 * 8);
-  rank_order_sum_kernel<T><<<grid, kThreads, 0, stream>>>(srcs, n, static_cast<T*>(dst), count, scale, scale != 1.0);
+  launch_kernel(TD_KERNEL(rank_order_sum_kernel<T>), grid, kThreads, 0, stream, srcs, n, static_cast<T*>(dst), count,
+                scale, scale != 1.0);
   TD_CUDA_CHECK_LAUNCH(stream, "rank_order_sum_kernel");
 }
 

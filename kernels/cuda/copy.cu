@@ -5,6 +5,7 @@
 
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/kernel_launch.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/dispatch.h"
 #include "runtime/cuda_check.h"
@@ -76,8 +77,8 @@ void launch_convert_contiguous(const void* src, void* dst, int64_t n, const Laun
     using DV = stored_t<D>;
     const bool vec = is_aligned(src, sizeof(SV) * kConvertN) && is_aligned(dst, sizeof(DV) * kConvertN);
     const unsigned grid = grid_for(ceil_div(n, kThreads * (vec ? kConvertN : 1)), ls.device());
-    convert_contiguous_kernel<D, S><<<grid, kThreads, 0, ls.stream()>>>(static_cast<const SV*>(src),
-                                                                        static_cast<DV*>(dst), n, vec);
+    launch_kernel(TD_KERNEL(convert_contiguous_kernel<D, S>), grid, kThreads, 0, ls.stream(),
+                  static_cast<const SV*>(src), static_cast<DV*>(dst), n, vec);
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "convert_contiguous_kernel");
   }
 }
@@ -262,17 +263,18 @@ void launch_fill(void* dst, const StridedDesc& d0, E v, const LaunchScope& ls) {
     const int64_t misalign = static_cast<int64_t>(reinterpret_cast<uintptr_t>(p) % 16);
     const int64_t head = std::min<int64_t>(n, (16 - misalign) % 16 / static_cast<int64_t>(sizeof(E)));
     const int64_t nvec = (n - head) / W;
-    fill_contiguous_kernel<E><<<grid_for(ceil_div(nvec, kThreads), ls.device()), kThreads, 0, ls.stream()>>>(
-        p, head, nvec, n, v);
+    launch_kernel(TD_KERNEL(fill_contiguous_kernel<E>), grid_for(ceil_div(nvec, kThreads), ls.device()), kThreads, 0,
+                  ls.stream(), p, head, nvec, n, v);
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "fill_contiguous_kernel");
     return;
   }
   const StridedDesc* all[1] = {&d};
   const unsigned grid = grid_for(ceil_div(n, kThreads), ls.device());
   if (fits_int32(n, all, 1))
-    fill_strided_kernel<E, uint32_t><<<grid, kThreads, 0, ls.stream()>>>(p, d, static_cast<uint32_t>(n), v);
+    launch_kernel(TD_KERNEL(fill_strided_kernel<E, uint32_t>), grid, kThreads, 0, ls.stream(), p, d,
+                  static_cast<uint32_t>(n), v);
   else
-    fill_strided_kernel<E, int64_t><<<grid, kThreads, 0, ls.stream()>>>(p, d, n, v);
+    launch_kernel(TD_KERNEL(fill_strided_kernel<E, int64_t>), grid, kThreads, 0, ls.stream(), p, d, n, v);
   TD_CUDA_CHECK_LAUNCH(ls.stream(), "fill_strided_kernel");
 }
 
@@ -285,18 +287,18 @@ void launch_copy_same(const void* src, const StridedDesc& sd, void* dst, const S
     const int L = sd.ndim - 1;
     const int64_t tiles_k = ceil_div(sd.shape[k], kTile), tiles_l = ceil_div(sd.shape[L], kTile);
     const int64_t tiles = n / (sd.shape[k] * sd.shape[L]) * tiles_k * tiles_l;
-    transpose_copy_kernel<E><<<grid_for(tiles, ls.device()), dim3(kTile, kTileRows), 0, ls.stream()>>>(
-        static_cast<const E*>(src), sd, static_cast<E*>(dst), dd, k, tiles_k, tiles_l, tiles);
+    launch_kernel(TD_KERNEL(transpose_copy_kernel<E>), grid_for(tiles, ls.device()), dim3(kTile, kTileRows), 0,
+                  ls.stream(), static_cast<const E*>(src), sd, static_cast<E*>(dst), dd, k, tiles_k, tiles_l, tiles);
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "transpose_copy_kernel");
     return;
   }
   const unsigned grid = grid_for(ceil_div(n, kThreads), ls.device());
   if (narrow)
-    copy_strided_kernel<E, uint32_t><<<grid, kThreads, 0, ls.stream()>>>(
-        static_cast<const E*>(src), sd, static_cast<E*>(dst), dd, static_cast<uint32_t>(n));
+    launch_kernel(TD_KERNEL(copy_strided_kernel<E, uint32_t>), grid, kThreads, 0, ls.stream(),
+                  static_cast<const E*>(src), sd, static_cast<E*>(dst), dd, static_cast<uint32_t>(n));
   else
-    copy_strided_kernel<E, int64_t><<<grid, kThreads, 0, ls.stream()>>>(static_cast<const E*>(src), sd,
-                                                                         static_cast<E*>(dst), dd, n);
+    launch_kernel(TD_KERNEL(copy_strided_kernel<E, int64_t>), grid, kThreads, 0, ls.stream(),
+                  static_cast<const E*>(src), sd, static_cast<E*>(dst), dd, n);
   TD_CUDA_CHECK_LAUNCH(ls.stream(), "copy_strided_kernel");
 }
 }  // namespace
@@ -337,10 +339,11 @@ void CudaBackend::copy(DType src_t, const void* src, const StridedDesc& src_d, D
   }
   const unsigned grid = grid_for(ceil_div(n, kThreads), ls.device());
   if (narrow)
-    convert_strided_kernel<uint32_t><<<grid, kThreads, 0, ls.stream()>>>(src_t, src, sd, dst_t, dst, dd,
-                                                                        static_cast<uint32_t>(n));
+    launch_kernel(TD_KERNEL(convert_strided_kernel<uint32_t>), grid, kThreads, 0, ls.stream(), src_t, src, sd, dst_t,
+                  dst, dd, static_cast<uint32_t>(n));
   else
-    convert_strided_kernel<int64_t><<<grid, kThreads, 0, ls.stream()>>>(src_t, src, sd, dst_t, dst, dd, n);
+    launch_kernel(TD_KERNEL(convert_strided_kernel<int64_t>), grid, kThreads, 0, ls.stream(), src_t, src, sd, dst_t,
+                  dst, dd, n);
   TD_CUDA_CHECK_LAUNCH(ls.stream(), "convert_strided_kernel");
 }
 

@@ -3,6 +3,7 @@
 
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/kernel_launch.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/math.cuh"
 #include "kernels/dispatch.h"
@@ -189,20 +190,21 @@ void launch_arithmetic(BinaryOp op, const T* a, const StridedDesc& ad, const T* 
     const int64_t nvec = n / V;
     const unsigned grid = grid_for(ceil_div(nvec, kThreads * kUnroll), ls.device());
     if (narrow)
-      binary_vec_kernel<T, uint32_t><<<grid, kThreads, 0, ls.stream()>>>(op, a, ad, a_vec, b, bd, b_vec, out, od,
-                                                                          static_cast<uint32_t>(nvec));
+      launch_kernel(TD_KERNEL(binary_vec_kernel<T, uint32_t>), grid, kThreads, 0, ls.stream(), op, a, ad, a_vec, b, bd,
+                    b_vec, out, od, static_cast<uint32_t>(nvec));
     else
-      binary_vec_kernel<T, int64_t><<<grid, kThreads, 0, ls.stream()>>>(op, a, ad, a_vec, b, bd, b_vec, out, od,
-                                                                         nvec);
+      launch_kernel(TD_KERNEL(binary_vec_kernel<T, int64_t>), grid, kThreads, 0, ls.stream(), op, a, ad, a_vec, b, bd,
+                    b_vec, out, od, nvec);
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "binary_vec_kernel");
     return;
   }
   const unsigned grid = grid_for(ceil_div(n, kThreads), ls.device());
   if (narrow)
-    binary_strided_kernel<T, false, uint32_t>
-        <<<grid, kThreads, 0, ls.stream()>>>(op, a, ad, b, bd, out, od, static_cast<uint32_t>(n));
+    launch_kernel(TD_KERNEL(binary_strided_kernel<T, false, uint32_t>), grid, kThreads, 0, ls.stream(), op, a, ad, b,
+                  bd, out, od, static_cast<uint32_t>(n));
   else
-    binary_strided_kernel<T, false, int64_t><<<grid, kThreads, 0, ls.stream()>>>(op, a, ad, b, bd, out, od, n);
+    launch_kernel(TD_KERNEL(binary_strided_kernel<T, false, int64_t>), grid, kThreads, 0, ls.stream(), op, a, ad, b, bd,
+                  out, od, n);
   TD_CUDA_CHECK_LAUNCH(ls.stream(), "binary_strided_kernel");
 }
 
@@ -212,10 +214,11 @@ void launch_comparison(BinaryOp op, const T* a, const StridedDesc& ad, const T* 
   const int64_t n = od.numel();
   const unsigned grid = grid_for(ceil_div(n, kThreads), ls.device());
   if (narrow)
-    binary_strided_kernel<T, true, uint32_t>
-        <<<grid, kThreads, 0, ls.stream()>>>(op, a, ad, b, bd, out, od, static_cast<uint32_t>(n));
+    launch_kernel(TD_KERNEL(binary_strided_kernel<T, true, uint32_t>), grid, kThreads, 0, ls.stream(), op, a, ad, b, bd,
+                  out, od, static_cast<uint32_t>(n));
   else
-    binary_strided_kernel<T, true, int64_t><<<grid, kThreads, 0, ls.stream()>>>(op, a, ad, b, bd, out, od, n);
+    launch_kernel(TD_KERNEL(binary_strided_kernel<T, true, int64_t>), grid, kThreads, 0, ls.stream(), op, a, ad, b, bd,
+                  out, od, n);
   TD_CUDA_CHECK_LAUNCH(ls.stream(), "binary_strided_kernel (comparison)");
 }
 }  // namespace
@@ -228,11 +231,11 @@ void CudaBackend::unary(UnaryOp op, DType t, const void* x, void* y, int64_t n, 
     const scalar_t* xp = static_cast<const scalar_t*>(x);
     scalar_t* yp = static_cast<scalar_t*>(y);
     if (is_aligned(x, 16) && is_aligned(y, 16)) {
-      unary_kernel<scalar_t, V><<<grid_for(ceil_div(n, kThreads * kUnroll * V), ls.device()), kThreads, 0,
-                                  ls.stream()>>>(op, xp, yp, n, p);
+      launch_kernel(TD_KERNEL(unary_kernel<scalar_t, V>), grid_for(ceil_div(n, kThreads * kUnroll * V), ls.device()),
+                    kThreads, 0, ls.stream(), op, xp, yp, n, p);
     } else {
-      unary_kernel<scalar_t, 1><<<grid_for(ceil_div(n, kThreads * kUnroll), ls.device()), kThreads, 0,
-                                  ls.stream()>>>(op, xp, yp, n, p);
+      launch_kernel(TD_KERNEL(unary_kernel<scalar_t, 1>), grid_for(ceil_div(n, kThreads * kUnroll), ls.device()),
+                    kThreads, 0, ls.stream(), op, xp, yp, n, p);
     }
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "unary_kernel");
   });
@@ -249,11 +252,13 @@ void CudaBackend::unary_backward(UnaryOp op, DType t, const void* x, const void*
     auto op_ = static_cast<scalar_t*>(gx);
     bool vec = is_aligned(x, 16) && is_aligned(y, 16) && is_aligned(gy, 16) && is_aligned(gx, 16);
     if (vec) {
-      unary_backward_kernel<scalar_t, V><<<grid_for(ceil_div(n, kThreads * kUnroll * V), ls.device()), kThreads,
-                                           0, ls.stream()>>>(op, xp, yp, gp, op_, n, p);
+      launch_kernel(TD_KERNEL(unary_backward_kernel<scalar_t, V>),
+                    grid_for(ceil_div(n, kThreads * kUnroll * V), ls.device()), kThreads, 0, ls.stream(), op, xp, yp,
+                    gp, op_, n, p);
     } else {
-      unary_backward_kernel<scalar_t, 1><<<grid_for(ceil_div(n, kThreads * kUnroll), ls.device()), kThreads, 0,
-                                           ls.stream()>>>(op, xp, yp, gp, op_, n, p);
+      launch_kernel(TD_KERNEL(unary_backward_kernel<scalar_t, 1>),
+                    grid_for(ceil_div(n, kThreads * kUnroll), ls.device()), kThreads, 0, ls.stream(), op, xp, yp, gp,
+                    op_, n, p);
     }
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "unary_backward_kernel");
   });
@@ -293,10 +298,11 @@ void CudaBackend::where(const void* cond, const StridedDesc& cd, DType t, const 
     auto ap = static_cast<const scalar_t*>(a), bp = static_cast<const scalar_t*>(b);
     auto op = static_cast<scalar_t*>(out);
     if (narrow)
-      where_kernel<scalar_t, uint32_t><<<grid, kThreads, 0, ls.stream()>>>(cp, c[1], ap, c[2], bp, c[3], op, c[0],
-                                                                           static_cast<uint32_t>(n));
+      launch_kernel(TD_KERNEL(where_kernel<scalar_t, uint32_t>), grid, kThreads, 0, ls.stream(), cp, c[1], ap, c[2], bp,
+                    c[3], op, c[0], static_cast<uint32_t>(n));
     else
-      where_kernel<scalar_t, int64_t><<<grid, kThreads, 0, ls.stream()>>>(cp, c[1], ap, c[2], bp, c[3], op, c[0], n);
+      launch_kernel(TD_KERNEL(where_kernel<scalar_t, int64_t>), grid, kThreads, 0, ls.stream(), cp, c[1], ap, c[2], bp,
+                    c[3], op, c[0], n);
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "where_kernel");
   });
 }

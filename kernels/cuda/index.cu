@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/kernel_launch.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/dispatch.h"
 #include "runtime/cuda_check.h"
@@ -112,12 +113,13 @@ void launch_add(const void* src, int64_t outer, int64_t n_idx, int64_t inner, co
   auto dp = static_cast<T*>(dst);
   int32_t* flag = device_error_flag(ls.device());
   if (columns < kFewColumns && dst_elems <= kMaxScan / std::max<int64_t>(n_idx, 1)) {
-    add_by_destination_kernel<T, kPerElement><<<grid_for(ceil_div(dst_elems, kThreads), ls.device()), kThreads, 0,
-                                                ls.stream()>>>(sp, outer, n_idx, inner, idx, n_dst, dp, flag);
+    launch_kernel(TD_KERNEL(add_by_destination_kernel<T, kPerElement>),
+                  grid_for(ceil_div(dst_elems, kThreads), ls.device()), kThreads, 0, ls.stream(), sp, outer, n_idx,
+                  inner, idx, n_dst, dp, flag);
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "add_by_destination_kernel");
   } else {
-    add_by_column_kernel<T, kPerElement><<<grid_for(ceil_div(columns, kThreads), ls.device()), kThreads, 0,
-                                           ls.stream()>>>(sp, outer, n_idx, inner, idx, n_dst, dp, flag);
+    launch_kernel(TD_KERNEL(add_by_column_kernel<T, kPerElement>), grid_for(ceil_div(columns, kThreads), ls.device()),
+                  kThreads, 0, ls.stream(), sp, outer, n_idx, inner, idx, n_dst, dp, flag);
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "add_by_column_kernel");
   }
 }
@@ -138,9 +140,9 @@ template <typename U>
 void launch_index_select(const void* x, int64_t outer, int64_t n_src, int64_t inner_u, const int64_t* idx,
                          int64_t n_idx, void* out, const LaunchScope& ls) {
   const int64_t total = outer * n_idx * inner_u;
-  index_select_kernel<U><<<grid_for(ceil_div(total, kThreads), ls.device()), kThreads, 0, ls.stream()>>>(
-      static_cast<const U*>(x), outer, n_src, inner_u, idx, n_idx, static_cast<U*>(out),
-      device_error_flag(ls.device()));
+  launch_kernel(TD_KERNEL(index_select_kernel<U>), grid_for(ceil_div(total, kThreads), ls.device()), kThreads, 0,
+                ls.stream(), static_cast<const U*>(x), outer, n_src, inner_u, idx, n_idx, static_cast<U*>(out),
+                device_error_flag(ls.device()));
   TD_CUDA_CHECK_LAUNCH(ls.stream(), "index_select_kernel");
 }
 }  // namespace
@@ -178,8 +180,9 @@ void CudaBackend::gather(DType t, const void* x, int64_t outer, int64_t n_src, i
   LaunchScope ls(s);
   int32_t* flag = device_error_flag(ls.device());
   TD_DISPATCH_BYTES(t, {
-    gather_kernel<scalar_t><<<grid_for(ceil_div(total, kThreads), ls.device()), kThreads, 0, ls.stream()>>>(
-        static_cast<const scalar_t*>(x), outer, n_src, inner, idx, n_idx, static_cast<scalar_t*>(out), flag);
+    launch_kernel(TD_KERNEL(gather_kernel<scalar_t>), grid_for(ceil_div(total, kThreads), ls.device()), kThreads, 0,
+                  ls.stream(), static_cast<const scalar_t*>(x), outer, n_src, inner, idx, n_idx,
+                  static_cast<scalar_t*>(out), flag);
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "gather_kernel");
   });
 }
@@ -197,8 +200,8 @@ void CudaBackend::one_hot(const int64_t* idx, int64_t n, int64_t classes, DType 
   LaunchScope ls(s);
   int32_t* flag = device_error_flag(ls.device());
   TD_DISPATCH_NUMERIC(t, "one_hot", {
-    one_hot_kernel<scalar_t><<<grid_for(ceil_div(total, kThreads), ls.device()), kThreads, 0, ls.stream()>>>(
-        idx, n, classes, static_cast<scalar_t*>(out), flag);
+    launch_kernel(TD_KERNEL(one_hot_kernel<scalar_t>), grid_for(ceil_div(total, kThreads), ls.device()), kThreads, 0,
+                  ls.stream(), idx, n, classes, static_cast<scalar_t*>(out), flag);
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "one_hot_kernel");
   });
 }

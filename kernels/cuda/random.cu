@@ -2,6 +2,7 @@
 // the same order), and the CUDA backend's registration.
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/kernel_launch.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/dispatch.h"
 #include "runtime/cuda_check.h"
@@ -42,8 +43,8 @@ void CudaBackend::random(DType t, void* out, int64_t n, uint64_t seed, uint64_t 
   LaunchScope ls(s);
   TD_DISPATCH_FLOAT(t, "random", {
     const bool vec = is_aligned(out, 4 * sizeof(scalar_t));
-    random_kernel<scalar_t><<<grid_for(ceil_div(ceil_div(n, 4), kThreads), ls.device()), kThreads, 0, ls.stream()>>>(
-        static_cast<scalar_t*>(out), n, seed, offset, spec, vec);
+    launch_kernel(TD_KERNEL(random_kernel<scalar_t>), grid_for(ceil_div(ceil_div(n, 4), kThreads), ls.device()),
+                  kThreads, 0, ls.stream(), static_cast<scalar_t*>(out), n, seed, offset, spec, vec);
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "random_kernel");
   });
 }

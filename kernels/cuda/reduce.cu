@@ -9,6 +9,7 @@
 
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/kernel_launch.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/dispatch.h"
 #include "runtime/cuda_check.h"
@@ -248,8 +249,8 @@ void reduce_pass(const R& red, const In* x, int64_t outer, int64_t r, int64_t in
     nseg = std::max<int64_t>(1, ceil_div(r, seg_len));
     if (nseg > 1) partials = workspace(static_cast<size_t>(outer * nseg) * sizeof(Acc), s);
     const int64_t blocks = ceil_div(outer * nseg, kThreads / G);
-    reduce_rows_kernel<R, In, V><<<grid_for(blocks, ls.device()), kThreads, 0, ls.stream()>>>(
-        red, x, outer, r, seg_len, nseg, G, vec, static_cast<Acc*>(partials.data()), out, idx);
+    launch_kernel(TD_KERNEL(reduce_rows_kernel<R, In, V>), grid_for(blocks, ls.device()), kThreads, 0, ls.stream(), red,
+                  x, outer, r, seg_len, nseg, G, vec, static_cast<Acc*>(partials.data()), out, idx);
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "reduce_rows_kernel");
   } else {
     const int64_t plan_columns = inner % plan_v == 0 ? outer * (inner / plan_v) : outer * inner;
@@ -263,8 +264,8 @@ void reduce_pass(const R& red, const In* x, int64_t outer, int64_t r, int64_t in
     const int64_t columns = outer * (inner / V);
     const int TX = static_cast<int>(std::min<int64_t>(kThreads / TY, pow2_ceil(columns)));
     const int64_t blocks = ceil_div(columns, TX) * nseg;
-    reduce_cols_kernel<R, In, V><<<grid_for(blocks, ls.device()), dim3(TX, TY), 0, ls.stream()>>>(
-        red, x, outer, r, inner, seg_len, nseg, static_cast<Acc*>(partials.data()), out, idx);
+    launch_kernel(TD_KERNEL(reduce_cols_kernel<R, In, V>), grid_for(blocks, ls.device()), dim3(TX, TY), 0, ls.stream(),
+                  red, x, outer, r, inner, seg_len, nseg, static_cast<Acc*>(partials.data()), out, idx);
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "reduce_cols_kernel");
   }
   if (nseg > 1)

@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/kernel_launch.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/math.cuh"
 #include "kernels/dispatch.h"
@@ -415,12 +416,12 @@ void CudaBackend::softmax(bool log, DType t, const void* x, void* y, int64_t out
       constexpr int V = vec_width<scalar_t>();
       const int G = row_lanes(n, V);
       const bool vec = n % V == 0 && is_aligned(x, 16) && is_aligned(y, 16);
-      softmax_rows_kernel<scalar_t><<<grid_for(ceil_div(outer, kThreads / G), ls.device()), kThreads, 0,
-                                      ls.stream()>>>(log, xp, yp, outer, n, G, vec);
+      launch_kernel(TD_KERNEL(softmax_rows_kernel<scalar_t>), grid_for(ceil_div(outer, kThreads / G), ls.device()),
+                    kThreads, 0, ls.stream(), log, xp, yp, outer, n, G, vec);
       TD_CUDA_CHECK_LAUNCH(ls.stream(), "softmax_rows_kernel");
     } else {
-      softmax_cols_kernel<scalar_t><<<grid_for(ceil_div(outer * inner, kColX), ls.device()), dim3(kColX, kColY), 0,
-                                      ls.stream()>>>(log, xp, yp, outer, n, inner);
+      launch_kernel(TD_KERNEL(softmax_cols_kernel<scalar_t>), grid_for(ceil_div(outer * inner, kColX), ls.device()),
+                    dim3(kColX, kColY), 0, ls.stream(), log, xp, yp, outer, n, inner);
       TD_CUDA_CHECK_LAUNCH(ls.stream(), "softmax_cols_kernel");
     }
   });
@@ -438,13 +439,14 @@ void CudaBackend::softmax_backward(bool log, DType t, const void* y, const void*
       constexpr int V = vec_width<scalar_t>();
       const int G = row_lanes(n, V);
       const bool vec = n % V == 0 && is_aligned(y, 16) && is_aligned(gy, 16) && is_aligned(gx, 16);
-      softmax_backward_rows_kernel<scalar_t><<<grid_for(ceil_div(outer, kThreads / G), ls.device()), kThreads, 0,
-                                               ls.stream()>>>(log, yp, gp, op, outer, n, G, vec);
+      launch_kernel(TD_KERNEL(softmax_backward_rows_kernel<scalar_t>),
+                    grid_for(ceil_div(outer, kThreads / G), ls.device()), kThreads, 0, ls.stream(), log, yp, gp, op,
+                    outer, n, G, vec);
       TD_CUDA_CHECK_LAUNCH(ls.stream(), "softmax_backward_rows_kernel");
     } else {
-      softmax_backward_cols_kernel<scalar_t><<<grid_for(ceil_div(outer * inner, kColX), ls.device()),
-                                               dim3(kColX, kColY), 0, ls.stream()>>>(log, yp, gp, op, outer, n,
-                                                                                     inner);
+      launch_kernel(TD_KERNEL(softmax_backward_cols_kernel<scalar_t>),
+                    grid_for(ceil_div(outer * inner, kColX), ls.device()), dim3(kColX, kColY), 0, ls.stream(), log, yp,
+                    gp, op, outer, n, inner);
       TD_CUDA_CHECK_LAUNCH(ls.stream(), "softmax_backward_cols_kernel");
     }
   });

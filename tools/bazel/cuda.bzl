@@ -72,20 +72,50 @@ _cuda_objects = rule(
     },
 )
 
+# Flags of the .cu files in the simulator build (C++ with the SIMT header, see below).
+CUDASIM_COPTS = [
+    "-DTANDEM_CUDASIM=1",
+    "-Wno-unknown-pragmas",
+]
+
 def cuda_library(name, srcs = [], hdrs = [], deps = [], copts = [], alwayslink = False, visibility = None, **kwargs):
-    """A cc_library whose .cu sources are compiled by nvcc for sm_80, sm_90 and compute_90 PTX."""
+    """A cc_library of .cu sources: nvcc for sm_80, sm_90 and compute_90 PTX, or, in the simulator build
+    (--config=cudasim), the same sources compiled as C++ against tools/cudasim."""
     _cuda_objects(
         name = name + "_cuda_objects",
         srcs = srcs,
         hdrs = hdrs,
         deps = deps + ["@cuda//:headers"],
         copts = copts,
+        tags = ["manual"],
     )
+    sim_srcs = []
+    for src in srcs:
+        out = "_cudasim/%s/%s.cc" % (name, src[:-len(".cu")])
+        # The SIMT header first, then the .cu file after a #line directive (so that __FILE__ and diagnostics
+        # name the .cu file). The header is pasted rather than included so that it is an input of the kernel
+        # compiles only: every other compile stays the same action as in NVIDIA's build.
+        native.genrule(
+            name = "%s_cudasim_%s" % (name, src[:-len(".cu")].replace("/", "_")),
+            srcs = [src, "//tools/cudasim:simt.h"],
+            outs = [out],
+            cmd = ("(sed '/^#pragma once/d' $(location //tools/cudasim:simt.h); " +
+                   "echo '#line 1 \"$(location %s)\"'; cat $(location %s)) > $@") % (src, src),
+            tags = ["manual"],
+        )
+        sim_srcs.append(out)
     native.cc_library(
         name = name,
-        srcs = [":" + name + "_cuda_objects"],
+        srcs = select({
+            "//tools/cudasim:enabled": sim_srcs,
+            "//conditions:default": [":" + name + "_cuda_objects"],
+        }),
         hdrs = hdrs,
-        deps = deps + ["@cuda//:cudart"],
+        copts = select({
+            "//tools/cudasim:enabled": CUDASIM_COPTS + copts,
+            "//conditions:default": [],
+        }),
+        deps = deps + ["//third_party:cudart", "@cuda//:headers"],
         alwayslink = alwayslink,
         visibility = visibility,
         **kwargs

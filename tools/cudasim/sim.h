@@ -61,8 +61,8 @@ cudaError_t check_device(int device);
 
 // ---- streams ----
 
-// The simulator's stream (cudaStream_t and CUstream point to one); defined in stream.cc.
-struct StreamImpl;
+// The simulator's stream: cudaStream_t and CUstream point to one (struct CUstream_st is defined in state.h).
+using StreamImpl = ::CUstream_st;
 // Resolves a stream handle given to an API: nullptr and cudaStreamLegacy are the legacy default stream of the
 // current device, cudaStreamPerThread the current device's per-thread stream. Returns nullptr and sets *err
 // (cudaErrorInvalidResourceHandle, or the device's sticky error) when the handle cannot be used.

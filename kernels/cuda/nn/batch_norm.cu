@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/kernel_launch.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/nn/cuda_nn_backend.h"
 #include "kernels/dispatch.h"
@@ -117,12 +118,13 @@ __global__ void row_partials(ChannelLayout L, int64_t per, Op op, double2* parti
 template <typename Op>
 void launch_partials(const ChannelLayout& L, const Split& sp, Op op, double2* partial, cudaStream_t stream) {
   if (L.inner > 1) {
-    plane_partials<<<dim3(static_cast<unsigned>(sp.count), static_cast<unsigned>(L.channels)), kThreads, 0, stream>>>(
-        L, sp.per, op, partial);
+    launch_kernel(TD_KERNEL(plane_partials<Op>),
+                  dim3(static_cast<unsigned>(sp.count), static_cast<unsigned>(L.channels)), kThreads, 0, stream, L,
+                  sp.per, op, partial);
     TD_CUDA_CHECK_LAUNCH(stream, "batch_norm plane_partials");
   } else {
     dim3 grid(static_cast<unsigned>(sp.count), static_cast<unsigned>(ceil_div(L.channels, kRowChannels)));
-    row_partials<<<grid, dim3(kRowChannels, kRowLanes), 0, stream>>>(L, sp.per, op, partial);
+    launch_kernel(TD_KERNEL(row_partials<Op>), grid, dim3(kRowChannels, kRowLanes), 0, stream, L, sp.per, op, partial);
     TD_CUDA_CHECK_LAUNCH(stream, "batch_norm row_partials");
   }
 }
@@ -239,20 +241,18 @@ void CudaNNBackend::batch_norm_forward_train(const BatchNormGeometry& g, const v
     Scratch<T> scratch(sp.count * g.c, 2 * g.c, s);
     T *k = scratch.coef, *b = scratch.coef + g.c;
     launch_partials(L, sp, StatsOp<T>{static_cast<const T*>(x)}, scratch.partial, ls.stream());
-    finalize_stats<T><<<channel_blocks(g.c), kThreads, 0, ls.stream()>>>(
-        scratch.partial, sp.count, g.c, static_cast<double>(L.per_channel()), eps, momentum,
-        static_cast<T*>(running_mean), static_cast<T*>(running_var), static_cast<const T*>(weight),
-        static_cast<const T*>(bias), static_cast<T*>(save_mean), static_cast<T*>(save_invstd), k, b);
+    launch_kernel(TD_KERNEL(finalize_stats<T>), channel_blocks(g.c), kThreads, 0, ls.stream(), scratch.partial,
+                  sp.count, g.c, static_cast<double>(L.per_channel()), eps, momentum, static_cast<T*>(running_mean),
+                  static_cast<T*>(running_var), static_cast<const T*>(weight), static_cast<const T*>(bias),
+                  static_cast<T*>(save_mean), static_cast<T*>(save_invstd), k, b);
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "batch_norm finalize_stats");
     const unsigned grid = grid_for(ceil_div(L.numel(), kThreads), ls.device());
     if (small_index(L))
-      apply_affine<T, uint32_t><<<grid, kThreads, 0, ls.stream()>>>(L, static_cast<const T*>(x),
-                                                                    static_cast<const T*>(save_mean), k, b,
-                                                                    static_cast<T*>(y));
+      launch_kernel(TD_KERNEL(apply_affine<T, uint32_t>), grid, kThreads, 0, ls.stream(), L, static_cast<const T*>(x),
+                    static_cast<const T*>(save_mean), k, b, static_cast<T*>(y));
     else
-      apply_affine<T, int64_t><<<grid, kThreads, 0, ls.stream()>>>(L, static_cast<const T*>(x),
-                                                                   static_cast<const T*>(save_mean), k, b,
-                                                                   static_cast<T*>(y));
+      launch_kernel(TD_KERNEL(apply_affine<T, int64_t>), grid, kThreads, 0, ls.stream(), L, static_cast<const T*>(x),
+                    static_cast<const T*>(save_mean), k, b, static_cast<T*>(y));
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "batch_norm apply_affine");
   });
 }
@@ -267,18 +267,18 @@ void CudaNNBackend::batch_norm_forward_eval(const BatchNormGeometry& g, const vo
     using T = scalar_t;
     Scratch<T> scratch(0, 2 * g.c, s);
     T *k = scratch.coef, *b = scratch.coef + g.c;
-    eval_coefficients<T><<<channel_blocks(g.c), kThreads, 0, ls.stream()>>>(
-        g.c, static_cast<const T*>(running_var), static_cast<const T*>(weight), static_cast<const T*>(bias), eps, k,
-        b);
+    launch_kernel(TD_KERNEL(eval_coefficients<T>), channel_blocks(g.c), kThreads, 0, ls.stream(), g.c,
+                  static_cast<const T*>(running_var), static_cast<const T*>(weight), static_cast<const T*>(bias), eps,
+                  k, b);
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "batch_norm eval_coefficients");
     const unsigned grid = grid_for(ceil_div(L.numel(), kThreads), ls.device());
     const T* m = static_cast<const T*>(running_mean);
     if (small_index(L))
-      apply_affine<T, uint32_t><<<grid, kThreads, 0, ls.stream()>>>(L, static_cast<const T*>(x), m, k, b,
-                                                                    static_cast<T*>(y));
+      launch_kernel(TD_KERNEL(apply_affine<T, uint32_t>), grid, kThreads, 0, ls.stream(), L, static_cast<const T*>(x),
+                    m, k, b, static_cast<T*>(y));
     else
-      apply_affine<T, int64_t><<<grid, kThreads, 0, ls.stream()>>>(L, static_cast<const T*>(x), m, k, b,
-                                                                   static_cast<T*>(y));
+      launch_kernel(TD_KERNEL(apply_affine<T, int64_t>), grid, kThreads, 0, ls.stream(), L, static_cast<const T*>(x), m,
+                    k, b, static_cast<T*>(y));
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "batch_norm apply_affine");
   });
 }
@@ -298,19 +298,18 @@ void CudaNNBackend::batch_norm_backward(const BatchNormGeometry& g, bool trainin
     const T* m = static_cast<const T*>(mean);
     launch_partials(L, sp, GradOp<T>{static_cast<const T*>(x), static_cast<const T*>(dy), m}, scratch.partial,
                     ls.stream());
-    finalize_grads<T><<<channel_blocks(g.c), kThreads, 0, ls.stream()>>>(
-        scratch.partial, sp.count, g.c, static_cast<double>(L.per_channel()), training,
-        static_cast<const T*>(weight), static_cast<const T*>(invstd), static_cast<T*>(dweight),
-        static_cast<T*>(dbias), k1, k2, k3);
+    launch_kernel(TD_KERNEL(finalize_grads<T>), channel_blocks(g.c), kThreads, 0, ls.stream(), scratch.partial,
+                  sp.count, g.c, static_cast<double>(L.per_channel()), training, static_cast<const T*>(weight),
+                  static_cast<const T*>(invstd), static_cast<T*>(dweight), static_cast<T*>(dbias), k1, k2, k3);
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "batch_norm finalize_grads");
     if (dx != nullptr && L.numel() > 0) {
       const unsigned grid = grid_for(ceil_div(L.numel(), kThreads), ls.device());
       if (small_index(L))
-        apply_backward<T, uint32_t><<<grid, kThreads, 0, ls.stream()>>>(
-            L, static_cast<const T*>(dy), static_cast<const T*>(x), m, k1, k2, k3, static_cast<T*>(dx));
+        launch_kernel(TD_KERNEL(apply_backward<T, uint32_t>), grid, kThreads, 0, ls.stream(), L,
+                      static_cast<const T*>(dy), static_cast<const T*>(x), m, k1, k2, k3, static_cast<T*>(dx));
       else
-        apply_backward<T, int64_t><<<grid, kThreads, 0, ls.stream()>>>(
-            L, static_cast<const T*>(dy), static_cast<const T*>(x), m, k1, k2, k3, static_cast<T*>(dx));
+        launch_kernel(TD_KERNEL(apply_backward<T, int64_t>), grid, kThreads, 0, ls.stream(), L,
+                      static_cast<const T*>(dy), static_cast<const T*>(x), m, k1, k2, k3, static_cast<T*>(dx));
       TD_CUDA_CHECK_LAUNCH(ls.stream(), "batch_norm apply_backward");
     }
   });

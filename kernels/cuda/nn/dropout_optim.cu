@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cuda/kernel_launch.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/nn/cuda_nn_backend.h"
 #include "kernels/dispatch.h"
@@ -140,8 +141,8 @@ void CudaNNBackend::dropout_mask(int64_t n, double p, uint64_t seed, uint64_t of
                                  const Stream& s) {
   if (n <= 0) return;
   LaunchScope ls(s);
-  dropout_mask_kernel<<<grid_for(ceil_div(ceil_div(n, 4), kThreads), ls.device()), kThreads, 0, ls.stream()>>>(
-      n, p, seed, offset, mask);
+  launch_kernel(TD_KERNEL(dropout_mask_kernel), grid_for(ceil_div(ceil_div(n, 4), kThreads), ls.device()), kThreads, 0,
+                ls.stream(), n, p, seed, offset, mask);
   TD_CUDA_CHECK_LAUNCH(ls.stream(), "dropout_mask");
 }
 
@@ -150,8 +151,9 @@ void CudaNNBackend::masked_scale(DType t, const void* x, const uint8_t* mask, do
   if (n <= 0) return;
   LaunchScope ls(s);
   TD_DISPATCH_FLOAT(t, "dropout", {
-    masked_scale_kernel<scalar_t><<<grid_for(ceil_div(n, kThreads), ls.device()), kThreads, 0, ls.stream()>>>(
-        static_cast<const scalar_t*>(x), mask, static_cast<scalar_t>(scale), static_cast<scalar_t*>(y), n);
+    launch_kernel(TD_KERNEL(masked_scale_kernel<scalar_t>), grid_for(ceil_div(n, kThreads), ls.device()), kThreads, 0,
+                  ls.stream(), static_cast<const scalar_t*>(x), mask, static_cast<scalar_t>(scale),
+                  static_cast<scalar_t*>(y), n);
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "masked_scale");
   });
 }
@@ -169,7 +171,7 @@ void CudaNNBackend::sgd_step(DType t, int64_t count, void* const* params, const 
     SgdCoef<T> k{static_cast<T>(h.lr), static_cast<T>(h.momentum), static_cast<T>(1.0 - h.dampening),
                  static_cast<T>(h.weight_decay), h.weight_decay != 0, use_momentum, h.nesterov, h.first_step};
     for_each_batch<3>(count, lists, numels, [&](const TensorList<3>& list, int64_t blocks) {
-      sgd_kernel<T><<<launch_blocks(blocks), kThreads, 0, ls.stream()>>>(list, k);
+      launch_kernel(TD_KERNEL(sgd_kernel<T>), launch_blocks(blocks), kThreads, 0, ls.stream(), list, k);
       TD_CUDA_CHECK_LAUNCH(ls.stream(), "sgd_step_");
     });
   });
@@ -196,7 +198,7 @@ void CudaNNBackend::adam_step(DType t, int64_t count, void* const* params, const
                   h.weight_decay != 0 && !h.decoupled_weight_decay,
                   h.weight_decay != 0 && h.decoupled_weight_decay};
     for_each_batch<4>(count, lists, numels, [&](const TensorList<4>& list, int64_t blocks) {
-      adam_kernel<T><<<launch_blocks(blocks), kThreads, 0, ls.stream()>>>(list, k);
+      launch_kernel(TD_KERNEL(adam_kernel<T>), launch_blocks(blocks), kThreads, 0, ls.stream(), list, k);
       TD_CUDA_CHECK_LAUNCH(ls.stream(), "adam_step_");
     });
   });

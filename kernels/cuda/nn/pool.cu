@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "kernels/cuda/kernel_launch.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/nn/cuda_nn_backend.h"
 #include "kernels/dispatch.h"
@@ -155,8 +156,8 @@ void CudaNNBackend::max_pool2d_forward(const Pool2dGeometry& g, const void* x, v
   if (total == 0) return;
   LaunchScope ls(s);
   TD_DISPATCH_FLOAT(g.dtype, "max_pool2d", {
-    max_forward<scalar_t><<<blocks_for(total, ls.device()), kThreads, 0, ls.stream()>>>(
-        g, static_cast<const scalar_t*>(x), static_cast<scalar_t*>(y), indices);
+    launch_kernel(TD_KERNEL(max_forward<scalar_t>), blocks_for(total, ls.device()), kThreads, 0, ls.stream(), g,
+                  static_cast<const scalar_t*>(x), static_cast<scalar_t*>(y), indices);
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "max_pool2d forward");
   });
 }
@@ -167,8 +168,8 @@ void CudaNNBackend::max_pool2d_backward(const Pool2dGeometry& g, const void* dy,
   if (total == 0) return;
   LaunchScope ls(s);
   TD_DISPATCH_FLOAT(g.dtype, "max_pool2d backward", {
-    max_backward<scalar_t><<<blocks_for(total, ls.device()), kThreads, 0, ls.stream()>>>(
-        g, static_cast<const scalar_t*>(dy), indices, static_cast<scalar_t*>(dx));
+    launch_kernel(TD_KERNEL(max_backward<scalar_t>), blocks_for(total, ls.device()), kThreads, 0, ls.stream(), g,
+                  static_cast<const scalar_t*>(dy), indices, static_cast<scalar_t*>(dx));
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "max_pool2d backward");
   });
 }
@@ -178,8 +179,8 @@ void CudaNNBackend::avg_pool2d_forward(const Pool2dGeometry& g, const void* x, v
   if (total == 0) return;
   LaunchScope ls(s);
   TD_DISPATCH_FLOAT(g.dtype, "avg_pool2d", {
-    avg_forward<scalar_t><<<blocks_for(total, ls.device()), kThreads, 0, ls.stream()>>>(
-        g, static_cast<const scalar_t*>(x), static_cast<scalar_t*>(y));
+    launch_kernel(TD_KERNEL(avg_forward<scalar_t>), blocks_for(total, ls.device()), kThreads, 0, ls.stream(), g,
+                  static_cast<const scalar_t*>(x), static_cast<scalar_t*>(y));
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "avg_pool2d forward");
   });
 }
@@ -189,8 +190,8 @@ void CudaNNBackend::avg_pool2d_backward(const Pool2dGeometry& g, const void* dy,
   if (total == 0) return;
   LaunchScope ls(s);
   TD_DISPATCH_FLOAT(g.dtype, "avg_pool2d backward", {
-    avg_backward<scalar_t><<<blocks_for(total, ls.device()), kThreads, 0, ls.stream()>>>(
-        g, static_cast<const scalar_t*>(dy), static_cast<scalar_t*>(dx));
+    launch_kernel(TD_KERNEL(avg_backward<scalar_t>), blocks_for(total, ls.device()), kThreads, 0, ls.stream(), g,
+                  static_cast<const scalar_t*>(dy), static_cast<scalar_t*>(dx));
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "avg_pool2d backward");
   });
 }

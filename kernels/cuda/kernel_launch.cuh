@@ -1,0 +1,39 @@
+// The one way Tandem launches a kernel: `<<<>>>` under nvcc, the simulator's launch in the simulated-GPU
+// build (where .cu files are C++ compiled with tools/cudasim/simt.h). Write
+//   launch_kernel(TD_KERNEL(name<T, U>), grid, block, shared_bytes, stream, args...);
+// then check it with TD_CUDA_CHECK_LAUNCH as after any launch.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <utility>
+
+namespace tandem {
+namespace cuda {
+
+// A kernel with its name and where it is launched (fault messages of the simulated GPU name both).
+template <typename... P>
+struct KernelRef {
+  void (*fn)(P...);
+  const char* name;
+  const char* file;
+  int line;
+};
+template <typename... P>
+KernelRef<P...> kernel_ref(void (*fn)(P...), const char* name, const char* file, int line) {
+  return KernelRef<P...>{fn, name, file, line};
+}
+#define TD_KERNEL(...) ::tandem::cuda::kernel_ref(__VA_ARGS__, #__VA_ARGS__, __FILE__, __LINE__)
+
+// Queues k on `stream` with `args` converted to the kernel's parameter types, as <<<>>> does.
+template <typename... P, typename... A>
+void launch_kernel(KernelRef<P...> k, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream, A&&... args) {
+#if defined(TANDEM_CUDASIM)
+  ::cudasim::launch_kernel(k.name, k.file, k.line, k.fn, grid, block, shared_bytes, stream, std::forward<A>(args)...);
+#else
+  k.fn<<<grid, block, shared_bytes, stream>>>(std::forward<A>(args)...);
+#endif
+}
+
+}  // namespace cuda
+}  // namespace tandem

@@ -1,0 +1,610 @@
+// The simulated GPU's kernel engine: every CUDA thread is a fiber (Boost.Context), the threads of a block
+// run on one host thread and switch only at barriers and warp collectives, and blocks are spread over host
+// threads and the SMs of the stream's device or green context.
+#include <boost/context/detail/fcontext.hpp>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "tools/cudasim/sim.h"
+#include "tools/cudasim/simt.h"
+#include "tools/cudasim/state.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#define CUDASIM_ASAN_FIBERS 1
+#endif
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#define CUDASIM_TSAN_FIBERS 1
+#endif
+
+namespace ctx = boost::context::detail;
+
+namespace cudasim {
+namespace simt {
+
+thread_local const Coords* tl_coords __attribute__((tls_model("initial-exec"))) = nullptr;
+
+namespace {
+
+#if defined(CUDASIM_ASAN_FIBERS) || defined(CUDASIM_TSAN_FIBERS)
+constexpr size_t kStackBytes = size_t{512} << 10;  // sanitizers' frames are larger
+#else
+constexpr size_t kStackBytes = size_t{128} << 10;
+#endif
+constexpr size_t kGuardBytes = 4096;
+
+// A fiber stack with a guard page below it (an overflow faults instead of corrupting a neighbour).
+struct Stack {
+  char* mapping = nullptr;
+  char* bottom() const { return mapping + kGuardBytes; }
+  char* top() const { return mapping + kGuardBytes + kStackBytes; }
+};
+
+Stack new_stack() {
+  void* m = mmap(nullptr, kStackBytes + kGuardBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) throw std::bad_alloc();
+  mprotect(m, kGuardBytes, PROT_NONE);
+  return Stack{static_cast<char*>(m)};
+}
+
+enum class State { NotStarted, Runnable, AtBarrier, AtWarp, Done };
+
+struct Fiber {
+  Coords coords;
+  int tid = 0;  // linear thread index in the block
+  State state = State::NotStarted;
+  ctx::fcontext_t context = nullptr;
+  Stack stack;
+  bool has_stack = false;
+  // Where it waits, and the collective's operands and result.
+  const char* file = nullptr;
+  int line = 0;
+  WarpOp op = WarpOp::SyncWarp;
+  unsigned mask = 0;
+  uint64_t value = 0;
+  int arg = 0;
+  int width = 32;
+  uint64_t result = 0;
+#if defined(CUDASIM_TSAN_FIBERS)
+  void* tsan = nullptr;
+#endif
+};
+
+// The block running on this host thread, and its scheduler's context.
+struct BlockRun {
+  Closure* closure = nullptr;
+  std::vector<Fiber> fibers;
+  std::vector<int> order;
+  ctx::fcontext_t scheduler = nullptr;
+  Fiber* current = nullptr;
+  std::string fault;  // set by a thread that misused a collective; the block stops
+  std::vector<Stack> free_stacks;
+#if defined(CUDASIM_ASAN_FIBERS)
+  void* scheduler_fake_stack = nullptr;
+  const void* host_stack_bottom = nullptr;
+  size_t host_stack_size = 0;
+#endif
+#if defined(CUDASIM_TSAN_FIBERS)
+  void* tsan_host = nullptr;
+  char barrier_sync = 0;  // the address TSan's release/acquire at barriers name
+#endif
+};
+thread_local BlockRun* tl_run = nullptr;
+
+std::string dims(const uint3& v) {
+  return "(" + std::to_string(v.x) + "," + std::to_string(v.y) + "," + std::to_string(v.z) + ")";
+}
+std::string dims(const dim3& v) {
+  return "(" + std::to_string(v.x) + "," + std::to_string(v.y) + "," + std::to_string(v.z) + ")";
+}
+
+const char* op_name(WarpOp op) {
+  switch (op) {
+    case WarpOp::ShflIdx: return "__shfl_sync";
+    case WarpOp::ShflUp: return "__shfl_up_sync";
+    case WarpOp::ShflDown: return "__shfl_down_sync";
+    case WarpOp::ShflXor: return "__shfl_xor_sync";
+    case WarpOp::Ballot: return "__ballot_sync";
+    case WarpOp::Any: return "__any_sync";
+    case WarpOp::All: return "__all_sync";
+    case WarpOp::SyncWarp: return "__syncwarp";
+  }
+  return "?";
+}
+
+std::string site(const char* file, int line) { return std::string(file ? file : "?") + ":" + std::to_string(line); }
+
+// Switches from a fiber back to the block's scheduler; returns when the scheduler resumes this fiber.
+void yield_to_scheduler(bool finished) {
+  BlockRun* run = tl_run;
+#if defined(CUDASIM_ASAN_FIBERS)
+  void* fake = nullptr;
+  __sanitizer_start_switch_fiber(finished ? nullptr : &fake, run->host_stack_bottom, run->host_stack_size);
+#endif
+#if defined(CUDASIM_TSAN_FIBERS)
+  __tsan_switch_to_fiber(run->tsan_host, __tsan_switch_to_fiber_no_sync);
+#endif
+  ctx::transfer_t back = ctx::jump_fcontext(run->scheduler, nullptr);
+  run->scheduler = back.fctx;
+#if defined(CUDASIM_ASAN_FIBERS)
+  __sanitizer_finish_switch_fiber(fake, &run->host_stack_bottom, &run->host_stack_size);
+#endif
+  (void)finished;
+}
+
+void fiber_entry(ctx::transfer_t t) {
+  BlockRun* run = tl_run;
+  run->scheduler = t.fctx;
+#if defined(CUDASIM_ASAN_FIBERS)
+  __sanitizer_finish_switch_fiber(nullptr, &run->host_stack_bottom, &run->host_stack_size);
+#endif
+  Fiber* f = static_cast<Fiber*>(t.data);
+  run->closure->run(run->closure);
+  f->state = State::Done;
+  yield_to_scheduler(true);
+  std::abort();  // a finished fiber is never resumed
+}
+
+// Runs fiber f until it finishes or waits at a collective.
+void resume(BlockRun& run, Fiber& f) {
+  if (f.state == State::NotStarted) {
+    if (!run.free_stacks.empty()) {
+      f.stack = run.free_stacks.back();
+      run.free_stacks.pop_back();
+    } else {
+      f.stack = new_stack();
+    }
+    f.has_stack = true;
+    f.context = ctx::make_fcontext(f.stack.top(), kStackBytes, fiber_entry);
+#if defined(CUDASIM_TSAN_FIBERS)
+    if (f.tsan == nullptr) f.tsan = __tsan_create_fiber(0);
+#endif
+  }
+  f.state = State::Runnable;
+  run.current = &f;
+  tl_coords = &f.coords;
+#if defined(CUDASIM_ASAN_FIBERS)
+  __sanitizer_start_switch_fiber(&run.scheduler_fake_stack, f.stack.bottom(), kStackBytes);
+#endif
+#if defined(CUDASIM_TSAN_FIBERS)
+  __tsan_switch_to_fiber(f.tsan, __tsan_switch_to_fiber_no_sync);
+#endif
+  ctx::transfer_t back = ctx::jump_fcontext(f.context, &f);
+#if defined(CUDASIM_ASAN_FIBERS)
+  __sanitizer_finish_switch_fiber(run.scheduler_fake_stack, nullptr, nullptr);
+#endif
+  f.context = back.fctx;
+  run.current = nullptr;
+  tl_coords = nullptr;
+  if (f.state == State::Done) {
+    run.free_stacks.push_back(f.stack);  // the next thread reuses it: only waiting threads hold stacks
+    f.has_stack = false;
+#if defined(CUDASIM_TSAN_FIBERS)
+    __tsan_destroy_fiber(f.tsan);
+    f.tsan = nullptr;
+#endif
+  }
+}
+
+// Called by a fiber that misused a collective: the block stops, the kernel faults with `what`.
+[[noreturn]] void fiber_fault(const std::string& what) {
+  BlockRun* run = tl_run;
+  if (run->fault.empty()) run->fault = what;
+  run->current->state = State::AtBarrier;  // parked for good: the scheduler sees the fault first
+  yield_to_scheduler(false);
+  std::abort();
+}
+
+std::string thread_name(const Fiber& f) {
+  return "thread " + dims(f.coords.thread) + " of block " + dims(f.coords.block);
+}
+
+// Completes the warp collective of the lanes of warp `w` if they all arrived; "" or a fault message.
+// *completed says whether it did.
+std::string try_warp(BlockRun& run, int w, bool* completed) {
+  *completed = false;
+  const int n = static_cast<int>(run.fibers.size());
+  const int first = w * 32;
+  const int lanes = std::min(32, n - first);
+  Fiber* leader = nullptr;
+  for (int l = 0; l < lanes; ++l) {
+    Fiber& f = run.fibers[static_cast<size_t>(first + l)];
+    if (f.state == State::AtWarp) {
+      leader = &f;
+      break;
+    }
+  }
+  if (leader == nullptr) return "";
+  const unsigned mask = leader->mask;
+  // Every lane named by the mask must wait at the same collective with the same mask.
+  for (int l = 0; l < 32; ++l) {
+    if ((mask >> l & 1u) == 0) continue;
+    if (l >= lanes)
+      return std::string(op_name(leader->op)) + " at " + site(leader->file, leader->line) + ": its mask 0x" +
+             [&] {
+               std::ostringstream os;
+               os << std::hex << mask;
+               return os.str();
+             }() +
+             " names lane " + std::to_string(l) + ", which does not exist in this block of " + std::to_string(n) +
+             " threads";
+    Fiber& f = run.fibers[static_cast<size_t>(first + l)];
+    if (f.state == State::Done)
+      return std::string(op_name(leader->op)) + " at " + site(leader->file, leader->line) + ": its mask names lane " +
+             std::to_string(l) + " (" + thread_name(f) + "), which has exited";
+    if (f.state == State::AtBarrier)
+      return std::string(op_name(leader->op)) + " at " + site(leader->file, leader->line) + " waits for lane " +
+             std::to_string(l) + " (" + thread_name(f) + "), which waits at __syncthreads at " +
+             site(f.file, f.line) + ": a deadlock";
+    if (f.state != State::AtWarp) return "";  // still running: it may yet arrive
+    if (f.op != leader->op || f.mask != mask)
+      return thread_name(*leader) + " is at " + op_name(leader->op) + " (" + site(leader->file, leader->line) +
+             ") while lane " + std::to_string(l) + " named by its mask is at " + op_name(f.op) + " (" +
+             site(f.file, f.line) + ") with " + (f.mask != mask ? "another mask" : "the same mask");
+  }
+  // All arrived: compute the results per PTX (shfl.sync's segment mask from the width, clamp, own value
+  // when the source lane is out of the segment).
+  uint64_t ballot = 0;
+  for (int l = 0; l < 32; ++l)
+    if ((mask >> l & 1u) && run.fibers[static_cast<size_t>(first + l)].value) ballot |= 1ull << l;
+  for (int l = 0; l < 32; ++l) {
+    if ((mask >> l & 1u) == 0) continue;
+    Fiber& f = run.fibers[static_cast<size_t>(first + l)];
+    switch (f.op) {
+      case WarpOp::Ballot: f.result = ballot; break;
+      case WarpOp::Any: f.result = ballot != 0; break;
+      case WarpOp::All: f.result = ballot == (mask & 0xffffffffull); break;
+      case WarpOp::SyncWarp: f.result = 0; break;
+      default: {
+        const int segmask = (32 - f.width) & 0x1f;
+        const int clamp = f.op == WarpOp::ShflUp ? 0 : 0x1f;
+        const int max_lane = (l & segmask) | (clamp & ~segmask);
+        const int min_lane = l & segmask;
+        int j = l;
+        bool in = false;
+        const int b = f.arg;
+        switch (f.op) {
+          case WarpOp::ShflIdx: j = min_lane | (b & ~segmask & 0x1f); in = j <= max_lane; break;
+          case WarpOp::ShflUp: j = l - b; in = j >= max_lane; break;
+          case WarpOp::ShflDown: j = l + b; in = j <= max_lane; break;
+          case WarpOp::ShflXor: j = l ^ b; in = j <= max_lane; break;
+          default: break;
+        }
+        if (!in) j = l;
+        if (j < 0 || j > 31 || (mask >> j & 1u) == 0) {
+          f.result = ~0ull;  // undefined in CUDA: a value no kernel should use (NaN for floats)
+        } else {
+          f.result = run.fibers[static_cast<size_t>(first + j)].value;
+        }
+      }
+    }
+  }
+  for (int l = 0; l < 32; ++l)
+    if (mask >> l & 1u) run.fibers[static_cast<size_t>(first + l)].state = State::Runnable;
+  *completed = true;
+  return "";
+}
+
+// Runs one block to completion; returns "" or what it faulted on.
+std::string run_block(BlockRun& run) {
+  const size_t n = run.fibers.size();
+  for (;;) {
+    for (int t : run.order) {
+      Fiber& f = run.fibers[static_cast<size_t>(t)];
+      if (f.state == State::NotStarted || f.state == State::Runnable) resume(run, f);
+      if (!run.fault.empty()) return run.fault;
+    }
+    bool any_warp = false, all_done = true;
+    for (const Fiber& f : run.fibers) {
+      if (f.state == State::AtWarp) any_warp = true;
+      if (f.state != State::Done) all_done = false;
+    }
+    if (all_done) return "";
+    if (any_warp) {
+      bool progress = false;
+      for (size_t w = 0; w * 32 < n; ++w) {
+        bool completed = false;
+        std::string bad = try_warp(run, static_cast<int>(w), &completed);
+        if (!bad.empty()) return bad;
+        progress |= completed;
+      }
+      if (progress) continue;
+      for (const Fiber& f : run.fibers)
+        if (f.state == State::AtWarp)
+          return thread_name(f) + " waits at " + op_name(f.op) + " (" + site(f.file, f.line) +
+                 ") for lanes that never arrive: a deadlock";
+    }
+    // Every thread left waits at __syncthreads: all of the block must be there, at the same one.
+    const Fiber* first = nullptr;
+    for (const Fiber& f : run.fibers) {
+      if (f.state == State::Done)
+        continue;
+      if (first == nullptr) first = &f;
+      if (f.file != first->file || f.line != first->line)
+        return "divergent __syncthreads: " + thread_name(*first) + " waits at " + site(first->file, first->line) +
+               " and " + thread_name(f) + " at " + site(f.file, f.line);
+    }
+    for (const Fiber& f : run.fibers)
+      if (f.state == State::Done)
+        return "__syncthreads at " + site(first->file, first->line) + " is not reached by every thread of the block: " +
+               thread_name(f) + " has exited";
+#if defined(CUDASIM_TSAN_FIBERS)
+    // The barrier orders every thread's earlier accesses before every thread's later ones.
+    for (Fiber& f : run.fibers) {
+      __tsan_switch_to_fiber(f.tsan, __tsan_switch_to_fiber_no_sync);
+      __tsan_release(&run.barrier_sync);
+    }
+    for (Fiber& f : run.fibers) {
+      __tsan_switch_to_fiber(f.tsan, __tsan_switch_to_fiber_no_sync);
+      __tsan_acquire(&run.barrier_sync);
+    }
+    __tsan_switch_to_fiber(run.tsan_host, __tsan_switch_to_fiber_no_sync);
+#endif
+    for (Fiber& f : run.fibers) f.state = State::Runnable;
+  }
+}
+
+// ---- grids: blocks spread over host threads and SMs ----
+
+struct Grid {
+  std::string name;  // "kernel at file:line"
+  Closure* closure = nullptr;
+  dim3 grid, block;
+  int device = 0;
+  std::vector<int> sms;
+  uint64_t launch_index = 0;
+  uint64_t blocks = 0;
+  std::atomic<uint64_t> next{0};
+  std::atomic<uint64_t> finished{0};
+  std::atomic<bool> failed{false};
+  std::mutex mu;
+  std::string fault;
+};
+
+// Runs blocks of `g` until none is left to claim.
+void work_on(Grid& g) {
+  BlockRun run;
+  const size_t threads = static_cast<size_t>(g.block.x) * g.block.y * g.block.z;
+  run.closure = g.closure;
+  run.fibers.resize(threads);
+  run.order.resize(threads);
+  for (size_t i = 0; i < threads; ++i) run.order[i] = static_cast<int>(i);
+  if (config().order == ThreadOrder::Reverse) std::reverse(run.order.begin(), run.order.end());
+  BlockRun* saved = tl_run;
+  tl_run = &run;
+#if defined(CUDASIM_TSAN_FIBERS)
+  run.tsan_host = __tsan_get_current_fiber();
+#endif
+  DeviceState& d = device_state(g.device);
+  for (;;) {
+    const uint64_t b = g.next++;
+    if (b >= g.blocks) break;
+    if (!g.failed) {
+      const uint3 block_idx{static_cast<unsigned>(b % g.grid.x), static_cast<unsigned>(b / g.grid.x % g.grid.y),
+                            static_cast<unsigned>(b / g.grid.x / g.grid.y)};
+      for (size_t i = 0; i < threads; ++i) {
+        Fiber& f = run.fibers[i];
+        f.state = State::NotStarted;
+        f.tid = static_cast<int>(i);
+        f.coords.thread = uint3{static_cast<unsigned>(i % g.block.x), static_cast<unsigned>(i / g.block.x % g.block.y),
+                                static_cast<unsigned>(i / g.block.x / g.block.y)};
+        f.coords.block = block_idx;
+        f.coords.block_dim = g.block;
+        f.coords.grid_dim = g.grid;
+      }
+      if (config().order == ThreadOrder::Random) {
+        std::mt19937_64 rng(config().order_seed * 1000003u + g.launch_index * 7919u + b);
+        std::shuffle(run.order.begin(), run.order.end(), rng);
+      }
+      const int sm = g.sms[static_cast<size_t>(b % g.sms.size())];
+      d.sm_blocks[static_cast<size_t>(sm)]++;
+      run.fault.clear();
+      std::string bad = run_block(run);
+      if (!bad.empty()) {
+        // Threads still parked hold stacks: take them back (their frames hold no resources).
+        for (Fiber& f : run.fibers) {
+          if (f.has_stack) {
+            run.free_stacks.push_back(f.stack);
+            f.has_stack = false;
+          }
+#if defined(CUDASIM_TSAN_FIBERS)
+          if (f.tsan != nullptr) {
+            __tsan_destroy_fiber(f.tsan);
+            f.tsan = nullptr;
+          }
+#endif
+        }
+        std::lock_guard<std::mutex> lock(g.mu);
+        if (!g.failed) {
+          g.fault = "block " + dims(block_idx) + ": " + bad;
+          g.failed = true;
+        }
+      }
+    }
+    g.finished++;
+  }
+  for (Stack& s : run.free_stacks) munmap(s.mapping, kStackBytes + kGuardBytes);
+  tl_run = saved;
+  notify_all();
+}
+
+// Host threads that help the stream threads run blocks.
+class BlockPool {
+ public:
+  static BlockPool& get() {
+    static BlockPool* pool = new BlockPool(config().host_threads - 1);
+    return *pool;
+  }
+  void post(const std::shared_ptr<Grid>& g) {
+    if (helpers_ == 0) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      grids_.push_back(g);
+    }
+    cv_.notify_all();
+  }
+  void retract(const std::shared_ptr<Grid>& g) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = grids_.begin(); it != grids_.end(); ++it) {
+      if (it->get() == g.get()) {
+        grids_.erase(it);
+        return;
+      }
+    }
+  }
+
+ private:
+  explicit BlockPool(int helpers) : helpers_(helpers) {
+    for (int i = 0; i < helpers; ++i) std::thread([this] { loop(); }).detach();
+  }
+  void loop() {
+    for (;;) {
+      std::shared_ptr<Grid> g;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return !grids_.empty(); });
+        g = grids_.front();
+        if (g->next.load() >= g->blocks) {
+          grids_.pop_front();
+          continue;
+        }
+      }
+      set_current_device(g->device);
+      work_on(*g);
+    }
+  }
+  int helpers_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Grid>> grids_;
+};
+
+std::atomic<uint64_t> launches{0};
+
+// Runs a whole grid on the calling stream thread with the pool's help; throws Fault if it faulted.
+void run_grid(const std::shared_ptr<Grid>& g) {
+  if (g->blocks > 1) BlockPool::get().post(g);
+  work_on(*g);
+  host_wait([&] { return g->finished.load() >= g->blocks; });
+  BlockPool::get().retract(g);
+  if (g->failed) fault(cudaErrorLaunchFailure, "kernel " + g->name + ": " + g->fault);
+}
+
+std::string launch_error(const dim3& grid, const dim3& block, size_t shared_bytes) {
+  std::ostringstream os;
+  const uint64_t threads = static_cast<uint64_t>(block.x) * block.y * block.z;
+  if (block.x == 0 || block.y == 0 || block.z == 0 || grid.x == 0 || grid.y == 0 || grid.z == 0) {
+    os << "a grid " << dims(grid) << " or block " << dims(block) << " with a zero dimension";
+  } else if (block.x > 1024 || block.y > 1024 || block.z > 64 || threads > kMaxThreadsPerBlock) {
+    os << "a block of " << dims(block) << " = " << threads << " threads (at most 1024, and (1024, 1024, 64) per dim)";
+  } else if (grid.x > 2147483647u || grid.y > 65535 || grid.z > 65535) {
+    os << "a grid of " << dims(grid) << " blocks (at most (2^31-1, 65535, 65535))";
+  } else if (shared_bytes > kSharedMemPerBlock) {
+    os << shared_bytes << " bytes of dynamic shared memory (at most " << kSharedMemPerBlock
+       << " without cudaFuncSetAttribute)";
+  }
+  return os.str();
+}
+
+}  // namespace
+
+void barrier(const char* file, int line) {
+  BlockRun* run = tl_run;
+  if (run == nullptr || run->current == nullptr) std::abort();  // not inside a simulated kernel
+  Fiber& f = *run->current;
+  f.state = State::AtBarrier;
+  f.file = file;
+  f.line = line;
+  yield_to_scheduler(false);
+}
+
+uint64_t warp(WarpOp op, unsigned mask, uint64_t value, int arg, int width, const char* file, int line) {
+  BlockRun* run = tl_run;
+  if (run == nullptr || run->current == nullptr) std::abort();
+  Fiber& f = *run->current;
+  const int lane = f.tid % 32;
+  if ((mask >> lane & 1u) == 0) {
+    std::ostringstream os;
+    os << op_name(op) << " at " << site(file, line) << ": " << thread_name(f) << " (lane " << lane
+       << ") is not in its own mask 0x" << std::hex << mask;
+    fiber_fault(os.str());
+  }
+  if (width < 1 || width > 32 || (width & (width - 1)) != 0)
+    fiber_fault(std::string(op_name(op)) + " at " + site(file, line) + ": width " + std::to_string(width) +
+                " is not a power of two from 1 to 32");
+  f.state = State::AtWarp;
+  f.op = op;
+  f.mask = mask;
+  f.value = value;
+  f.arg = arg;
+  f.width = width;
+  f.file = file;
+  f.line = line;
+  yield_to_scheduler(false);
+  return f.result;
+}
+
+void launch(const char* kernel, const char* file, int line, dim3 grid, dim3 block, size_t shared_bytes,
+            cudaStream_t stream, Closure* closure) {
+  std::unique_ptr<Closure, void (*)(Closure*)> owned(closure, [](Closure* c) { c->destroy(c); });
+  const std::string name = std::string(kernel) + " at " + site(file, line);
+  cudaError_t err;
+  StreamImpl* s = resolve_stream(stream, &err);
+  if (s == nullptr) {
+    set_error(err, "launch of kernel " + name + ": the stream cannot be used");
+    return;
+  }
+  if (stream_device(s) != current_device()) {
+    set_error(cudaErrorInvalidResourceHandle, "launch of kernel " + name + " on a stream of cuda:" +
+                                                  std::to_string(stream_device(s)) + " while the current device is cuda:" +
+                                                  std::to_string(current_device()));
+    return;
+  }
+  std::string bad = launch_error(grid, block, shared_bytes);
+  if (!bad.empty()) {
+    set_error(shared_bytes > kSharedMemPerBlock ? cudaErrorInvalidValue : cudaErrorInvalidConfiguration,
+              "launch of kernel " + name + " with " + bad);
+    return;
+  }
+  auto g = std::make_shared<Grid>();
+  g->name = name;
+  g->grid = grid;
+  g->block = block;
+  g->device = stream_device(s);
+  g->sms = stream_sms(s);
+  g->launch_index = launches++;
+  g->blocks = static_cast<uint64_t>(grid.x) * grid.y * grid.z;
+  // Pointers into memory this device may not access fault when the kernel runs (asynchronously, sticky).
+  std::string pointer_fault = check_kernel_pointers(g->device, closure->params, closure->params_bytes);
+  auto shared_closure = std::shared_ptr<Closure>(owned.release(), [](Closure* c) { c->destroy(c); });
+  g->closure = shared_closure.get();
+  enqueue(s, "kernel " + name, [g, shared_closure, pointer_fault] {
+    if (!pointer_fault.empty()) fault(cudaErrorIllegalAddress, "kernel " + g->name + ": " + pointer_fault);
+    run_grid(g);
+  });
+}
+
+}  // namespace simt
+}  // namespace cudasim
+
+extern "C" {
+
+// Blocks each SM of a device has run so far (tests check that a green context's kernels stay on its SMs).
+unsigned long long tandem_cudasim_sm_blocks(int device, int sm) {
+  if (device < 0 || device >= cudasim::device_count() || sm < 0 || sm >= cudasim::config().sms) return 0;
+  return cudasim::device_state(device).sm_blocks[static_cast<size_t>(sm)].load();
+}
+
+}  // extern "C"
