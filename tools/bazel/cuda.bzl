@@ -78,6 +78,22 @@ CUDASIM_COPTS = [
     "-Wno-unknown-pragmas",
 ]
 
+def _cudasim_source(name, src):
+    """The C++ file the simulator build compiles for `src`: the SIMT header, then the .cu file after a #line
+    directive (so that __FILE__ and diagnostics name the .cu file). The header is pasted rather than included
+    so that it is an input of the kernel compiles only: every other compile stays the same action as in
+    NVIDIA's build, and the two builds share those objects."""
+    out = "_cudasim/%s/%s.cc" % (name, src[:-len(".cu")])
+    native.genrule(
+        name = "%s_cudasim_%s" % (name, src[:-len(".cu")].replace("/", "_")),
+        srcs = [src, "//tools/cudasim:simt.h"],
+        outs = [out],
+        cmd = ("(sed '/^#pragma once/d' $(location //tools/cudasim:simt.h); " +
+               "echo '#line 1 \"$(location %s)\"'; cat $(location %s)) > $@") % (src, src),
+        tags = ["manual"],
+    )
+    return out
+
 def cuda_library(name, srcs = [], hdrs = [], deps = [], copts = [], alwayslink = False, visibility = None, **kwargs):
     """A cc_library of .cu sources: nvcc for sm_80, sm_90 and compute_90 PTX, or, in the simulator build
     (--config=cudasim), the same sources compiled as C++ against tools/cudasim."""
@@ -89,21 +105,7 @@ def cuda_library(name, srcs = [], hdrs = [], deps = [], copts = [], alwayslink =
         copts = copts,
         tags = ["manual"],
     )
-    sim_srcs = []
-    for src in srcs:
-        out = "_cudasim/%s/%s.cc" % (name, src[:-len(".cu")])
-        # The SIMT header first, then the .cu file after a #line directive (so that __FILE__ and diagnostics
-        # name the .cu file). The header is pasted rather than included so that it is an input of the kernel
-        # compiles only: every other compile stays the same action as in NVIDIA's build.
-        native.genrule(
-            name = "%s_cudasim_%s" % (name, src[:-len(".cu")].replace("/", "_")),
-            srcs = [src, "//tools/cudasim:simt.h"],
-            outs = [out],
-            cmd = ("(sed '/^#pragma once/d' $(location //tools/cudasim:simt.h); " +
-                   "echo '#line 1 \"$(location %s)\"'; cat $(location %s)) > $@") % (src, src),
-            tags = ["manual"],
-        )
-        sim_srcs.append(out)
+    sim_srcs = [_cudasim_source(name, src) for src in srcs]
     native.cc_library(
         name = name,
         srcs = select({
@@ -118,5 +120,15 @@ def cuda_library(name, srcs = [], hdrs = [], deps = [], copts = [], alwayslink =
         deps = deps + ["//third_party:cudart", "@cuda//:headers"],
         alwayslink = alwayslink,
         visibility = visibility,
+        **kwargs
+    )
+
+def cudasim_test(name, srcs = [], deps = [], copts = [], **kwargs):
+    """A cc_test whose .cu sources always run on the simulated GPU (tests of the simulator itself)."""
+    native.cc_test(
+        name = name,
+        srcs = [_cudasim_source(name, s) if s.endswith(".cu") else s for s in srcs],
+        copts = CUDASIM_COPTS + copts,
+        deps = deps + ["//tools/cudasim:libraries"],
         **kwargs
     )

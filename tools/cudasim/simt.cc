@@ -103,6 +103,13 @@ struct BlockRun {
 };
 thread_local BlockRun* tl_run = nullptr;
 
+// The order of runnable threads between barriers: TANDEM_CUDASIM_ORDER, or what a test set.
+std::atomic<int> order_override{-1};
+ThreadOrder thread_order() {
+  const int o = order_override.load();
+  return o < 0 ? config().order : static_cast<ThreadOrder>(o);
+}
+
 std::string dims(const uint3& v) {
   return "(" + std::to_string(v.x) + "," + std::to_string(v.y) + "," + std::to_string(v.z) + ")";
 }
@@ -381,7 +388,7 @@ void work_on(Grid& g) {
   run.fibers.resize(threads);
   run.order.resize(threads);
   for (size_t i = 0; i < threads; ++i) run.order[i] = static_cast<int>(i);
-  if (config().order == ThreadOrder::Reverse) std::reverse(run.order.begin(), run.order.end());
+  if (thread_order() == ThreadOrder::Reverse) std::reverse(run.order.begin(), run.order.end());
   BlockRun* saved = tl_run;
   tl_run = &run;
 #if defined(CUDASIM_TSAN_FIBERS)
@@ -404,7 +411,7 @@ void work_on(Grid& g) {
         f.coords.block_dim = g.block;
         f.coords.grid_dim = g.grid;
       }
-      if (config().order == ThreadOrder::Random) {
+      if (thread_order() == ThreadOrder::Random) {
         std::mt19937_64 rng(config().order_seed * 1000003u + g.launch_index * 7919u + b);
         std::shuffle(run.order.begin(), run.order.end(), rng);
       }
@@ -600,6 +607,10 @@ void launch(const char* kernel, const char* file, int line, dim3 grid, dim3 bloc
 }  // namespace cudasim
 
 extern "C" {
+
+// Sets the order of runnable threads for later launches (0 forward, 1 reverse, 2 random; -1: the
+// environment's), so that one test can run a kernel in every order.
+void tandem_cudasim_set_thread_order(int order) { cudasim::simt::order_override = order; }
 
 // Blocks each SM of a device has run so far (tests check that a green context's kernels stay on its SMs).
 unsigned long long tandem_cudasim_sm_blocks(int device, int sm) {
