@@ -23,6 +23,7 @@ struct CUstream_st {
   struct Task {
     std::string what;
     std::function<void()> fn;
+    std::function<void()> then;  // runs once the stream counts the task as done (event records)
   };
   uint64_t id = 0;            // unique per process: names the stream, keys stream-ordered pool reuse
   int device = 0;
@@ -85,6 +86,9 @@ void set_current_device(int device);
 void set_sticky(int device, const Fault& f);
 
 // Streams (stream.cc).
+// enqueue, with `then` run once the stream counts the task as done (an event completes only when the work
+// before it is all counted done, so that a stream whose last work is an event record is idle then).
+void enqueue_marked(StreamImpl* s, const std::string& what, std::function<void()> task, std::function<void()> then);
 std::shared_ptr<CUstream_st> create_stream(int device, unsigned flags, int priority, std::vector<int> sms);
 // The shared owner of a live stream handle (null when the handle is not a live stream).
 std::shared_ptr<CUstream_st> stream_ref(const CUstream_st* s);

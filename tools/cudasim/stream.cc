@@ -96,6 +96,7 @@ void run_stream(CUstream_st* s) {
       s->completed++;
       s->running.clear();
     }
+    if (task.then) task.then();
     notify_all();
   }
 }
@@ -111,10 +112,10 @@ uint64_t tail(CUstream_st& s) {
   return s.enqueued;
 }
 
-void push(CUstream_st& s, std::string what, std::function<void()> fn) {
+void push(CUstream_st& s, std::string what, std::function<void()> fn, std::function<void()> then = nullptr) {
   {
     std::lock_guard<std::mutex> lock(s.mu);
-    s.queue.push_back(CUstream_st::Task{std::move(what), std::move(fn)});
+    s.queue.push_back(CUstream_st::Task{std::move(what), std::move(fn), std::move(then)});
     s.enqueued++;
   }
   s.cv.notify_one();
@@ -227,6 +228,10 @@ int stream_device(const StreamImpl* s) { return s->device; }
 const std::vector<int>& stream_sms(const StreamImpl* s) { return s->sms; }
 
 void enqueue(StreamImpl* s, const std::string& what, std::function<void()> task) {
+  enqueue_marked(s, what, std::move(task), nullptr);
+}
+
+void enqueue_marked(StreamImpl* s, const std::string& what, std::function<void()> task, std::function<void()> then) {
   // Legacy default stream semantics: it waits for the device's blocking streams, and they wait for it.
   if (s->legacy || (s->flags & cudaStreamNonBlocking) == 0) {
     std::vector<std::pair<std::shared_ptr<CUstream_st>, uint64_t>> before;
@@ -253,7 +258,7 @@ void enqueue(StreamImpl* s, const std::string& what, std::function<void()> task)
       });
     }
   }
-  push(*s, what, std::move(task));
+  push(*s, what, std::move(task), std::move(then));
 }
 
 cudaError_t synchronize(StreamImpl* s) {
@@ -436,15 +441,14 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     std::lock_guard<std::mutex> lock(e->mu);
     generation = ++e->recorded;
   }
-  cudasim::enqueue(s, "cudaEventRecord", [e, generation] {
-    {
-      std::lock_guard<std::mutex> lock(e->mu);
-      if (generation > e->completed) {
-        e->completed = generation;
-        e->time_ms = cudasim::now_ms();
-      }
+  // The event completes once the stream counts everything before it as done (so that a stream whose last
+  // work is this record is idle when the event is complete).
+  cudasim::enqueue_marked(s, "cudaEventRecord", [] {}, [e, generation] {
+    std::lock_guard<std::mutex> lock(e->mu);
+    if (generation > e->completed) {
+      e->completed = generation;
+      e->time_ms = cudasim::now_ms();
     }
-    cudasim::notify_all();
   });
   return cudaSuccess;
 }
