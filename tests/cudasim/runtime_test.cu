@@ -17,9 +17,10 @@ namespace {
 using tandem::cuda::launch_kernel;
 using namespace cudasim_testing;
 
-// Holds its stream until the host sets *flag (pinned memory), then writes `value`.
-__global__ void wait_then_write_kernel(const volatile int* flag, float* out, float value) {
-  while (*flag == 0) {
+// Holds its stream until the host sets *flag (pinned memory), then writes `value`. (An atomic load, which
+// this simulator-only test may use, so that ThreadSanitizer builds see the hand-over.)
+__global__ void wait_then_write_kernel(const int* flag, float* out, float value) {
+  while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) == 0) {
   }
   *out = value;
 }
@@ -34,7 +35,7 @@ struct PinnedFlag {
     EXPECT_EQ(cudaHostAlloc(reinterpret_cast<void**>(&flag), sizeof(int), cudaHostAllocMapped), cudaSuccess);
     *flag = 0;
   }
-  void set() { __atomic_store_n(flag, 1, __ATOMIC_SEQ_CST); }
+  void set() { __atomic_store_n(flag, 1, __ATOMIC_RELEASE); }
   ~PinnedFlag() { cudaFreeHost(flag); }
 };
 

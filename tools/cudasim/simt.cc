@@ -21,12 +21,15 @@
 #include "tools/cudasim/state.h"
 
 #if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define CUDASIM_ASAN_FIBERS 1
 #endif
 #if defined(__SANITIZE_THREAD__)
 #include <sanitizer/tsan_interface.h>
 #define CUDASIM_TSAN_FIBERS 1
+extern "C" void __tsan_ignore_thread_begin();  // in TSan's runtime, not in GCC 12's headers
+extern "C" void __tsan_ignore_thread_end();
 #endif
 
 namespace ctx = boost::context::detail;
@@ -77,9 +80,7 @@ struct Fiber {
   int arg = 0;
   int width = 32;
   uint64_t result = 0;
-#if defined(CUDASIM_TSAN_FIBERS)
-  void* tsan = nullptr;
-#endif
+  void* tsan = nullptr;  // its ThreadSanitizer fiber
 };
 
 // The block running on this host thread, and its scheduler's context.
@@ -96,12 +97,53 @@ struct BlockRun {
   const void* host_stack_bottom = nullptr;
   size_t host_stack_size = 0;
 #endif
-#if defined(CUDASIM_TSAN_FIBERS)
-  void* tsan_host = nullptr;
-  char barrier_sync = 0;  // the address TSan's release/acquire at barriers name
-#endif
+  void* tsan_host = nullptr;  // the host thread's ThreadSanitizer context
+  char barrier_sync = 0;      // addresses that ThreadSanitizer's release/acquire name
+  char warp_sync[32] = {};
+  char block_done = 0;
 };
 thread_local BlockRun* tl_run = nullptr;
+
+// ThreadSanitizer's view of the engine (no-ops in other builds): each CUDA thread is a TSan fiber; switching
+// between them creates no happens-before (a block's threads run concurrently on a GPU), a thread's start
+// inherits the stream's history, barriers and warp collectives order their participants, the end of a block
+// orders it before later work of its stream, and the engine's own bookkeeping is hidden.
+namespace race {
+#if defined(CUDASIM_TSAN_FIBERS)
+void* current() { return __tsan_get_current_fiber(); }
+void* create() { return __tsan_create_fiber(0); }
+void destroy(void* f) { __tsan_destroy_fiber(f); }
+void enter(void* f, bool first) { __tsan_switch_to_fiber(f, first ? 0 : __tsan_switch_to_fiber_no_sync); }
+void leave(void* host) { __tsan_switch_to_fiber(host, __tsan_switch_to_fiber_no_sync); }
+void release(void* addr) { __tsan_release(addr); }
+void acquire(void* addr) { __tsan_acquire(addr); }
+struct Hidden {
+  Hidden() { __tsan_ignore_thread_begin(); }
+  ~Hidden() { __tsan_ignore_thread_end(); }
+};
+// Ends the fiber of a thread parked for good in a collective (which holds one Hidden scope open); what it did
+// precedes `done`'s next acquire, as for a thread that finished.
+void abandon(void* f, void* host, void* done) {
+  enter(f, false);
+  __tsan_release(done);
+  __tsan_ignore_thread_end();
+  leave(host);
+  destroy(f);
+}
+#else
+void* current() { return nullptr; }
+void* create() { return nullptr; }
+void destroy(void*) {}
+void enter(void*, bool) {}
+void leave(void*) {}
+void release(void*) {}
+void acquire(void*) {}
+struct Hidden {
+  Hidden() {}  // user-provided, so that a scope's guard is not an unused variable
+};
+void abandon(void*, void*, void*) {}
+#endif
+}  // namespace race
 
 // The order of runnable threads between barriers: TANDEM_CUDASIM_ORDER, or what a test set.
 std::atomic<int> order_override{-1};
@@ -133,16 +175,15 @@ const char* op_name(WarpOp op) {
 
 std::string site(const char* file, int line) { return std::string(file ? file : "?") + ":" + std::to_string(line); }
 
-// Switches from a fiber back to the block's scheduler; returns when the scheduler resumes this fiber.
+// Switches from a fiber back to the block's scheduler; returns when the scheduler resumes this fiber. The
+// caller hides the engine from ThreadSanitizer (race::Hidden).
 void yield_to_scheduler(bool finished) {
   BlockRun* run = tl_run;
 #if defined(CUDASIM_ASAN_FIBERS)
   void* fake = nullptr;
   __sanitizer_start_switch_fiber(finished ? nullptr : &fake, run->host_stack_bottom, run->host_stack_size);
 #endif
-#if defined(CUDASIM_TSAN_FIBERS)
-  __tsan_switch_to_fiber(run->tsan_host, __tsan_switch_to_fiber_no_sync);
-#endif
+  race::leave(run->tsan_host);
   ctx::transfer_t back = ctx::jump_fcontext(run->scheduler, nullptr);
   run->scheduler = back.fctx;
 #if defined(CUDASIM_ASAN_FIBERS)
@@ -152,21 +193,30 @@ void yield_to_scheduler(bool finished) {
 }
 
 void fiber_entry(ctx::transfer_t t) {
-  BlockRun* run = tl_run;
-  run->scheduler = t.fctx;
+  Closure* closure;
+  {
+    race::Hidden hidden;
+    tl_run->scheduler = t.fctx;
 #if defined(CUDASIM_ASAN_FIBERS)
-  __sanitizer_finish_switch_fiber(nullptr, &run->host_stack_bottom, &run->host_stack_size);
+    __sanitizer_finish_switch_fiber(nullptr, &tl_run->host_stack_bottom, &tl_run->host_stack_size);
 #endif
-  Fiber* f = static_cast<Fiber*>(t.data);
-  run->closure->run(run->closure);
-  f->state = State::Done;
+    closure = tl_run->closure;
+  }
+  closure->run(closure);  // the kernel: the only code of a fiber that ThreadSanitizer watches
+  {
+    race::Hidden hidden;
+    race::release(&tl_run->block_done);
+    static_cast<Fiber*>(t.data)->state = State::Done;
+  }
+  // Not hidden (a fiber must end with no ignore open), but it only reads what hidden code wrote.
   yield_to_scheduler(true);
   std::abort();  // a finished fiber is never resumed
 }
 
-// Runs fiber f until it finishes or waits at a collective.
+// Runs fiber f until it finishes or waits at a collective (scheduler side: hidden by work_on).
 void resume(BlockRun& run, Fiber& f) {
-  if (f.state == State::NotStarted) {
+  const bool first = f.state == State::NotStarted;
+  if (first) {
     if (!run.free_stacks.empty()) {
       f.stack = run.free_stacks.back();
       run.free_stacks.pop_back();
@@ -175,9 +225,7 @@ void resume(BlockRun& run, Fiber& f) {
     }
     f.has_stack = true;
     f.context = ctx::make_fcontext(f.stack.top(), kStackBytes, fiber_entry);
-#if defined(CUDASIM_TSAN_FIBERS)
-    if (f.tsan == nullptr) f.tsan = __tsan_create_fiber(0);
-#endif
+    if (f.tsan == nullptr) f.tsan = race::create();
   }
   f.state = State::Runnable;
   run.current = &f;
@@ -185,9 +233,7 @@ void resume(BlockRun& run, Fiber& f) {
 #if defined(CUDASIM_ASAN_FIBERS)
   __sanitizer_start_switch_fiber(&run.scheduler_fake_stack, f.stack.bottom(), kStackBytes);
 #endif
-#if defined(CUDASIM_TSAN_FIBERS)
-  __tsan_switch_to_fiber(f.tsan, __tsan_switch_to_fiber_no_sync);
-#endif
+  race::enter(f.tsan, first);
   ctx::transfer_t back = ctx::jump_fcontext(f.context, &f);
 #if defined(CUDASIM_ASAN_FIBERS)
   __sanitizer_finish_switch_fiber(run.scheduler_fake_stack, nullptr, nullptr);
@@ -196,12 +242,16 @@ void resume(BlockRun& run, Fiber& f) {
   run.current = nullptr;
   tl_coords = nullptr;
   if (f.state == State::Done) {
-    run.free_stacks.push_back(f.stack);  // the next thread reuses it: only waiting threads hold stacks
-    f.has_stack = false;
 #if defined(CUDASIM_TSAN_FIBERS)
-    __tsan_destroy_fiber(f.tsan);
-    f.tsan = nullptr;
+    // A fresh stack per thread: ThreadSanitizer would take one thread's frames on a reused stack for a race
+    // with the next thread's (unmapping resets its view of the memory).
+    munmap(f.stack.mapping, kStackBytes + kGuardBytes);
+#else
+    run.free_stacks.push_back(f.stack);  // the next thread reuses it: only waiting threads hold stacks
 #endif
+    f.has_stack = false;
+    race::destroy(f.tsan);
+    f.tsan = nullptr;
   }
 }
 
@@ -347,18 +397,6 @@ std::string run_block(BlockRun& run) {
       if (f.state == State::Done)
         return "__syncthreads at " + site(first->file, first->line) + " is not reached by every thread of the block: " +
                thread_name(f) + " has exited";
-#if defined(CUDASIM_TSAN_FIBERS)
-    // The barrier orders every thread's earlier accesses before every thread's later ones.
-    for (Fiber& f : run.fibers) {
-      __tsan_switch_to_fiber(f.tsan, __tsan_switch_to_fiber_no_sync);
-      __tsan_release(&run.barrier_sync);
-    }
-    for (Fiber& f : run.fibers) {
-      __tsan_switch_to_fiber(f.tsan, __tsan_switch_to_fiber_no_sync);
-      __tsan_acquire(&run.barrier_sync);
-    }
-    __tsan_switch_to_fiber(run.tsan_host, __tsan_switch_to_fiber_no_sync);
-#endif
     for (Fiber& f : run.fibers) f.state = State::Runnable;
   }
 }
@@ -382,6 +420,7 @@ struct Grid {
 
 // Runs blocks of `g` until none is left to claim.
 void work_on(Grid& g) {
+  race::Hidden hidden;  // the scheduler's side of the engine
   BlockRun run;
   const size_t threads = static_cast<size_t>(g.block.x) * g.block.y * g.block.z;
   run.closure = g.closure;
@@ -391,9 +430,7 @@ void work_on(Grid& g) {
   if (thread_order() == ThreadOrder::Reverse) std::reverse(run.order.begin(), run.order.end());
   BlockRun* saved = tl_run;
   tl_run = &run;
-#if defined(CUDASIM_TSAN_FIBERS)
-  run.tsan_host = __tsan_get_current_fiber();
-#endif
+  run.tsan_host = race::current();
   DeviceState& d = device_state(g.device);
   for (;;) {
     const uint64_t b = g.next++;
@@ -419,20 +456,27 @@ void work_on(Grid& g) {
       d.sm_blocks[static_cast<size_t>(sm)]++;
       run.fault.clear();
       std::string bad = run_block(run);
+      race::acquire(&run.block_done);  // what the block did precedes the stream's later work
       if (!bad.empty()) {
-        // Threads still parked hold stacks: take them back (their frames hold no resources).
+        // Threads still parked hold stacks: take them back (their frames hold no resources). Their frames
+        // never returned, so AddressSanitizer's redzones in them are cleared by hand.
         for (Fiber& f : run.fibers) {
           if (f.has_stack) {
+#if defined(CUDASIM_ASAN_FIBERS)
+            __asan_unpoison_memory_region(f.stack.bottom(), kStackBytes);
+#endif
             run.free_stacks.push_back(f.stack);
             f.has_stack = false;
           }
-#if defined(CUDASIM_TSAN_FIBERS)
           if (f.tsan != nullptr) {
-            __tsan_destroy_fiber(f.tsan);
+            if (f.state == State::AtBarrier || f.state == State::AtWarp)
+              race::abandon(f.tsan, run.tsan_host, &run.block_done);
+            else
+              race::destroy(f.tsan);
             f.tsan = nullptr;
           }
-#endif
         }
+        race::acquire(&run.block_done);
         std::lock_guard<std::mutex> lock(g.mu);
         if (!g.failed) {
           g.fault = "block " + dims(block_idx) + ": " + bad;
@@ -527,17 +571,23 @@ std::string launch_error(const dim3& grid, const dim3& block, size_t shared_byte
 
 }  // namespace
 
+// A barrier orders what every thread did before it before what any does after it: each thread releases at
+// arrival and acquires when it resumes, after all have arrived (for ThreadSanitizer; a no-op elsewhere).
 void barrier(const char* file, int line) {
+  race::Hidden hidden;
   BlockRun* run = tl_run;
   if (run == nullptr || run->current == nullptr) std::abort();  // not inside a simulated kernel
   Fiber& f = *run->current;
   f.state = State::AtBarrier;
   f.file = file;
   f.line = line;
+  race::release(&run->barrier_sync);
   yield_to_scheduler(false);
+  race::acquire(&tl_run->barrier_sync);
 }
 
 uint64_t warp(WarpOp op, unsigned mask, uint64_t value, int arg, int width, const char* file, int line) {
+  race::Hidden hidden;
   BlockRun* run = tl_run;
   if (run == nullptr || run->current == nullptr) std::abort();
   Fiber& f = *run->current;
@@ -559,7 +609,10 @@ uint64_t warp(WarpOp op, unsigned mask, uint64_t value, int arg, int width, cons
   f.width = width;
   f.file = file;
   f.line = line;
+  char* sync = &run->warp_sync[(f.tid / 32) % 32];
+  race::release(sync);
   yield_to_scheduler(false);
+  race::acquire(sync);
   return f.result;
 }
 
