@@ -131,15 +131,25 @@ void Executor::run(const std::function<void(const Instr&)>& fn) {
     for (auto& r : signals_sent) r.wait();
   };
 
+  bool error_by_peer = false;
+  // Keeps the first error, or a lane's own error over the other lane's stop because of it.
+  auto fail = [&](bool by_peer) {
+    report_worker_failure();  // peers (and this worker's other lane) blocked in a communicator stop now
+    std::lock_guard<std::mutex> lock(mu);
+    if (!error || (error_by_peer && !by_peer)) {
+      error = std::current_exception();
+      error_by_peer = by_peer;
+    }
+    failed = true;
+    cv.notify_all();
+  };
   auto guarded = [&](const std::vector<int>& ids) {
     try {
       run_program(ids);
+    } catch (const PeerWorkerFailed&) {
+      fail(true);
     } catch (...) {
-      report_worker_failure();  // peers (and this worker's other lane) blocked in a communicator stop now
-      std::lock_guard<std::mutex> lock(mu);
-      if (!error) error = std::current_exception();
-      failed = true;
-      cv.notify_all();
+      fail(false);
     }
   };
 
