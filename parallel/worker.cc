@@ -11,6 +11,7 @@
 #include "parallel/green_context.h"
 #include "runtime/error.h"
 #include "runtime/parallel_for.h"
+#include "runtime/stream_check.h"
 
 namespace tandem {
 namespace parallel {
@@ -143,11 +144,20 @@ std::vector<Worker> make_workers(const std::string& spec) {
   auto add = [&](Worker w) {
     w.rank = static_cast<int>(workers.size());
     w.memory = std::make_shared<MemoryTracker>(w.name());
+    stream_check::name_stream(w.compute, w.name() + " compute");
+    stream_check::name_stream(w.comm, w.name() + " comm");
     workers.push_back(std::move(w));
   };
   for (const SpecItem& it : items) {
     if (it.cpu) {
-      for (int i = 0; i < it.threads; ++i) add(Worker());
+      for (int i = 0; i < it.threads; ++i) {
+        // Tags of their own, so that the order between a worker's lanes and workers is declared by events as
+        // on a GPU, and checked under TANDEM_STREAM_CHECK.
+        Worker w;
+        w.compute = Stream::create(Device::cpu());
+        w.comm = Stream::create(Device::cpu());
+        add(std::move(w));
+      }
       continue;
     }
     for (int g = it.first; g <= it.last; ++g) {

@@ -26,7 +26,7 @@ struct Worker {
   int sm_count = 0;         // SMs this worker may use (0: unknown or all)
   bool green_context = false;  // true when the partition is a real green context, false for plain streams
   Stream compute;           // where this worker's computation is queued
-  Stream comm;              // where its communication is queued (the compute stream on the CPU)
+  Stream comm;              // where its communication is queued (on the CPU both are tags, see Stream)
   std::shared_ptr<MemoryTracker> memory;  // every allocation made on this worker's thread
   std::string name() const;  // e.g. "cpu#2", "cuda:1", "cuda:0/4#3"
 };

@@ -179,11 +179,11 @@ std::string access_name(const State& st, const StorageState& s, const Record& r)
 [[noreturn]] void raise_conflict(const State& st, const StorageState& s, const Record& now, const Record& before) {
   const char* kind = now.write ? (before.write ? "write after write" : "write after read") : "read after write";
   const std::string earlier = stream_name(st, before.stream), current = stream_name(st, now.stream);
-  TD_THROW(StreamOrderError, "stream order violation (", kind, ") on ", storage_name(st, s), ": ", access_name(st, s, now),
-           " comes after ", access_name(st, s, before), ", and nothing orders that ",
-           before.write ? "write" : "read", " before this ", now.write ? "write" : "read", ". Declare the order: record ",
-           "an Event on ", earlier, " after it and make ", current, " wait for it (Stream::wait), or synchronize ",
-           earlier, " first");
+  TD_THROW(StreamOrderError, "stream order violation (", kind, ") on ", storage_name(st, s), ": ",
+           access_name(st, s, now), " comes after ", access_name(st, s, before), ", and nothing orders that ",
+           before.write ? "write" : "read", " before this ", now.write ? "write" : "read",
+           ". Declare the order: record an Event on ", earlier, " after it and make ", current,
+           " wait for it (Stream::wait), or synchronize ", earlier, " first");
 }
 
 std::string free_violation(const State& st, const StorageState& s, const Record& r) {
@@ -195,12 +195,13 @@ std::string free_violation(const State& st, const StorageState& s, const Record&
          user + " after the access, before the last reference goes";
 }
 
-// Throws a violation of a free made by this thread (or by any thread, at a synchronization).
+// Throws a violation of a free made by this thread (or by any thread, at a synchronization). The others pending
+// are dropped: a run stops at its first violation, and frees while its stack unwinds would only repeat it.
 void raise_pending(State& st, bool any_thread) {
   for (auto it = st.pending.begin(); it != st.pending.end(); ++it)
     if (any_thread || it->thread == std::this_thread::get_id()) {
       std::string message = std::move(it->message);
-      st.pending.erase(it);
+      st.pending.clear();
       TD_THROW(StreamOrderError, message);
     }
 }

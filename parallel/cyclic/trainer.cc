@@ -86,8 +86,8 @@ Tensor take(std::map<K, Tensor>& m, const K& key, const char* what) {
 void rank_sum(const Tensor& dst, const Tensor& a, const Tensor& b, double scale) {
   std::vector<const void*> srcs{a.raw_data()};
   if (b.defined()) srcs.push_back(b.raw_data());
-  Device d = dst.device();
-  detail::rank_order_sum(srcs, dst.raw_data(), dst.numel(), DType::F32, scale, d, current_stream(d).cuda());
+  detail::rank_order_sum(srcs, dst.raw_data(), dst.numel(), DType::F32, scale, current_stream(dst.device()),
+                         "gradient sum");
   dst.storage().bump_version();
 }
 
@@ -655,7 +655,7 @@ Tensor mean_over(const std::vector<Tensor>& ts) {
   for (const Tensor& t : ts) contig.push_back(t.contiguous());
   for (const Tensor& t : contig) srcs.push_back(t.raw_data());
   detail::rank_order_sum(srcs, out.raw_data(), out.numel(), out.dtype(), 1.0 / static_cast<double>(ts.size()),
-                         out.device(), current_stream(out.device()).cuda());
+                         current_stream(out.device()), "mean over workers");
   return out;
 }
 bool is_param(const Stage& st, const std::string& name, size_t* index) {
