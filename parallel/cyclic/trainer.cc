@@ -73,12 +73,17 @@ Tensor flat_copy(const std::vector<Tensor>& ts, Device device, MemoryCategory ca
   return flat;
 }
 
+// Every buffer that crosses between a worker's lanes passes through these maps, so the taker's stream is
+// recorded on it here: the stream-ordered allocator then hands the memory out again on the allocating lane only
+// after the taking lane's work on it (the executor's cross-lane events order the taker's reads after the
+// producer, not the producer's next allocations after the taker).
 template <typename K>
 Tensor take(std::map<K, Tensor>& m, const K& key, const char* what) {
   auto it = m.find(key);
   TD_ASSERT(it != m.end(), "cyclic trainer: missing ", what, " (the timeline ordered an action before its input)");
   Tensor t = it->second;
   m.erase(it);
+  t.storage().record_stream(current_stream(t.device()));
   return t;
 }
 
