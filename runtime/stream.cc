@@ -98,7 +98,10 @@ void Stream::synchronize() const {
 }
 
 void Stream::wait(const Event& event) const {
-  if (stream_check::enabled() && event.recorded() && event.clock_) stream_check::on_wait(*this, *event.clock_);
+  // A CPU stream does not wait for CUDA work (its ops run on the host at once), so that orders nothing.
+  const bool orders = device_.is_cuda() || event.device().is_cpu();
+  if (stream_check::enabled() && event.recorded() && event.clock_ && orders)
+    stream_check::on_wait(*this, *event.clock_);
   if (device_.is_cpu() || !event.recorded() || event.device().is_cpu()) return;
   TD_CUDA_CHECK(cudaStreamWaitEvent(cuda(), event.cuda(), 0));
 }

@@ -45,7 +45,8 @@ class Stream {
   std::shared_ptr<Impl> impl_;
 };
 
-// A marker in a stream's work. On the CPU, record() completes immediately and stores the host time.
+// A marker in a stream's work. On the CPU, record() completes immediately and stores the host time. While the
+// stream checker runs, record() also keeps the stream's clock, which wait() and synchronize() hand on.
 class Event {
  public:
   explicit Event(bool timing = false);

@@ -7,7 +7,6 @@
 
 #include "parallel/cyclic/trainer.h"
 #include "runtime/error.h"
-#include "runtime/stream_check.h"
 #include "tests/cyclic/cyclic_testing.h"
 #include "tests/testing.h"
 
@@ -23,12 +22,6 @@ struct Case {
   Mode mode;
   GradSync sync;
   const char* name;
-};
-
-// The checker on while in scope; off, forgetting what it saw, after.
-struct CheckerOn {
-  CheckerOn() { stream_check::set_enabled(true); }
-  ~CheckerOn() { stream_check::set_enabled(false); }
 };
 
 class CrossLaneBuffers : public ::testing::TestWithParam<Case> {};
@@ -48,7 +41,7 @@ TEST_P(CrossLaneBuffers, AreFreedOnlyAfterTheOtherLaneIsDoneWithThem) {
   plain.train(2, batches);
   NamedTensors checked_params[3];
   {
-    CheckerOn on;
+    tandem::testing::StreamCheckOn on;
     {
       CyclicTrainer checked = make_trainer(factory, input, o);
       EXPECT_NO_THROW(checked.train(2, batches));

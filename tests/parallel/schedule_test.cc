@@ -17,7 +17,6 @@
 #include "runtime/json.h"
 #include "runtime/ops.h"
 #include "runtime/rng.h"
-#include "runtime/stream_check.h"
 #include "tests/testing.h"
 
 namespace tandem {
@@ -225,10 +224,7 @@ TEST(Executor, OneIssuerRunsBothLanesOnTheCallingThreadInIdOrder) {
 }
 
 TEST(Executor, DeclaresTheOrderOfItsLanesAndWorkersToTheStreamChecker) {
-  struct CheckerOn {
-    CheckerOn() { stream_check::set_enabled(true); }
-    ~CheckerOn() { stream_check::set_enabled(false); }
-  } on;
+  tandem::testing::StreamCheckOn on;
   auto workers = make_workers("cpu:2");
   auto comms = make_local_group(workers);
   Generator gen(tandem::testing::fresh_seed());

@@ -24,11 +24,9 @@ using testing::fresh_seed;
 class StreamCheck : public ::testing::Test {
  protected:
   void SetUp() override {
-    stream_check::set_enabled(true);
     stream_check::name_stream(a, "producer A");
     stream_check::name_stream(b, "consumer B");
   }
-  void TearDown() override { stream_check::set_enabled(false); }
 
   // Runs f with `s` as the current stream.
   template <typename F>
@@ -41,6 +39,7 @@ class StreamCheck : public ::testing::Test {
     return on(s, [&] { return randn({n}, gen); });
   }
 
+  testing::StreamCheckOn on_;
   Stream a = Stream::create(Device::cpu());
   Stream b = Stream::create(Device::cpu());
 };
