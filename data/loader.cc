@@ -295,13 +295,12 @@ std::optional<Batch> Loader::next() {
   }
   s.work_cv.notify_all();
   if (r.error) std::rethrow_exception(r.error);
-  if (r.copied) {
-    Stream compute = current_stream(s.o.device);
-    compute.wait(*r.copied);
-    // The batch was allocated on the copy stream and is used on the compute stream from here on.
-    r.batch.images.storage().record_stream(compute);
-    r.batch.labels.storage().record_stream(compute);
-  }
+  // The batch was allocated on the copy stream (on the CPU: by a loader thread) and is used on the compute stream
+  // from here on.
+  Stream compute = current_stream(s.o.device);
+  if (r.copied) compute.wait(*r.copied);
+  r.batch.images.storage().record_stream(compute);
+  r.batch.labels.storage().record_stream(compute);
   return std::move(r.batch);
 }
 

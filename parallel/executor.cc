@@ -6,11 +6,13 @@
 #include <condition_variable>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "runtime/autograd.h"
 #include "runtime/error.h"
 #include "runtime/parallel_for.h"
+#include "runtime/stream_check.h"
 
 namespace tandem {
 namespace parallel {
@@ -57,7 +59,8 @@ void Executor::run(const std::function<void(const Instr&)>& fn) {
   std::atomic<bool> failed{false};
   std::exception_ptr error;
 
-  // Per-instruction completion events for cross-lane dependencies on CUDA.
+  // Per-instruction completion events for cross-lane dependencies (on the CPU, where the host-side waits
+  // order the lanes, they declare that order to the stream checker).
   std::vector<std::unique_ptr<Event>> lane_done(n);
   times_.clear();
   std::vector<InstrTime> local_times(n);
@@ -74,6 +77,10 @@ void Executor::run(const std::function<void(const Instr&)>& fn) {
   const Device signal_device = comm_ != nullptr && comm_->backend() == "mpi" ? Device::cpu() : worker_.device;
   Tensor signal;
   if (comm_ != nullptr) signal = zeros({1}, TensorOptions(DType::F32).with_device(signal_device));
+  // Fork: the comm lane starts after what the caller queued on the compute stream so far (the signal's fill).
+  Event forked;
+  forked.record(worker_.compute);
+  worker_.comm.wait(forked);
 
   // Issues `ids` (one lane's program, or both lanes merged in id order) from the calling thread.
   auto run_program = [&](const std::vector<int>& ids) {
@@ -84,6 +91,8 @@ void Executor::run(const std::function<void(const Instr&)>& fn) {
       const int lane = ins.lane;
       Stream stream = lane == kComputeLane ? worker_.compute : worker_.comm;
       StreamGuard sg(stream);
+      std::optional<stream_check::Context> context;
+      if (stream_check::enabled()) context.emplace(schedule_.describe(id));
       // Same-worker dependencies on the other lane: wait until issued (host), then order the streams.
       for (int d : ins.deps) {
         const Instr& dep = schedule_.at(d);
@@ -93,7 +102,7 @@ void Executor::run(const std::function<void(const Instr&)>& fn) {
           cv.wait(lock, [&] { return done[d].load() || failed.load(); });
         }
         if (failed) return;
-        if (cuda && lane_done[d]) stream.wait(*lane_done[d]);
+        stream.wait(*lane_done[d]);
       }
       // Other workers' instructions not carried by a message: their signal.
       for (int d : wait_for_[id]) {
@@ -110,11 +119,11 @@ void Executor::run(const std::function<void(const Instr&)>& fn) {
       if (cuda) {
         cuda_timing_->end[id] = std::make_unique<Event>(true);
         cuda_timing_->end[id]->record(stream);
-        lane_done[id] = std::make_unique<Event>();
-        lane_done[id]->record(stream);
       } else {
         local_times[id].end_s = host_time_s();
       }
+      lane_done[id] = std::make_unique<Event>();
+      lane_done[id]->record(stream);
       for (int w : signal_to_[id]) {
         Request r = comm_->isend(signal, w, kSignalTagBase + id);
         // Through a communicator that pairs in issue order, a signal completes in order like every other
@@ -131,15 +140,25 @@ void Executor::run(const std::function<void(const Instr&)>& fn) {
     for (auto& r : signals_sent) r.wait();
   };
 
+  bool error_by_peer = false;
+  // Keeps the first error, or a lane's own error over the other lane's stop because of it.
+  auto fail = [&](bool by_peer) {
+    report_worker_failure();  // peers (and this worker's other lane) blocked in a communicator stop now
+    std::lock_guard<std::mutex> lock(mu);
+    if (!error || (error_by_peer && !by_peer)) {
+      error = std::current_exception();
+      error_by_peer = by_peer;
+    }
+    failed = true;
+    cv.notify_all();
+  };
   auto guarded = [&](const std::vector<int>& ids) {
     try {
       run_program(ids);
+    } catch (const PeerWorkerFailed&) {
+      fail(true);
     } catch (...) {
-      report_worker_failure();  // peers (and this worker's other lane) blocked in a communicator stop now
-      std::lock_guard<std::mutex> lock(mu);
-      if (!error) error = std::current_exception();
-      failed = true;
-      cv.notify_all();
+      fail(false);
     }
   };
 
@@ -169,6 +188,10 @@ void Executor::run(const std::function<void(const Instr&)>& fn) {
   guarded(compute_ids);
   if (comm_thread.joinable()) comm_thread.join();
   if (error) std::rethrow_exception(error);
+  // Join: the caller's later work on the compute stream comes after both lanes'.
+  Event joined;
+  joined.record(worker_.comm);
+  worker_.compute.wait(joined);
 
   if (!cuda) {
     for (const Instr& i : schedule_.instrs())

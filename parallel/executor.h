@@ -32,7 +32,9 @@ class Executor {
 
   // Runs this worker's instructions in program order per lane: fn(instr) performs one, with the lane's
   // stream current. On CUDA the work is queued, not waited for: the host never synchronizes with the
-  // device inside run(). Call from the worker's thread (see run_on_workers).
+  // device inside run(). The comm lane starts after the work queued on the compute stream before run(), and
+  // the compute stream is ordered after both lanes when it returns. Call from the worker's thread (see
+  // run_on_workers).
   void run(const std::function<void(const Instr&)>& fn);
 
   // Start and end of each of this worker's instructions in the last run (on CUDA from timing events,

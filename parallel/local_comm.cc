@@ -16,6 +16,7 @@
 #include "runtime/error.h"
 #include "runtime/memory.h"
 #include "runtime/stream.h"
+#include "runtime/stream_check.h"
 
 namespace tandem {
 namespace parallel {
@@ -47,11 +48,18 @@ void sum_on_host(const std::vector<const void*>& srcs, void* dst, int64_t count,
 }  // namespace
 
 void rank_order_sum(const std::vector<const void*>& srcs, void* dst, int64_t count, DType dtype, double scale,
-                    Device device, CUstream_st* stream) {
+                    const Stream& stream, const char* op) {
   TD_ASSERT(!srcs.empty(), "rank_order_sum without inputs");
   if (count == 0) return;
-  if (device.is_cuda()) {
-    rank_order_sum_cuda(srcs.data(), static_cast<int>(srcs.size()), dst, count, dtype, scale, stream);
+  if (stream_check::enabled()) {
+    const size_t bytes = static_cast<size_t>(count) * dtype_size(dtype);
+    std::vector<stream_check::Access> accesses;
+    for (const void* src : srcs) accesses.push_back(stream_check::reads(src, bytes));
+    accesses.push_back(stream_check::writes(dst, bytes));
+    stream_check::on_op(op, stream, accesses.data(), accesses.size());
+  }
+  if (stream.device().is_cuda()) {
+    rank_order_sum_cuda(srcs.data(), static_cast<int>(srcs.size()), dst, count, dtype, scale, stream.cuda());
     return;
   }
   switch (dtype) {
@@ -93,16 +101,19 @@ void check_reduce_scatter_args(const Tensor& in, const Tensor& out, int size, do
                   out.device());
 }
 
-void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes, CUstream_st* stream) {
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes, const Stream& stream,
+                const char* op) {
   if (bytes == 0 || dst == src) return;
   TD_CHECK_DEVICE(dst_device.is_cpu() == src_device.is_cpu(), "cannot copy between ", src_device, " and ", dst_device,
                   " in a communicator: both ends must be on the CPU or both on CUDA");
+  if (stream_check::enabled())
+    stream_check::on_op(op, stream, {stream_check::reads(src, bytes), stream_check::writes(dst, bytes)});
   if (dst_device.is_cpu()) {
     std::memcpy(dst, src, bytes);
   } else if (dst_device == src_device) {
-    TD_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
+    TD_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream.cuda()));
   } else {
-    TD_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_device.index, src, src_device.index, bytes, stream));
+    TD_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_device.index, src, src_device.index, bytes, stream.cuda()));
   }
 }
 
@@ -136,7 +147,7 @@ constexpr auto kAbortPoll = std::chrono::milliseconds(20);
 // What a rank hands to the others in a round: a tensor and the event after which it may be read.
 struct Deposit {
   Tensor tensor;
-  std::shared_ptr<Event> event;  // null on the CPU
+  std::shared_ptr<Event> event;
 };
 
 enum class PostState { Pending, Done, Failed };
@@ -147,7 +158,7 @@ struct Post {
   Deposit data;
   int tag = 0;
   PostState state = PostState::Pending;
-  std::shared_ptr<Event> done;  // recorded by the receiver after its copy (CUDA)
+  std::shared_ptr<Event> done;  // recorded by the receiver after its copy
   FailKind fail = FailKind::Backend;
   std::string error;
 };
@@ -162,9 +173,9 @@ struct Post {
   TD_THROW(BackendError, msg);
 }
 
-// An event recorded now on the current stream of `device` (null on the CPU).
+// An event recorded now on the current stream of `device`. On the CPU, where the host-side rendezvous already
+// orders the ranks, events only declare that order to the stream checker.
 std::shared_ptr<Event> mark(Device device) {
-  if (device.is_cpu()) return nullptr;
   auto e = std::make_shared<Event>();
   e->record(current_stream(device));
   return e;
@@ -323,13 +334,10 @@ class LocalCommunicator : public Communicator {
     return Request([group, post, where] {
       group->await(*post, where);
       if (post->state == PostState::Failed) raise_failure(post->fail, where + ": " + post->error);
-      Device d = post->data.tensor.device();
-      if (d.is_cuda()) {
-        // Later writes to the buffer on this stream wait for the receiver's copy.
-        Stream s = current_stream(d);
-        wait_on(post->done, s);
-        post->data.tensor.storage().record_stream(s);
-      }
+      // Later writes to the buffer on this stream wait for the receiver's copy.
+      Stream s = current_stream(post->data.tensor.device());
+      wait_on(post->done, s);
+      post->data.tensor.storage().record_stream(s);
     });
   }
 
@@ -374,14 +382,14 @@ class LocalCommunicator : public Communicator {
     const int64_t count = work.numel();
     const size_t elem = dtype_size(work.dtype());
     const int64_t lo = chunk_begin(count, rank_, n), hi = chunk_begin(count, rank_ + 1, n);
-    sum_slices(in, lo, hi - lo, scale, bytes_of(work, lo));
+    sum_slices(in, lo, hi - lo, scale, bytes_of(work, lo), "all_reduce");
     std::vector<Deposit> reduced = exchange(Deposit{Tensor(), mark(dev)}, "all_reduce");
     for (int s = 0; s < n; ++s) {
       const int64_t b = chunk_begin(count, s, n), e = chunk_begin(count, s + 1, n);
       if (s == rank_ || e == b) continue;
       wait_on(reduced[s].event, stream);
-      copy_bytes(bytes_of(work, b), dev, bytes_of(in[s].tensor, b), in[s].tensor.device(), (e - b) * elem,
-                 stream.cuda());
+      copy_bytes(bytes_of(work, b), dev, bytes_of(in[s].tensor, b), in[s].tensor.device(), (e - b) * elem, stream,
+                 "all_reduce");
     }
     finish(in, t, work, "all_reduce");
     note("all_reduce", detail::all_reduce_bytes(count, elem, rank_, n));
@@ -398,8 +406,8 @@ class LocalCommunicator : public Communicator {
     if (rank_ != root) {
       const Stream stream = current_stream(dev);
       wait_on(in[root].event, stream);
-      copy_bytes(work.raw_data(), dev, in[root].tensor.raw_data(), in[root].tensor.device(), work.nbytes(),
-                 stream.cuda());
+      copy_bytes(work.raw_data(), dev, in[root].tensor.raw_data(), in[root].tensor.device(), work.nbytes(), stream,
+                 "broadcast");
     }
     finish(in, t, work, "broadcast");
     const int64_t bytes = static_cast<int64_t>(work.nbytes());
@@ -417,7 +425,7 @@ class LocalCommunicator : public Communicator {
     for (int s = 0; s < size(); ++s) {
       wait_on(all[s].event, stream);
       copy_bytes(bytes_of(work, s * src.numel()), dev, all[s].tensor.raw_data(), all[s].tensor.device(), src.nbytes(),
-                 stream.cuda());
+                 stream, "all_gather");
     }
     finish(all, out, work, "all_gather");
     note("all_gather", 2 * static_cast<int64_t>(src.nbytes()) * (size() - 1));
@@ -429,7 +437,7 @@ class LocalCommunicator : public Communicator {
     Tensor src = in.contiguous(), work = out.contiguous();
     std::vector<Deposit> all = exchange(Deposit{src, mark(src.device())}, "reduce_scatter");
     check_same(all, "reduce_scatter");
-    sum_slices(all, rank_ * work.numel(), work.numel(), scale, work.raw_data());
+    sum_slices(all, rank_ * work.numel(), work.numel(), scale, work.raw_data(), "reduce_scatter");
     finish(all, out, work, "reduce_scatter");
     note("reduce_scatter", 2 * static_cast<int64_t>(work.nbytes()) * (size() - 1));
   }
@@ -437,10 +445,8 @@ class LocalCommunicator : public Communicator {
   void barrier() override {
     const Device dev = current_device();
     std::vector<Deposit> all = exchange(Deposit{Tensor(), mark(dev)}, "barrier");
-    if (dev.is_cuda()) {
-      const Stream stream = current_stream(dev);
-      for (const Deposit& d : all) wait_on(d.event, stream);
-    }
+    const Stream stream = current_stream(dev);
+    for (const Deposit& d : all) wait_on(d.event, stream);
     note("barrier", 0);
   }
 
@@ -491,7 +497,8 @@ class LocalCommunicator : public Communicator {
 
   // dst = scale * sum over ranks (in order) of elements [first, first + count) of every deposit. Peers on
   // other GPUs are first copied into a staging buffer on this device.
-  void sum_slices(const std::vector<Deposit>& all, int64_t first, int64_t count, double scale, void* dst) {
+  void sum_slices(const std::vector<Deposit>& all, int64_t first, int64_t count, double scale, void* dst,
+                  const char* op) {
     if (count == 0) return;
     const Tensor& mine = all[rank_].tensor;
     const Device dev = mine.device();
@@ -511,23 +518,21 @@ class LocalCommunicator : public Communicator {
         staging = empty({static_cast<int64_t>(size()) * count}, TensorOptions(mine.dtype()).with_device(dev));
       }
       char* slot = bytes_of(staging, s * count);
-      copy_bytes(slot, dev, bytes_of(t, first), t.device(), bytes, stream.cuda());
+      copy_bytes(slot, dev, bytes_of(t, first), t.device(), bytes, stream, op);
       srcs[s] = slot;
     }
-    detail::rank_order_sum(srcs, dst, count, mine.dtype(), scale, dev, stream.cuda());
+    detail::rank_order_sum(srcs, dst, count, mine.dtype(), scale, stream, op);
   }
 
-  // Ends a collective: waits until every rank is done reading the deposits (on CUDA: this stream is ordered
-  // after their reads), then writes the result back when `t` was a strided view.
+  // Ends a collective: waits until every rank is done reading the deposits (this stream is then ordered after
+  // their reads), then writes the result back when `t` was a strided view.
   void finish(const std::vector<Deposit>& in, Tensor& t, Tensor& work, const char* op) {
     const Device dev = work.device();
     std::vector<Deposit> done = exchange(Deposit{Tensor(), mark(dev)}, op);
-    if (dev.is_cuda()) {
-      const Stream stream = current_stream(dev);
-      for (const Deposit& d : done) wait_on(d.event, stream);
-      for (const Deposit& d : in)
-        if (d.tensor.defined()) d.tensor.storage().record_stream(stream);
-    }
+    const Stream stream = current_stream(dev);
+    for (const Deposit& d : done) wait_on(d.event, stream);
+    for (const Deposit& d : in)
+      if (d.tensor.defined()) d.tensor.storage().record_stream(stream);
     if (!work.same(t))
       t.copy_(work);
     else
@@ -540,12 +545,11 @@ class LocalCommunicator : public Communicator {
     const Stream stream = current_stream(dev);
     wait_on(ready, stream);
     Tensor work = t.is_contiguous() ? t : empty(t.shape(), TensorOptions(t.dtype()).with_device(dev));
-    copy_bytes(work.raw_data(), dev, in.raw_data(), in.device(), in.nbytes(), stream.cuda());
+    copy_bytes(work.raw_data(), dev, in.raw_data(), in.device(), in.nbytes(), stream, "recv");
     if (!work.same(t))
       t.copy_(work);
     else
       t.storage().bump_version();
-    if (dev.is_cpu()) return nullptr;
     in.storage().record_stream(stream);  // the sender's buffer is freed only after this copy
     return mark(dev);
   }

@@ -16,6 +16,7 @@
 struct CUstream_st;
 
 namespace tandem {
+class Stream;
 class Tensor;
 
 namespace parallel {
@@ -26,9 +27,10 @@ namespace detail {
 inline int64_t chunk_begin(int64_t count, int rank, int size) { return count / size * rank + count % size * rank / size; }
 
 // dst[i] = scale * (srcs[0][i] + srcs[1][i] + ... + srcs[n-1][i]), added in rank order. All pointers are on
-// `device` (CPU, or CUDA with the kernel queued on `stream`); dst may alias any source (in place).
+// the stream's device (on CUDA the kernel is queued on it); dst may alias any source (in place). The accesses
+// are reported to the stream checker as `op`'s.
 void rank_order_sum(const std::vector<const void*>& srcs, void* dst, int64_t count, DType dtype, double scale,
-                    Device device, CUstream_st* stream);
+                    const Stream& stream, const char* op);
 // The CUDA half of rank_order_sum (local_comm.cu). At most kMaxSumInputs sources.
 constexpr int kMaxSumInputs = 64;
 void rank_order_sum_cuda(const void* const* srcs, int n, void* dst, int64_t count, DType dtype, double scale,
@@ -42,8 +44,9 @@ void check_all_gather_args(const Tensor& in, const Tensor& out, int size);
 void check_reduce_scatter_args(const Tensor& in, const Tensor& out, int size, double scale);
 
 // Copies bytes between two CPU buffers (memcpy), or two CUDA buffers, asynchronously on `stream` (a peer
-// copy when the devices differ).
-void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes, CUstream_st* stream);
+// copy when the devices differ); reported to the stream checker as `op`'s.
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes, const Stream& stream,
+                const char* op);
 
 // Bytes a rank sends plus receives in an all_reduce by chunks (reduce-scatter, then all-gather).
 int64_t all_reduce_bytes(int64_t count, size_t element_size, int rank, int size);

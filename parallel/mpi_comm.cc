@@ -16,6 +16,7 @@
 #include "runtime/autograd.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
+#include "runtime/stream_check.h"
 
 namespace tandem {
 namespace parallel {
@@ -188,6 +189,7 @@ class MpiCommunicator : public Communicator {
                 "MPI_Isend");
       out->reqs.push_back(r);
     }
+    checked("send", {stream_check::reads(out->data)});
     post_pieces(true, at(out->data, 0), static_cast<int64_t>(out->data.nbytes()), dst, tag, comm_, out->reqs);
     note("send", static_cast<int64_t>(t.nbytes()));
     return Request([out] { wait_all(out->reqs, "send"); });
@@ -220,6 +222,7 @@ class MpiCommunicator : public Communicator {
       TD_THROW(ShapeError, msg);
     }
     Tensor work = t.is_contiguous() ? t : empty(t.shape(), TensorOptions(t.dtype()).with_device(Device::cpu()));
+    checked("recv", {stream_check::writes(work)});
     post_pieces(false, at(work, 0), static_cast<int64_t>(work.nbytes()), src, tag, comm_, reqs);
     wait_all(reqs, "recv");
     write_back(t, work);
@@ -244,6 +247,7 @@ class MpiCommunicator : public Communicator {
       recv_displs[p] = static_cast<int>(p * mine);
     }
     const MPI_Datatype type = element_type(work.dtype());
+    checked("all_reduce", {stream_check::writes(work), stream_check::writes(staging)});
     std::vector<MPI_Request> reqs(1);
     {
       MpiCall call;
@@ -254,7 +258,7 @@ class MpiCommunicator : public Communicator {
     wait_all(reqs, "all_reduce");
     std::vector<const void*> srcs(size_);
     for (int p = 0; p < size_; ++p) srcs[p] = at(staging, p * mine);
-    detail::rank_order_sum(srcs, at(work, lo), mine, work.dtype(), scale, Device::cpu(), nullptr);
+    detail::rank_order_sum(srcs, at(work, lo), mine, work.dtype(), scale, current_stream(Device::cpu()), "all_reduce");
     {
       MpiCall call;
       check_mpi(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, work.raw_data(), send_counts.data(),
@@ -272,6 +276,7 @@ class MpiCommunicator : public Communicator {
     autograd::NoGradGuard no_grad;
     check_same(t, "broadcast");
     Tensor work = t.contiguous();
+    checked("broadcast", {rank_ == root ? stream_check::reads(work) : stream_check::writes(work)});
     std::vector<MPI_Request> reqs(1);
     {
       MpiCall call;
@@ -295,6 +300,7 @@ class MpiCommunicator : public Communicator {
     const MPI_Datatype type = element_type(src.dtype());
     const int n = as_count(src.numel(), "all_gather");
     as_count(work.numel(), "all_gather");
+    checked("all_gather", {stream_check::reads(src), stream_check::writes(work)});
     std::vector<MPI_Request> reqs(1);
     {
       MpiCall call;
@@ -316,6 +322,7 @@ class MpiCommunicator : public Communicator {
     as_count(src.numel(), "reduce_scatter");
     Tensor staging = make_staging(src.dtype(), size_ * m);
     const MPI_Datatype type = element_type(src.dtype());
+    checked("reduce_scatter", {stream_check::reads(src), stream_check::writes(staging)});
     std::vector<MPI_Request> reqs(1);
     {
       MpiCall call;
@@ -326,7 +333,8 @@ class MpiCommunicator : public Communicator {
     wait_all(reqs, "reduce_scatter");
     std::vector<const void*> srcs(size_);
     for (int p = 0; p < size_; ++p) srcs[p] = at(staging, p * m);
-    detail::rank_order_sum(srcs, work.raw_data(), m, src.dtype(), scale, Device::cpu(), nullptr);
+    detail::rank_order_sum(srcs, work.raw_data(), m, src.dtype(), scale, current_stream(Device::cpu()),
+                           "reduce_scatter");
     write_back(out, work);
     note("reduce_scatter", 2 * static_cast<int64_t>(work.nbytes()) * (size_ - 1));
   }
@@ -411,6 +419,12 @@ class MpiCommunicator : public Communicator {
       if (d[0] != ref[0]) TD_THROW(DTypeError, msg);
       if (d != ref) TD_THROW(ShapeError, msg);
     }
+  }
+
+  // Reports the buffers an MPI transfer reads and writes to the stream checker, as work of the current stream
+  // (MPI moves host memory on behalf of the calling thread).
+  static void checked(const char* op, std::initializer_list<stream_check::Access> accesses) {
+    if (stream_check::enabled()) stream_check::on_op(op, current_stream(Device::cpu()), accesses);
   }
 
   static Tensor make_staging(DType dtype, int64_t count) {

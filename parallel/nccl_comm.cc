@@ -14,6 +14,7 @@
 #include "runtime/error.h"
 #include "runtime/memory.h"
 #include "runtime/stream.h"
+#include "runtime/stream_check.h"
 
 namespace tandem {
 namespace parallel {
@@ -92,7 +93,7 @@ class NcclCommunicator : public Communicator {
     DeviceGuard guard(device_);
     Tensor src = t.contiguous();
     auto done = std::make_shared<Event>();
-    enqueue({src}, [&](cudaStream_t s) {
+    enqueue("send", {src}, {}, [&](cudaStream_t s) {
       TD_NCCL_CHECK(ncclSend(src.raw_data(), src.numel(), nccl_type(src.dtype()), dst, handle_->comm, s));
     }, /*caller_waits=*/false);
     done->record(stream_);
@@ -109,7 +110,7 @@ class NcclCommunicator : public Communicator {
     autograd::NoGradGuard no_grad;
     DeviceGuard guard(device_);
     Tensor work = t.is_contiguous() ? t : empty(t.shape(), TensorOptions(t.dtype()).with_device(device_));
-    enqueue({work}, [&](cudaStream_t s) {
+    enqueue("recv", {}, {work}, [&](cudaStream_t s) {
       TD_NCCL_CHECK(ncclRecv(work.raw_data(), work.numel(), nccl_type(work.dtype()), src, handle_->comm, s));
     });
     write_back(t, work);
@@ -126,7 +127,7 @@ class NcclCommunicator : public Communicator {
     const int64_t lo = chunk_begin(count, rank_, size_), mine = chunk_begin(count, rank_ + 1, size_) - lo;
     Tensor staging = make_staging(work.dtype(), size_ * mine);
     const ncclDataType_t type = nccl_type(work.dtype());
-    enqueue({work, staging}, [&](cudaStream_t s) {
+    enqueue("all_reduce", {}, {work, staging}, [&](cudaStream_t s) {
       // Reduce-scatter by chunks: every rank receives its chunk from every peer and adds them in rank order.
       TD_NCCL_CHECK(ncclGroupStart());
       for (int p = 0; p < size_; ++p) {
@@ -138,7 +139,7 @@ class NcclCommunicator : public Communicator {
       TD_NCCL_CHECK(ncclGroupEnd());
       std::vector<const void*> srcs(size_);
       for (int p = 0; p < size_; ++p) srcs[p] = p == rank_ ? at(work, lo) : at(staging, p * mine);
-      detail::rank_order_sum(srcs, at(work, lo), mine, work.dtype(), scale, device_, s);
+      detail::rank_order_sum(srcs, at(work, lo), mine, work.dtype(), scale, stream_, "all_reduce");
       // All-gather of the reduced chunks.
       TD_NCCL_CHECK(ncclGroupStart());
       for (int p = 0; p < size_; ++p) {
@@ -159,7 +160,8 @@ class NcclCommunicator : public Communicator {
     autograd::NoGradGuard no_grad;
     DeviceGuard guard(device_);
     Tensor work = t.contiguous();
-    enqueue({work}, [&](cudaStream_t s) {
+    const std::vector<Tensor> none, mine{work};  // the root only reads
+    enqueue("broadcast", rank_ == root ? mine : none, rank_ == root ? none : mine, [&](cudaStream_t s) {
       TD_NCCL_CHECK(ncclBroadcast(work.raw_data(), work.raw_data(), work.numel(), nccl_type(work.dtype()), root,
                                   handle_->comm, s));
     });
@@ -175,7 +177,7 @@ class NcclCommunicator : public Communicator {
     autograd::NoGradGuard no_grad;
     DeviceGuard guard(device_);
     Tensor src = in.contiguous(), work = out.contiguous();
-    enqueue({src, work}, [&](cudaStream_t s) {
+    enqueue("all_gather", {src}, {work}, [&](cudaStream_t s) {
       TD_NCCL_CHECK(ncclAllGather(src.raw_data(), work.raw_data(), src.numel(), nccl_type(src.dtype()), handle_->comm, s));
     });
     write_back(out, work);
@@ -192,7 +194,7 @@ class NcclCommunicator : public Communicator {
     const int64_t m = work.numel();
     Tensor staging = make_staging(src.dtype(), size_ * m);
     const ncclDataType_t type = nccl_type(src.dtype());
-    enqueue({src, work, staging}, [&](cudaStream_t s) {
+    enqueue("reduce_scatter", {src}, {work, staging}, [&](cudaStream_t s) {
       TD_NCCL_CHECK(ncclGroupStart());
       for (int p = 0; p < size_; ++p) {
         if (p == rank_ || m == 0) continue;
@@ -202,7 +204,7 @@ class NcclCommunicator : public Communicator {
       TD_NCCL_CHECK(ncclGroupEnd());
       std::vector<const void*> srcs(size_);
       for (int p = 0; p < size_; ++p) srcs[p] = p == rank_ ? at(src, rank_ * m) : at(staging, p * m);
-      detail::rank_order_sum(srcs, work.raw_data(), m, src.dtype(), scale, device_, s);
+      detail::rank_order_sum(srcs, work.raw_data(), m, src.dtype(), scale, stream_, "reduce_scatter");
     });
     write_back(out, work);
     note("reduce_scatter", 2 * static_cast<int64_t>(work.nbytes()) * (size_ - 1));
@@ -211,7 +213,7 @@ class NcclCommunicator : public Communicator {
   void barrier() override {
     DeviceGuard guard(device_);
     if (!token_.defined()) token_ = zeros({1}, TensorOptions(DType::F32).with_device(device_));
-    enqueue({token_}, [&](cudaStream_t s) {
+    enqueue("barrier", {}, {token_}, [&](cudaStream_t s) {
       TD_NCCL_CHECK(ncclAllReduce(token_.raw_data(), token_.raw_data(), 1, ncclFloat32, ncclSum, handle_->comm, s));
     });
     note("barrier", 0);
@@ -248,10 +250,12 @@ class NcclCommunicator : public Communicator {
     return empty({count}, TensorOptions(dtype).with_device(device_));
   }
 
-  // Queues issue(comm stream) after the work queued so far on the caller's stream; with caller_waits, the
-  // caller's stream then waits for it. The tensors' memory is kept until the comm stream is done with it.
+  // Queues issue(comm stream), which reads `read` and writes `written`, after the work queued so far on the
+  // caller's stream; with caller_waits, the caller's stream then waits for it. The tensors' memory is kept until
+  // the comm stream is done with it.
   template <typename F>
-  void enqueue(const std::vector<Tensor>& tensors, F issue, bool caller_waits = true) {
+  void enqueue(const char* op, const std::vector<Tensor>& read, const std::vector<Tensor>& written, F issue,
+               bool caller_waits = true) {
     const Stream caller = current_stream(device_);
     const bool same = caller == stream_;
     if (!same) {
@@ -259,8 +263,15 @@ class NcclCommunicator : public Communicator {
       before.record(caller);
       stream_.wait(before);
     }
+    if (stream_check::enabled()) {
+      std::vector<stream_check::Access> accesses;
+      for (const Tensor& t : read) accesses.push_back(stream_check::reads(t));
+      for (const Tensor& t : written) accesses.push_back(stream_check::writes(t));
+      stream_check::on_op(op, stream_, accesses.data(), accesses.size());
+    }
     issue(stream_.cuda());
-    for (const Tensor& t : tensors) t.storage().record_stream(stream_);
+    for (const Tensor& t : read) t.storage().record_stream(stream_);
+    for (const Tensor& t : written) t.storage().record_stream(stream_);
     if (!same && caller_waits) {
       Event after;
       after.record(stream_);

@@ -11,6 +11,7 @@
 #include "parallel/green_context.h"
 #include "runtime/error.h"
 #include "runtime/parallel_for.h"
+#include "runtime/stream_check.h"
 
 namespace tandem {
 namespace parallel {
@@ -97,7 +98,16 @@ SpecItem parse_item(const std::string& text, const std::string& spec) {
 }
 
 thread_local RunState* tl_run = nullptr;
-thread_local bool tl_stopped_by_peer = false;
+
+bool is_peer_stop(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const PeerWorkerFailed&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
 
 }  // namespace
 
@@ -134,11 +144,20 @@ std::vector<Worker> make_workers(const std::string& spec) {
   auto add = [&](Worker w) {
     w.rank = static_cast<int>(workers.size());
     w.memory = std::make_shared<MemoryTracker>(w.name());
+    stream_check::name_stream(w.compute, w.name() + " compute");
+    stream_check::name_stream(w.comm, w.name() + " comm");
     workers.push_back(std::move(w));
   };
   for (const SpecItem& it : items) {
     if (it.cpu) {
-      for (int i = 0; i < it.threads; ++i) add(Worker());
+      for (int i = 0; i < it.threads; ++i) {
+        // Tags of their own, so that the order between a worker's lanes and workers is declared by events as
+        // on a GPU, and checked under TANDEM_STREAM_CHECK.
+        Worker w;
+        w.compute = Stream::create(Device::cpu());
+        w.comm = Stream::create(Device::cpu());
+        add(std::move(w));
+      }
       continue;
     }
     for (int g = it.first; g <= it.last; ++g) {
@@ -181,22 +200,20 @@ void report_worker_failure() {
 }
 
 void throw_peer_worker_failed(const std::string& where) {
-  tl_stopped_by_peer = true;
-  TD_THROW(BackendError, where, ": stopped because another worker failed");
+  detail::raise<PeerWorkerFailed>(detail::concat(where, ": stopped because another worker failed"), "", __FILE__,
+                                  __LINE__);
 }
 
 void run_on_workers(std::vector<Worker>& workers, const std::function<void(Worker&)>& fn) {
   RunState state;
   const size_t n = workers.size();
   std::vector<std::exception_ptr> errors(n);
-  std::vector<char> stopped_by_peer(n, 0);
   std::vector<std::thread> threads;
   threads.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     threads.emplace_back([&, i] {
       Worker& w = workers[i];
       tl_run = &state;
-      tl_stopped_by_peer = false;
       try {
         StreamGuard stream_guard(w.compute);
         std::unique_ptr<MemoryScope> scope;
@@ -207,7 +224,6 @@ void run_on_workers(std::vector<Worker>& workers, const std::function<void(Worke
         w.comm.synchronize();
       } catch (...) {
         errors[i] = std::current_exception();
-        stopped_by_peer[i] = tl_stopped_by_peer;
         state.failed.store(true);
       }
       tl_run = nullptr;
@@ -217,7 +233,7 @@ void run_on_workers(std::vector<Worker>& workers, const std::function<void(Worke
   // The first failure by rank, skipping workers that only stopped because of it.
   std::exception_ptr first;
   for (size_t i = 0; i < n && !first; ++i)
-    if (errors[i] && !stopped_by_peer[i]) first = errors[i];
+    if (errors[i] && !is_peer_stop(errors[i])) first = errors[i];
   for (size_t i = 0; i < n && !first; ++i)
     if (errors[i]) first = errors[i];
   if (first) std::rethrow_exception(first);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/device.h"
+#include "runtime/error.h"
 #include "runtime/memory.h"
 #include "runtime/stream.h"
 
@@ -25,7 +26,7 @@ struct Worker {
   int sm_count = 0;         // SMs this worker may use (0: unknown or all)
   bool green_context = false;  // true when the partition is a real green context, false for plain streams
   Stream compute;           // where this worker's computation is queued
-  Stream comm;              // where its communication is queued (the compute stream on the CPU)
+  Stream comm;              // where its communication is queued (on the CPU both are tags, see Stream)
   std::shared_ptr<MemoryTracker> memory;  // every allocation made on this worker's thread
   std::string name() const;  // e.g. "cpu#2", "cuda:1", "cuda:0/4#3"
 };
@@ -47,8 +48,12 @@ void run_on_workers(std::vector<Worker>& workers, const std::function<void(Worke
 // On a run_on_workers thread: true once another worker of the same call has failed (false elsewhere).
 // Blocking waits in the local communicator poll it, so a failure never leaves the other workers hanging.
 bool peer_worker_failed();
-// Throws the BackendError of a worker that stops because a peer failed; run_on_workers reports the peer's
-// own error in preference to this one.
+// The BackendError of a worker that stops because a peer failed; run_on_workers (and an executor, between its
+// lanes) reports the peer's own error in preference to this one, whichever thread threw it.
+class PeerWorkerFailed : public BackendError {
+ public:
+  using BackendError::BackendError;
+};
 [[noreturn]] void throw_peer_worker_failed(const std::string& where);
 
 // The run_on_workers call the calling thread works for (null elsewhere). A worker's helper thread (e.g. an

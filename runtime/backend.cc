@@ -2,27 +2,36 @@
 #include "runtime/backend.h"
 
 #include <array>
+#include <memory>
 
+#include "runtime/checked_backend.h"
 #include "runtime/error.h"
+#include "runtime/stream_check.h"
 #include "runtime/tensor_desc.h"
 
 namespace tandem {
 
 namespace {
-std::array<Backend*, 2>& registry() {
-  static std::array<Backend*, 2> r{nullptr, nullptr};
+struct Registered {
+  Backend* kernels = nullptr;
+  std::unique_ptr<Backend> checked;  // the same kernels reporting to the stream checker
+};
+std::array<Registered, 2>& registry() {
+  static std::array<Registered, 2> r;
   return r;
 }
 }  // namespace
 
-void register_backend(DeviceType type, Backend* backend) { registry()[static_cast<int>(type)] = backend; }
+void register_backend(DeviceType type, Backend* backend) {
+  registry()[static_cast<int>(type)] = {backend, backend ? make_checked_backend(*backend) : nullptr};
+}
 
 Backend& backend_for(Device device) {
   check_device_available(device);
-  Backend* b = registry()[static_cast<int>(device.type)];
-  TD_CHECK_DEVICE(b != nullptr, "no kernels for ", device,
+  Registered& r = registry()[static_cast<int>(device.type)];
+  TD_CHECK_DEVICE(r.kernels != nullptr, "no kernels for ", device,
                   " are linked into this program (depend on //kernels:all)");
-  return *b;
+  return stream_check::enabled() ? *r.checked : *r.kernels;
 }
 
 Backend& backend_of(const Tensor& t) { return backend_for(t.device()); }

@@ -39,6 +39,7 @@ TANDEM_DEFINE_ERROR(AutogradError);  // a misuse of the autograd graph
 TANDEM_DEFINE_ERROR(IoError);        // a file that is missing, truncated or corrupt
 TANDEM_DEFINE_ERROR(BackendError);   // an error reported by CUDA, cuBLAS, cuDNN or NCCL
 TANDEM_DEFINE_ERROR(InternalError);  // a broken invariant inside Tandem
+TANDEM_DEFINE_ERROR(StreamOrderError);  // two streams' accesses with no declared order (TANDEM_STREAM_CHECK)
 
 #undef TANDEM_DEFINE_ERROR
 

@@ -8,6 +8,7 @@
 
 #include "runtime/cuda_check.h"
 #include "runtime/error.h"
+#include "runtime/stream_check.h"
 
 namespace tandem {
 
@@ -43,9 +44,11 @@ struct Storage::Impl {
   Stream stream;                                       // allocation (and free) stream
   std::vector<Stream> used_on;                         // other streams that used it
   std::atomic<uint64_t> version{0};
+  uint64_t check_id = 0;                               // the stream checker's allocation id (0: unchecked)
   std::mutex mu;
 
   ~Impl() {
+    if (check_id != 0) stream_check::on_free(check_id, stream, used_on);
     if (nbytes > 0) {
       device_memory(device).on_free(category, static_cast<int64_t>(nbytes));
       for (auto& t : scopes) t->on_free(category, static_cast<int64_t>(nbytes));
@@ -62,6 +65,7 @@ struct Storage::Impl {
     }
     // The free is ordered after all work queued so far on every stream that used the memory.
     for (const Stream& s : used_on) {
+      if (s.device().is_cpu()) continue;  // a CPU tag orders nothing on the device
       cudaEvent_t ev = nullptr;
       if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) == cudaSuccess) {
         cudaEventRecord(ev, s.cuda());
@@ -107,6 +111,8 @@ Storage Storage::allocate(size_t nbytes, Device device, const Stream& stream, bo
       TD_CUDA_CHECK(err);
     }
   }
+  if (stream_check::enabled())
+    impl->check_id = stream_check::on_allocate(impl->data, nbytes, device, impl->category, stream);
   if (nbytes > 0) {
     device_memory(device).on_alloc(impl->category, static_cast<int64_t>(nbytes));
     impl->scopes = current_memory_scopes();
@@ -132,10 +138,12 @@ void Storage::set_category(MemoryCategory c) const {
     for (auto& t : impl_->scopes) t->on_move(impl_->category, c, n);
   }
   impl_->category = c;
+  if (impl_->check_id != 0) stream_check::on_set_category(impl_->check_id, c);
 }
 
 void Storage::record_stream(const Stream& stream) const {
-  if (!impl_ || impl_->device.is_cpu() || stream == impl_->stream) return;
+  // On the CPU the free does not wait, but the stream checker holds it to the same pledge as on a GPU.
+  if (!impl_ || stream == impl_->stream) return;
   std::lock_guard<std::mutex> lock(impl_->mu);
   for (const Stream& s : impl_->used_on)
     if (s == stream) return;

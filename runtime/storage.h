@@ -28,7 +28,8 @@ class Storage {
   MemoryCategory category() const;
   // Moves this memory to another category in every tracker it is charged to.
   void set_category(MemoryCategory c) const;
-  // The memory is also used on `stream`: freeing it will wait for the work queued there so far.
+  // The memory is also used on `stream`: freeing it will wait for the work queued there so far (on the CPU,
+  // where ops are synchronous, the free does not wait, but the stream checker holds it to this pledge).
   void record_stream(const Stream& stream) const;
   // Version counter shared by every view of this storage; in-place ops bump it.
   uint64_t version() const;

@@ -1,6 +1,7 @@
 // Stream and Event implementations, and the thread-local current device/stream.
 #include "runtime/stream.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -9,13 +10,19 @@
 
 #include "runtime/cuda_check.h"
 #include "runtime/device_errors.h"
+#include "runtime/stream_check.h"
 
 namespace tandem {
 
 struct Stream::Impl {
-  cudaStream_t stream = nullptr;
+  uint64_t id = next_id();
+  cudaStream_t stream = nullptr;  // nullptr for a CPU tag
   bool owned = false;
   int device = 0;
+  static uint64_t next_id() {
+    static std::atomic<uint64_t> last{0};
+    return ++last;
+  }
   ~Impl() {
     if (owned && stream != nullptr) {
       int prev = 0;
@@ -48,9 +55,12 @@ void on_cuda_device(int index, F&& fn) {
 Stream Stream::create(Device device, int priority) {
   Stream s;
   s.device_ = device;
-  if (device.is_cpu()) return s;
-  check_device_available(device);
   auto impl = std::make_shared<Impl>();
+  if (device.is_cpu()) {
+    s.impl_ = std::move(impl);
+    return s;
+  }
+  check_device_available(device);
   impl->device = device.index;
   on_cuda_device(device.index, [&] {
     TD_CUDA_CHECK(cudaStreamCreateWithPriority(&impl->stream, cudaStreamNonBlocking, priority));
@@ -73,14 +83,25 @@ Stream Stream::wrap(Device device, CUstream_st* stream, bool owned) {
 }
 
 CUstream_st* Stream::cuda() const { return impl_ ? impl_->stream : nullptr; }
+uint64_t Stream::id() const { return impl_ ? impl_->id : 0; }
+
+bool Stream::operator==(const Stream& o) const {
+  return device_ == o.device_ && (device_.is_cpu() ? id() == o.id() : cuda() == o.cuda());
+}
 
 void Stream::synchronize() const {
-  if (device_.is_cpu()) return;
-  TD_CUDA_CHECK(cudaStreamSynchronize(cuda()));
-  raise_device_errors(device_);
+  if (device_.is_cuda()) {
+    TD_CUDA_CHECK(cudaStreamSynchronize(cuda()));
+    raise_device_errors(device_);
+  }
+  if (stream_check::enabled()) stream_check::on_synchronize(*this);
 }
 
 void Stream::wait(const Event& event) const {
+  // A CPU stream does not wait for CUDA work (its ops run on the host at once), so that orders nothing.
+  const bool orders = device_.is_cuda() || event.device().is_cpu();
+  if (stream_check::enabled() && event.recorded() && event.clock_ && orders)
+    stream_check::on_wait(*this, *event.clock_);
   if (device_.is_cpu() || !event.recorded() || event.device().is_cpu()) return;
   TD_CUDA_CHECK(cudaStreamWaitEvent(cuda(), event.cuda(), 0));
 }
@@ -100,7 +121,8 @@ Event::~Event() {
 }
 
 Event::Event(Event&& o) noexcept
-    : timing_(o.timing_), recorded_(o.recorded_), device_(o.device_), event_(o.event_), host_time_s_(o.host_time_s_) {
+    : timing_(o.timing_), recorded_(o.recorded_), device_(o.device_), event_(o.event_), host_time_s_(o.host_time_s_),
+      clock_(std::move(o.clock_)) {
   o.event_ = nullptr;
   o.recorded_ = false;
 }
@@ -113,6 +135,7 @@ Event& Event::operator=(Event&& o) noexcept {
     device_ = o.device_;
     event_ = o.event_;
     host_time_s_ = o.host_time_s_;
+    clock_ = std::move(o.clock_);
     o.event_ = nullptr;
     o.recorded_ = false;
   }
@@ -120,6 +143,7 @@ Event& Event::operator=(Event&& o) noexcept {
 }
 
 void Event::record(const Stream& stream) {
+  clock_ = stream_check::enabled() ? stream_check::on_record(stream) : nullptr;
   if (stream.device().is_cpu()) {
     TD_CHECK_DEVICE(event_ == nullptr, "an Event created on ", device_, " cannot be recorded on the CPU stream");
     device_ = stream.device();
@@ -140,9 +164,12 @@ void Event::record(const Stream& stream) {
 }
 
 void Event::synchronize() const {
-  if (event_ == nullptr || !recorded_) return;
-  TD_CUDA_CHECK(cudaEventSynchronize(event_));
-  raise_device_errors(device_);
+  if (!recorded_) return;
+  if (event_ != nullptr) {
+    TD_CUDA_CHECK(cudaEventSynchronize(event_));
+    raise_device_errors(device_);
+  }
+  if (stream_check::enabled() && clock_) stream_check::on_synchronize(*clock_);
 }
 
 bool Event::query() const {
@@ -164,12 +191,14 @@ float Event::elapsed_ms(const Event& end) const {
 
 namespace {
 thread_local Device tl_device = Device::cpu();
-thread_local std::map<int, Stream>* tl_streams = nullptr;  // CUDA device index -> current stream
+thread_local std::map<int, Stream>* tl_streams = nullptr;  // CUDA device index (-1: CPU) -> current stream
 
 std::map<int, Stream>& thread_streams() {
   if (tl_streams == nullptr) tl_streams = new std::map<int, Stream>();  // leaked on purpose: usable in destructors
   return *tl_streams;
 }
+
+int stream_key(Device device) { return device.is_cpu() ? -1 : device.index; }
 }  // namespace
 
 Device current_device() { return tl_device; }
@@ -187,9 +216,8 @@ Stream default_stream(Device device) {
 }
 
 Stream current_stream(Device device) {
-  if (device.is_cpu()) return Stream();
   auto& m = thread_streams();
-  auto it = m.find(device.index);
+  auto it = m.find(stream_key(device));
   if (it != m.end()) return it->second;
   return default_stream(device);
 }
@@ -209,23 +237,21 @@ DeviceGuard::~DeviceGuard() {
 }
 
 StreamGuard::StreamGuard(const Stream& stream) : device_guard_(stream.device()), device_(stream.device()) {
-  if (device_.is_cpu()) return;
   auto& m = thread_streams();
-  auto it = m.find(device_.index);
+  auto it = m.find(stream_key(device_));
   if (it != m.end()) {
     previous_ = it->second;
     had_previous_ = true;
   }
-  m[device_.index] = stream;
+  m[stream_key(device_)] = stream;
 }
 
 StreamGuard::~StreamGuard() {
-  if (device_.is_cpu()) return;
   auto& m = thread_streams();
   if (had_previous_)
-    m[device_.index] = previous_;
+    m[stream_key(device_)] = previous_;
   else
-    m.erase(device_.index);
+    m.erase(stream_key(device_));
 }
 
 }  // namespace tandem

@@ -1,6 +1,7 @@
 // Stream and Event (RAII, CPU or CUDA), and the thread-local current device and stream with their guards.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 #include "runtime/device.h"
@@ -11,23 +12,31 @@ struct CUevent_st;
 namespace tandem {
 
 class Event;
+namespace stream_check {
+struct Clock;
+}
 
-// A queue of work on one device. On the CPU, ops run synchronously and a Stream is only a tag.
-// Copies share the same underlying stream; the CUDA stream is destroyed with the last copy.
+// A queue of work on one device. On the CPU, ops run synchronously on the calling thread and a Stream is a tag:
+// the order it declares (events, waits, record_stream) is what the stream checker (stream_check.h) verifies,
+// so that the same code is correct on a GPU. Copies share the same underlying stream; the CUDA stream is
+// destroyed with the last copy.
 class Stream {
  public:
-  Stream() = default;  // the CPU stream
-  // A new CUDA stream on `device` (non-blocking with respect to the legacy stream); the CPU stream for "cpu".
+  Stream() = default;  // the default CPU stream (the host's)
+  // A new CUDA stream on `device` (non-blocking with respect to the legacy stream), or a new CPU tag.
   static Stream create(Device device, int priority = 0);
   // Wraps a stream created elsewhere (e.g. a green-context stream); `owned` streams are destroyed with this.
   static Stream wrap(Device device, CUstream_st* stream, bool owned);
 
   Device device() const { return device_; }
   CUstream_st* cuda() const;  // nullptr on the CPU
+  // A process-unique number naming this stream in the checker's messages (0: the default CPU stream).
+  uint64_t id() const;
   void synchronize() const;
   // Later work on this stream waits until `event` has completed.
   void wait(const Event& event) const;
-  bool operator==(const Stream& o) const { return device_ == o.device_ && cuda() == o.cuda(); }
+  // CPU streams are equal when they are copies of one tag; CUDA streams when they wrap the same CUDA stream.
+  bool operator==(const Stream& o) const;
   bool operator!=(const Stream& o) const { return !(*this == o); }
 
  private:
@@ -36,7 +45,8 @@ class Stream {
   std::shared_ptr<Impl> impl_;
 };
 
-// A marker in a stream's work. On the CPU, record() completes immediately and stores the host time.
+// A marker in a stream's work. On the CPU, record() completes immediately and stores the host time. While the
+// stream checker runs, record() also keeps the stream's clock, which wait() and synchronize() hand on.
 class Event {
  public:
   explicit Event(bool timing = false);
@@ -61,11 +71,14 @@ class Event {
   Device device_ = Device::cpu();
   CUevent_st* event_ = nullptr;
   double host_time_s_ = 0;  // CPU events
+  std::shared_ptr<const stream_check::Clock> clock_;  // the stream's clock when recorded (while checking)
+  friend class Stream;
 };
 
 // The device factories use when none is given (thread-local; starts as the CPU).
 Device current_device();
-// The stream ops on `device` are queued on (thread-local; starts as the device's default stream).
+// The stream ops on `device` are queued on (thread-local; starts as the device's default stream). On the CPU
+// it is the tag a StreamGuard set (e.g. an executor lane's), else the default CPU stream.
 Stream current_stream(Device device);
 inline Stream current_stream() { return current_stream(current_device()); }
 // The per-device default stream shared by threads that set none.

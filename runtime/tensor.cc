@@ -14,6 +14,7 @@
 #include "runtime/device_errors.h"
 #include "runtime/error.h"
 #include "runtime/ops.h"
+#include "runtime/stream_check.h"
 #include "runtime/tensor_desc.h"
 
 namespace tandem {
@@ -401,6 +402,8 @@ void copy_bytes_across(const Tensor& src, const Tensor& dst, const Stream& strea
   size_t n = src.nbytes();
   if (n == 0) return;
   Device sd = src.device(), dd = dst.device();
+  if (stream_check::enabled())
+    stream_check::on_op("copy across devices", stream, {stream_check::reads(src), stream_check::writes(dst)});
   if (sd.is_cpu() && dd.is_cuda()) {
     TD_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), n, cudaMemcpyHostToDevice, stream.cuda()));
     dst.storage().record_stream(stream);

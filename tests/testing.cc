@@ -8,6 +8,8 @@
 #include <cstring>
 #include <functional>
 
+#include "runtime/stream_check.h"
+
 namespace tandem {
 namespace testing {
 
@@ -64,6 +66,9 @@ void expect_bitwise_equal(const Tensor& a, const Tensor& b, const std::string& w
   Tensor ha = a.to(Device::cpu()).contiguous(), hb = b.to(Device::cpu()).contiguous();
   EXPECT_EQ(0, std::memcmp(ha.raw_data(), hb.raw_data(), ha.nbytes())) << what << ": tensors differ bitwise";
 }
+
+StreamCheckOn::StreamCheckOn() { stream_check::set_enabled(true); }
+StreamCheckOn::~StreamCheckOn() { stream_check::set_enabled(false); }
 
 }  // namespace testing
 }  // namespace tandem

@@ -1,4 +1,4 @@
-// Shared test helpers: GPU skipping, random inputs, and tensor comparison.
+// Shared test helpers: GPU skipping, random inputs, tensor comparison, and the stream checker for a scope.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -33,6 +33,15 @@ void expect_close(const Tensor& a, const Tensor& b, double tol, const std::strin
 
 // EXPECT bitwise equality of two tensors' elements (same dtype and shape).
 void expect_bitwise_equal(const Tensor& a, const Tensor& b, const std::string& what = "");
+
+// The stream checker on while in scope, and off (forgetting what it saw) after.
+class StreamCheckOn {
+ public:
+  StreamCheckOn();
+  ~StreamCheckOn();
+  StreamCheckOn(const StreamCheckOn&) = delete;
+  StreamCheckOn& operator=(const StreamCheckOn&) = delete;
+};
 
 }  // namespace testing
 }  // namespace tandem

@@ -293,7 +293,7 @@ class RankRunner {
       outbox_.erase(it);
     }
     Tensor slice = t.narrow(0, info.offset, info.count);
-    if (worker_.device.is_cuda()) slice.storage().record_stream(worker_.comm);
+    slice.storage().record_stream(worker_.comm);  // made on the compute lane, read here
     world_.isend(slice, i.peer, i.block).wait();
   }
 

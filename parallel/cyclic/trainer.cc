@@ -73,12 +73,17 @@ Tensor flat_copy(const std::vector<Tensor>& ts, Device device, MemoryCategory ca
   return flat;
 }
 
+// Every buffer that crosses between a worker's lanes passes through these maps, so the taker's stream is
+// recorded on it here: the stream-ordered allocator then hands the memory out again on the allocating lane only
+// after the taking lane's work on it (the executor's cross-lane events order the taker's reads after the
+// producer, not the producer's next allocations after the taker).
 template <typename K>
 Tensor take(std::map<K, Tensor>& m, const K& key, const char* what) {
   auto it = m.find(key);
   TD_ASSERT(it != m.end(), "cyclic trainer: missing ", what, " (the timeline ordered an action before its input)");
   Tensor t = it->second;
   m.erase(it);
+  t.storage().record_stream(current_stream(t.device()));
   return t;
 }
 
@@ -86,8 +91,8 @@ Tensor take(std::map<K, Tensor>& m, const K& key, const char* what) {
 void rank_sum(const Tensor& dst, const Tensor& a, const Tensor& b, double scale) {
   std::vector<const void*> srcs{a.raw_data()};
   if (b.defined()) srcs.push_back(b.raw_data());
-  Device d = dst.device();
-  detail::rank_order_sum(srcs, dst.raw_data(), dst.numel(), DType::F32, scale, d, current_stream(d).cuda());
+  detail::rank_order_sum(srcs, dst.raw_data(), dst.numel(), DType::F32, scale, current_stream(dst.device()),
+                         "gradient sum");
   dst.storage().bump_version();
 }
 
@@ -655,7 +660,7 @@ Tensor mean_over(const std::vector<Tensor>& ts) {
   for (const Tensor& t : ts) contig.push_back(t.contiguous());
   for (const Tensor& t : contig) srcs.push_back(t.raw_data());
   detail::rank_order_sum(srcs, out.raw_data(), out.numel(), out.dtype(), 1.0 / static_cast<double>(ts.size()),
-                         out.device(), current_stream(out.device()).cuda());
+                         current_stream(out.device()), "mean over workers");
   return out;
 }
 bool is_param(const Stage& st, const std::string& name, size_t* index) {

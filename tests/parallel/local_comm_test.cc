@@ -344,8 +344,9 @@ TEST(LocalRecords, BytesAndTimesPerOperation) {
   run_local(2, [&](Worker&, Communicator& c) {
     c.set_recording(true);
     Tensor t = ones({10}, DType::F64);  // 80 bytes
+    Tensor got = empty({10}, DType::F64);  // not t: the peer reads t until the send completes
     Request r = c.isend(t, 1 - c.rank());
-    c.recv(t, 1 - c.rank());
+    c.recv(got, 1 - c.rank());
     r.wait();
     c.all_reduce(t);
     std::vector<CommRecord> rec = c.take_records();

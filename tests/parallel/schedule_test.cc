@@ -15,6 +15,7 @@
 #include "parallel/worker.h"
 #include "runtime/error.h"
 #include "runtime/json.h"
+#include "runtime/ops.h"
 #include "runtime/rng.h"
 #include "tests/testing.h"
 
@@ -219,6 +220,50 @@ TEST(Executor, OneIssuerRunsBothLanesOnTheCallingThreadInIdOrder) {
     ADD_FAILURE() << "no error for a dependency on a later instruction";
   } catch (const ValueError& e) {
     EXPECT_NE(std::string(e.what()).find("depends on the later"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Executor, DeclaresTheOrderOfItsLanesAndWorkersToTheStreamChecker) {
+  tandem::testing::StreamCheckOn on;
+  auto workers = make_workers("cpu:2");
+  auto comms = make_local_group(workers);
+  Generator gen(tandem::testing::fresh_seed());
+  Tensor x = empty({32}), y = empty({32}), z = empty({32});  // allocated by the host
+  // Worker 0 writes x on its compute lane, then reads it on its comm lane; worker 1 reads it too.
+  auto schedule = [](bool with_deps) {
+    Schedule s(2);
+    const int write = s.add(make(0, OpKind::Forward, "write x", 0));
+    Instr read = make(0, OpKind::Other, "read x on the comm lane", 0);
+    read.lane = kCommLane;
+    if (with_deps) read.deps = {write};
+    s.add(read);
+    if (with_deps) s.add(make(1, OpKind::Forward, "read x on worker 1", 0, {write}));
+    s.validate();
+    return s;
+  };
+  // One issuing thread per worker: without a dependency the lanes still run one after the other on the host,
+  // so only the declared order is missing.
+  auto run = [&](const Schedule& s) {
+    run_on_workers(workers, [&](Worker& w) {
+      Executor ex(s, w, comms[w.rank].get(), /*one_issuer=*/true);
+      ex.run([&](const Instr& i) {
+        if (i.label == "write x") normal_(x, 0, 1, gen);
+        if (i.label == "read x on the comm lane") y.copy_(mul(x, 2.0));
+        if (i.label == "read x on worker 1") z.copy_(x);
+      });
+    });
+  };
+  run(schedule(true));
+  tandem::testing::expect_bitwise_equal(y, add(x, x));
+  tandem::testing::expect_bitwise_equal(z, x);
+  try {
+    run(schedule(false));
+    ADD_FAILURE() << "the comm lane's unordered read of x was not reported";
+  } catch (const StreamOrderError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("read after write"), std::string::npos) << what;
+    EXPECT_NE(what.find("'read x on the comm lane'"), std::string::npos) << what;
+    EXPECT_NE(what.find("'write x'"), std::string::npos) << what;
   }
 }
 

@@ -43,14 +43,25 @@ TEST(Devices, CurrentDeviceAndGuardsOnTheCpu) {
   EXPECT_EQ(s.cuda(), nullptr);
   EXPECT_EQ(s, Stream());
   EXPECT_EQ(default_stream(Device::cpu()), Stream());
+  EXPECT_EQ(s.id(), 0u);
+  // A created CPU stream is a tag of its own: equal to its copies only, current while guarded, per thread.
   Stream created = Stream::create(Device::cpu());
-  EXPECT_EQ(created, Stream());
+  Stream copy = created;
+  EXPECT_NE(created, Stream());
+  EXPECT_NE(created, Stream::create(Device::cpu()));
+  EXPECT_EQ(copy, created);
+  EXPECT_EQ(copy.id(), created.id());
+  EXPECT_EQ(created.cuda(), nullptr);
   created.synchronize();
+  Stream other_thread_saw = created;
   {
     StreamGuard sg(created);
     EXPECT_EQ(current_device(), Device::cpu());
-    EXPECT_EQ(current_stream(), Stream());
+    EXPECT_EQ(current_stream(), created);
+    std::thread([&other_thread_saw] { other_thread_saw = current_stream(); }).join();
   }
+  EXPECT_EQ(other_thread_saw, Stream());
+  EXPECT_EQ(current_stream(), Stream());
   Device seen = Device::cuda(3);
   std::thread([&seen] { seen = current_device(); }).join();
   EXPECT_EQ(seen, Device::cpu());
