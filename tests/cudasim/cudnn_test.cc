@@ -703,6 +703,38 @@ TEST(CudasimCudnn, WorkIsQueuedOnTheHandlesStream) {
   cudaFreeHost(y);
 }
 
+// A buffer freed after the call and allocated again (smaller) on the same stream before the work has run is
+// still the buffer the work was given: stream order puts the work first.
+TEST(CudasimCudnn, BufferReusedInStreamOrderAfterTheCallIsFine) {
+  auto g = cudasim_test::rng();
+  const Case t = kCases[0];
+  OnDevice d;
+  Descriptors ds(t, CUDNN_DATA_FLOAT, CUDNN_FMA_MATH);
+  DeviceBuffer<float> x(cudasim_test::uniform<float>(x_size(t), g)), w(cudasim_test::uniform<float>(w_size(t), g));
+  void* y = nullptr;
+  ASSERT_EQ(cudaMallocAsync(&y, y_size(t) * sizeof(float), d.stream), cudaSuccess);
+  static std::atomic<bool> release{false};
+  release = false;
+  ASSERT_EQ(cudaLaunchHostFunc(
+                d.stream,
+                [](void*) {
+                  while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                },
+                nullptr),
+            cudaSuccess);
+  const float one = 1, zero = 0;
+  ASSERT_EQ(run_pass(d, ds, Pass::Forward, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, &one, x.get(), w.get(), &zero, y,
+                     nullptr, 0),
+            CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(cudaFreeAsync(y, d.stream), cudaSuccess);
+  void* again = nullptr;
+  ASSERT_EQ(cudaMallocAsync(&again, y_size(t) * sizeof(float) * 3 / 4, d.stream), cudaSuccess);
+  release = true;
+  EXPECT_EQ(cudaStreamSynchronize(d.stream), cudaSuccess);
+  EXPECT_EQ(cudaFreeAsync(again, d.stream), cudaSuccess);
+  EXPECT_EQ(cudaStreamSynchronize(d.stream), cudaSuccess);
+}
+
 // cuda:2 is never faulted in this test program; its streams are only handed to a cuda:0 handle.
 TEST(CudasimCudnn, StreamOfAnotherDeviceIsRefused) {
   int count = 0;

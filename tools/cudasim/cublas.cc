@@ -1,13 +1,12 @@
 // The simulated cuBLAS (what Tandem calls): handles bound to a device and a stream, and the strided batched
 // GEMM on float and double matrices, queued on the handle's stream and computed on the CPU with double
 // accumulation. Arguments cuBLAS refuses are refused with its status (the reason goes to stderr, cuBLAS
-// having no error text per call); pointers are checked when the work runs, so memory of another device or
-// out of bounds faults like a kernel.
+// having no error text per call); memory of another device or out of bounds makes the work fault when it
+// runs, like a kernel.
 #include <cublas_v2.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -16,9 +15,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "tools/cudasim/cublas_tf32.h"
-#include "tools/cudasim/sim.h"
-#include "tools/cudasim/state.h"
+#include "tools/cudasim/cublas_shared.h"
 
 struct cublasContext {
   int device = 0;
@@ -47,25 +44,6 @@ std::set<const cublasContext*>& handles() {
 bool alive(const cublasContext* h) {
   std::lock_guard<std::mutex> lock(handles_mu());
   return h != nullptr && handles().count(h) != 0;
-}
-
-// NVIDIA_TF32_OVERRIDE=0 turns TF32 off in every library, as on a GPU.
-bool tf32_permitted() {
-  static const bool on = [] {
-    const char* v = std::getenv("NVIDIA_TF32_OVERRIDE");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
-  return on;
-}
-
-// The stream the handle's work goes to: the one cublasSetStream gave, else its device's legacy default
-// stream (whatever device is current on the calling thread).
-std::shared_ptr<CUstream_st> handle_stream(const cublasContext& h, cudaError_t* err) {
-  const int saved = cudasim::current_device();
-  cudasim::set_current_device(h.device);
-  CUstream_st* s = cudasim::resolve_stream(h.stream, err);
-  cudasim::set_current_device(saved);
-  return s != nullptr ? cudasim::stream_ref(s) : nullptr;
 }
 
 // A stored matrix of `rows` x `cols` with leading dimension ld, repeated every `stride` elements `batch`
@@ -262,7 +240,7 @@ cublasStatus_t cublasGemmStridedBatchedEx_64(cublasHandle_t handle, cublasOperat
        computeType == CUBLAS_COMPUTE_32F_FAST_16BF)) {
     f64 = false;
     // The fast types permit down-converting inputs; TF32 is what all three may use.
-    tf32 = computeType != CUBLAS_COMPUTE_32F && computeType != CUBLAS_COMPUTE_32F_PEDANTIC && tf32_permitted();
+    tf32 = computeType != CUBLAS_COMPUTE_32F && computeType != CUBLAS_COMPUTE_32F_PEDANTIC && cudasim::tf32_permitted();
   } else if (Atype == CUDA_R_64F && Btype == CUDA_R_64F && Ctype == CUDA_R_64F &&
              (computeType == CUBLAS_COMPUTE_64F || computeType == CUBLAS_COMPUTE_64F_PEDANTIC)) {
     f64 = true;
@@ -296,18 +274,16 @@ cublasStatus_t cublasGemmStridedBatchedEx_64(cublasHandle_t handle, cublasOperat
   const Span sc = span(m, n, ldc, strideC, batchCount, element);
 
   cudaError_t err;
-  std::shared_ptr<CUstream_st> stream = handle_stream(*handle, &err);
+  std::shared_ptr<CUstream_st> stream = cudasim::library_stream(handle->device, handle->stream, &err);
   if (stream == nullptr)
     return fail(CUBLAS_STATUS_EXECUTION_FAILED,
                 api + ": the handle's stream cannot take work: " + cudaGetErrorString(err));
-  const int device = handle->device;
-  cudasim::enqueue(stream.get(), api, [=] {
-    const char* a = static_cast<const char*>(A);
-    const char* b = static_cast<const char*>(B);
-    char* c = static_cast<char*>(C);
-    if (sa.bytes > 0) cudasim::check_access(device, a + sa.first * int64_t(element), sa.bytes, api + " A");
-    if (sb.bytes > 0) cudasim::check_access(device, b + sb.first * int64_t(element), sb.bytes, api + " B");
-    cudasim::check_access(device, c + sc.first * int64_t(element), sc.bytes, api + " C");
+  const int64_t e = static_cast<int64_t>(element);
+  const std::vector<cudasim::Access> accesses = {
+      {static_cast<const char*>(A) + sa.first * e, sa.bytes, api + " A"},
+      {static_cast<const char*>(B) + sb.first * e, sb.bytes, api + " B"},
+      {static_cast<const char*>(C) + sc.first * e, sc.bytes, api + " C"}};
+  cudasim::enqueue_checked(stream.get(), handle->device, api, accesses, [=] {
     if (f64)
       gemm(g, static_cast<const double*>(A), static_cast<const double*>(B), static_cast<double*>(C));
     else

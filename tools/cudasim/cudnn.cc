@@ -1,14 +1,13 @@
 // The simulated cuDNN (the legacy convolution API Tandem calls): handles bound to a device and a stream,
 // tensor, filter and convolution descriptors, per-algorithm workspace sizes, the algorithm search and the
 // convolutions, queued on the handle's stream and computed by cudnn_conv.cc. Arguments a GPU build of cuDNN
-// refuses are refused here with its status and a reason (cudnnGetLastErrorString); pointers are checked
-// when the work runs, so memory of another device or out of bounds faults like a kernel.
+// refuses are refused here with its status and a reason (cudnnGetLastErrorString); memory of another device
+// or out of bounds makes the work fault when it runs, like a kernel.
 #include <cudnn.h>
 
 #include <algorithm>
 #include <climits>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -16,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/cudasim/cublas_tf32.h"
+#include "tools/cudasim/cublas_shared.h"
 #include "tools/cudasim/cudnn_conv.h"
 #include "tools/cudasim/sim.h"
 #include "tools/cudasim/state.h"
@@ -111,12 +110,8 @@ bool valid_type(cudnnDataType_t t) { return t >= CUDNN_DATA_FLOAT && t <= CUDNN_
 // The stream the handle's work goes to: the one cudnnSetStream gave, else its device's legacy default
 // stream (whatever device is current on the calling thread). Null, with the reason, when it cannot be used.
 std::shared_ptr<CUstream_st> handle_stream(const cudnnContext& h, cudnnStatus_t* status, const char* api) {
-  const int saved = cudasim::current_device();
-  cudasim::set_current_device(h.device);
   cudaError_t err;
-  CUstream_st* s = cudasim::resolve_stream(h.stream, &err);
-  cudasim::set_current_device(saved);
-  std::shared_ptr<CUstream_st> ref = s != nullptr ? cudasim::stream_ref(s) : nullptr;
+  std::shared_ptr<CUstream_st> ref = cudasim::library_stream(h.device, h.stream, &err);
   if (ref == nullptr) {
     const bool lost = cudasim::sticky_error(h.device) != cudaSuccess;
     *status = fail(lost ? CUDNN_STATUS_EXECUTION_FAILED : CUDNN_STATUS_BAD_PARAM,
@@ -381,20 +376,11 @@ Support support(Pass pass, int a, const Problem& p) {
   return s;
 }
 
-// NVIDIA_TF32_OVERRIDE=0 turns TF32 off in every library, as on a GPU.
-bool tf32_permitted() {
-  static const bool on = [] {
-    const char* v = std::getenv("NVIDIA_TF32_OVERRIDE");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
-  return on;
-}
-
 // Float inputs are read as TF32 when the algorithm has tensor-core kernels and the math type permits them:
 // CUDNN_TENSOR_OP_MATH(_ALLOW_CONVERSION), and CUDNN_DEFAULT_MATH, which permits TF32 on devices of compute
 // capability 8.0 and newer (the simulated device is 9.0). CUDNN_FMA_MATH never does.
 bool uses_tf32(Pass pass, int a, const Problem& p, cudnnMathType_t math) {
-  return !p.conv.f64 && algo_info(pass, a).tensor_ops && math != CUDNN_FMA_MATH && tf32_permitted();
+  return !p.conv.f64 && algo_info(pass, a).tensor_ops && math != CUDNN_FMA_MATH && cudasim::tf32_permitted();
 }
 
 // Simulated run time of an algorithm in milliseconds: grows with its arithmetic and the bytes it moves;
@@ -414,12 +400,18 @@ float run_time_ms(Pass pass, int a, const Problem& p, const Support& s, cudnnMat
 
 // ---- running a pass ----
 
-// A device buffer a pass reads or writes, and how the API calls it.
-struct Operand {
-  const void* ptr;
-  size_t bytes;
-  const char* name;
-};
+// The buffers of a pass as the API names them, in its argument order: the two it reads, then the one it
+// writes (and reads unless beta is 0).
+std::vector<cudasim::Access> operands(Pass pass, const Problem& p, const std::string& api, const void* in0,
+                                      const void* in1, const void* out) {
+  const Conv& c = p.conv;
+  auto access = [&](const void* ptr, const Dims& d, const char* name) {
+    return cudasim::Access{ptr, cudasim::cudnn::extent_bytes(d, p.element), api + " " + name + " " + dims_text(d)};
+  };
+  if (pass == Pass::Forward) return {access(in0, c.x, "x"), access(in1, c.w, "w"), access(out, c.y, "y")};
+  if (pass == Pass::BackwardData) return {access(in0, c.w, "w"), access(in1, c.y, "dy"), access(out, c.x, "dx")};
+  return {access(in0, c.x, "x"), access(in1, c.y, "dy"), access(out, c.w, "dw")};
+}
 
 double scalar(const void* p, bool f64) {
   return f64 ? *static_cast<const double*>(p) : static_cast<double>(*static_cast<const float*>(p));
@@ -480,32 +472,17 @@ cudnnStatus_t run(const std::string& api, Pass pass, cudnnHandle_t handle, const
   cudasim::cudnn::Numerics m;
   m.tf32 = uses_tf32(pass, algo, p, p.math);
   m.unordered = !algo_info(pass, algo).deterministic;
-  const size_t xb = cudasim::cudnn::extent_bytes(c.x, p.element), wb = cudasim::cudnn::extent_bytes(c.w, p.element),
-               yb = cudasim::cudnn::extent_bytes(c.y, p.element);
-  // Which descriptor each data pointer follows, per pass.
-  Operand o0, o1, o2;
-  if (pass == Pass::Forward) {
-    o0 = {in0, xb, "x"}, o1 = {in1, wb, "w"}, o2 = {out, yb, "y"};
-  } else if (pass == Pass::BackwardData) {
-    o0 = {in0, wb, "w"}, o1 = {in1, yb, "dy"}, o2 = {out, xb, "dx"};
-  } else {
-    o0 = {in0, xb, "x"}, o1 = {in1, yb, "dy"}, o2 = {out, wb, "dw"};
-  }
-  const int device = handle->device;
+  std::vector<cudasim::Access> accesses = operands(pass, p, api, in0, in1, out);
   const size_t scratch = s.workspace;
-  cudasim::enqueue(stream.get(), api, [=] {
-    for (const Operand& o : {o0, o1, o2}) cudasim::check_access(device, o.ptr, o.bytes, api + " " + o.name);
-    if (scratch > 0) {
-      cudasim::check_access(device, workspace, scratch, api + " workSpace");
-      std::memset(workspace, 0xff, scratch);  // the algorithm's scratch: whatever was there is gone
-    }
-    void* dst = const_cast<void*>(o2.ptr);
+  accesses.push_back({workspace, scratch, api + " workSpace"});
+  cudasim::enqueue_checked(stream.get(), handle->device, api, accesses, [=] {
+    if (scratch > 0) std::memset(workspace, 0xff, scratch);  // the algorithm's scratch: what was there is gone
     if (pass == Pass::Forward)
-      cudasim::cudnn::forward(c, m, a, o0.ptr, o1.ptr, b, dst);
+      cudasim::cudnn::forward(c, m, a, in0, in1, b, out);
     else if (pass == Pass::BackwardData)
-      cudasim::cudnn::backward_data(c, m, a, o0.ptr, o1.ptr, b, dst);
+      cudasim::cudnn::backward_data(c, m, a, in0, in1, b, out);
     else
-      cudasim::cudnn::backward_filter(c, m, a, o0.ptr, o1.ptr, b, dst);
+      cudasim::cudnn::backward_filter(c, m, a, in0, in1, b, out);
   });
   return CUDNN_STATUS_SUCCESS;
 }
@@ -568,23 +545,12 @@ cudnnStatus_t find(Pass pass, const char* api, cudnnHandle_t handle, const Roles
   std::copy(ok.begin(), ok.begin() + n, results);
   *returned = n;
 
-  const Conv& c = p.conv;
-  const size_t xb = cudasim::cudnn::extent_bytes(c.x, p.element), wb = cudasim::cudnn::extent_bytes(c.w, p.element),
-               yb = cudasim::cudnn::extent_bytes(c.y, p.element);
-  Operand o0, o1, o2;
-  if (pass == Pass::Forward) {
-    o0 = {in0, xb, "x"}, o1 = {in1, wb, "w"}, o2 = {out, yb, "y"};
-  } else if (pass == Pass::BackwardData) {
-    o0 = {in0, wb, "w"}, o1 = {in1, yb, "dy"}, o2 = {out, xb, "dx"};
-  } else {
-    o0 = {in0, xb, "x"}, o1 = {in1, yb, "dy"}, o2 = {out, wb, "dw"};
-  }
+  std::vector<cudasim::Access> accesses = operands(pass, p, name, in0, in1, out);
+  const size_t out_bytes = accesses[2].bytes;
+  accesses.push_back({workspace, workspace_bytes, name + " workSpace"});
   const int device = handle->device;
-  cudasim::enqueue(stream.get(), name, [=] {
-    for (const Operand& o : {o0, o1, o2}) cudasim::check_access(device, o.ptr, o.bytes, name + " " + o.name);
-    if (workspace_bytes > 0) cudasim::check_access(device, workspace, workspace_bytes, name + " workSpace");
-    std::memset(const_cast<void*>(o2.ptr), 0xff, o2.bytes);
-  });
+  cudasim::enqueue_checked(stream.get(), device, name, accesses,
+                           [out, out_bytes] { std::memset(out, 0xff, out_bytes); });
   if (cudasim::synchronize(stream.get()) != cudaSuccess)
     return fail(CUDNN_STATUS_EXECUTION_FAILED,
                 name + ": the device failed: " + cudaGetErrorString(cudasim::sticky_error(device)));
@@ -996,12 +962,10 @@ cudnnStatus_t cudnnAddTensor(cudnnHandle_t handle, const void* alpha, const cudn
   const bool f64 = aDesc->type == CUDNN_DATA_DOUBLE;
   const size_t element = f64 ? 8 : 4;
   const double al = scalar(alpha, f64), be = scalar(beta, f64);
-  const int device = handle->device;
-  cudasim::enqueue(stream.get(), api, [=] {
-    cudasim::check_access(device, A, cudasim::cudnn::extent_bytes(a, element), api + " A");
-    cudasim::check_access(device, C, cudasim::cudnn::extent_bytes(c, element), api + " C");
-    cudasim::cudnn::add_tensor(f64, al, a, A, be, c, C);
-  });
+  const std::vector<cudasim::Access> accesses = {{A, cudasim::cudnn::extent_bytes(a, element), api + " A"},
+                                                 {C, cudasim::cudnn::extent_bytes(c, element), api + " C"}};
+  cudasim::enqueue_checked(stream.get(), handle->device, api, accesses,
+                           [=] { cudasim::cudnn::add_tensor(f64, al, a, A, be, c, C); });
   return CUDNN_STATUS_SUCCESS;
 }
 

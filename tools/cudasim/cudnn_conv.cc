@@ -10,7 +10,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "tools/cudasim/cublas_tf32.h"
+#include "tools/cudasim/cublas_shared.h"
 
 namespace cudasim {
 namespace cudnn {
