@@ -256,7 +256,8 @@ ncclResult_t check_init(int nranks, const ncclUniqueId& id, int rank) {
   IdBytes b;
   std::memcpy(&b, id.internal, sizeof(b));
   const bool ours = std::memcmp(b.tag, kTag, sizeof(kTag)) == 0;
-  if (!ours || b.nonce != process_nonce()) {
+  // A forked child inherits the nonce: the pid tells it apart.
+  if (!ours || b.nonce != process_nonce() || b.pid != static_cast<int64_t>(::getpid())) {
     const std::string origin = ours ? "was made by another process (pid " + std::to_string(b.pid) + ")"
                                     : "was not made by ncclGetUniqueId of the simulated NCCL";
     return fail(ncclInvalidUsage, "ncclCommInitRank: the ncclUniqueId " + origin +
