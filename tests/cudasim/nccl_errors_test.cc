@@ -174,6 +174,10 @@ TEST(NcclErrors, InvalidArguments) {
   ASSERT_NCCL_OK(ncclCommDestroy(gone));
   expect_invalid(ncclAllReduce(a.get(), a.get(), 1, ncclFloat32, ncclSum, gone, s), "not a live communicator");
 
+  ncclConfig_t nonblocking = NCCL_CONFIG_INITIALIZER;
+  nonblocking.blocking = 0;
+  EXPECT_EQ(ncclCommSplit(c, 0, 0, &child, &nonblocking), ncclInvalidUsage);
+  EXPECT_TRUE(contains(last(), "nonblocking communicators")) << last();
   EXPECT_EQ(ncclGroupEnd(), ncclInvalidUsage);
   EXPECT_TRUE(contains(last(), "without a matching ncclGroupStart")) << last();
   const int same[2] = {0, 0};
@@ -201,6 +205,26 @@ TEST(NcclErrors, AFailedCallAbandonsItsGroup) {
   float got;
   std::memcpy(&got, b.download().data(), 4);
   EXPECT_EQ(got, 0.0f);
+  ASSERT_NCCL_OK(ncclCommDestroy(comm));
+}
+
+// NCCL's one exception to grouping: creating communicators cannot be grouped with operations.
+TEST(NcclErrors, CreationsAndOperationsInOneGroup) {
+  ncclComm_t comm = nullptr, created = nullptr;
+  const int device = 1;
+  ASSERT_NCCL_OK(ncclCommInitAll(&comm, 1, &device));
+  Stream s(1);
+  Buffer a(1, 4);
+  ncclUniqueId id;
+  ASSERT_NCCL_OK(ncclGetUniqueId(&id));
+  ASSERT_CUDA_OK(cudaSetDevice(1));
+  ASSERT_NCCL_OK(ncclGroupStart());
+  ASSERT_NCCL_OK(ncclCommInitRank(&created, 1, id, 0));
+  ASSERT_NCCL_OK(ncclAllReduce(a.get(), a.get(), 1, ncclFloat32, ncclSum, comm, s.get()));
+  EXPECT_EQ(ncclGroupEnd(), ncclInvalidUsage);
+  EXPECT_TRUE(contains(last(), "cannot also hold operations")) << last();
+  EXPECT_EQ(cudaStreamQuery(s.get()), cudaSuccess) << "the operation was queued";
+  ASSERT_NCCL_OK(ncclCommDestroy(created));
   ASSERT_NCCL_OK(ncclCommDestroy(comm));
 }
 

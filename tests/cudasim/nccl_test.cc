@@ -383,8 +383,10 @@ TEST(NcclSendRecv, SendHoldsItsStreamUntilReceived) {
   for (ncclComm_t c : comms) ASSERT_NCCL_OK(ncclCommDestroy(c));
 }
 
-// Two communicators over the same two devices (as SM-partition workers would have), each rank driven by its
-// own thread on its own stream, reducing different data at the same time.
+// Two communicators over the same two devices (as data-parallel groups of SM-partition workers would be),
+// each rank on a stream of its own. NCCL calls it unsafe to issue to communicators of one device from
+// several threads at once, so one thread per device issues both communicators' operations, in the same
+// order on every device.
 TEST(NcclCommunicators, SeveralShareTheDevices) {
   std::mt19937_64 rng(nccltest::fresh_seed());
   const std::vector<int> a_devices = {0, 1}, b_devices = {1, 0};
@@ -394,33 +396,74 @@ TEST(NcclCommunicators, SeveralShareTheDevices) {
   const TypeCase& i32 = kTypes[2];
   const size_t count = 301;
   const int rounds = 8;
-  struct Rank {
-    ncclComm_t comm;
-    int device;
-    std::vector<std::vector<char>> inputs;  // by round
-  };
-  std::vector<Rank> ranks = {{a[0], 0, {}}, {a[1], 1, {}}, {b[0], 1, {}}, {b[1], 0, {}}};
-  for (Rank& k : ranks)
-    for (int i = 0; i < rounds; ++i) k.inputs.push_back(random_input(i32, ncclSum, count, rng));
+  // inputs[communicator][rank][round]
+  std::vector<std::vector<char>> inputs[2][2];
+  for (auto& comm : inputs)
+    for (auto& rank : comm)
+      for (int i = 0; i < rounds; ++i) rank.push_back(random_input(i32, ncclSum, count, rng));
   std::vector<std::thread> threads;
-  for (size_t k = 0; k < ranks.size(); ++k) {
-    threads.emplace_back([&, k] {
-      const Rank& me = ranks[k];
-      const Rank& peer = ranks[k ^ 1];
-      Stream s(me.device);
-      Buffer buf(me.device, count * 4);
+  for (int device = 0; device < 2; ++device) {
+    threads.emplace_back([&, device] {
+      // On this device: rank `device` of a, rank 1 - device of b.
+      const int rank_of[2] = {device, 1 - device};
+      const ncclComm_t comm_of[2] = {a[device], b[1 - device]};
+      Stream s0(device), s1(device);
+      const Stream* stream_of[2] = {&s0, &s1};
+      Buffer buf0(device, count * 4), buf1(device, count * 4);
+      Buffer* buf_of[2] = {&buf0, &buf1};
       for (int i = 0; i < rounds; ++i) {
-        buf.upload(me.inputs[i].data());
-        ASSERT_NCCL_OK(ncclAllReduce(buf.get(), buf.get(), count, ncclInt32, ncclSum, me.comm, s.get()));
-        ASSERT_CUDA_OK(cudaStreamSynchronize(s.get()));
-        expect_reduced(i32, ncclSum, {me.inputs[i], peer.inputs[i]}, buf.download(), count,
-                       "rank thread " + std::to_string(k) + ", round " + std::to_string(i));
+        for (int c = 0; c < 2; ++c) {
+          buf_of[c]->upload(inputs[c][rank_of[c]][i].data());
+          ASSERT_NCCL_OK(ncclAllReduce(buf_of[c]->get(), buf_of[c]->get(), count, ncclInt32, ncclSum, comm_of[c],
+                                       stream_of[c]->get()));
+        }
+        for (int c = 0; c < 2; ++c) {
+          ASSERT_CUDA_OK(cudaStreamSynchronize(stream_of[c]->get()));
+          expect_reduced(i32, ncclSum, {inputs[c][0][i], inputs[c][1][i]}, buf_of[c]->download(), count,
+                         "communicator " + std::to_string(c) + " on cuda:" + std::to_string(device) + ", round " +
+                             std::to_string(i));
+        }
       }
     });
   }
   for (std::thread& t : threads) t.join();
   for (ncclComm_t c : a) ASSERT_NCCL_OK(ncclCommDestroy(c));
   for (ncclComm_t c : b) ASSERT_NCCL_OK(ncclCommDestroy(c));
+}
+
+// NCCL's pattern for several devices per thread: ncclCommInitRank of each inside one group; the
+// communicators exist once the group ends.
+TEST(NcclCommunicators, InitRankInAGroupFromOneThread) {
+  const std::vector<int> devices = {1, 2, 3};
+  const int n = 3;
+  ncclUniqueId id;
+  ASSERT_NCCL_OK(ncclGetUniqueId(&id));
+  std::vector<ncclComm_t> comms(n, nullptr);
+  ASSERT_NCCL_OK(ncclGroupStart());
+  for (int r = 0; r < n; ++r) {
+    ASSERT_CUDA_OK(cudaSetDevice(devices[r]));
+    ASSERT_NCCL_OK(ncclCommInitRank(&comms[r], n, id, r));
+  }
+  EXPECT_EQ(comms[0], nullptr) << "completed before ncclGroupEnd";
+  ASSERT_NCCL_OK(ncclGroupEnd());
+  auto streams = streams_on(devices);
+  std::vector<std::unique_ptr<Buffer>> bufs;
+  ASSERT_NCCL_OK(ncclGroupStart());
+  for (int r = 0; r < n; ++r) {
+    ASSERT_NE(comms[r], nullptr);
+    bufs.push_back(std::make_unique<Buffer>(devices[r], 8));
+    const int64_t v = int64_t{1} << (20 * r);
+    bufs[r]->upload(&v);
+    ASSERT_NCCL_OK(ncclAllReduce(bufs[r]->get(), bufs[r]->get(), 1, ncclInt64, ncclSum, comms[r], streams[r]->get()));
+  }
+  ASSERT_NCCL_OK(ncclGroupEnd());
+  for (int r = 0; r < n; ++r) {
+    ASSERT_CUDA_OK(cudaStreamSynchronize(streams[r]->get()));
+    int64_t got;
+    std::memcpy(&got, bufs[r]->download().data(), 8);
+    EXPECT_EQ(got, 1 + (int64_t{1} << 20) + (int64_t{1} << 40)) << "rank " << r;
+  }
+  for (ncclComm_t c : comms) ASSERT_NCCL_OK(ncclCommDestroy(c));
 }
 
 // Gathers every rank's `value` over `comm` (one int32 each).

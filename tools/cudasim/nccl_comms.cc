@@ -27,7 +27,6 @@ struct Join {
   std::vector<bool> joined;
   int count = 0;
   std::vector<int> devices, colors, keys;  // by member (colors and keys: ncclCommSplit)
-  std::shared_ptr<Clique> parent;          // ncclCommSplit
   bool complete = false;                   // every rank joined, or the join failed
   ncclResult_t result = ncclSuccess;
   std::string error;
@@ -300,11 +299,7 @@ ncclResult_t join_split(ncclComm* parent, int color, int key, ncclComm_t* out, M
   ncclResult_t r;
   {
     std::lock_guard<std::mutex> lock(mu());
-    auto fresh = [&] {
-      auto j = new_join(name, name, clique->size());
-      j->parent = clique;
-      return j;
-    };
+    auto fresh = [&] { return new_join(name, name, clique->size()); };
     r = enter(name, fresh, clique->size(), parent->rank, parent->device, m, &completed);
     if (r == ncclSuccess) {
       m->join->colors[static_cast<size_t>(parent->rank)] = color;

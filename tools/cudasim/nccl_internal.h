@@ -40,8 +40,6 @@ void reduce(ncclRedOp_t op, ncclDataType_t t, const std::vector<const void*>& in
 // ---- operations ----
 
 enum class Kind { AllReduce, Broadcast, AllGather, Send, Recv };
-const char* kind_name(Kind k);
-bool is_collective(Kind k);
 
 struct Op {
   Kind kind = Kind::AllReduce;
@@ -53,9 +51,6 @@ struct Op {
   int root = 0;                 // Broadcast: the root; Send and Recv: the peer
   uint64_t seq = 0;             // the communicator's k-th collective, or the pair's k-th message one way
 };
-// "ncclAllReduce(count 8, ncclFloat32, ncclSum)": what must match across ranks.
-std::string signature(const Op& op);
-
 // ---- cliques: the ranks of one communicator, as its operations meet on the streams ----
 
 // A collective as its ranks arrive: the last to arrive does the work for all.

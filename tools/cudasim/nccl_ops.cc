@@ -9,26 +9,6 @@
 namespace cudasim {
 namespace nccl {
 
-const char* kind_name(Kind k) {
-  switch (k) {
-    case Kind::AllReduce: return "ncclAllReduce";
-    case Kind::Broadcast: return "ncclBroadcast";
-    case Kind::AllGather: return "ncclAllGather";
-    case Kind::Send: return "ncclSend";
-    case Kind::Recv: return "ncclRecv";
-  }
-  return "?";
-}
-
-bool is_collective(Kind k) { return k == Kind::AllReduce || k == Kind::Broadcast || k == Kind::AllGather; }
-
-std::string signature(const Op& op) {
-  std::string s = std::string(kind_name(op.kind)) + "(count " + std::to_string(op.count) + ", " + type_name(op.type);
-  if (op.kind == Kind::AllReduce) s += ", " + op_name(op.redop);
-  if (op.kind == Kind::Broadcast) s += ", root " + std::to_string(op.root);
-  return s + ")";
-}
-
 std::string Clique::rank_name(int r) const {
   return "rank " + std::to_string(r) + " (cuda:" + std::to_string(devices[static_cast<size_t>(r)]) + ")";
 }
@@ -42,6 +22,27 @@ std::shared_ptr<Clique> make_clique(std::vector<int> devices) {
 }
 
 namespace {
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::AllReduce: return "ncclAllReduce";
+    case Kind::Broadcast: return "ncclBroadcast";
+    case Kind::AllGather: return "ncclAllGather";
+    case Kind::Send: return "ncclSend";
+    case Kind::Recv: return "ncclRecv";
+  }
+  return "?";
+}
+
+bool is_collective(Kind k) { return k == Kind::AllReduce || k == Kind::Broadcast || k == Kind::AllGather; }
+
+// "ncclAllReduce(count 8, ncclFloat32, ncclSum)": what must match across ranks.
+std::string signature(const Op& op) {
+  std::string s = std::string(kind_name(op.kind)) + "(count " + std::to_string(op.count) + ", " + type_name(op.type);
+  if (op.kind == Kind::AllReduce) s += ", " + op_name(op.redop);
+  if (op.kind == Kind::Broadcast) s += ", root " + std::to_string(op.root);
+  return s + ")";
+}
 
 // One of a task's operations once posted.
 struct Item {
