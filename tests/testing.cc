@@ -8,6 +8,7 @@
 #include <cstring>
 #include <functional>
 
+#include "runtime/config.h"
 #include "runtime/stream_check.h"
 
 namespace tandem {
@@ -65,6 +66,15 @@ void expect_bitwise_equal(const Tensor& a, const Tensor& b, const std::string& w
   ASSERT_EQ(a.shape(), b.shape()) << what;
   Tensor ha = a.to(Device::cpu()).contiguous(), hb = b.to(Device::cpu()).contiguous();
   EXPECT_EQ(0, std::memcmp(ha.raw_data(), hb.raw_data(), ha.nbytes())) << what << ": tensors differ bitwise";
+}
+
+NumericsGuard::NumericsGuard(bool tf32, bool deterministic_mode) : tf32_(allow_tf32()), deterministic_(deterministic()) {
+  set_allow_tf32(tf32);
+  set_deterministic(deterministic_mode);
+}
+NumericsGuard::~NumericsGuard() {
+  set_allow_tf32(tf32_);
+  set_deterministic(deterministic_);
 }
 
 StreamCheckOn::StreamCheckOn() { stream_check::set_enabled(true); }

@@ -18,6 +18,14 @@
       GTEST_SKIP() << "no CUDA GPU: " << ::tandem::cuda_unavailable_reason();               \
   } while (0)
 
+// Skips the test unless at least `n` CUDA GPUs are usable.
+#define TD_REQUIRE_GPUS(n)                                                                           \
+  do {                                                                                               \
+    TD_REQUIRE_GPU();                                                                                \
+    if (::tandem::cuda_device_count() < (n))                                                         \
+      GTEST_SKIP() << "needs " << (n) << " GPUs, this machine has " << ::tandem::cuda_device_count(); \
+  } while (0)
+
 namespace tandem {
 namespace testing {
 
@@ -33,6 +41,18 @@ void expect_close(const Tensor& a, const Tensor& b, double tol, const std::strin
 
 // EXPECT bitwise equality of two tensors' elements (same dtype and shape).
 void expect_bitwise_equal(const Tensor& a, const Tensor& b, const std::string& what = "");
+
+// TF32 and deterministic mode (runtime/config.h) as given while in scope, as they were after.
+class NumericsGuard {
+ public:
+  NumericsGuard(bool tf32, bool deterministic_mode);
+  ~NumericsGuard();
+  NumericsGuard(const NumericsGuard&) = delete;
+  NumericsGuard& operator=(const NumericsGuard&) = delete;
+
+ private:
+  bool tf32_, deterministic_;
+};
 
 // The stream checker on while in scope, and off (forgetting what it saw) after.
 class StreamCheckOn {

@@ -26,20 +26,11 @@ namespace {
 
 using tandem::testing::fresh_seed;
 
-class Tf32Off {
- public:
-  Tf32Off() : previous_(allow_tf32()) { set_allow_tf32(false); }
-  ~Tf32Off() { set_allow_tf32(previous_); }
-
- private:
-  bool previous_;
-};
-
 // Builds the module twice (same seed), moves one copy to cuda:0, runs forward and backward of
 // sum(module(x) * w) on both, and compares outputs, input gradients, parameter gradients and buffers.
 void expect_cuda_matches_cpu(const std::function<ModulePtr(Generator&)>& build, const Shape& input, bool training,
                              const std::string& what, double tol = 1e-4) {
-  Tf32Off tf32;
+  tandem::testing::NumericsGuard tf32_off(false, deterministic());
   uint64_t seed = fresh_seed();
   Generator g1(seed), g2(seed);
   ModulePtr cpu = build(g1), gpu = build(g2);

@@ -20,22 +20,6 @@ using testing::random_input;
 
 Device gpu() { return Device::cuda(0); }
 
-// TF32 off (tight tolerances) and deterministic mode as asked, restored at the end of the test.
-class Switches {
- public:
-  explicit Switches(bool deterministic_mode, bool tf32 = false) : tf32_(allow_tf32()), det_(deterministic()) {
-    set_allow_tf32(tf32);
-    set_deterministic(deterministic_mode);
-  }
-  ~Switches() {
-    set_allow_tf32(tf32_);
-    set_deterministic(det_);
-  }
-
- private:
-  bool tf32_, det_;
-};
-
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 
 struct Result {
@@ -122,7 +106,7 @@ std::vector<ConvCase> conv_cases() {
 
 TEST(CudaParity, Conv2d) {
   TD_REQUIRE_GPU();
-  Switches sw(false);
+  testing::NumericsGuard sw(false, false);
   for (DType dtype : {DType::F32, DType::F64})
     for (bool cl : {false, true})
       for (const ConvCase& k : conv_cases()) {
@@ -137,7 +121,7 @@ TEST(CudaParity, Conv2d) {
 
 TEST(CudaParity, Conv2dWithTf32StaysClose) {
   TD_REQUIRE_GPU();
-  Switches sw(false, true);
+  testing::NumericsGuard sw(true, false);
   Generator gen(testing::fresh_seed());
   std::vector<Tensor> in = {random_input({8, 32, 16, 16}, gen, DType::F32), random_input({32, 32, 3, 3}, gen, DType::F32),
                             Tensor()};
@@ -148,7 +132,7 @@ TEST(CudaParity, Conv2dWithTf32StaysClose) {
 
 TEST(CudaParity, Conv2dIsRepeatableInDeterministicMode) {
   TD_REQUIRE_GPU();
-  Switches sw(true);
+  testing::NumericsGuard sw(false, true);
   for (bool cl : {false, true}) {
     Generator gen(testing::fresh_seed());
     std::vector<Tensor> in = {random_input({16, 32, 20, 20}, gen, DType::F32),
@@ -161,7 +145,7 @@ TEST(CudaParity, Conv2dIsRepeatableInDeterministicMode) {
 
 TEST(CudaParity, BatchNorm) {
   TD_REQUIRE_GPU();
-  Switches sw(true);
+  testing::NumericsGuard sw(false, true);
   for (DType dtype : {DType::F32, DType::F64})
     for (Shape s : {Shape{8, 6, 7, 5}, Shape{64, 3}})
       for (bool cl : {false, true})

@@ -135,8 +135,7 @@ TEST(LocalCuda, SmPartitionsOfOneGpu) {
 }
 
 TEST(LocalCuda, SeveralGpus) {
-  TD_REQUIRE_GPU();
-  if (cuda_device_count() < 2) GTEST_SKIP() << "needs 2 GPUs, this machine has 1";
+  TD_REQUIRE_GPUS(2);
   std::vector<Worker> workers = make_workers(all_gpus());
   std::vector<std::shared_ptr<Communicator>> comms = make_local_group(workers);
   check_communicator(workers, comms, true);

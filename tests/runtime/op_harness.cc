@@ -25,16 +25,6 @@ bool near_any(double v, const std::vector<double>& points, double gap) {
     if (std::abs(v - p) < gap) return true;
   return false;
 }
-
-// Restores the TF32 switch on scope exit.
-class Tf32Off {
- public:
-  Tf32Off() : previous_(allow_tf32()) { set_allow_tf32(false); }
-  ~Tf32Off() { set_allow_tf32(previous_); }
-
- private:
-  bool previous_;
-};
 }  // namespace
 
 Sampler normal_values(double stddev) {
@@ -336,7 +326,7 @@ void check_gradient(const OpCase& c) {
 }
 
 void check_cuda_matches_cpu(const OpCase& c, DType dtype) {
-  Tf32Off tf32_off;
+  NumericsGuard tf32_off(false, deterministic());
   Generator gen(fresh_seed());
   std::vector<HostTensor> host = draw_inputs(c, gen);
   Device gpu = Device::cuda(0);
