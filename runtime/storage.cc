@@ -31,6 +31,37 @@ cudaMemPool_t device_pool(int device) {
   }
   return pools[device];
 }
+
+// Orders `free_stream` after the work queued so far on `user`, a CUDA stream of any device. The event is made
+// on the user's device: cudaEventRecord refuses an event of another device (cudaStreamWaitEvent accepts one).
+cudaError_t order_after(const Stream& user, const Stream& free_stream) {
+  int previous = 0;
+  cudaError_t err = cudaGetDevice(&previous);
+  if (err != cudaSuccess) return err;
+  const int device = user.device().index;
+  if (device != previous && (err = cudaSetDevice(device)) != cudaSuccess) return err;
+  cudaEvent_t ev = nullptr;
+  err = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+  if (err == cudaSuccess) err = cudaEventRecord(ev, user.cuda());
+  if (err == cudaSuccess) err = cudaStreamWaitEvent(free_stream.cuda(), ev, 0);
+  if (ev != nullptr) {
+    const cudaError_t destroyed = cudaEventDestroy(ev);
+    if (err == cudaSuccess) err = destroyed;
+  }
+  if (device != previous) {
+    const cudaError_t restored = cudaSetDevice(previous);
+    if (err == cudaSuccess) err = restored;
+  }
+  return err;
+}
+
+// A failed call of a free is reported here and taken off the thread's last error, where the next launch check
+// would otherwise report it against an unrelated kernel.
+void report_free_error(const char* call, cudaError_t err) {
+  if (err == cudaSuccess) return;
+  std::fprintf(stderr, "tandem: %s: %s\n", call, cudaGetErrorString(err));
+  cudaGetLastError();
+}
 }  // namespace
 
 struct Storage::Impl {
@@ -55,26 +86,16 @@ struct Storage::Impl {
     }
     if (data == nullptr) return;
     if (device.is_cpu()) {
-      if (cuda_host) {
-        cudaError_t err = cudaFreeHost(data);
-        if (err != cudaSuccess) std::fprintf(stderr, "tandem: cudaFreeHost: %s\n", cudaGetErrorString(err));
-      } else {
+      if (cuda_host)
+        report_free_error("cudaFreeHost", cudaFreeHost(data));
+      else
         std::free(data);
-      }
       return;
     }
     // The free is ordered after all work queued so far on every stream that used the memory.
-    for (const Stream& s : used_on) {
-      if (s.device().is_cpu()) continue;  // a CPU tag orders nothing on the device
-      cudaEvent_t ev = nullptr;
-      if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) == cudaSuccess) {
-        cudaEventRecord(ev, s.cuda());
-        cudaStreamWaitEvent(stream.cuda(), ev, 0);
-        cudaEventDestroy(ev);
-      }
-    }
-    cudaError_t err = cudaFreeAsync(data, stream.cuda());
-    if (err != cudaSuccess) std::fprintf(stderr, "tandem: cudaFreeAsync: %s\n", cudaGetErrorString(err));
+    for (const Stream& s : used_on)
+      report_free_error("ordering a free after a stream that used the memory", order_after(s, stream));
+    report_free_error("cudaFreeAsync", cudaFreeAsync(data, stream.cuda()));
   }
 };
 
@@ -144,6 +165,8 @@ void Storage::set_category(MemoryCategory c) const {
 void Storage::record_stream(const Stream& stream) const {
   // On the CPU the free does not wait, but the stream checker holds it to the same pledge as on a GPU.
   if (!impl_ || stream == impl_->stream) return;
+  TD_CHECK_DEVICE(impl_->device.is_cpu() || stream.device().is_cuda(), "record_stream: memory of ", impl_->device,
+                  " cannot be used on a CPU stream, which orders nothing on the GPU (its free could not wait for it)");
   std::lock_guard<std::mutex> lock(impl_->mu);
   for (const Stream& s : impl_->used_on)
     if (s == stream) return;

@@ -30,6 +30,9 @@ class Storage {
   void set_category(MemoryCategory c) const;
   // The memory is also used on `stream`: freeing it will wait for the work queued there so far (on the CPU,
   // where ops are synchronous, the free does not wait, but the stream checker holds it to this pledge).
+  // For device memory, `stream` is a CUDA stream of any device (another device's: a peer copy's, a
+  // collective's); the free then waits through an event made on that stream's device, whatever the freeing
+  // thread's current device. A CPU stream orders nothing on a GPU: for device memory it is a DeviceError.
   void record_stream(const Stream& stream) const;
   // Version counter shared by every view of this storage; in-place ops bump it.
   uint64_t version() const;

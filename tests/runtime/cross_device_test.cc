@@ -1,0 +1,82 @@
+// Memory across GPUs: a free waits for another device's stream that used the memory (record_stream, whose
+// contract refuses a CPU stream for device memory).
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "runtime/error.h"
+#include "runtime/ops.h"
+#include "runtime/stream.h"
+#include "tests/testing.h"
+
+namespace tandem {
+namespace {
+
+using tandem::testing::expect_bitwise_equal;
+
+// Holds a CUDA stream at a host function until open() (or the destructor) lets it go on, so that a test can
+// tell what other streams do while it is held.
+class StreamGate {
+ public:
+  explicit StreamGate(const Stream& s) {
+    EXPECT_EQ(cudaLaunchHostFunc(s.cuda(), &StreamGate::hold, &open_), cudaSuccess);
+  }
+  ~StreamGate() { open(); }
+  void open() { open_.store(true); }
+
+ private:
+  static void CUDART_CB hold(void* open) {
+    while (!static_cast<std::atomic<bool>*>(open)->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::atomic<bool> open_{false};
+};
+
+// True when the event completes within `ms` milliseconds.
+bool completes_within(const Event& e, int ms) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (!e.query())
+    if (std::chrono::steady_clock::now() > end) return false;
+  return true;
+}
+
+// The freeing thread's current device is cuda:0 and the stream that used the memory belongs to cuda:1: the
+// free's ordering event must be made on cuda:1 (CUDA refuses to record an event on another device's stream).
+// The memory may then be handed out again on its allocation stream, whose writes must wait for the held copy
+// on cuda:1, which reads the old values.
+TEST(CrossDevice, FreeWaitsForAnotherDevicesStreamThatUsedTheMemory) {
+  TD_REQUIRE_GPUS(2);
+  const Device d0 = Device::cuda(0), d1 = Device::cuda(1);
+  DeviceGuard on_d0(d0);
+  const Stream copier = Stream::create(d1);
+  Tensor copy;
+  {
+    Tensor x = full({4096}, 1.0, d0);
+    current_stream(d0).synchronize();  // x is written: this test is about the free, not the copy's start
+    StreamGate gate(copier);
+    copy = x.to(d1, copier);  // records copier on x's storage
+    x = Tensor();             // the free, ordered after copier's copy
+    Tensor reuse = full({4096}, 2.0, d0);  // the pool may hand x's block to its allocation stream again
+    Event refilled;
+    refilled.record(current_stream(d0));
+    EXPECT_FALSE(completes_within(refilled, 200)) << "freed memory was overwritten while a stream of " << d1
+                                                  << " still had to read it";
+    gate.open();
+  }
+  copier.synchronize();
+  expect_bitwise_equal(copy, full({4096}, 1.0, Device::cpu()), "copy of freed memory");
+  EXPECT_NO_THROW(current_stream(d0).synchronize());
+}
+
+TEST(CrossDevice, RecordStreamRefusesACpuStreamForDeviceMemory) {
+  TD_REQUIRE_GPU();
+  Tensor x = zeros({8}, Device::cuda(0));
+  EXPECT_THROW(x.storage().record_stream(Stream::create(Device::cpu())), DeviceError);
+  EXPECT_NO_THROW(zeros({8}, Device::cpu()).storage().record_stream(Stream::create(Device::cuda(0))));
+}
+
+}  // namespace
+}  // namespace tandem
