@@ -397,6 +397,14 @@ Tensor Tensor::to(Device d) const {
 }
 
 namespace {
+// Orders `stream` after the work queued so far on `producer` (when they differ), on any devices.
+void wait_for(const Stream& producer, const Stream& stream) {
+  if (producer == stream) return;
+  Event done;
+  done.record(producer);
+  stream.wait(done);
+}
+
 // Copies the bytes of contiguous `src` into contiguous `dst` (same dtype and size) across devices.
 void copy_bytes_across(const Tensor& src, const Tensor& dst, const Stream& stream) {
   size_t n = src.nbytes();
@@ -431,6 +439,10 @@ Tensor Tensor::to(Device d, const Stream& stream) const {
     StreamGuard sg(stream);
     out = empty(shape(), TensorOptions(dtype()).with_device(d));
   }
+  // The source is ready on its device's current stream, and a destination allocated on another stream than
+  // the copy's is usable in that stream's order: the copy waits for both (across devices too).
+  if (src.device().is_cuda()) wait_for(current_stream(src.device()), stream);
+  if (d.is_cuda() && d != stream.device()) wait_for(current_stream(d), stream);
   copy_bytes_across(src, out, stream);
   Device from = device();
   autograd::record("to_device", {*this}, {out}, [from](std::vector<Tensor>& g, const std::vector<bool>&) {

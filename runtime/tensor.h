@@ -102,7 +102,8 @@ class Tensor {
   Tensor contiguous() const;
   Tensor clone() const;
   // A copy on `device` (this tensor itself when already there). CUDA copies are queued on `stream`
-  // (default: the current stream of the CUDA side) and synchronized when the destination is the CPU.
+  // (default: the current stream of the CUDA side, the destination's between two GPUs) after the work queued
+  // so far on the source device's current stream, and synchronized when the destination is the CPU.
   Tensor to(Device device) const;
   Tensor to(Device device, const Stream& stream) const;
   Tensor to(DType dtype) const;  // this tensor itself when already of that dtype

@@ -1,5 +1,6 @@
-// Memory across GPUs: a free waits for another device's stream that used the memory (record_stream, whose
-// contract refuses a CPU stream for device memory).
+// Memory and copies across GPUs: a free waits for another device's stream that used the memory
+// (record_stream, whose contract refuses a CPU stream for device memory), and a copy between devices waits for
+// the work that produced its source.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -76,6 +77,34 @@ TEST(CrossDevice, RecordStreamRefusesACpuStreamForDeviceMemory) {
   Tensor x = zeros({8}, Device::cuda(0));
   EXPECT_THROW(x.storage().record_stream(Stream::create(Device::cpu())), DeviceError);
   EXPECT_NO_THROW(zeros({8}, Device::cpu()).storage().record_stream(Stream::create(Device::cuda(0))));
+}
+
+// The source is written on cuda:0's current stream while that stream is held; a copy to cuda:1 queued on
+// cuda:1's stream must not run before the write (Tensor::to, and copy_ through it).
+TEST(CrossDevice, CopyToAnotherDeviceWaitsForTheSourceStream) {
+  TD_REQUIRE_GPUS(2);
+  const Device d0 = Device::cuda(0), d1 = Device::cuda(1);
+  const uint64_t seed = tandem::testing::fresh_seed();
+  Generator gen(seed);
+  const Tensor want = randn({1000}, gen);
+  for (bool through_copy : {false, true}) {
+    SCOPED_TRACE(through_copy ? "copy_" : "to");
+    Tensor src = zeros({1000}, d0), dst = zeros({1000}, d1);
+    const Tensor staged = want.to(d0);
+    current_stream(d0).synchronize();
+    Event copied;
+    {
+      StreamGate gate(current_stream(d0));
+      src.copy_(staged);  // queued behind the gate
+      if (through_copy)
+        dst.copy_(src);
+      else
+        dst = src.to(d1);
+      copied.record(current_stream(d1));
+      EXPECT_FALSE(completes_within(copied, 200)) << "the copy ran while its source's stream was held";
+    }
+    expect_bitwise_equal(dst, want, "copied");
+  }
 }
 
 }  // namespace
