@@ -112,8 +112,9 @@ __global__ void adam_kernel(const __grid_constant__ TensorList<4> list, AdamCoef
 // Fills TensorLists from the host pointer arrays and calls launch(list, blocks) for each batch of tensors.
 template <int K, typename Launch>
 void for_each_batch(int64_t count, const void* const* const (&ptrs)[K], const int64_t* numels, Launch launch) {
-  TensorList<K> list;
-  list.count = 0;
+  // Zeroed: the kernel reads only the first `count` slots, but the rest would otherwise carry stale stack bytes
+  // into the launch (which the simulated GPU, checking every pointer-like parameter word, takes as pointers).
+  TensorList<K> list{};
   int64_t blocks = 0;
   for (int64_t t = 0; t < count; ++t) {
     if (list.count == kListTensors) {
