@@ -415,6 +415,9 @@ void copy_bytes_across(const Tensor& src, const Tensor& dst, const Stream& strea
   if (sd.is_cpu() && dd.is_cuda()) {
     TD_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), n, cudaMemcpyHostToDevice, stream.cuda()));
     dst.storage().record_stream(stream);
+    // The host memory may be freed once the copy has read it: pageable memory is staged before cudaMemcpyAsync
+    // returns, and cudaFreeHost waits for the device. Declared so that the stream checker knows it too.
+    src.storage().record_stream(stream);
   } else if (sd.is_cuda() && dd.is_cpu()) {
     src.storage().record_stream(stream);
     TD_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), n, cudaMemcpyDeviceToHost, stream.cuda()));

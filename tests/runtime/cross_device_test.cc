@@ -1,6 +1,6 @@
-// Memory and copies across GPUs: a free waits for another device's stream that used the memory
-// (record_stream, whose contract refuses a CPU stream for device memory), and a copy between devices waits for
-// the work that produced its source.
+// Memory and copies across devices: a free waits for another device's stream that used the memory
+// (record_stream, whose contract refuses a CPU stream for device memory), a copy between GPUs waits for the work
+// that produced its source, and the host source of a copy to a GPU is free to go once the copy is queued.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -104,6 +104,23 @@ TEST(CrossDevice, CopyToAnotherDeviceWaitsForTheSourceStream) {
       EXPECT_FALSE(completes_within(copied, 200)) << "the copy ran while its source's stream was held";
     }
     expect_bitwise_equal(dst, want, "copied");
+  }
+}
+
+// Pageable memory is staged before cudaMemcpyAsync returns and cudaFreeHost waits for the device, so the host
+// may drop its source right away: the stream checker must accept that free (pageable and pinned sources).
+TEST(CrossDevice, HostSourceOfACopyToTheGpuMayBeFreedOnceQueued) {
+  TD_REQUIRE_GPU();
+  tandem::testing::StreamCheckOn checking;
+  for (bool pinned : {false, true}) {
+    try {
+      Tensor host = full({64}, 3.0, TensorOptions().with_device(Device::cpu()).with_pinned(pinned));
+      Tensor dev = host.to(Device::cuda(0));
+      host = Tensor();
+      expect_bitwise_equal(dev, full({64}, 3.0, Device::cpu()), pinned ? "pinned" : "pageable");
+    } catch (const StreamOrderError& e) {
+      ADD_FAILURE() << (pinned ? "pinned: " : "pageable: ") << e.what();
+    }
   }
 }
 
