@@ -31,14 +31,18 @@ struct BatchNormGeometry {
   int64_t n = 0, c = 0, hw = 1;
 };
 
-// Windows of x [n, c, h, w] -> y [n, c, oh, ow] (the output size already includes ceil_mode).
+// Windows of x [n, c, h, w] -> y [n, c, oh, ow] (the output size already includes ceil_mode). CUDA kernels take
+// it by value, so every byte is a field: padding would carry stale stack bytes into the launch, where the
+// simulated GPU's check of pointer-like parameter words can take them for pointers to inaccessible memory.
 struct Pool2dGeometry {
-  DType dtype = DType::F32;
-  bool channels_last = false;
   int64_t n = 0, c = 0, h = 0, w = 0, oh = 0, ow = 0;
   int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
+  DType dtype = DType::F32;
+  bool channels_last = false;
   bool count_include_pad = true;
+  uint8_t unused[5] = {};
 };
+static_assert(sizeof(Pool2dGeometry) == 13 * sizeof(int64_t), "Pool2dGeometry has padding");
 
 class NNBackend {
  public:
