@@ -86,13 +86,15 @@ void average_gradients(std::vector<Copy>& copies) {
       for (size_t k = 0; k < acc.size(); ++k) acc[k] = acc[k] + x[k];
     }
     for (float& a : acc) a = static_cast<float>(static_cast<double>(a) * (1.0 / static_cast<double>(g)));
-    for (Copy& c : copies) c.params[i].second.set_grad(from_vector(acc, g0.shape(), Device::cpu()));
+    for (Copy& c : copies) c.params[i].second.set_grad(from_vector(acc, g0.shape(), g0.device()));
   }
 }
 
 }  // namespace
 
-BlockWeights reference_run(const RunContext& ctx, const std::vector<int>& replicas_in, bool dp_shards) {
+BlockWeights reference_run(const RunContext& ctx, const std::vector<int>& replicas_in, bool dp_shards,
+                           Device device) {
+  DeviceGuard on_device(device);
   const Workload& w = *ctx.workload;
   const int k = w.blocks();
   const std::vector<int> replicas = replicas_in.empty() ? std::vector<int>(static_cast<size_t>(k), 1) : replicas_in;
@@ -124,14 +126,14 @@ BlockWeights reference_run(const RunContext& ctx, const std::vector<int>& replic
       for (auto& l : ls) l->set_epoch(epoch);
     for (int64_t step = 0; step < spe; ++step) {
       Tensor full;
-      if (!dp_shards) full = loaders[1][0]->next()->images;
+      if (!dp_shards) full = loaders[1][0]->next()->images.to(device);
       // Per factor g and copy q: the teacher chain on that copy's rows (chain[j]: the input of block j).
       std::map<int, std::vector<std::vector<Tensor>>> chains;
       for (int g : factors) {
         for (int q = 0; q < g; ++q) {
           std::vector<Tensor> chain;
           if (dp_shards) {
-            chain.push_back(loaders[g][q]->next()->images);
+            chain.push_back(loaders[g][q]->next()->images.to(device));
           } else {
             data::RowRange r = data::rows_for(q, g, batch);
             chain.push_back(full.narrow(0, r.begin, r.count).contiguous());
@@ -164,15 +166,17 @@ BlockWeights reference_run(const RunContext& ctx, const std::vector<int>& replic
   BlockWeights out;
   for (int b = 0; b < k; ++b) {
     NamedTensors sd;
-    for (auto& [name, t] : copies[b][0].module->state_dict()) sd.emplace_back(name, t.clone());
+    for (auto& [name, t] : copies[b][0].module->state_dict()) sd.emplace_back(name, t.to(Device::cpu()).clone());
     out[b] = sd;
   }
   return out;
 }
 
 BlockWeights run_in_process(const RunContext& ctx, const Layout& layout, StrategyResult* result,
-                            MessageMatching matching) {
-  std::vector<Worker> workers = make_workers("cpu:" + std::to_string(layout.workers));
+                            MessageMatching matching, const std::string& spec) {
+  std::vector<Worker> workers = make_workers(spec.empty() ? "cpu:" + std::to_string(layout.workers) : spec);
+  TD_CHECK(static_cast<int>(workers.size()) == layout.workers, "worker spec '", spec, "' names ", workers.size(),
+           " workers, the layout needs ", layout.workers);
   std::vector<std::shared_ptr<Communicator>> comms = make_local_group(workers, matching);
   // In issue order (as NCCL), the dependency signals go through their own group, as run_session does.
   std::vector<std::shared_ptr<Communicator>> signals;

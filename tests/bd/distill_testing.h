@@ -34,13 +34,16 @@ RunContext make_context(const Workload& w, uint64_t seed, int64_t samples, int64
 // is g > 1, block b has g copies that see rows data::rows_for(q, g, B) of each batch (or, with `dp_shards`,
 // batch b of loader shard q of g, at B / g rows), run their own teacher chain on those rows, and average
 // their gradients like the communicators' all_reduce (summed in rank order in f32, the sum times 1/g formed
-// in f64 and rounded once); copy 0's weights are returned. An empty `replicas` means 1 for every block.
-BlockWeights reference_run(const RunContext& ctx, const std::vector<int>& replicas = {}, bool dp_shards = false);
+// in f64 and rounded once); copy 0's weights are returned (on the CPU). An empty `replicas` means 1 for every
+// block. Models and activations live on `device` (the loader's batches are copied there).
+BlockWeights reference_run(const RunContext& ctx, const std::vector<int>& replicas = {}, bool dp_shards = false,
+                           Device device = Device::cpu());
 
-// Runs the layout on `layout.workers` in-process CPU workers (local communicators); returns every block's
-// final weights (merged over the ranks that saved them) and rank 0's result.
+// Runs the layout on in-process workers (local communicators): `workers` is a make_workers spec naming
+// `layout.workers` workers ("": that many CPU threads). Returns every block's final weights (merged over the
+// ranks that saved them, on the CPU) and rank 0's result.
 BlockWeights run_in_process(const RunContext& ctx, const Layout& layout, StrategyResult* result = nullptr,
-                            MessageMatching matching = MessageMatching::ByTag);
+                            MessageMatching matching = MessageMatching::ByTag, const std::string& workers = "");
 
 // A pipeline plan from "first-last:replicas" stage items, e.g. {{0, 1, 2}, {2, 5, 1}}.
 Plan make_plan(const std::vector<Stage>& stages);
