@@ -87,12 +87,24 @@ Tensor take(std::map<K, Tensor>& m, const K& key, const char* what) {
   return t;
 }
 
-// dst = scale * (a + b) (b may be undefined: dst = scale * a), in the arithmetic of Communicator::all_reduce.
+// dst = scale * (the sources summed in order), in the arithmetic of Communicator::all_reduce; all contiguous and
+// of dst's shape. The kernel reads the sources directly, and a GPU may not read another GPU's pool memory (no
+// peer access to pools is set up): a source on another device is a DeviceError.
+void sum_into(const Tensor& dst, const std::vector<Tensor>& srcs, double scale, const char* what) {
+  std::vector<const void*> ptrs;
+  for (const Tensor& t : srcs) {
+    TD_CHECK_DEVICE(t.device() == dst.device(), "cyclic trainer: ", what, " on ", dst.device(), " of a tensor on ",
+                    t.device(), "; copy it there first");
+    ptrs.push_back(t.raw_data());
+  }
+  detail::rank_order_sum(ptrs, dst.raw_data(), dst.numel(), dst.dtype(), scale, current_stream(dst.device()), what);
+}
+
+// dst = scale * (a + b) (b may be undefined: dst = scale * a).
 void rank_sum(const Tensor& dst, const Tensor& a, const Tensor& b, double scale) {
-  std::vector<const void*> srcs{a.raw_data()};
-  if (b.defined()) srcs.push_back(b.raw_data());
-  detail::rank_order_sum(srcs, dst.raw_data(), dst.numel(), DType::F32, scale, current_stream(dst.device()),
-                         "gradient sum");
+  std::vector<Tensor> srcs{a};
+  if (b.defined()) srcs.push_back(b);
+  sum_into(dst, srcs, scale, "gradient sum");
   dst.storage().bump_version();
 }
 
@@ -651,16 +663,14 @@ Tensor clone_of(const Tensor& t) {
   autograd::NoGradGuard no_grad;
   return t.detach().clone();
 }
-// The mean over workers of one tensor each (rank-order sum, scaled by 1/n); integer tensors: the first.
+// The mean over workers of one tensor each (rank-order sum, scaled by 1/n), on the first one's device, where
+// the others (on their workers' GPUs) are copied first; integer tensors: the first.
 Tensor mean_over(const std::vector<Tensor>& ts) {
   Tensor out = clone_of(ts[0]);
   if (!is_floating(out.dtype()) || ts.size() == 1) return out;
-  std::vector<const void*> srcs;
-  std::vector<Tensor> contig;
-  for (const Tensor& t : ts) contig.push_back(t.contiguous());
-  for (const Tensor& t : contig) srcs.push_back(t.raw_data());
-  detail::rank_order_sum(srcs, out.raw_data(), out.numel(), out.dtype(), 1.0 / static_cast<double>(ts.size()),
-                         current_stream(out.device()), "mean over workers");
+  std::vector<Tensor> here;
+  for (const Tensor& t : ts) here.push_back(t.detach().to(out.device()).contiguous());
+  sum_into(out, here, 1.0 / static_cast<double>(ts.size()), "mean over workers");
   return out;
 }
 bool is_param(const Stage& st, const std::string& name, size_t* index) {

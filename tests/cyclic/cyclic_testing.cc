@@ -61,9 +61,10 @@ MicroBatchFn seeded_batches(const Shape& shape, uint64_t seed) {
   };
 }
 
-CyclicTrainer make_trainer(const ModelFactory& factory, const Shape& micro_input, const TrainerOptions& o) {
+CyclicTrainer make_trainer(const ModelFactory& factory, const Shape& micro_input, const TrainerOptions& o,
+                           const std::string& workers) {
   int n = workers_needed(o.mode, o.micro_batches, o.stages);
-  return CyclicTrainer(factory, micro_input, o, make_workers("cpu:" + std::to_string(n)));
+  return CyclicTrainer(factory, micro_input, o, make_workers(workers.empty() ? "cpu:" + std::to_string(n) : workers));
 }
 
 std::vector<std::pair<Tensor, Tensor>> pair_by_name(const NamedTensors& a, const NamedTensors& b) {

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "parallel/cyclic/trainer.h"
@@ -20,7 +21,10 @@ ModelFactory plain_convnet(int64_t channels, uint64_t seed);
 // Micro-batch i: normal images of `shape` and labels in [0, 10), from (seed, i).
 MicroBatchFn seeded_batches(const Shape& shape, uint64_t seed);
 
-CyclicTrainer make_trainer(const ModelFactory& factory, const Shape& micro_input, const TrainerOptions& o);
+// A trainer on `workers`, a make_workers spec naming as many workers as the mode needs ("": that many CPU
+// threads).
+CyclicTrainer make_trainer(const ModelFactory& factory, const Shape& micro_input, const TrainerOptions& o,
+                           const std::string& workers = "");
 
 // Tensors of two named lists, paired by name (every name of `a` must be in `b`).
 std::vector<std::pair<Tensor, Tensor>> pair_by_name(const NamedTensors& a, const NamedTensors& b);
