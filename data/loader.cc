@@ -341,5 +341,14 @@ double Loader::wait_seconds() const {
   return s_->waited_s;
 }
 
+int64_t Loader::pinned_pool_bytes() const {
+  std::lock_guard<std::mutex> lock(s_->pool_mu);
+  int64_t bytes = 0;
+  for (const HostBuffer& b : s_->pool)
+    for (const Tensor* t : {&b.images, &b.labels})
+      if (t->storage().pinned()) bytes += static_cast<int64_t>(t->nbytes());
+  return bytes;
+}
+
 }  // namespace data
 }  // namespace tandem

@@ -73,6 +73,9 @@ class Loader {
   double images_per_second() const;
   // Seconds next() spent waiting for batches that were not ready (time the consumer was starved).
   double wait_seconds() const;
+  // Bytes of page-locked host memory in the pool of host batches that wait for reuse (0 on the CPU, where
+  // batches are plain host tensors handed out as they are).
+  int64_t pinned_pool_bytes() const;
 
  private:
   struct State;
