@@ -3,6 +3,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 
@@ -30,6 +31,8 @@ namespace {
 struct CudaProbe {
   int count = 0;
   std::string reason;
+  std::string name;        // of device 0
+  bool simulated = false;  // the devices are Tandem's simulated GPU
 };
 
 const CudaProbe& probe() {
@@ -46,6 +49,18 @@ const CudaProbe& probe() {
     }
     if (n == 0) r.reason = "cudaGetDeviceCount reports no CUDA device";
     r.count = n;
+    cudaDeviceProp prop;
+    if (n > 0 && cudaGetDeviceProperties(&prop, 0) == cudaSuccess) {
+      r.name = prop.name;
+      // Tandem's simulated GPU (tools/cudasim) names its devices so; say it once, for every program.
+      r.simulated = r.name.find("simulated") != std::string::npos;
+      if (r.simulated)
+        std::fprintf(stderr,
+                     "tandem: the %d CUDA device(s) are simulated (%s): results check the CUDA code paths, "
+                     "not NVIDIA's numerics or speed\n",
+                     n, prop.name);
+    }
+    cudaGetLastError();
     return r;
   }();
   return p;
@@ -53,6 +68,7 @@ const CudaProbe& probe() {
 }  // namespace
 
 int cuda_device_count() { return probe().count; }
+bool cuda_simulated() { return probe().simulated; }
 std::string cuda_unavailable_reason() { return probe().reason; }
 
 void check_device_available(const Device& d) {
