@@ -148,7 +148,7 @@ TEST(LocalCuda, CpuAndCudaTensorsDoNotMix) {
   std::vector<std::shared_ptr<Communicator>> comms = make_local_group(workers);
   run_on_workers(workers, [&](Worker& w) {
     Communicator& c = *comms[w.rank];
-    Tensor t = w.rank == 0 ? ones({4}) : ones({4}, Device::cuda(0));
+    Tensor t = w.rank == 0 ? ones({4}, Device::cpu()) : ones({4}, Device::cuda(0));
     EXPECT_THROW(c.all_reduce(t), DeviceError);
   });
 }
