@@ -90,11 +90,10 @@ bool Stream::operator==(const Stream& o) const {
 }
 
 void Stream::synchronize() const {
-  if (device_.is_cuda()) {
-    TD_CUDA_CHECK(cudaStreamSynchronize(cuda()));
-    raise_device_errors(device_);
-  }
+  if (device_.is_cuda()) TD_CUDA_CHECK(cudaStreamSynchronize(cuda()));
+  // The work is complete even when it flagged an error: the host knows it before raising that error.
   if (stream_check::enabled()) stream_check::on_synchronize(*this);
+  if (device_.is_cuda()) raise_device_errors(device_);
 }
 
 void Stream::wait(const Event& event) const {
@@ -165,11 +164,9 @@ void Event::record(const Stream& stream) {
 
 void Event::synchronize() const {
   if (!recorded_) return;
-  if (event_ != nullptr) {
-    TD_CUDA_CHECK(cudaEventSynchronize(event_));
-    raise_device_errors(device_);
-  }
+  if (event_ != nullptr) TD_CUDA_CHECK(cudaEventSynchronize(event_));
   if (stream_check::enabled() && clock_) stream_check::on_synchronize(*clock_);
+  if (event_ != nullptr) raise_device_errors(device_);
 }
 
 bool Event::query() const {
