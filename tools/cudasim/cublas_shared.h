@@ -1,5 +1,5 @@
-// What the simulated cuBLAS and cuDNN share: TF32 rounding and its override, the stream a handle queues on,
-// and the pointer checks of the work they queue.
+// What the simulated cuBLAS and cuDNN share: TF32 rounding and its override, the double-precision matrix
+// product their arithmetic runs on, the stream a handle queues on, and the pointer checks of queued work.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "tools/cudasim/sim.h"
@@ -26,6 +27,20 @@ inline float round_tf32(float f) {
   std::memcpy(&f, &u, sizeof(f));
   return f;
 }
+
+// An input as the arithmetic reads it: in double, through TF32 first when `tf32` and the data is float.
+template <typename T>
+double widen(T v, bool tf32) {
+  if constexpr (std::is_same<T, float>::value) {
+    if (tf32) return round_tf32(v);
+  }
+  return v;
+}
+
+// C (M x N, row stride ldc) += A (M x K, rows of stride lda) times the transpose of B (N x K, rows of stride
+// ldb): each element a dot product summed in double in order of l, so results do not depend on blocking.
+void gemm_nt(int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B, int64_t ldb, double* C,
+             int64_t ldc);
 
 // False when NVIDIA_TF32_OVERRIDE=0, which turns TF32 off in every NVIDIA library.
 bool tf32_permitted();
