@@ -80,10 +80,10 @@ std::vector<T> run(const Shape& s, T alpha, const std::vector<T>& A, const std::
   OnDevice d;
   DeviceBuffer<T> a(A), b(B), c(C);
   const cudaDataType t = sizeof(T) == 4 ? CUDA_R_32F : CUDA_R_64F;
-  EXPECT_EQ(cublasGemmStridedBatchedEx_64(d.handle, s.ta, s.tb, s.m, s.n, s.k, &alpha, a.get(), t, s.lda, s.sa,
-                                          b.get(), t, s.ldb, s.sb, &beta, c.get(), t, s.ldc, s.sc, s.batch, compute,
-                                          CUBLAS_GEMM_DEFAULT),
-            CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(
+      cublasGemmStridedBatchedEx_64(d.handle, s.ta, s.tb, s.m, s.n, s.k, &alpha, a.get(), t, s.lda, s.sa, b.get(), t,
+                                    s.ldb, s.sb, &beta, c.get(), t, s.ldc, s.sc, s.batch, compute, CUBLAS_GEMM_DEFAULT),
+      CUBLAS_STATUS_SUCCESS);
   EXPECT_EQ(cudaStreamSynchronize(d.stream), cudaSuccess);
   return c.download();
 }
@@ -185,8 +185,8 @@ TEST(CudasimCublas, RefusesInvalidArguments) {
   DeviceBuffer<float> a(64), b(64), c(64);
   DeviceBuffer<double> c64(64);
   const float one = 1, zero = 0;
-  auto gemm = [&](cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t k, int64_t lda,
-                  int64_t ldb, int64_t ldc, cudaDataType ct, void* cp, cublasComputeType_t compute) {
+  auto gemm = [&](cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
+                  int64_t ldc, cudaDataType ct, void* cp, cublasComputeType_t compute) {
     return cublasGemmStridedBatchedEx_64(d.handle, ta, tb, m, n, k, &one, a.get(), CUDA_R_32F, lda, 0, b.get(),
                                          CUDA_R_32F, ldb, 0, &zero, cp, ct, ldc, 0, 1, compute, CUBLAS_GEMM_DEFAULT);
   };
@@ -205,9 +205,8 @@ TEST(CudasimCublas, RefusesInvalidArguments) {
   EXPECT_EQ(gemm(N, N, 4, 4, 4, 4, 4, 4, CUDA_R_32F, c.get(), CUBLAS_COMPUTE_64F), CUBLAS_STATUS_NOT_SUPPORTED);
   EXPECT_EQ(gemm(N, N, 4, 4, 4, 4, 4, 4, CUDA_R_64F, c64.get(), f32), CUBLAS_STATUS_NOT_SUPPORTED) << "mixed";
   EXPECT_EQ(gemm(N, N, 4, 4, 4, 4, 4, 4, CUDA_R_32F, c.get(), CUBLAS_COMPUTE_32I), CUBLAS_STATUS_NOT_SUPPORTED);
-  EXPECT_EQ(cublasGemmStridedBatchedEx_64(d.handle, N, N, 4, 4, 4, &one, a.get(), CUDA_R_32F, 4, 0, b.get(),
-                                          CUDA_R_32F, 4, 0, &zero, c.get(), CUDA_R_32F, 4, 0, -1, f32,
-                                          CUBLAS_GEMM_DEFAULT),
+  EXPECT_EQ(cublasGemmStridedBatchedEx_64(d.handle, N, N, 4, 4, 4, &one, a.get(), CUDA_R_32F, 4, 0, b.get(), CUDA_R_32F,
+                                          4, 0, &zero, c.get(), CUDA_R_32F, 4, 0, -1, f32, CUBLAS_GEMM_DEFAULT),
             CUBLAS_STATUS_INVALID_VALUE)
       << "batchCount < 0";
   EXPECT_EQ(cudaStreamSynchronize(d.stream), cudaSuccess);
@@ -265,8 +264,8 @@ TEST(CudasimCublas, MemoryOfAnotherDeviceFaults) {
   OnDevice d(1);
   DeviceBuffer<float> b(16), c(16);
   const float one = 1, zero = 0;
-  ASSERT_EQ(cublasGemmStridedBatchedEx_64(d.handle, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, a0.get(), CUDA_R_32F, 4,
-                                          0, b.get(), CUDA_R_32F, 4, 0, &zero, c.get(), CUDA_R_32F, 4, 0, 1,
+  ASSERT_EQ(cublasGemmStridedBatchedEx_64(d.handle, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, a0.get(), CUDA_R_32F, 4, 0,
+                                          b.get(), CUDA_R_32F, 4, 0, &zero, c.get(), CUDA_R_32F, 4, 0, 1,
                                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
             CUBLAS_STATUS_SUCCESS);  // the fault shows when the work runs
   EXPECT_EQ(cudaStreamSynchronize(d.stream), cudaErrorIllegalAddress);
@@ -278,8 +277,8 @@ TEST(CudasimCublas, BatchBeyondTheAllocationFaults) {
   DeviceBuffer<double> a(16), b(16), c(16);
   const double one = 1, zero = 0;
   // Two batches of C 16 elements apart need 32 elements.
-  ASSERT_EQ(cublasGemmStridedBatchedEx_64(d.handle, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, a.get(), CUDA_R_64F, 4,
-                                          0, b.get(), CUDA_R_64F, 4, 0, &zero, c.get(), CUDA_R_64F, 4, 16, 2,
+  ASSERT_EQ(cublasGemmStridedBatchedEx_64(d.handle, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, a.get(), CUDA_R_64F, 4, 0,
+                                          b.get(), CUDA_R_64F, 4, 0, &zero, c.get(), CUDA_R_64F, 4, 16, 2,
                                           CUBLAS_COMPUTE_64F, CUBLAS_GEMM_DEFAULT),
             CUBLAS_STATUS_SUCCESS);
   EXPECT_EQ(cudaStreamSynchronize(d.stream), cudaErrorIllegalAddress);
