@@ -127,20 +127,4 @@ std::shared_ptr<CUstream_st> library_stream(int device, cudaStream_t stream, cud
   return s != nullptr ? stream_ref(s) : nullptr;
 }
 
-void enqueue_checked(CUstream_st* s, int device, const std::string& what, const std::vector<Access>& accesses,
-                     std::function<void()> work) {
-  // Checked when queued rather than when run: the allocation registry follows host calls, not stream order,
-  // so a pool block freed and allocated again on this stream before the work runs would show its new size.
-  for (const Access& a : accesses) {
-    if (a.bytes == 0) continue;
-    try {
-      check_access(device, a.ptr, a.bytes, a.what);
-    } catch (const Fault& f) {
-      enqueue(s, what, [f] { throw f; });
-      return;
-    }
-  }
-  enqueue(s, what, std::move(work));
-}
-
 }  // namespace cudasim

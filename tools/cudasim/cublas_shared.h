@@ -1,5 +1,5 @@
 // What the simulated cuBLAS and cuDNN share: TF32 rounding and its override, the double-precision matrix
-// product their arithmetic runs on, the stream a handle queues on, and the pointer checks of queued work.
+// product their arithmetic runs on, and the stream a handle queues on.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -49,18 +49,5 @@ bool tf32_permitted();
 // nullptr and cudaStreamLegacy are the legacy default stream of the handle's device (not of the device
 // current on the calling thread). Null, with *err set, when it cannot take work.
 std::shared_ptr<CUstream_st> library_stream(int device, cudaStream_t stream, cudaError_t* err);
-
-// A device buffer that queued work touches, and its name in a fault message.
-struct Access {
-  const void* ptr;
-  size_t bytes;
-  std::string what;
-};
-
-// Queues `work` on s. Every access is checked now (check_access): when one is refused, a task that faults
-// with the reason is queued instead, so that the device gets its sticky error in stream order, as from a
-// kernel (simt.cc checks kernel pointers at launch too).
-void enqueue_checked(CUstream_st* s, int device, const std::string& what, const std::vector<Access>& accesses,
-                     std::function<void()> work);
 
 }  // namespace cudasim
