@@ -95,23 +95,24 @@ GreenSplit split_device(Device device, int count) {
   std::memset(&whole, 0, sizeof(whole));
   check_driver(api.device_get_dev_resource(dev, &whole, CU_DEV_RESOURCE_TYPE_SM), "cuDeviceGetDevResource(SM)");
   const unsigned total = whole.sm.smCount;
-  const unsigned align = whole.sm.smCoscheduledAlignment > 0 ? whole.sm.smCoscheduledAlignment : 1;
   std::vector<CUdevResource> groups(count);
   unsigned made = 0;
-  // First with the SMs of a cluster kept together; if that leaves too few groups, SM by SM.
-  const unsigned attempts[2][2] = {{0u, total / count / align * align},
-                                   {CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING, total / count}};
-  for (const auto& attempt : attempts) {
-    if (attempt[1] == 0) continue;
-    std::memset(groups.data(), 0, sizeof(CUdevResource) * groups.size());
-    made = static_cast<unsigned>(count);
-    CUresult r = api.sm_resource_split_by_count(groups.data(), &made, &whole, nullptr, attempt[0], attempt[1]);
-    if (r == CUDA_SUCCESS && made == static_cast<unsigned>(count)) break;
-    made = 0;
+  // The driver rounds the minimum SM count up to its granularity (a multiple of the co-scheduled alignment,
+  // or a finer one when co-scheduling is ignored) and may then make fewer groups than asked: the largest
+  // share that yields `count` groups is found by asking for smaller ones. First with the SMs that are
+  // co-scheduled kept together; if no share allows `count` groups that way, ignoring co-scheduling.
+  for (unsigned flags : {0u, static_cast<unsigned>(CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING)}) {
+    for (unsigned share = total / count; share >= 1 && made != static_cast<unsigned>(count); --share) {
+      std::memset(groups.data(), 0, sizeof(CUdevResource) * groups.size());
+      made = static_cast<unsigned>(count);
+      if (api.sm_resource_split_by_count(groups.data(), &made, &whole, nullptr, flags, share) != CUDA_SUCCESS)
+        made = 0;
+    }
+    if (made == static_cast<unsigned>(count)) break;
   }
   TD_CHECK_T(BackendError, made == static_cast<unsigned>(count), "cuDevSmResourceSplitByCount cannot split the ",
-             total, " SMs of ", device, " into ", count, " equal partitions (minimum partition ",
-             whole.sm.minSmPartitionSize, " SMs)");
+             total, " SMs of ", device, " into ", count, " equal partitions, even ignoring SM co-scheduling "
+             "(minimum partition with co-scheduling: ", whole.sm.minSmPartitionSize, " SMs)");
   GreenSplit split;
   for (int i = 0; i < count; ++i) {
     CUdevResourceDesc desc = nullptr;
