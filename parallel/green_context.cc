@@ -13,8 +13,11 @@
 #include <string>
 #include <utility>
 
+#include "runtime/autograd.h"
 #include "runtime/cuda_check.h"
 #include "runtime/error.h"
+#include "runtime/nn_ops.h"
+#include "runtime/ops.h"
 #include "runtime/storage.h"
 
 namespace tandem {
@@ -131,17 +134,29 @@ Stream green_stream(Device device, CUgreenCtx ctx) {
   return Stream::wrap(device, reinterpret_cast<CUstream_st*>(s), /*owned=*/true);
 }
 
-// Runs what a worker does on a stream (allocate from the pool, record an event, wait, copy) so that a
-// driver that makes green-context streams it cannot use with the runtime is caught here, not mid-training.
+// Runs what a worker does on a stream (allocate from the pool, record an event, wait, copy, and a cuDNN
+// convolution and a cuBLAS GEMM, whose handles are bound to the stream) so that a driver or library that
+// cannot use green-context streams is caught here, not mid-training.
 void probe_stream(const Stream& stream) {
   StreamGuard guard(stream);
-  Storage probe = Storage::allocate(256, stream.device(), stream);
+  autograd::NoGradGuard no_grad;
+  const Device dev = stream.device();
+  Storage probe = Storage::allocate(256, dev, stream);
   TD_CUDA_CHECK(cudaMemsetAsync(probe.data(), 0, 256, stream.cuda()));
   Event event;
   event.record(stream);
-  Stream other = Stream::create(stream.device());
+  Stream other = Stream::create(dev);
   other.wait(event);
   other.synchronize();
+  // Products of ones: every output is the reduction length, exactly, in any precision the libraries pick.
+  const Tensor conv = conv2d(ones({1, 2, 5, 5}, dev), ones({3, 2, 3, 3}, dev), Tensor(), Conv2dOptions());
+  const Tensor gemm = matmul(ones({8, 16}, dev), ones({16, 4}, dev));
+  for (float v : conv.to_vector<float>())
+    TD_CHECK_T(BackendError, v == 18.f, "a cuDNN convolution on a green-context stream of ", dev, " gave ", v,
+               " instead of 18");
+  for (float v : gemm.to_vector<float>())
+    TD_CHECK_T(BackendError, v == 16.f, "a cuBLAS GEMM on a green-context stream of ", dev, " gave ", v,
+               " instead of 16");
   stream.synchronize();
 }
 

@@ -6,6 +6,9 @@
 #include <vector>
 
 #include "parallel/green_context.h"
+#include "runtime/nn_ops.h"
+#include "runtime/ops.h"
+#include "runtime/rng.h"
 #include "tests/testing.h"
 
 namespace tandem {
@@ -50,6 +53,29 @@ TEST(GreenContextSplit, EqualPartitionsOfTheSimulatedGpu) {
     } else {
       EXPECT_TRUE(parts[0].green_context) << what << ": a split of " << want << " SMs each exists";
       EXPECT_EQ(parts[0].sm_count, want) << what;
+    }
+  }
+}
+
+// What make_sm_partitions probes on a green-context stream before handing it out: cuDNN and cuBLAS bind their
+// handles to the stream and run there. Each partition's streams compute a convolution and a GEMM of random
+// inputs as the CPU does (TF32 may round the products).
+TEST(GreenContextProbe, CudnnAndCublasRunOnEveryPartitionStream) {
+  TD_REQUIRE_GPU();
+  const Device dev = Device::cuda(0);
+  Generator gen(tandem::testing::fresh_seed());
+  const Tensor x = randn({2, 3, 7, 6}, gen), w = randn({4, 3, 3, 3}, gen), a = randn({5, 9}, gen),
+               b = randn({9, 7}, gen);
+  Conv2dOptions o;
+  o.pad_h = o.pad_w = 1;
+  const Tensor conv_ref = conv2d(x, w, Tensor(), o), gemm_ref = matmul(a, b);
+  std::vector<SmPartition> parts = make_sm_partitions(dev, 2);
+  for (const SmPartition& p : parts) {
+    EXPECT_TRUE(p.green_context || !cuda_simulated()) << "the simulated GPU has green contexts";
+    for (const Stream& s : {p.compute, p.comm}) {
+      StreamGuard guard(s);
+      tandem::testing::expect_close(conv2d(x.to(dev), w.to(dev), Tensor(), o), conv_ref, 1e-2, "conv2d");
+      tandem::testing::expect_close(matmul(a.to(dev), b.to(dev)), gemm_ref, 1e-2, "matmul");
     }
   }
 }
