@@ -80,23 +80,27 @@ void check_driver(CUresult result, const char* what) {
   TD_THROW(BackendError, what, " failed: ", text, " (CUresult ", static_cast<int>(result), ")");
 }
 
-// The green contexts of one (device, count) split. They are made once per process and never destroyed:
-// streams of workers made from them may live until exit, and creating contexts is slow.
+// One (device, count) split: its SM groups, and the green context of each group, made when that partition is
+// first asked for (a process of a multi-process run uses one). Contexts are never destroyed: streams of
+// workers made from them may live until exit, and creating contexts is slow.
 struct GreenSplit {
+  CUdevice dev = 0;
+  std::vector<CUdevResource> groups;
   std::vector<CUgreenCtx> contexts;
-  std::vector<int> sm_counts;
-  std::string error;  // why the split failed (it is not retried)
+  bool probed = false;  // the first partition made passed probe_stream
+  std::string error;    // why green contexts cannot serve this split (it is not retried)
 };
 
 GreenSplit split_device(Device device, int count) {
   const DriverApi& api = driver_api();
   DeviceGuard guard(device);
   TD_CUDA_CHECK(cudaFree(nullptr));  // creates the primary context first, as cuGreenCtxCreate advises
-  CUdevice dev = 0;
-  check_driver(api.device_get(&dev, device.index), "cuDeviceGet");
+  GreenSplit split;
+  check_driver(api.device_get(&split.dev, device.index), "cuDeviceGet");
   CUdevResource whole;
   std::memset(&whole, 0, sizeof(whole));
-  check_driver(api.device_get_dev_resource(dev, &whole, CU_DEV_RESOURCE_TYPE_SM), "cuDeviceGetDevResource(SM)");
+  check_driver(api.device_get_dev_resource(split.dev, &whole, CU_DEV_RESOURCE_TYPE_SM),
+               "cuDeviceGetDevResource(SM)");
   const unsigned total = whole.sm.smCount;
   std::vector<CUdevResource> groups(count);
   unsigned made = 0;
@@ -116,16 +120,20 @@ GreenSplit split_device(Device device, int count) {
   TD_CHECK_T(BackendError, made == static_cast<unsigned>(count), "cuDevSmResourceSplitByCount cannot split the ",
              total, " SMs of ", device, " into ", count, " equal partitions, even ignoring SM co-scheduling "
              "(minimum partition with co-scheduling: ", whole.sm.minSmPartitionSize, " SMs)");
-  GreenSplit split;
-  for (int i = 0; i < count; ++i) {
-    CUdevResourceDesc desc = nullptr;
-    check_driver(api.resource_generate_desc(&desc, &groups[i], 1), "cuDevResourceGenerateDesc");
-    CUgreenCtx ctx = nullptr;
-    check_driver(api.green_ctx_create(&ctx, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM), "cuGreenCtxCreate");
-    split.contexts.push_back(ctx);
-    split.sm_counts.push_back(static_cast<int>(groups[i].sm.smCount));
-  }
+  split.groups = std::move(groups);
+  split.contexts.assign(count, nullptr);
   return split;
+}
+
+CUgreenCtx green_context(GreenSplit& split, Device device, int index) {
+  if (split.contexts[index] != nullptr) return split.contexts[index];
+  const DriverApi& api = driver_api();
+  DeviceGuard guard(device);
+  CUdevResourceDesc desc = nullptr;
+  check_driver(api.resource_generate_desc(&desc, &split.groups[index], 1), "cuDevResourceGenerateDesc");
+  check_driver(api.green_ctx_create(&split.contexts[index], desc, split.dev, CU_GREEN_CTX_DEFAULT_STREAM),
+               "cuGreenCtxCreate");
+  return split.contexts[index];
 }
 
 Stream green_stream(Device device, CUgreenCtx ctx) {
@@ -165,34 +173,41 @@ bool green_contexts_disabled() {
   return v != nullptr && std::string(v) == "0";
 }
 
-std::vector<SmPartition> green_partitions(Device device, int count) {
+// Partitions `indices` of the (device, count) split as green contexts; the first partition made is probed.
+// Throws when green contexts cannot serve the split, and keeps the reason for later calls.
+std::vector<SmPartition> green_partitions(Device device, int count, const std::vector<int>& indices) {
   static std::mutex mu;
   static std::map<std::pair<int, int>, GreenSplit> splits;
-  const GreenSplit* split = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    auto key = std::make_pair(device.index, count);
-    auto it = splits.find(key);
-    if (it == splits.end()) {
-      GreenSplit made;
-      try {
-        made = split_device(device, count);
-      } catch (const Error& e) {
-        made.error = e.message();
-      }
-      it = splits.emplace(key, std::move(made)).first;
+  std::lock_guard<std::mutex> lock(mu);  // held while probing too: a split is probed once, by one thread
+  auto it = splits.find({device.index, count});
+  if (it == splits.end()) {
+    GreenSplit made;
+    try {
+      made = split_device(device, count);
+    } catch (const Error& e) {
+      made.error = e.message();
     }
-    split = &it->second;
+    it = splits.emplace(std::make_pair(device.index, count), std::move(made)).first;
   }
-  TD_CHECK_T(BackendError, split->error.empty(), split->error);
-  std::vector<SmPartition> parts(count);
-  for (int i = 0; i < count; ++i) {
-    parts[i].compute = green_stream(device, split->contexts[i]);
-    parts[i].comm = green_stream(device, split->contexts[i]);
-    parts[i].sm_count = split->sm_counts[i];
-    parts[i].green_context = true;
+  GreenSplit& split = it->second;
+  TD_CHECK_T(BackendError, split.error.empty(), split.error);
+  std::vector<SmPartition> parts;
+  try {
+    for (int i : indices) {
+      CUgreenCtx ctx = green_context(split, device, i);
+      SmPartition p;
+      p.compute = green_stream(device, ctx);
+      p.comm = green_stream(device, ctx);
+      p.sm_count = static_cast<int>(split.groups[i].sm.smCount);
+      p.green_context = true;
+      parts.push_back(std::move(p));
+    }
+    if (!split.probed) probe_stream(parts[0].compute);
+    split.probed = true;
+  } catch (const Error& e) {
+    split.error = e.message();
+    throw;
   }
-  probe_stream(parts[0].compute);
   return parts;
 }
 
@@ -213,22 +228,27 @@ int device_sm_count(Device device) {
   return sms;
 }
 
-std::vector<SmPartition> make_sm_partitions(Device device, int count) {
+namespace {
+
+// Partitions `indices` of `count` partitions of `device`: green contexts, else plain streams.
+std::vector<SmPartition> partitions(Device device, int count, const std::vector<int>& indices) {
   TD_CHECK_DEVICE(device.is_cuda(), "SM partitions need a CUDA device, not ", device);
   const int sms = device_sm_count(device);
   TD_CHECK(count >= 1 && count <= sms, "cannot split ", device, " into ", count, " partitions: it has ", sms,
            " SMs");
+  for (int i : indices)
+    TD_CHECK(i >= 0 && i < count, "partition ", i, " of ", device, " does not exist: it is split into ", count);
   std::string why = "TANDEM_GREEN_CONTEXTS=0";
   if (!green_contexts_disabled()) {
     try {
-      return green_partitions(device, count);
+      return green_partitions(device, count, indices);
     } catch (const Error& e) {
       cudaGetLastError();  // a failed probe must not leave an error behind for the next CUDA call
       why = e.message();
     }
   }
   say_once(why);
-  std::vector<SmPartition> parts(count);
+  std::vector<SmPartition> parts(indices.size());
   for (auto& p : parts) {
     p.compute = Stream::create(device);
     p.comm = Stream::create(device);
@@ -236,6 +256,18 @@ std::vector<SmPartition> make_sm_partitions(Device device, int count) {
     p.green_context = false;
   }
   return parts;
+}
+
+}  // namespace
+
+std::vector<SmPartition> make_sm_partitions(Device device, int count) {
+  std::vector<int> all;
+  for (int i = 0; i < count; ++i) all.push_back(i);
+  return partitions(device, count, all);
+}
+
+SmPartition make_sm_partition(Device device, int count, int index) {
+  return partitions(device, count, {index})[0];
 }
 
 }  // namespace parallel
