@@ -26,10 +26,15 @@ TEST(NcclGroup, AFailureInsideAGroupClosesIt) {
   std::vector<std::shared_ptr<Communicator>> comms = make_nccl_group(workers);
   Tensor t = ones({1}, a), elsewhere = ones({4}, b);
   current_stream(b).synchronize();
-  // A kernel on GPU a given memory of GPU b, which it has no access to: GPU a faults, and its error is sticky.
-  backend_for(a).unary(UnaryOp::Neg, DType::F32, elsewhere.raw_data(), elsewhere.raw_data(), 4, UnaryParams(),
-                       workers[0].compute);
-  EXPECT_THROW(workers[0].compute.synchronize(), Error);
+  // A kernel on GPU a given memory of GPU b, which it has no access to: GPU a faults, and its error is sticky
+  // (reported by the launch's own check when the kernel has already run, else by the synchronize).
+  EXPECT_THROW(
+      {
+        backend_for(a).unary(UnaryOp::Neg, DType::F32, elsewhere.raw_data(), elsewhere.raw_data(), 4,
+                             UnaryParams(), workers[0].compute);
+        workers[0].compute.synchronize();
+      },
+      Error);
   // With the comm stream current the all-reduce queues no event first: its first NCCL call to fail is the
   // ncclSend inside its reduce-scatter group (rank 0 owns no chunk of one element, so it allocates nothing).
   StreamGuard guard(workers[0].comm);
