@@ -52,13 +52,8 @@ const CudaProbe& probe() {
     cudaDeviceProp prop;
     if (n > 0 && cudaGetDeviceProperties(&prop, 0) == cudaSuccess) {
       r.name = prop.name;
-      // Tandem's simulated GPU (tools/cudasim) names its devices so; say it once, for every program.
+      // Tandem's simulated GPU (tools/cudasim) names its devices so.
       r.simulated = r.name.find("simulated") != std::string::npos;
-      if (r.simulated)
-        std::fprintf(stderr,
-                     "tandem: the %d CUDA device(s) are simulated (%s): results check the CUDA code paths, "
-                     "not NVIDIA's numerics or speed\n",
-                     n, prop.name);
     }
     cudaGetLastError();
     return r;
@@ -74,6 +69,16 @@ std::string cuda_unavailable_reason() { return probe().reason; }
 void check_device_available(const Device& d) {
   if (d.is_cpu()) return;
   int n = cuda_device_count();
+  if (n > 0 && probe().simulated) {
+    // Said once, when a program first uses a CUDA device.
+    static std::once_flag once;
+    std::call_once(once, [n] {
+      std::fprintf(stderr,
+                   "tandem: the %d CUDA device(s) are simulated (%s): results check the CUDA code paths, not "
+                   "NVIDIA's numerics or speed\n",
+                   n, probe().name.c_str());
+    });
+  }
   TD_CHECK_DEVICE(n > 0, "device ", d, " was requested but no CUDA GPU is available here (",
                   cuda_unavailable_reason(), "); use --device cpu");
   TD_CHECK_DEVICE(d.index < n, "device ", d, " was requested but this machine has only ", n,
