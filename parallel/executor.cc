@@ -76,7 +76,11 @@ void Executor::run(const std::function<void(const Instr&)>& fn) {
   // signal then orders host issue, not device completion).
   const Device signal_device = comm_ != nullptr && comm_->backend() == "mpi" ? Device::cpu() : worker_.device;
   Tensor signal;
-  if (comm_ != nullptr) signal = zeros({1}, TensorOptions(DType::F32).with_device(signal_device));
+  if (comm_ != nullptr) {
+    // Filled on the compute stream, which the comm lane's fork below follows, whatever the caller's current one.
+    StreamGuard on_compute(worker_.compute);
+    signal = zeros({1}, TensorOptions(DType::F32).with_device(signal_device));
+  }
   // Fork: the comm lane starts after what the caller queued on the compute stream so far (the signal's fill).
   Event forked;
   forked.record(worker_.compute);

@@ -13,8 +13,11 @@
 #include <string>
 #include <utility>
 
+#include "runtime/autograd.h"
 #include "runtime/cuda_check.h"
 #include "runtime/error.h"
+#include "runtime/nn_ops.h"
+#include "runtime/ops.h"
 #include "runtime/storage.h"
 
 namespace tandem {
@@ -77,51 +80,60 @@ void check_driver(CUresult result, const char* what) {
   TD_THROW(BackendError, what, " failed: ", text, " (CUresult ", static_cast<int>(result), ")");
 }
 
-// The green contexts of one (device, count) split. They are made once per process and never destroyed:
-// streams of workers made from them may live until exit, and creating contexts is slow.
+// One (device, count) split: its SM groups, and the green context of each group, made when that partition is
+// first asked for (a process of a multi-process run uses one). Contexts are never destroyed: streams of
+// workers made from them may live until exit, and creating contexts is slow.
 struct GreenSplit {
+  CUdevice dev = 0;
+  std::vector<CUdevResource> groups;
   std::vector<CUgreenCtx> contexts;
-  std::vector<int> sm_counts;
-  std::string error;  // why the split failed (it is not retried)
+  bool probed = false;  // the first partition made passed probe_stream
+  std::string error;    // why green contexts cannot serve this split (it is not retried)
 };
 
 GreenSplit split_device(Device device, int count) {
   const DriverApi& api = driver_api();
   DeviceGuard guard(device);
   TD_CUDA_CHECK(cudaFree(nullptr));  // creates the primary context first, as cuGreenCtxCreate advises
-  CUdevice dev = 0;
-  check_driver(api.device_get(&dev, device.index), "cuDeviceGet");
+  GreenSplit split;
+  check_driver(api.device_get(&split.dev, device.index), "cuDeviceGet");
   CUdevResource whole;
   std::memset(&whole, 0, sizeof(whole));
-  check_driver(api.device_get_dev_resource(dev, &whole, CU_DEV_RESOURCE_TYPE_SM), "cuDeviceGetDevResource(SM)");
+  check_driver(api.device_get_dev_resource(split.dev, &whole, CU_DEV_RESOURCE_TYPE_SM),
+               "cuDeviceGetDevResource(SM)");
   const unsigned total = whole.sm.smCount;
-  const unsigned align = whole.sm.smCoscheduledAlignment > 0 ? whole.sm.smCoscheduledAlignment : 1;
   std::vector<CUdevResource> groups(count);
   unsigned made = 0;
-  // First with the SMs of a cluster kept together; if that leaves too few groups, SM by SM.
-  const unsigned attempts[2][2] = {{0u, total / count / align * align},
-                                   {CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING, total / count}};
-  for (const auto& attempt : attempts) {
-    if (attempt[1] == 0) continue;
-    std::memset(groups.data(), 0, sizeof(CUdevResource) * groups.size());
-    made = static_cast<unsigned>(count);
-    CUresult r = api.sm_resource_split_by_count(groups.data(), &made, &whole, nullptr, attempt[0], attempt[1]);
-    if (r == CUDA_SUCCESS && made == static_cast<unsigned>(count)) break;
-    made = 0;
+  // The driver rounds the minimum SM count up to its granularity (a multiple of the co-scheduled alignment,
+  // or a finer one when co-scheduling is ignored) and may then make fewer groups than asked: the largest
+  // share that yields `count` groups is found by asking for smaller ones. First with the SMs that are
+  // co-scheduled kept together; if no share allows `count` groups that way, ignoring co-scheduling.
+  for (unsigned flags : {0u, static_cast<unsigned>(CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING)}) {
+    for (unsigned share = total / count; share >= 1 && made != static_cast<unsigned>(count); --share) {
+      std::memset(groups.data(), 0, sizeof(CUdevResource) * groups.size());
+      made = static_cast<unsigned>(count);
+      if (api.sm_resource_split_by_count(groups.data(), &made, &whole, nullptr, flags, share) != CUDA_SUCCESS)
+        made = 0;
+    }
+    if (made == static_cast<unsigned>(count)) break;
   }
   TD_CHECK_T(BackendError, made == static_cast<unsigned>(count), "cuDevSmResourceSplitByCount cannot split the ",
-             total, " SMs of ", device, " into ", count, " equal partitions (minimum partition ",
-             whole.sm.minSmPartitionSize, " SMs)");
-  GreenSplit split;
-  for (int i = 0; i < count; ++i) {
-    CUdevResourceDesc desc = nullptr;
-    check_driver(api.resource_generate_desc(&desc, &groups[i], 1), "cuDevResourceGenerateDesc");
-    CUgreenCtx ctx = nullptr;
-    check_driver(api.green_ctx_create(&ctx, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM), "cuGreenCtxCreate");
-    split.contexts.push_back(ctx);
-    split.sm_counts.push_back(static_cast<int>(groups[i].sm.smCount));
-  }
+             total, " SMs of ", device, " into ", count, " equal partitions, even ignoring SM co-scheduling "
+             "(minimum partition with co-scheduling: ", whole.sm.minSmPartitionSize, " SMs)");
+  split.groups = std::move(groups);
+  split.contexts.assign(count, nullptr);
   return split;
+}
+
+CUgreenCtx green_context(GreenSplit& split, Device device, int index) {
+  if (split.contexts[index] != nullptr) return split.contexts[index];
+  const DriverApi& api = driver_api();
+  DeviceGuard guard(device);
+  CUdevResourceDesc desc = nullptr;
+  check_driver(api.resource_generate_desc(&desc, &split.groups[index], 1), "cuDevResourceGenerateDesc");
+  check_driver(api.green_ctx_create(&split.contexts[index], desc, split.dev, CU_GREEN_CTX_DEFAULT_STREAM),
+               "cuGreenCtxCreate");
+  return split.contexts[index];
 }
 
 Stream green_stream(Device device, CUgreenCtx ctx) {
@@ -130,17 +142,29 @@ Stream green_stream(Device device, CUgreenCtx ctx) {
   return Stream::wrap(device, reinterpret_cast<CUstream_st*>(s), /*owned=*/true);
 }
 
-// Runs what a worker does on a stream (allocate from the pool, record an event, wait, copy) so that a
-// driver that makes green-context streams it cannot use with the runtime is caught here, not mid-training.
+// Runs what a worker does on a stream (allocate from the pool, record an event, wait, copy, and a cuDNN
+// convolution and a cuBLAS GEMM, whose handles are bound to the stream) so that a driver or library that
+// cannot use green-context streams is caught here, not mid-training.
 void probe_stream(const Stream& stream) {
   StreamGuard guard(stream);
-  Storage probe = Storage::allocate(256, stream.device(), stream);
+  autograd::NoGradGuard no_grad;
+  const Device dev = stream.device();
+  Storage probe = Storage::allocate(256, dev, stream);
   TD_CUDA_CHECK(cudaMemsetAsync(probe.data(), 0, 256, stream.cuda()));
   Event event;
   event.record(stream);
-  Stream other = Stream::create(stream.device());
+  Stream other = Stream::create(dev);
   other.wait(event);
   other.synchronize();
+  // Products of ones: every output is the reduction length, exactly, in any precision the libraries pick.
+  const Tensor conv = conv2d(ones({1, 2, 5, 5}, dev), ones({3, 2, 3, 3}, dev), Tensor(), Conv2dOptions());
+  const Tensor gemm = matmul(ones({8, 16}, dev), ones({16, 4}, dev));
+  for (float v : conv.to_vector<float>())
+    TD_CHECK_T(BackendError, v == 18.f, "a cuDNN convolution on a green-context stream of ", dev, " gave ", v,
+               " instead of 18");
+  for (float v : gemm.to_vector<float>())
+    TD_CHECK_T(BackendError, v == 16.f, "a cuBLAS GEMM on a green-context stream of ", dev, " gave ", v,
+               " instead of 16");
   stream.synchronize();
 }
 
@@ -149,34 +173,41 @@ bool green_contexts_disabled() {
   return v != nullptr && std::string(v) == "0";
 }
 
-std::vector<SmPartition> green_partitions(Device device, int count) {
+// Partitions `indices` of the (device, count) split as green contexts; the first partition made is probed.
+// Throws when green contexts cannot serve the split, and keeps the reason for later calls.
+std::vector<SmPartition> green_partitions(Device device, int count, const std::vector<int>& indices) {
   static std::mutex mu;
   static std::map<std::pair<int, int>, GreenSplit> splits;
-  const GreenSplit* split = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    auto key = std::make_pair(device.index, count);
-    auto it = splits.find(key);
-    if (it == splits.end()) {
-      GreenSplit made;
-      try {
-        made = split_device(device, count);
-      } catch (const Error& e) {
-        made.error = e.message();
-      }
-      it = splits.emplace(key, std::move(made)).first;
+  std::lock_guard<std::mutex> lock(mu);  // held while probing too: a split is probed once, by one thread
+  auto it = splits.find({device.index, count});
+  if (it == splits.end()) {
+    GreenSplit made;
+    try {
+      made = split_device(device, count);
+    } catch (const Error& e) {
+      made.error = e.message();
     }
-    split = &it->second;
+    it = splits.emplace(std::make_pair(device.index, count), std::move(made)).first;
   }
-  TD_CHECK_T(BackendError, split->error.empty(), split->error);
-  std::vector<SmPartition> parts(count);
-  for (int i = 0; i < count; ++i) {
-    parts[i].compute = green_stream(device, split->contexts[i]);
-    parts[i].comm = green_stream(device, split->contexts[i]);
-    parts[i].sm_count = split->sm_counts[i];
-    parts[i].green_context = true;
+  GreenSplit& split = it->second;
+  TD_CHECK_T(BackendError, split.error.empty(), split.error);
+  std::vector<SmPartition> parts;
+  try {
+    for (int i : indices) {
+      CUgreenCtx ctx = green_context(split, device, i);
+      SmPartition p;
+      p.compute = green_stream(device, ctx);
+      p.comm = green_stream(device, ctx);
+      p.sm_count = static_cast<int>(split.groups[i].sm.smCount);
+      p.green_context = true;
+      parts.push_back(std::move(p));
+    }
+    if (!split.probed) probe_stream(parts[0].compute);
+    split.probed = true;
+  } catch (const Error& e) {
+    split.error = e.message();
+    throw;
   }
-  probe_stream(parts[0].compute);
   return parts;
 }
 
@@ -197,22 +228,27 @@ int device_sm_count(Device device) {
   return sms;
 }
 
-std::vector<SmPartition> make_sm_partitions(Device device, int count) {
+namespace {
+
+// Partitions `indices` of `count` partitions of `device`: green contexts, else plain streams.
+std::vector<SmPartition> partitions(Device device, int count, const std::vector<int>& indices) {
   TD_CHECK_DEVICE(device.is_cuda(), "SM partitions need a CUDA device, not ", device);
   const int sms = device_sm_count(device);
   TD_CHECK(count >= 1 && count <= sms, "cannot split ", device, " into ", count, " partitions: it has ", sms,
            " SMs");
+  for (int i : indices)
+    TD_CHECK(i >= 0 && i < count, "partition ", i, " of ", device, " does not exist: it is split into ", count);
   std::string why = "TANDEM_GREEN_CONTEXTS=0";
   if (!green_contexts_disabled()) {
     try {
-      return green_partitions(device, count);
+      return green_partitions(device, count, indices);
     } catch (const Error& e) {
       cudaGetLastError();  // a failed probe must not leave an error behind for the next CUDA call
       why = e.message();
     }
   }
   say_once(why);
-  std::vector<SmPartition> parts(count);
+  std::vector<SmPartition> parts(indices.size());
   for (auto& p : parts) {
     p.compute = Stream::create(device);
     p.comm = Stream::create(device);
@@ -220,6 +256,18 @@ std::vector<SmPartition> make_sm_partitions(Device device, int count) {
     p.green_context = false;
   }
   return parts;
+}
+
+}  // namespace
+
+std::vector<SmPartition> make_sm_partitions(Device device, int count) {
+  std::vector<int> all;
+  for (int i = 0; i < count; ++i) all.push_back(i);
+  return partitions(device, count, all);
+}
+
+SmPartition make_sm_partition(Device device, int count, int index) {
+  return partitions(device, count, {index})[0];
 }
 
 }  // namespace parallel

@@ -54,6 +54,26 @@ ncclDataType_t nccl_type(DType d) {
   return ncclUint8;
 }
 
+// ncclGroupStart .. ncclGroupEnd as a scope. When a call inside fails, the exception ends the group on its way
+// out (NCCL then drops the group's operations and reports the same error), so that the thread's next NCCL call
+// does not go into a group that never ends.
+class NcclGroup {
+ public:
+  NcclGroup() { TD_NCCL_CHECK(ncclGroupStart()); }
+  ~NcclGroup() {
+    if (open_) ncclGroupEnd();  // unwinding: the error of the call that failed is the one being reported
+  }
+  NcclGroup(const NcclGroup&) = delete;
+  NcclGroup& operator=(const NcclGroup&) = delete;
+  void end() {
+    open_ = false;
+    TD_NCCL_CHECK(ncclGroupEnd());
+  }
+
+ private:
+  bool open_ = true;
+};
+
 char* at(const Tensor& t, int64_t element) {
   return static_cast<char*>(t.raw_data()) + element * static_cast<int64_t>(dtype_size(t.dtype()));
 }
@@ -129,26 +149,26 @@ class NcclCommunicator : public Communicator {
     const ncclDataType_t type = nccl_type(work.dtype());
     enqueue("all_reduce", {}, {work, staging}, [&](cudaStream_t s) {
       // Reduce-scatter by chunks: every rank receives its chunk from every peer and adds them in rank order.
-      TD_NCCL_CHECK(ncclGroupStart());
+      NcclGroup scatter;
       for (int p = 0; p < size_; ++p) {
         const int64_t b = chunk_begin(count, p, size_), len = chunk_begin(count, p + 1, size_) - b;
         if (p == rank_) continue;
         if (len > 0) TD_NCCL_CHECK(ncclSend(at(work, b), len, type, p, handle_->comm, s));
         if (mine > 0) TD_NCCL_CHECK(ncclRecv(at(staging, p * mine), mine, type, p, handle_->comm, s));
       }
-      TD_NCCL_CHECK(ncclGroupEnd());
+      scatter.end();
       std::vector<const void*> srcs(size_);
       for (int p = 0; p < size_; ++p) srcs[p] = p == rank_ ? at(work, lo) : at(staging, p * mine);
       detail::rank_order_sum(srcs, at(work, lo), mine, work.dtype(), scale, stream_, "all_reduce");
       // All-gather of the reduced chunks.
-      TD_NCCL_CHECK(ncclGroupStart());
+      NcclGroup gather;
       for (int p = 0; p < size_; ++p) {
         const int64_t b = chunk_begin(count, p, size_), len = chunk_begin(count, p + 1, size_) - b;
         if (p == rank_) continue;
         if (mine > 0) TD_NCCL_CHECK(ncclSend(at(work, lo), mine, type, p, handle_->comm, s));
         if (len > 0) TD_NCCL_CHECK(ncclRecv(at(work, b), len, type, p, handle_->comm, s));
       }
-      TD_NCCL_CHECK(ncclGroupEnd());
+      gather.end();
     });
     write_back(t, work);
     note("all_reduce", detail::all_reduce_bytes(count, dtype_size(work.dtype()), rank_, size_));
@@ -195,13 +215,13 @@ class NcclCommunicator : public Communicator {
     Tensor staging = make_staging(src.dtype(), size_ * m);
     const ncclDataType_t type = nccl_type(src.dtype());
     enqueue("reduce_scatter", {src}, {work, staging}, [&](cudaStream_t s) {
-      TD_NCCL_CHECK(ncclGroupStart());
+      NcclGroup group;
       for (int p = 0; p < size_; ++p) {
         if (p == rank_ || m == 0) continue;
         TD_NCCL_CHECK(ncclSend(at(src, p * m), m, type, p, handle_->comm, s));
         TD_NCCL_CHECK(ncclRecv(at(staging, p * m), m, type, p, handle_->comm, s));
       }
-      TD_NCCL_CHECK(ncclGroupEnd());
+      group.end();
       std::vector<const void*> srcs(size_);
       for (int p = 0; p < size_; ++p) srcs[p] = p == rank_ ? at(src, rank_ * m) : at(staging, p * m);
       detail::rank_order_sum(srcs, work.raw_data(), m, src.dtype(), scale, stream_, "reduce_scatter");

@@ -116,7 +116,10 @@ struct RunState {
   std::atomic<bool> failed{false};
 };
 
-std::vector<Worker> make_workers(const std::string& spec) {
+namespace {
+
+// The items of a spec, checked: GPUs named once, CPU and CUDA workers not mixed, every GPU present.
+std::vector<SpecItem> parse_spec(const std::string& spec) {
   std::vector<SpecItem> items;
   std::string s = trim(spec);
   TD_CHECK(!s.empty(), "empty worker spec (expected e.g. cpu:4, cuda:0-3, cuda:0/4 or best:4)");
@@ -139,55 +142,99 @@ std::vector<Worker> make_workers(const std::string& spec) {
   TD_CHECK(!(any_cpu && any_cuda), "worker spec '", spec,
            "' mixes CPU and CUDA workers; a group's workers must all be CPU threads or all be GPUs");
   for (int g : gpus) check_device_available(Device::cuda(g));
+  return items;
+}
 
+int item_workers(const SpecItem& it) {
+  return it.cpu ? it.threads : (it.last - it.first + 1) * std::max(it.parts, 1);
+}
+
+// Gives a built worker its rank and memory tracker, and names its streams for the stream checker.
+Worker ranked(Worker w, int rank) {
+  w.rank = rank;
+  w.memory = std::make_shared<MemoryTracker>(w.name());
+  stream_check::name_stream(w.compute, w.name() + " compute");
+  stream_check::name_stream(w.comm, w.name() + " comm");
+  return w;
+}
+
+Worker cpu_worker() {
+  // Tags of their own, so that the order between a worker's lanes and workers is declared by events as on a
+  // GPU, and checked under TANDEM_STREAM_CHECK.
+  Worker w;
+  w.compute = Stream::create(Device::cpu());
+  w.comm = Stream::create(Device::cpu());
+  return w;
+}
+
+Worker gpu_worker(Device dev) {
+  Worker w;
+  w.kind = WorkerKind::CudaDevice;
+  w.device = dev;
+  w.sm_count = device_sm_count(dev);
+  w.compute = Stream::create(dev);
+  w.comm = Stream::create(dev);
+  return w;
+}
+
+Worker partition_worker(Device dev, int partitions, int partition, const SmPartition& part) {
+  Worker w;
+  w.kind = WorkerKind::CudaPartition;
+  w.device = dev;
+  w.partition = partition;
+  w.partitions = partitions;
+  w.sm_count = part.sm_count;
+  w.green_context = part.green_context;
+  w.compute = part.compute;
+  w.comm = part.comm;
+  return w;
+}
+
+}  // namespace
+
+std::vector<Worker> make_workers(const std::string& spec) {
   std::vector<Worker> workers;
-  auto add = [&](Worker w) {
-    w.rank = static_cast<int>(workers.size());
-    w.memory = std::make_shared<MemoryTracker>(w.name());
-    stream_check::name_stream(w.compute, w.name() + " compute");
-    stream_check::name_stream(w.comm, w.name() + " comm");
-    workers.push_back(std::move(w));
-  };
-  for (const SpecItem& it : items) {
+  auto add = [&](Worker w) { workers.push_back(ranked(std::move(w), static_cast<int>(workers.size()))); };
+  for (const SpecItem& it : parse_spec(spec)) {
     if (it.cpu) {
-      for (int i = 0; i < it.threads; ++i) {
-        // Tags of their own, so that the order between a worker's lanes and workers is declared by events as
-        // on a GPU, and checked under TANDEM_STREAM_CHECK.
-        Worker w;
-        w.compute = Stream::create(Device::cpu());
-        w.comm = Stream::create(Device::cpu());
-        add(std::move(w));
-      }
+      for (int i = 0; i < it.threads; ++i) add(cpu_worker());
       continue;
     }
     for (int g = it.first; g <= it.last; ++g) {
-      Device dev = Device::cuda(g);
+      const Device dev = Device::cuda(g);
       if (it.parts == 0) {
-        Worker w;
-        w.kind = WorkerKind::CudaDevice;
-        w.device = dev;
-        w.sm_count = device_sm_count(dev);
-        w.compute = Stream::create(dev);
-        w.comm = Stream::create(dev);
-        add(std::move(w));
+        add(gpu_worker(dev));
         continue;
       }
       std::vector<SmPartition> parts = make_sm_partitions(dev, it.parts);
-      for (int p = 0; p < it.parts; ++p) {
-        Worker w;
-        w.kind = WorkerKind::CudaPartition;
-        w.device = dev;
-        w.partition = p;
-        w.partitions = it.parts;
-        w.sm_count = parts[p].sm_count;
-        w.green_context = parts[p].green_context;
-        w.compute = parts[p].compute;
-        w.comm = parts[p].comm;
-        add(std::move(w));
-      }
+      for (int p = 0; p < it.parts; ++p) add(partition_worker(dev, it.parts, p, parts[p]));
     }
   }
   return workers;
+}
+
+int count_workers(const std::string& spec) {
+  int n = 0;
+  for (const SpecItem& it : parse_spec(spec)) n += item_workers(it);
+  return n;
+}
+
+Worker make_worker(const std::string& spec, int rank) {
+  const std::vector<SpecItem> items = parse_spec(spec);
+  int first = 0;  // the rank of the item's first worker
+  for (const SpecItem& it : items) {
+    const int n = item_workers(it);
+    if (rank >= first && rank < first + n) {
+      const int i = rank - first;
+      if (it.cpu) return ranked(cpu_worker(), rank);
+      if (it.parts == 0) return ranked(gpu_worker(Device::cuda(it.first + i)), rank);
+      const Device dev = Device::cuda(it.first + i / it.parts);
+      return ranked(partition_worker(dev, it.parts, i % it.parts, make_sm_partition(dev, it.parts, i % it.parts)),
+                    rank);
+    }
+    first += n;
+  }
+  TD_THROW(ValueError, "worker spec '", spec, "' names ", first, " workers: it has no rank ", rank);
 }
 
 bool peer_worker_failed() { return tl_run != nullptr && tl_run->failed.load(); }

@@ -38,6 +38,15 @@ struct Worker {
 // and CUDA workers mixed), and DeviceError when a named GPU does not exist.
 std::vector<Worker> make_workers(const std::string& spec);
 
+// The number of workers `spec` names, checked as make_workers checks it; creates no stream or context.
+int count_workers(const std::string& spec);
+
+// Worker `rank` of `spec` alone, as make_workers(spec)[rank] is (rank, name, device, partition), with streams
+// (and a context) on its own GPU only: what one process of a multi-process run needs, where making every
+// worker would put contexts of every process on every GPU (and fail on GPUs in exclusive-process mode).
+// Throws ValueError when the spec has no such rank.
+Worker make_worker(const std::string& spec, int rank);
+
 // Runs fn(worker) on one thread per worker with the worker's device, compute stream and memory scope set
 // and one intra-op thread each; joins them all and rethrows the first exception (by rank) after all ended.
 // A worker that fails makes its peers blocked in a local communicator throw too (see peer_worker_failed),

@@ -2,6 +2,7 @@
 #include "runtime/cuda_check.h"
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -19,6 +20,13 @@ std::atomic<bool>& sync_debug_flag() {
 
 bool sync_debug() { return sync_debug_flag().load(std::memory_order_relaxed); }
 void set_sync_debug(bool on) { sync_debug_flag().store(on); }
+
+void ignore_cuda_error(cudaError_t err, const char* what) {
+  if (err == cudaSuccess) return;
+  std::fprintf(stderr, "tandem: %s failed (ignored here): %s: %s\n", what, cudaGetErrorName(err),
+               cudaGetErrorString(err));
+  cudaGetLastError();
+}
 
 namespace detail {
 void raise_cuda(cudaError_t err, const char* expr, const char* file, int line) {

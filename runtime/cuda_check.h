@@ -10,6 +10,11 @@ namespace tandem {
 bool sync_debug();
 void set_sync_debug(bool on);
 
+// For a CUDA call whose failure cannot be thrown (a destructor, cleanup on an error path): says on stderr what
+// failed and clears the thread's last error, so that the next check does not blame an unrelated call or kernel
+// for it. A sticky error (a lost context) stays: every later call reports it anyway.
+void ignore_cuda_error(cudaError_t err, const char* what);
+
 namespace detail {
 [[noreturn]] void raise_cuda(cudaError_t err, const char* expr, const char* file, int line);
 // After a kernel launch: check the launch error, and under sync_debug also wait for the stream.

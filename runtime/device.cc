@@ -3,6 +3,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 
@@ -30,6 +31,8 @@ namespace {
 struct CudaProbe {
   int count = 0;
   std::string reason;
+  std::string name;        // of device 0
+  bool simulated = false;  // the devices are Tandem's simulated GPU
 };
 
 const CudaProbe& probe() {
@@ -46,6 +49,13 @@ const CudaProbe& probe() {
     }
     if (n == 0) r.reason = "cudaGetDeviceCount reports no CUDA device";
     r.count = n;
+    cudaDeviceProp prop;
+    if (n > 0 && cudaGetDeviceProperties(&prop, 0) == cudaSuccess) {
+      r.name = prop.name;
+      // Tandem's simulated GPU (tools/cudasim) names its devices so.
+      r.simulated = r.name.find("simulated") != std::string::npos;
+    }
+    cudaGetLastError();
     return r;
   }();
   return p;
@@ -53,11 +63,22 @@ const CudaProbe& probe() {
 }  // namespace
 
 int cuda_device_count() { return probe().count; }
+bool cuda_simulated() { return probe().simulated; }
 std::string cuda_unavailable_reason() { return probe().reason; }
 
 void check_device_available(const Device& d) {
   if (d.is_cpu()) return;
   int n = cuda_device_count();
+  if (n > 0 && probe().simulated) {
+    // Said once, when a program first uses a CUDA device.
+    static std::once_flag once;
+    std::call_once(once, [n] {
+      std::fprintf(stderr,
+                   "tandem: the %d CUDA device(s) are simulated (%s): results check the CUDA code paths, not "
+                   "NVIDIA's numerics or speed\n",
+                   n, probe().name.c_str());
+    });
+  }
   TD_CHECK_DEVICE(n > 0, "device ", d, " was requested but no CUDA GPU is available here (",
                   cuda_unavailable_reason(), "); use --device cpu");
   TD_CHECK_DEVICE(d.index < n, "device ", d, " was requested but this machine has only ", n,

@@ -29,6 +29,9 @@ std::ostream& operator<<(std::ostream& os, const Device& d);
 // Number of usable CUDA devices; 0 when there is no GPU or no driver (never throws).
 int cuda_device_count();
 inline bool cuda_available() { return cuda_device_count() > 0; }
+// Whether the CUDA devices are Tandem's simulated GPU (tools/cudasim); programs say so on stderr when they
+// first use one.
+bool cuda_simulated();
 // Why no CUDA device is usable ("" when one is).
 std::string cuda_unavailable_reason();
 // Throws DeviceError unless d is the CPU or an existing CUDA device.

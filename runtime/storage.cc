@@ -1,7 +1,6 @@
 // Storage allocation: 64-byte aligned host memory, pinned host memory, and a stream-ordered CUDA pool.
 #include "runtime/storage.h"
 
-#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <vector>
@@ -54,14 +53,6 @@ cudaError_t order_after(const Stream& user, const Stream& free_stream) {
   }
   return err;
 }
-
-// A failed call of a free is reported here and taken off the thread's last error, where the next launch check
-// would otherwise report it against an unrelated kernel.
-void report_free_error(const char* call, cudaError_t err) {
-  if (err == cudaSuccess) return;
-  std::fprintf(stderr, "tandem: %s: %s\n", call, cudaGetErrorString(err));
-  cudaGetLastError();
-}
 }  // namespace
 
 struct Storage::Impl {
@@ -87,15 +78,15 @@ struct Storage::Impl {
     if (data == nullptr) return;
     if (device.is_cpu()) {
       if (cuda_host)
-        report_free_error("cudaFreeHost", cudaFreeHost(data));
+        ignore_cuda_error(cudaFreeHost(data), "cudaFreeHost");
       else
         std::free(data);
       return;
     }
     // The free is ordered after all work queued so far on every stream that used the memory.
     for (const Stream& s : used_on)
-      report_free_error("ordering a free after a stream that used the memory", order_after(s, stream));
-    report_free_error("cudaFreeAsync", cudaFreeAsync(data, stream.cuda()));
+      ignore_cuda_error(order_after(s, stream), "ordering a free after a stream that used the memory");
+    ignore_cuda_error(cudaFreeAsync(data, stream.cuda()), "cudaFreeAsync");
   }
 };
 

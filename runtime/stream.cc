@@ -26,11 +26,10 @@ struct Stream::Impl {
   ~Impl() {
     if (owned && stream != nullptr) {
       int prev = 0;
-      cudaGetDevice(&prev);
-      cudaSetDevice(device);
-      cudaError_t err = cudaStreamDestroy(stream);
-      if (err != cudaSuccess) std::fprintf(stderr, "tandem: cudaStreamDestroy: %s\n", cudaGetErrorString(err));
-      cudaSetDevice(prev);
+      ignore_cuda_error(cudaGetDevice(&prev), "cudaGetDevice");
+      ignore_cuda_error(cudaSetDevice(device), "cudaSetDevice");
+      ignore_cuda_error(cudaStreamDestroy(stream), "cudaStreamDestroy");
+      ignore_cuda_error(cudaSetDevice(prev), "cudaSetDevice");
     }
   }
 };
@@ -45,7 +44,7 @@ void on_cuda_device(int index, F&& fn) {
   try {
     fn();
   } catch (...) {
-    if (prev != index) cudaSetDevice(prev);
+    if (prev != index) ignore_cuda_error(cudaSetDevice(prev), "cudaSetDevice (restoring the device)");
     throw;
   }
   if (prev != index) TD_CUDA_CHECK(cudaSetDevice(prev));
@@ -90,11 +89,10 @@ bool Stream::operator==(const Stream& o) const {
 }
 
 void Stream::synchronize() const {
-  if (device_.is_cuda()) {
-    TD_CUDA_CHECK(cudaStreamSynchronize(cuda()));
-    raise_device_errors(device_);
-  }
+  if (device_.is_cuda()) TD_CUDA_CHECK(cudaStreamSynchronize(cuda()));
+  // The work is complete even when it flagged an error: the host knows it before raising that error.
   if (stream_check::enabled()) stream_check::on_synchronize(*this);
+  if (device_.is_cuda()) raise_device_errors(device_);
 }
 
 void Stream::wait(const Event& event) const {
@@ -114,10 +112,7 @@ double host_time_s() {
 Event::Event(bool timing) : timing_(timing) {}
 
 Event::~Event() {
-  if (event_ != nullptr) {
-    cudaError_t err = cudaEventDestroy(event_);
-    if (err != cudaSuccess) std::fprintf(stderr, "tandem: cudaEventDestroy: %s\n", cudaGetErrorString(err));
-  }
+  if (event_ != nullptr) ignore_cuda_error(cudaEventDestroy(event_), "cudaEventDestroy");
 }
 
 Event::Event(Event&& o) noexcept
@@ -129,7 +124,7 @@ Event::Event(Event&& o) noexcept
 
 Event& Event::operator=(Event&& o) noexcept {
   if (this != &o) {
-    if (event_ != nullptr) cudaEventDestroy(event_);
+    if (event_ != nullptr) ignore_cuda_error(cudaEventDestroy(event_), "cudaEventDestroy");
     timing_ = o.timing_;
     recorded_ = o.recorded_;
     device_ = o.device_;
@@ -165,11 +160,9 @@ void Event::record(const Stream& stream) {
 
 void Event::synchronize() const {
   if (!recorded_) return;
-  if (event_ != nullptr) {
-    TD_CUDA_CHECK(cudaEventSynchronize(event_));
-    raise_device_errors(device_);
-  }
+  if (event_ != nullptr) TD_CUDA_CHECK(cudaEventSynchronize(event_));
   if (stream_check::enabled() && clock_) stream_check::on_synchronize(*clock_);
+  if (event_ != nullptr) raise_device_errors(device_);
 }
 
 bool Event::query() const {
@@ -233,7 +226,7 @@ DeviceGuard::DeviceGuard(Device device) : previous_(tl_device) {
 
 DeviceGuard::~DeviceGuard() {
   tl_device = previous_;
-  if (previous_cuda_ >= 0) cudaSetDevice(previous_cuda_);
+  if (previous_cuda_ >= 0) ignore_cuda_error(cudaSetDevice(previous_cuda_), "cudaSetDevice (restoring the device)");
 }
 
 StreamGuard::StreamGuard(const Stream& stream) : device_guard_(stream.device()), device_(stream.device()) {

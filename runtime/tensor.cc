@@ -410,14 +410,21 @@ void copy_bytes_across(const Tensor& src, const Tensor& dst, const Stream& strea
   size_t n = src.nbytes();
   if (n == 0) return;
   Device sd = src.device(), dd = dst.device();
-  if (stream_check::enabled())
-    stream_check::on_op("copy across devices", stream, {stream_check::reads(src), stream_check::writes(dst)});
+  // A copy from pageable host memory reads it on the host before returning (CUDA stages it), so only the
+  // device side is stream-ordered; pinned memory is read by the stream, later.
+  const bool staged = sd.is_cpu() && !src.storage().pinned();
+  if (stream_check::enabled()) {
+    if (staged) {
+      stream_check::on_op("copy to the device (staged from pageable memory)", Stream(), {stream_check::reads(src)});
+      stream_check::on_op("copy to the device", stream, {stream_check::writes(dst)});
+    } else {
+      stream_check::on_op("copy across devices", stream, {stream_check::reads(src), stream_check::writes(dst)});
+    }
+  }
   if (sd.is_cpu() && dd.is_cuda()) {
     TD_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), n, cudaMemcpyHostToDevice, stream.cuda()));
     dst.storage().record_stream(stream);
-    // The host memory may be freed once the copy has read it: pageable memory is staged before cudaMemcpyAsync
-    // returns, and cudaFreeHost waits for the device. Declared so that the stream checker knows it too.
-    src.storage().record_stream(stream);
+    if (!staged) src.storage().record_stream(stream);
   } else if (sd.is_cuda() && dd.is_cpu()) {
     src.storage().record_stream(stream);
     TD_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), n, cudaMemcpyDeviceToHost, stream.cuda()));

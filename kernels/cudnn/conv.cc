@@ -1,5 +1,6 @@
-// cuDNN convolution: descriptors built per call; the algorithm, its math type and workspace size found once
-// per shape with cudnnFind*AlgorithmEx and cached; workspace from the caching allocator (Workspace category).
+// cuDNN convolution: descriptors built per call; the algorithm and its math type found once per shape with
+// cudnnFind*AlgorithmEx, and the workspace size of that pair, cached; workspace from the caching allocator
+// (Workspace category).
 #include "kernels/cudnn/conv.h"
 
 #include <algorithm>
@@ -8,8 +9,10 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "kernels/cuda/launch.h"
+#include "kernels/cudnn/conv_choice.h"
 #include "kernels/cudnn/cudnn_check.h"
 #include "kernels/cudnn/handle.h"
 #include "runtime/config.h"
@@ -40,6 +43,14 @@ cudnnDataType_t data_type(DType t) {
 int to_int(int64_t v) {
   TD_CHECK_SHAPE(v <= INT_MAX, "conv2d on CUDA: size ", v, " exceeds cuDNN's 32-bit limit");
   return static_cast<int>(v);
+}
+
+// cuDNN's legacy 4-d descriptors keep strides in int too, and take tensors of fewer than 2^31 elements only,
+// however small each dimension is.
+void check_elements(const char* tensor, int64_t a, int64_t b, int64_t c, int64_t d) {
+  const int64_t n = a * b * c * d;
+  TD_CHECK_SHAPE(n <= INT_MAX, "conv2d on CUDA: the ", tensor, " [", a, ", ", b, ", ", c, ", ", d, "] has ", n,
+                 " elements; cuDNN's legacy API takes fewer than 2^31 per tensor (use a smaller batch)");
 }
 
 // TF32 tensor cores for f32 only when allowed; otherwise plain FMA kernels (exact f32 products).
@@ -78,6 +89,9 @@ struct Descriptors {
   Descriptors(const Conv2dGeometry& g, cudnnMathType_t math) {
     const cudnnTensorFormat_t format = g.channels_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
     const cudnnDataType_t dt = data_type(g.dtype);
+    check_elements("input", g.n, g.c, g.h, g.w);
+    check_elements("output", g.n, g.o, g.oh, g.ow);
+    check_elements("weight", g.o, g.c / g.groups, g.kh, g.kw);
     TD_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x.d, format, dt, to_int(g.n), to_int(g.c), to_int(g.h), to_int(g.w)));
     TD_CUDNN_CHECK(
         cudnnSetTensor4dDescriptor(y.d, format, dt, to_int(g.n), to_int(g.o), to_int(g.oh), to_int(g.ow)));
@@ -104,12 +118,6 @@ struct Scalars {
   const void* zero(DType t) const { return t == DType::F64 ? static_cast<const void*>(&d0) : &f0; }
 };
 
-struct Choice {
-  int algo = 0;
-  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
-  size_t workspace = 0;
-};
-
 using Key = std::array<int64_t, 22>;
 Key key_of(Pass pass, const Conv2dGeometry& g, int device, bool det, bool tf32) {
   return {static_cast<int64_t>(pass), device, static_cast<int64_t>(g.dtype), g.channels_last, g.n, g.c, g.h, g.w,
@@ -118,34 +126,31 @@ Key key_of(Pass pass, const Conv2dGeometry& g, int device, bool det, bool tf32) 
 }
 
 // The cached choice for `key`, found with `find` on the first call.
-Choice cached_choice(const Key& key, const std::function<Choice()>& find) {
+ConvChoice cached_choice(const Key& key, const std::function<ConvChoice()>& find) {
   static std::mutex mu;
-  static std::map<Key, Choice> cache;
+  static std::map<Key, ConvChoice> cache;
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache.find(key);
     if (it != cache.end()) return it->second;
   }
-  Choice c = find();  // outside the lock: benchmarking takes a while; a duplicate search is harmless
+  ConvChoice c = find();  // outside the lock: benchmarking takes a while; a duplicate search is harmless
   std::lock_guard<std::mutex> lock(mu);
   return cache.emplace(key, c).first->second;
 }
 
-// The fastest successful result (cuDNN sorts them by time) that is deterministic when asked and fits the
-// workspace limit. Results found under FMA math keep it (no TF32).
+// choose_conv_algorithm's choice among Find's `results`, asking cuDNN (`size_of`, with the convolution
+// descriptor's math type set) for the workspace of the algorithm and math type that will run.
 template <typename Perf>
-Choice pick(const Perf* results, int count, bool det, cudnnMathType_t requested, Pass pass,
-            const Conv2dGeometry& g) {
-  for (int i = 0; i < count; ++i) {
-    const Perf& r = results[i];
-    if (r.status != CUDNN_STATUS_SUCCESS || r.memory > kMaxWorkspace) continue;
-    if (det && r.determinism != CUDNN_DETERMINISTIC) continue;
-    Choice c;
-    c.algo = static_cast<int>(r.algo);
-    c.math = requested == CUDNN_FMA_MATH ? CUDNN_FMA_MATH : r.mathType;
-    c.workspace = r.memory;
-    return c;
-  }
+ConvChoice pick(const Perf* results, int count, cudnnConvolutionDescriptor_t conv, bool det,
+                cudnnMathType_t requested, Pass pass, const Conv2dGeometry& g,
+                const std::function<cudnnStatus_t(int, size_t*)>& size_of) {
+  auto workspace_of = [&](int algo, cudnnMathType_t math, size_t* bytes) {
+    cudnnStatus_t st = cudnnSetConvolutionMathType(conv, math);
+    return st == CUDNN_STATUS_SUCCESS ? size_of(algo, bytes) : st;
+  };
+  std::optional<ConvChoice> c = choose_conv_algorithm(results, count, det, requested, kMaxWorkspace, workspace_of);
+  if (c) return *c;
   TD_THROW(BackendError, "cuDNN offers no ", det ? "deterministic " : "", "algorithm for conv2d ", pass_name(pass),
            " of input [", g.n, ", ", g.c, ", ", g.h, ", ", g.w, "] with weight [", g.o, ", ", g.c / g.groups, ", ",
            g.kh, ", ", g.kw, "], groups ", g.groups, g.channels_last ? " (channels-last)" : "");
@@ -177,7 +182,7 @@ struct Call {
         math(requested_math(g.dtype, tf32)),
         d(g, math) {}
   // Applies a choice: its math type, and workspace (freed in stream order with the returned Storage).
-  Storage prepare(const Choice& c, const Stream& s) {
+  Storage prepare(const ConvChoice& c, const Stream& s) {
     TD_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv.d, c.math));
     return c.workspace > 0 ? cuda::workspace(c.workspace, s) : Storage();
   }
@@ -191,18 +196,19 @@ void conv2d_forward(const Conv2dGeometry& g, const void* x, const void* w, const
                     const Stream& s) {
   Call call(g, s);
   Descriptors& d = call.d;
-  Choice c = cached_choice(key_of(Pass::Forward, g, call.scope.device(), call.det, call.tf32), [&] {
-    size_t limit = search_workspace(CUDNN_CONVOLUTION_FWD_ALGO_COUNT, [&](int a, size_t* bytes) {
+  ConvChoice c = cached_choice(key_of(Pass::Forward, g, call.scope.device(), call.det, call.tf32), [&] {
+    auto size_of = [&](int a, size_t* bytes) {
       return cudnnGetConvolutionForwardWorkspaceSize(call.handle, d.x.d, d.w.d, d.conv.d, d.y.d,
                                                      static_cast<cudnnConvolutionFwdAlgo_t>(a), bytes);
-    });
+    };
+    size_t limit = search_workspace(CUDNN_CONVOLUTION_FWD_ALGO_COUNT, size_of);
     Storage ws = limit > 0 ? cuda::workspace(limit, s) : Storage();
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int returned = 0;
     TD_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(call.handle, d.x.d, x, d.w.d, w, d.conv.d, d.y.d, y,
                                                           CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf,
                                                           data_of(ws), limit));
-    return pick(perf, returned, call.det, call.math, Pass::Forward, g);
+    return pick(perf, returned, d.conv.d, call.det, call.math, Pass::Forward, g, size_of);
   });
   Storage ws = call.prepare(c, s);
   TD_CUDNN_CHECK(cudnnConvolutionForward(call.handle, call.scalars.one(g.dtype), d.x.d, x, d.w.d, w, d.conv.d,
@@ -216,18 +222,19 @@ void conv2d_forward(const Conv2dGeometry& g, const void* x, const void* w, const
 void conv2d_backward_data(const Conv2dGeometry& g, const void* dy, const void* w, void* dx, const Stream& s) {
   Call call(g, s);
   Descriptors& d = call.d;
-  Choice c = cached_choice(key_of(Pass::BackwardData, g, call.scope.device(), call.det, call.tf32), [&] {
-    size_t limit = search_workspace(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, [&](int a, size_t* bytes) {
+  ConvChoice c = cached_choice(key_of(Pass::BackwardData, g, call.scope.device(), call.det, call.tf32), [&] {
+    auto size_of = [&](int a, size_t* bytes) {
       return cudnnGetConvolutionBackwardDataWorkspaceSize(call.handle, d.w.d, d.y.d, d.conv.d, d.x.d,
                                                           static_cast<cudnnConvolutionBwdDataAlgo_t>(a), bytes);
-    });
+    };
+    size_t limit = search_workspace(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, size_of);
     Storage ws = limit > 0 ? cuda::workspace(limit, s) : Storage();
     cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     int returned = 0;
     TD_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(call.handle, d.w.d, w, d.y.d, dy, d.conv.d, d.x.d, dx,
                                                                CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, perf,
                                                                data_of(ws), limit));
-    return pick(perf, returned, call.det, call.math, Pass::BackwardData, g);
+    return pick(perf, returned, d.conv.d, call.det, call.math, Pass::BackwardData, g, size_of);
   });
   Storage ws = call.prepare(c, s);
   TD_CUDNN_CHECK(cudnnConvolutionBackwardData(call.handle, call.scalars.one(g.dtype), d.w.d, w, d.y.d, dy, d.conv.d,
@@ -238,18 +245,19 @@ void conv2d_backward_data(const Conv2dGeometry& g, const void* dy, const void* w
 void conv2d_backward_weight(const Conv2dGeometry& g, const void* x, const void* dy, void* dw, const Stream& s) {
   Call call(g, s);
   Descriptors& d = call.d;
-  Choice c = cached_choice(key_of(Pass::BackwardFilter, g, call.scope.device(), call.det, call.tf32), [&] {
-    size_t limit = search_workspace(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, [&](int a, size_t* bytes) {
+  ConvChoice c = cached_choice(key_of(Pass::BackwardFilter, g, call.scope.device(), call.det, call.tf32), [&] {
+    auto size_of = [&](int a, size_t* bytes) {
       return cudnnGetConvolutionBackwardFilterWorkspaceSize(call.handle, d.x.d, d.y.d, d.conv.d, d.w.d,
                                                             static_cast<cudnnConvolutionBwdFilterAlgo_t>(a), bytes);
-    });
+    };
+    size_t limit = search_workspace(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, size_of);
     Storage ws = limit > 0 ? cuda::workspace(limit, s) : Storage();
     cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     int returned = 0;
     TD_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
         call.handle, d.x.d, x, d.y.d, dy, d.conv.d, d.w.d, dw, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned,
         perf, data_of(ws), limit));
-    return pick(perf, returned, call.det, call.math, Pass::BackwardFilter, g);
+    return pick(perf, returned, d.conv.d, call.det, call.math, Pass::BackwardFilter, g, size_of);
   });
   Storage ws = call.prepare(c, s);
   TD_CUDNN_CHECK(cudnnConvolutionBackwardFilter(call.handle, call.scalars.one(g.dtype), d.x.d, x, d.y.d, dy,

@@ -108,7 +108,7 @@ BlockProfile profile_blocks(const RunContext& ctx, const ProfileOptions& o, Work
   const TensorOptions on_device = TensorOptions().with_device(worker.device);
   // Layout of the shared table: teacher, student, all-reduce, memory ([g][b] each), relay [b], load [g].
   const int64_t cells = static_cast<int64_t>(g_max) * k;
-  Tensor table = zeros({4 * cells + k + g_max}, DType::F64);
+  Tensor table = zeros({4 * cells + k + g_max}, TensorOptions(DType::F64).with_device(Device::cpu()));  // host
   double* t = table.data<double>();
   auto at = [&](int which, int g, int b) -> double& { return t[which * cells + (g - 1) * k + b]; };
 

@@ -386,8 +386,9 @@ class RankRunner {
     const int n = static_cast<int>(d_.schedule.size());
     const int workers = layout_.workers, blocks = w_.blocks();
     const int64_t epochs = ctx_.train.epochs;
-    // One host tensor: instruction times, then peak memory per worker, then losses per block and epoch.
-    Tensor all = zeros({2 * n + workers + blocks * epochs}, DType::F64);
+    // One host tensor (on the CPU whatever the worker's device: the host writes it): instruction times, then
+    // peak memory per worker, then losses per block and epoch.
+    Tensor all = zeros({2 * n + workers + blocks * epochs}, TensorOptions(DType::F64).with_device(Device::cpu()));
     double* p = all.data<double>();
     for (const InstrTime& t : mine) {
       p[2 * t.id] = t.start_s;

@@ -41,12 +41,13 @@ class Subset : public data::Dataset {
   int64_t n_;
 };
 
-std::string device_summary(const std::vector<Worker>& workers) {
-  std::string name = workers[0].name();
+// "4 x cpu", "4 x cuda", "4 x cuda:0/4" for `count` workers of the kind of `one`.
+std::string device_summary(int count, const Worker& one) {
+  std::string name = one.name();
   const size_t hash = name.find('#');
   if (hash != std::string::npos) name = name.substr(0, hash);
-  if (workers[0].kind == WorkerKind::CudaDevice) name = "cuda";
-  return std::to_string(workers.size()) + " x " + name;
+  if (one.kind == WorkerKind::CudaDevice) name = "cuda";
+  return std::to_string(count) + " x " + name;
 }
 
 }  // namespace
@@ -62,8 +63,8 @@ SessionReport run_session(const SessionOptions& o, const std::function<void(cons
   TD_CHECK(o.comm == "auto" || o.comm == "local" || o.comm == "local-ordered" || o.comm == "mpi" || o.comm == "nccl",
            "unknown communicator '", o.comm, "' (known: auto, local, local-ordered, mpi, nccl)");
   TD_CHECK(!o.strategies.empty(), "no strategy to run");
-  std::vector<Worker> workers = make_workers(o.workers);
-  const int w_count = static_cast<int>(workers.size());
+  // Workers are made once the communicator is chosen: under MPI each process makes only its own.
+  const int w_count = count_workers(o.workers);
   const bool mpi = o.comm == "mpi" || (o.comm == "auto" && launched_by_mpi()) ||
                    (o.comm == "nccl" && launched_by_mpi());
   std::shared_ptr<const data::Dataset> dataset = data::open_dataset(o.dataset, true);
@@ -103,7 +104,6 @@ SessionReport run_session(const SessionOptions& o, const std::function<void(cons
 
   SessionReport report;
   report.workers = w_count;
-  report.device = device_summary(workers);
   report.workload = workload.describe();
   report.data = dataset->describe();
   report.steps_per_epoch = spe;
@@ -172,15 +172,18 @@ SessionReport run_session(const SessionOptions& o, const std::function<void(cons
   };
 
   if (mpi) {
-    const bool cuda = workers[0].device.is_cuda();
     std::shared_ptr<Communicator> world = make_mpi_communicator();
     TD_CHECK(world->size() == w_count, "the worker spec '", o.workers, "' names ", w_count, " workers but ",
              world->size(), " MPI processes run (one worker per process)");
-    std::vector<Worker> mine = {workers[static_cast<size_t>(world->rank())]};
+    std::vector<Worker> mine = {make_worker(o.workers, world->rank())};
+    report.device = device_summary(w_count, mine[0]);
+    const bool cuda = mine[0].device.is_cuda();
     std::shared_ptr<Communicator> mpi_world = world;
     if (cuda) world = make_nccl_communicator_mpi(mine[0]);
     run_on_workers(mine, [&](Worker& w) { rank_main(w, *world, cuda ? mpi_world.get() : nullptr); });
   } else {
+    std::vector<Worker> workers = make_workers(o.workers);
+    report.device = device_summary(w_count, workers[0]);
     // local-ordered: the local backend pairing messages in issue order as NCCL does, to check on CPU workers
     // that a run's message order suits NCCL.
     std::vector<std::shared_ptr<Communicator>> comms =

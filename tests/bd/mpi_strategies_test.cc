@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "parallel/bd/runner.h"
+#include "parallel/bd/session.h"
 #include "parallel/communicator.h"
 #include "parallel/mpi_comm.h"
 #include "parallel/worker.h"
@@ -90,6 +91,29 @@ TEST_F(MpiStrategies, ReplicatedStagesOfTheCompressionWorkloadMatchInProcessBitw
                           "/bd_mpi_c_" + std::to_string(seed % 100000);
   run_and_compare(ctx, pipeline_layout(Strategy::AHD, plan_of({{0, 0, 3}, {1, 3, 1}}), w.blocks(), kProcesses),
                   dir + "/ahd");
+}
+
+// A session under mpirun: each process makes only its own worker of the spec (the spec names all four), runs
+// it over the MPI backend, and rank 0 reports for all of them.
+TEST_F(MpiStrategies, ASessionRunsOneWorkerPerProcess) {
+  ASSERT_TRUE(launched_by_mpi());
+  SessionOptions o;
+  o.workload = testing::compression_workload(shared_seed());
+  o.dataset = "synthetic:n=32,h=16,w=16,c=3";
+  o.train.batch = 8;
+  o.train.epochs = 1;
+  o.workers = "cpu:" + std::to_string(kProcesses);
+  o.strategies = {Strategy::DP};
+  o.profile.trials = 1;
+  o.profile.warmup = 0;
+  const SessionReport r = run_session(o, nullptr);
+  EXPECT_EQ(r.root, world().rank() == 0);
+  EXPECT_EQ(r.workers, kProcesses);
+  EXPECT_EQ(r.device, "4 x cpu");
+  if (!r.root) return;
+  ASSERT_EQ(r.results.size(), 1u);
+  EXPECT_EQ(r.results[0].epochs_run, 1);
+  EXPECT_EQ(r.results[0].busy_fraction.size(), static_cast<size_t>(kProcesses)) << "every rank took part";
 }
 
 }  // namespace

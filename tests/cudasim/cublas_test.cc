@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "tests/cudasim/library_test_util.h"
+#include "tests/cudasim/sim_testing.h"
 
 namespace {
 
-using cudasim_test::DeviceBuffer;
+using cudasim_testing::DeviceBuffer;
 
 // The device handles of a test: cuda:`device` current, a stream and a cuBLAS handle on it.
 struct OnDevice {
@@ -80,10 +80,10 @@ std::vector<T> run(const Shape& s, T alpha, const std::vector<T>& A, const std::
   OnDevice d;
   DeviceBuffer<T> a(A), b(B), c(C);
   const cudaDataType t = sizeof(T) == 4 ? CUDA_R_32F : CUDA_R_64F;
-  EXPECT_EQ(cublasGemmStridedBatchedEx_64(d.handle, s.ta, s.tb, s.m, s.n, s.k, &alpha, a.get(), t, s.lda, s.sa,
-                                          b.get(), t, s.ldb, s.sb, &beta, c.get(), t, s.ldc, s.sc, s.batch, compute,
-                                          CUBLAS_GEMM_DEFAULT),
-            CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(
+      cublasGemmStridedBatchedEx_64(d.handle, s.ta, s.tb, s.m, s.n, s.k, &alpha, a.get(), t, s.lda, s.sa, b.get(), t,
+                                    s.ldb, s.sb, &beta, c.get(), t, s.ldc, s.sc, s.batch, compute, CUBLAS_GEMM_DEFAULT),
+      CUBLAS_STATUS_SUCCESS);
   EXPECT_EQ(cudaStreamSynchronize(d.stream), cudaSuccess);
   return c.download();
 }
@@ -91,16 +91,16 @@ std::vector<T> run(const Shape& s, T alpha, const std::vector<T>& A, const std::
 // Every transpose pair, leading dimensions and batch strides larger than needed, alpha and beta.
 template <typename T>
 void check_all_transposes(cublasComputeType_t compute, double tol) {
-  auto g = cudasim_test::rng();
+  auto g = cudasim_testing::rng();
   const cublasOperation_t ops[] = {CUBLAS_OP_N, CUBLAS_OP_T, CUBLAS_OP_C};
   for (cublasOperation_t ta : ops) {
     for (cublasOperation_t tb : ops) {
       Shape s{ta, tb, 5, 7, 6, 0, 0, 0, 0, 0, 0, 3};
       s.lda = rows_a(s) + 2, s.ldb = rows_b(s) + 1, s.ldc = s.m + 3;
       s.sa = cols_a(s) * s.lda + 5, s.sb = cols_b(s) * s.ldb + 2, s.sc = s.n * s.ldc + 4;
-      const auto A = cudasim_test::uniform<T>(elements(cols_a(s), s.lda, s.sa, s.batch), g);
-      const auto B = cudasim_test::uniform<T>(elements(cols_b(s), s.ldb, s.sb, s.batch), g);
-      const auto C = cudasim_test::uniform<T>(elements(s.n, s.ldc, s.sc, s.batch), g);
+      const auto A = cudasim_testing::uniform<T>(elements(cols_a(s), s.lda, s.sa, s.batch), g);
+      const auto B = cudasim_testing::uniform<T>(elements(cols_b(s), s.ldb, s.sb, s.batch), g);
+      const auto C = cudasim_testing::uniform<T>(elements(s.n, s.ldc, s.sc, s.batch), g);
       const T alpha = static_cast<T>(1.5), beta = static_cast<T>(-0.75);
       const std::vector<T> got = run(s, alpha, A, B, beta, C, compute);
       const std::vector<double> want = reference<T>(s, alpha, A, B, beta, C, exact<T>);
@@ -115,9 +115,9 @@ TEST(CudasimCublas, AllTransposesStridedBatchesF32) { check_all_transposes<float
 TEST(CudasimCublas, AllTransposesStridedBatchesF64) { check_all_transposes<double>(CUBLAS_COMPUTE_64F, 1e-14); }
 
 TEST(CudasimCublas, ComputeTypesWithoutTf32AreExactFloatProducts) {
-  auto g = cudasim_test::rng();
+  auto g = cudasim_testing::rng();
   Shape s{CUBLAS_OP_N, CUBLAS_OP_N, 8, 8, 64, 8, 64, 8, 0, 0, 0, 1};
-  const auto A = cudasim_test::uniform<float>(s.m * s.k, g), B = cudasim_test::uniform<float>(s.k * s.n, g);
+  const auto A = cudasim_testing::uniform<float>(s.m * s.k, g), B = cudasim_testing::uniform<float>(s.k * s.n, g);
   const std::vector<float> C(s.m * s.n, 0.f);
   const std::vector<double> want = reference<float>(s, 1, A, B, 0, C, exact<float>);
   for (cublasComputeType_t t : {CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_32F_PEDANTIC}) {
@@ -129,14 +129,14 @@ TEST(CudasimCublas, ComputeTypesWithoutTf32AreExactFloatProducts) {
 // FAST_TF32 rounds the inputs to TF32: it matches a reference on rounded inputs, and differs from the exact
 // products by about TF32's precision (2^-11 per input), far more than float's.
 TEST(CudasimCublas, FastTf32RoundsInputs) {
-  auto g = cudasim_test::rng();
+  auto g = cudasim_testing::rng();
   Shape s{CUBLAS_OP_T, CUBLAS_OP_N, 16, 16, 128, 128, 128, 16, 0, 0, 0, 1};
-  const auto A = cudasim_test::uniform<float>(s.m * s.k, g), B = cudasim_test::uniform<float>(s.k * s.n, g);
+  const auto A = cudasim_testing::uniform<float>(s.m * s.k, g), B = cudasim_testing::uniform<float>(s.k * s.n, g);
   const std::vector<float> C(s.m * s.n, 0.f);
   const std::vector<float> tf = run<float>(s, 1.f, A, B, 0.f, C, CUBLAS_COMPUTE_32F_FAST_TF32);
   const std::vector<float> fma = run<float>(s, 1.f, A, B, 0.f, C, CUBLAS_COMPUTE_32F_PEDANTIC);
   const std::vector<double> exact_products = reference<float>(s, 1, A, B, 0, C, exact<float>);
-  const std::vector<double> tf32_products = reference<float>(s, 1, A, B, 0, C, cudasim_test::tf32);
+  const std::vector<double> tf32_products = reference<float>(s, 1, A, B, 0, C, cudasim_testing::tf32);
   double tf_err = 0, fma_err = 0;
   for (size_t i = 0; i < tf.size(); ++i) {
     EXPECT_NEAR(tf[i], tf32_products[i], 1e-5) << i;
@@ -150,9 +150,9 @@ TEST(CudasimCublas, FastTf32RoundsInputs) {
 }
 
 TEST(CudasimCublas, BetaZeroDoesNotReadC) {
-  auto g = cudasim_test::rng();
+  auto g = cudasim_testing::rng();
   Shape s{CUBLAS_OP_N, CUBLAS_OP_T, 4, 3, 5, 4, 3, 4, 0, 0, 0, 1};
-  const auto A = cudasim_test::uniform<float>(s.m * s.k, g), B = cudasim_test::uniform<float>(s.n * s.k, g);
+  const auto A = cudasim_testing::uniform<float>(s.m * s.k, g), B = cudasim_testing::uniform<float>(s.n * s.k, g);
   const std::vector<float> C(s.m * s.n, std::numeric_limits<float>::quiet_NaN());
   const std::vector<float> got = run<float>(s, 2.f, A, B, 0.f, C, CUBLAS_COMPUTE_32F);
   const std::vector<double> want = reference<float>(s, 2, A, B, 0, C, exact<float>);
@@ -160,9 +160,9 @@ TEST(CudasimCublas, BetaZeroDoesNotReadC) {
 }
 
 TEST(CudasimCublas, KZeroScalesC) {
-  auto g = cudasim_test::rng();
+  auto g = cudasim_testing::rng();
   Shape s{CUBLAS_OP_N, CUBLAS_OP_N, 3, 4, 0, 3, 1, 3, 0, 0, 12, 2};
-  const auto C = cudasim_test::uniform<double>(24, g);
+  const auto C = cudasim_testing::uniform<double>(24, g);
   const std::vector<double> got = run<double>(s, 1.0, {}, {}, 0.5, C, CUBLAS_COMPUTE_64F);
   for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], 0.5 * C[i]);
   const std::vector<double> nan(24, std::numeric_limits<double>::quiet_NaN());
@@ -170,9 +170,9 @@ TEST(CudasimCublas, KZeroScalesC) {
 }
 
 TEST(CudasimCublas, ZeroBatchStrideSharesA) {
-  auto g = cudasim_test::rng();
+  auto g = cudasim_testing::rng();
   Shape s{CUBLAS_OP_N, CUBLAS_OP_N, 3, 2, 4, 3, 4, 3, 0, 8, 6, 4};
-  const auto A = cudasim_test::uniform<double>(12, g), B = cudasim_test::uniform<double>(32, g);
+  const auto A = cudasim_testing::uniform<double>(12, g), B = cudasim_testing::uniform<double>(32, g);
   const std::vector<double> C(24, 0.0);
   const std::vector<double> got = run<double>(s, 1.0, A, B, 0.0, C, CUBLAS_COMPUTE_64F_PEDANTIC);
   const std::vector<double> want = reference<double>(s, 1, A, B, 0, C, exact<double>);
@@ -185,8 +185,8 @@ TEST(CudasimCublas, RefusesInvalidArguments) {
   DeviceBuffer<float> a(64), b(64), c(64);
   DeviceBuffer<double> c64(64);
   const float one = 1, zero = 0;
-  auto gemm = [&](cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t k, int64_t lda,
-                  int64_t ldb, int64_t ldc, cudaDataType ct, void* cp, cublasComputeType_t compute) {
+  auto gemm = [&](cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
+                  int64_t ldc, cudaDataType ct, void* cp, cublasComputeType_t compute) {
     return cublasGemmStridedBatchedEx_64(d.handle, ta, tb, m, n, k, &one, a.get(), CUDA_R_32F, lda, 0, b.get(),
                                          CUDA_R_32F, ldb, 0, &zero, cp, ct, ldc, 0, 1, compute, CUBLAS_GEMM_DEFAULT);
   };
@@ -205,9 +205,8 @@ TEST(CudasimCublas, RefusesInvalidArguments) {
   EXPECT_EQ(gemm(N, N, 4, 4, 4, 4, 4, 4, CUDA_R_32F, c.get(), CUBLAS_COMPUTE_64F), CUBLAS_STATUS_NOT_SUPPORTED);
   EXPECT_EQ(gemm(N, N, 4, 4, 4, 4, 4, 4, CUDA_R_64F, c64.get(), f32), CUBLAS_STATUS_NOT_SUPPORTED) << "mixed";
   EXPECT_EQ(gemm(N, N, 4, 4, 4, 4, 4, 4, CUDA_R_32F, c.get(), CUBLAS_COMPUTE_32I), CUBLAS_STATUS_NOT_SUPPORTED);
-  EXPECT_EQ(cublasGemmStridedBatchedEx_64(d.handle, N, N, 4, 4, 4, &one, a.get(), CUDA_R_32F, 4, 0, b.get(),
-                                          CUDA_R_32F, 4, 0, &zero, c.get(), CUDA_R_32F, 4, 0, -1, f32,
-                                          CUBLAS_GEMM_DEFAULT),
+  EXPECT_EQ(cublasGemmStridedBatchedEx_64(d.handle, N, N, 4, 4, 4, &one, a.get(), CUDA_R_32F, 4, 0, b.get(), CUDA_R_32F,
+                                          4, 0, &zero, c.get(), CUDA_R_32F, 4, 0, -1, f32, CUBLAS_GEMM_DEFAULT),
             CUBLAS_STATUS_INVALID_VALUE)
       << "batchCount < 0";
   EXPECT_EQ(cudaStreamSynchronize(d.stream), cudaSuccess);
@@ -265,8 +264,8 @@ TEST(CudasimCublas, MemoryOfAnotherDeviceFaults) {
   OnDevice d(1);
   DeviceBuffer<float> b(16), c(16);
   const float one = 1, zero = 0;
-  ASSERT_EQ(cublasGemmStridedBatchedEx_64(d.handle, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, a0.get(), CUDA_R_32F, 4,
-                                          0, b.get(), CUDA_R_32F, 4, 0, &zero, c.get(), CUDA_R_32F, 4, 0, 1,
+  ASSERT_EQ(cublasGemmStridedBatchedEx_64(d.handle, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, a0.get(), CUDA_R_32F, 4, 0,
+                                          b.get(), CUDA_R_32F, 4, 0, &zero, c.get(), CUDA_R_32F, 4, 0, 1,
                                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
             CUBLAS_STATUS_SUCCESS);  // the fault shows when the work runs
   EXPECT_EQ(cudaStreamSynchronize(d.stream), cudaErrorIllegalAddress);
@@ -278,8 +277,8 @@ TEST(CudasimCublas, BatchBeyondTheAllocationFaults) {
   DeviceBuffer<double> a(16), b(16), c(16);
   const double one = 1, zero = 0;
   // Two batches of C 16 elements apart need 32 elements.
-  ASSERT_EQ(cublasGemmStridedBatchedEx_64(d.handle, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, a.get(), CUDA_R_64F, 4,
-                                          0, b.get(), CUDA_R_64F, 4, 0, &zero, c.get(), CUDA_R_64F, 4, 16, 2,
+  ASSERT_EQ(cublasGemmStridedBatchedEx_64(d.handle, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &one, a.get(), CUDA_R_64F, 4, 0,
+                                          b.get(), CUDA_R_64F, 4, 0, &zero, c.get(), CUDA_R_64F, 4, 16, 2,
                                           CUBLAS_COMPUTE_64F, CUBLAS_GEMM_DEFAULT),
             CUBLAS_STATUS_SUCCESS);
   EXPECT_EQ(cudaStreamSynchronize(d.stream), cudaErrorIllegalAddress);

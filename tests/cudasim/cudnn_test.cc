@@ -15,11 +15,11 @@
 #include <thread>
 #include <vector>
 
-#include "tests/cudasim/library_test_util.h"
+#include "tests/cudasim/sim_testing.h"
 
 namespace {
 
-using cudasim_test::DeviceBuffer;
+using cudasim_testing::DeviceBuffer;
 
 std::string last_error() {
   char text[512];
@@ -133,9 +133,8 @@ struct Descriptors {
     EXPECT_EQ(cudnnSetTensor4dDescriptor(x, t.format, type, t.n, t.c, t.h, t.w), CUDNN_STATUS_SUCCESS);
     EXPECT_EQ(cudnnSetTensor4dDescriptor(y, t.format, type, t.n, t.k, t.p(), t.q()), CUDNN_STATUS_SUCCESS);
     EXPECT_EQ(cudnnSetFilter4dDescriptor(w, type, t.format, t.k, t.c / t.groups, t.r, t.s), CUDNN_STATUS_SUCCESS);
-    EXPECT_EQ(
-        cudnnSetConvolution2dDescriptor(conv, t.pad_h, t.pad_w, t.u, t.v, t.dil_h, t.dil_w, t.mode, type),
-        CUDNN_STATUS_SUCCESS);
+    EXPECT_EQ(cudnnSetConvolution2dDescriptor(conv, t.pad_h, t.pad_w, t.u, t.v, t.dil_h, t.dil_w, t.mode, type),
+              CUDNN_STATUS_SUCCESS);
     EXPECT_EQ(cudnnSetConvolutionGroupCount(conv, t.groups), CUDNN_STATUS_SUCCESS);
     EXPECT_EQ(cudnnSetConvolutionMathType(conv, math), CUDNN_STATUS_SUCCESS);
   }
@@ -180,8 +179,8 @@ cudnnStatus_t workspace_size(const OnDevice& d, const Descriptors& ds, Pass pass
 }
 
 // Queues one pass with inputs a and b (as in `reference`) into out.
-cudnnStatus_t run_pass(const OnDevice& d, const Descriptors& ds, Pass pass, int algo, const void* alpha,
-                       const void* a, const void* b, const void* beta, void* out, void* ws, size_t ws_bytes) {
+cudnnStatus_t run_pass(const OnDevice& d, const Descriptors& ds, Pass pass, int algo, const void* alpha, const void* a,
+                       const void* b, const void* beta, void* out, void* ws, size_t ws_bytes) {
   if (pass == Pass::Forward)
     return cudnnConvolutionForward(d.handle, alpha, ds.x, a, ds.w, b, ds.conv,
                                    static_cast<cudnnConvolutionFwdAlgo_t>(algo), ws, ws_bytes, beta, ds.y, out);
@@ -203,8 +202,8 @@ void pass_sizes(const Case& t, Pass pass, size_t* a, size_t* b, size_t* out) {
 
 // Runs `algo` of `pass` with exactly the workspace it reports and returns the output.
 template <typename T>
-std::vector<T> compute(const OnDevice& d, const Descriptors& ds, Pass pass, int algo, T alpha,
-                       const std::vector<T>& a, const std::vector<T>& b, T beta, const std::vector<T>& prior) {
+std::vector<T> compute(const OnDevice& d, const Descriptors& ds, Pass pass, int algo, T alpha, const std::vector<T>& a,
+                       const std::vector<T>& b, T beta, const std::vector<T>& prior) {
   size_t ws = 0;
   EXPECT_EQ(workspace_size(d, ds, pass, algo, &ws), CUDNN_STATUS_SUCCESS) << last_error();
   DeviceBuffer<T> da(a), db(b), dout(prior);
@@ -221,13 +220,13 @@ std::vector<T> compute(const OnDevice& d, const Descriptors& ds, Pass pass, int 
 // (exact products).
 template <typename T>
 void check_pass(Pass pass, double tol) {
-  auto g = cudasim_test::rng();
+  auto g = cudasim_testing::rng();
   OnDevice d;
   for (const Case& t : kCases) {
     Descriptors ds(t, data_type<T>(), sizeof(T) == 4 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH);
     size_t na, nb, nout;
     pass_sizes(t, pass, &na, &nb, &nout);
-    const std::vector<T> a = cudasim_test::uniform<T>(na, g), b = cudasim_test::uniform<T>(nb, g);
+    const std::vector<T> a = cudasim_testing::uniform<T>(na, g), b = cudasim_testing::uniform<T>(nb, g);
     const Reference want = reference<T>(t, pass, a, b, nout, exact<T>);
     int ran = 0;
     for (int algo = 0; algo < algo_count(pass); ++algo) {
@@ -238,8 +237,8 @@ void check_pass(Pass pass, double tol) {
       ++ran;
       for (int variant = 0; variant < 2; ++variant) {
         const T alpha = variant == 0 ? T(1) : T(0.5), beta = variant == 0 ? T(0) : T(-1.5);
-        const std::vector<T> prior =
-            variant == 0 ? std::vector<T>(nout, std::numeric_limits<T>::quiet_NaN()) : cudasim_test::uniform<T>(nout, g);
+        const std::vector<T> prior = variant == 0 ? std::vector<T>(nout, std::numeric_limits<T>::quiet_NaN())
+                                                  : cudasim_testing::uniform<T>(nout, g);
         const std::vector<T> got = compute(d, ds, pass, algo, alpha, a, b, beta, prior);
         for (size_t i = 0; i < nout; ++i) {
           const double expected = alpha * want.value[i] + (variant == 0 ? 0.0 : beta * double(prior[i]));
@@ -258,15 +257,13 @@ TEST(CudasimCudnn, ForwardF32EveryAlgorithmMatchesDefinition) { check_pass<float
 TEST(CudasimCudnn, ForwardF64EveryAlgorithmMatchesDefinition) { check_pass<double>(Pass::Forward, 1e-13); }
 TEST(CudasimCudnn, BackwardDataF32EveryAlgorithmMatchesDefinition) { check_pass<float>(Pass::BackwardData, 2e-6); }
 TEST(CudasimCudnn, BackwardDataF64EveryAlgorithmMatchesDefinition) { check_pass<double>(Pass::BackwardData, 1e-13); }
-TEST(CudasimCudnn, BackwardFilterF32EveryAlgorithmMatchesDefinition) {
-  check_pass<float>(Pass::BackwardFilter, 2e-6);
-}
+TEST(CudasimCudnn, BackwardFilterF32EveryAlgorithmMatchesDefinition) { check_pass<float>(Pass::BackwardFilter, 2e-6); }
 TEST(CudasimCudnn, BackwardFilterF64EveryAlgorithmMatchesDefinition) {
   check_pass<double>(Pass::BackwardFilter, 1e-13);
 }
 
 TEST(CudasimCudnn, OutputDimFollowsTheDocumentedFormula) {
-  auto g = cudasim_test::rng();
+  auto g = cudasim_testing::rng();
   Descriptors ds(kCases[0], CUDNN_DATA_FLOAT, CUDNN_DEFAULT_MATH);
   std::uniform_int_distribution<int> size(1, 20), small(1, 4), pad(0, 3);
   for (int i = 0; i < 200; ++i) {
@@ -297,7 +294,7 @@ TEST(CudasimCudnn, OutputDimFollowsTheDocumentedFormula) {
 // Float inputs go through TF32 in algorithms with tensor-core kernels under CUDNN_TENSOR_OP_MATH and
 // CUDNN_DEFAULT_MATH (compute capability >= 8.0), never under CUDNN_FMA_MATH nor in algorithms without them.
 TEST(CudasimCudnn, Tf32ShowsAsAPrecisionDifference) {
-  auto g = cudasim_test::rng();
+  auto g = cudasim_testing::rng();
   const Case t{"tf32", 2, 16, 8, 8, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_TENSOR_NCHW};
   OnDevice d;
   struct Run {
@@ -312,9 +309,9 @@ TEST(CudasimCudnn, Tf32ShowsAsAPrecisionDifference) {
   for (const Run& run : runs) {
     size_t na, nb, nout;
     pass_sizes(t, run.pass, &na, &nb, &nout);
-    const std::vector<float> a = cudasim_test::uniform<float>(na, g), b = cudasim_test::uniform<float>(nb, g);
+    const std::vector<float> a = cudasim_testing::uniform<float>(na, g), b = cudasim_testing::uniform<float>(nb, g);
     const Reference exact_products = reference<float>(t, run.pass, a, b, nout, exact<float>);
-    const Reference tf32_products = reference<float>(t, run.pass, a, b, nout, cudasim_test::tf32);
+    const Reference tf32_products = reference<float>(t, run.pass, a, b, nout, cudasim_testing::tf32);
     const std::vector<float> zeros(nout, 0.f);
     // Largest error relative to the terms' magnitude, against either reference.
     auto worst = [&](const std::vector<float>& got, const Reference& ref) {
@@ -343,7 +340,7 @@ TEST(CudasimCudnn, Tf32ShowsAsAPrecisionDifference) {
 // Algorithms documented as non-deterministic give bitwise different results from one call to the next on the
 // same inputs; deterministic ones never do.
 TEST(CudasimCudnn, NonDeterministicAlgorithmsVaryAndDeterministicOnesDoNot) {
-  auto g = cudasim_test::rng();
+  auto g = cudasim_testing::rng();
   const Case t{"determinism", 4, 8, 6, 6, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_TENSOR_NCHW};
   OnDevice d;
   struct Run {
@@ -363,7 +360,7 @@ TEST(CudasimCudnn, NonDeterministicAlgorithmsVaryAndDeterministicOnesDoNot) {
   for (const Run& run : runs) {
     size_t na, nb, nout;
     pass_sizes(t, run.pass, &na, &nb, &nout);
-    const std::vector<float> a = cudasim_test::uniform<float>(na, g), b = cudasim_test::uniform<float>(nb, g);
+    const std::vector<float> a = cudasim_testing::uniform<float>(na, g), b = cudasim_testing::uniform<float>(nb, g);
     const std::vector<float> zeros(nout, 0.f);
     const std::vector<float> first = compute(d, ds, run.pass, run.algo, 1.f, a, b, 0.f, zeros);
     bool differs = false;
@@ -378,11 +375,12 @@ TEST(CudasimCudnn, NonDeterministicAlgorithmsVaryAndDeterministicOnesDoNot) {
 // The algorithm search: one result per algorithm and math type tried, the successful ones first and by time,
 // the workspace limit honored, documented determinism, and the output buffer overwritten.
 TEST(CudasimCudnn, FindReportsEveryAlgorithmSortedByTime) {
-  auto g = cudasim_test::rng();
+  auto g = cudasim_testing::rng();
   const Case t{"find", 2, 8, 10, 10, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_TENSOR_NCHW};
   OnDevice d;
   Descriptors ds(t, CUDNN_DATA_FLOAT, CUDNN_TENSOR_OP_MATH);
-  const std::vector<float> x = cudasim_test::uniform<float>(x_size(t), g), w = cudasim_test::uniform<float>(w_size(t), g);
+  const std::vector<float> x = cudasim_testing::uniform<float>(x_size(t), g),
+                           w = cudasim_testing::uniform<float>(w_size(t), g);
   DeviceBuffer<float> dx(x), dw(w), dy(std::vector<float>(y_size(t), 0.f));
   size_t most = 0;
   for (int a = 0; a < CUDNN_CONVOLUTION_FWD_ALGO_COUNT; ++a) {
@@ -429,13 +427,14 @@ TEST(CudasimCudnn, FindReportsEveryAlgorithmSortedByTime) {
 }
 
 TEST(CudasimCudnn, FindHonorsTheWorkspaceLimitAndTimeGrowsWithWork) {
-  auto g = cudasim_test::rng();
+  auto g = cudasim_testing::rng();
   OnDevice d;
   float implicit_gemm_time[2] = {0, 0};
   for (int big = 0; big < 2; ++big) {
-    const Case t{"limit", big ? 8 : 2, 4, 8, 8, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_TENSOR_NCHW};
+    const Case t{"limit",          big ? 8 : 2, 4, 8, 8, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION,
+                 CUDNN_TENSOR_NCHW};
     Descriptors ds(t, CUDNN_DATA_FLOAT, CUDNN_FMA_MATH);
-    DeviceBuffer<float> x(cudasim_test::uniform<float>(x_size(t), g)), dy(cudasim_test::uniform<float>(y_size(t), g)),
+    DeviceBuffer<float> x(cudasim_testing::uniform<float>(x_size(t), g)), dy(cudasim_testing::uniform<float>(y_size(t), g)),
         dw(w_size(t));
     cudnnConvolutionBwdFilterAlgoPerf_t perf[2 * CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     int returned = 0;
@@ -471,10 +470,10 @@ TEST(CudasimCudnn, FindBackwardDataMarksAlgo0NonDeterministic) {
   DeviceBuffer<double> w(w_size(t)), dy(y_size(t)), dx(x_size(t));
   cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
   int returned = 0;
-  ASSERT_EQ(cudnnFindConvolutionBackwardDataAlgorithmEx(d.handle, ds.w, w.get(), ds.y, dy.get(), ds.conv, ds.x,
-                                                        dx.get(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned,
-                                                        perf, nullptr, 0),
-            CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(
+      cudnnFindConvolutionBackwardDataAlgorithmEx(d.handle, ds.w, w.get(), ds.y, dy.get(), ds.conv, ds.x, dx.get(),
+                                                  CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, perf, nullptr, 0),
+      CUDNN_STATUS_SUCCESS);
   ASSERT_EQ(returned, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
   for (int i = 0; i < returned; ++i)
     EXPECT_EQ(perf[i].determinism,
@@ -631,7 +630,7 @@ TEST(CudasimCudnn, RefusesMismatchedConvolutions) {
 }
 
 TEST(CudasimCudnn, AddTensorBroadcastsABias) {
-  auto g = cudasim_test::rng();
+  auto g = cudasim_testing::rng();
   OnDevice d;
   for (cudnnTensorFormat_t format : {CUDNN_TENSOR_NCHW, CUDNN_TENSOR_NHWC}) {
     const int N = 2, C = 3, H = 4, W = 5;
@@ -640,7 +639,8 @@ TEST(CudasimCudnn, AddTensorBroadcastsABias) {
     ASSERT_EQ(cudnnCreateTensorDescriptor(&c), CUDNN_STATUS_SUCCESS);
     ASSERT_EQ(cudnnSetTensor4dDescriptor(a, format, CUDNN_DATA_DOUBLE, 1, C, 1, 1), CUDNN_STATUS_SUCCESS);
     ASSERT_EQ(cudnnSetTensor4dDescriptor(c, format, CUDNN_DATA_DOUBLE, N, C, H, W), CUDNN_STATUS_SUCCESS);
-    const std::vector<double> bias = cudasim_test::uniform<double>(C, g), prior = cudasim_test::uniform<double>(N * C * H * W, g);
+    const std::vector<double> bias = cudasim_testing::uniform<double>(C, g),
+                              prior = cudasim_testing::uniform<double>(N * C * H * W, g);
     DeviceBuffer<double> da(bias), dc(prior);
     const double alpha = 2, beta = 0.5;
     ASSERT_EQ(cudnnAddTensor(d.handle, &alpha, a, da.get(), &beta, c, dc.get()), CUDNN_STATUS_SUCCESS);
@@ -674,11 +674,11 @@ TEST(CudasimCudnn, AddTensorBroadcastsABias) {
 // host function that holds the stream until the test lets it go. The output is pinned host memory, which the
 // device may write, so that the host can look at it while the stream is held.
 TEST(CudasimCudnn, WorkIsQueuedOnTheHandlesStream) {
-  auto g = cudasim_test::rng();
+  auto g = cudasim_testing::rng();
   const Case t = kCases[0];
   OnDevice d;
   Descriptors ds(t, CUDNN_DATA_FLOAT, CUDNN_FMA_MATH);
-  DeviceBuffer<float> x(cudasim_test::uniform<float>(x_size(t), g)), w(cudasim_test::uniform<float>(w_size(t), g));
+  DeviceBuffer<float> x(cudasim_testing::uniform<float>(x_size(t), g)), w(cudasim_testing::uniform<float>(w_size(t), g));
   float* y = nullptr;
   ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&y), y_size(t) * sizeof(float)), cudaSuccess);
   for (size_t i = 0; i < y_size(t); ++i) y[i] = 12345.f;
@@ -706,11 +706,11 @@ TEST(CudasimCudnn, WorkIsQueuedOnTheHandlesStream) {
 // A buffer freed after the call and allocated again (smaller) on the same stream before the work has run is
 // still the buffer the work was given: stream order puts the work first.
 TEST(CudasimCudnn, BufferReusedInStreamOrderAfterTheCallIsFine) {
-  auto g = cudasim_test::rng();
+  auto g = cudasim_testing::rng();
   const Case t = kCases[0];
   OnDevice d;
   Descriptors ds(t, CUDNN_DATA_FLOAT, CUDNN_FMA_MATH);
-  DeviceBuffer<float> x(cudasim_test::uniform<float>(x_size(t), g)), w(cudasim_test::uniform<float>(w_size(t), g));
+  DeviceBuffer<float> x(cudasim_testing::uniform<float>(x_size(t), g)), w(cudasim_testing::uniform<float>(w_size(t), g));
   void* y = nullptr;
   ASSERT_EQ(cudaMallocAsync(&y, y_size(t) * sizeof(float), d.stream), cudaSuccess);
   static std::atomic<bool> release{false};

@@ -9,14 +9,13 @@
 #include <memory>
 #include <thread>
 
-#include "tests/cudasim/nccl_testing.h"
+#include "tests/cudasim/sim_testing.h"
 
 namespace {
 
-using nccltest::Buffer;
-using nccltest::contains;
-using nccltest::cuda_text;
-using nccltest::Stream;
+using Buffer = cudasim_testing::DeviceBuffer<char>;
+using cudasim_testing::contains;
+using Stream = cudasim_testing::TestStream;
 
 // Before the simulator reads its configuration (at the first CUDA call).
 const bool kConfigured = [] {
@@ -83,7 +82,7 @@ TEST(NcclErrors, MismatchedCollectivesFaultBothRanksNamingThem) {
     ASSERT_NCCL_OK(ncclGroupEnd());
     for (int r = 0; r < 2; ++r) {
       ASSERT_EQ(cudaStreamSynchronize(p.streams[r]->get()), cudaErrorLaunchFailure);
-      const std::string text = cuda_text(cudaErrorLaunchFailure);
+      const std::string text = cudaGetErrorString(cudaErrorLaunchFailure);
       for (int q = 0; q < 2; ++q) {
         EXPECT_TRUE(contains(text, "rank " + std::to_string(q) + " (cuda:" + std::to_string(p.devices[q]) + ")"))
             << text;
@@ -100,7 +99,7 @@ TEST(NcclErrors, MismatchedSendAndRecvFaultBothSides) {
   ASSERT_NCCL_OK(ncclRecv(dst.get(), 12, ncclFloat32, 0, p.comms[1], p.streams[1]->get()));
   for (int r = 0; r < 2; ++r) {
     ASSERT_EQ(cudaStreamSynchronize(p.streams[r]->get()), cudaErrorLaunchFailure);
-    const std::string text = cuda_text(cudaErrorLaunchFailure);
+    const std::string text = cudaGetErrorString(cudaErrorLaunchFailure);
     EXPECT_TRUE(contains(text, "rank 0 (cuda:12) sends ncclSend(count 10, ncclFloat32)")) << text;
     EXPECT_TRUE(contains(text, "rank 1 (cuda:13) receives ncclRecv(count 12, ncclFloat32)")) << text;
   }
@@ -237,7 +236,7 @@ TEST(NcclErrors, BufferOfAnotherDeviceFaultsWithIllegalAddress) {
   Buffer mine(14, 16), foreign(15, 16);
   ASSERT_NCCL_OK(ncclAllReduce(mine.get(), foreign.get(), 4, ncclFloat32, ncclSum, comm, s.get()));
   EXPECT_EQ(cudaStreamSynchronize(s.get()), cudaErrorIllegalAddress);
-  const std::string text = cuda_text(cudaErrorIllegalAddress);
+  const std::string text = cudaGetErrorString(cudaErrorIllegalAddress);
   EXPECT_TRUE(contains(text, "ncclAllReduce recvbuff")) << text;
   EXPECT_TRUE(contains(text, "cudaMalloc memory of cuda:15")) << text;
   ASSERT_NCCL_OK(ncclCommDestroy(comm));
@@ -253,9 +252,9 @@ TEST(NcclErrors, APeerWhoseDeviceFaulted) {
   ASSERT_NCCL_OK(ncclAllReduce(ok.get(), ok.get(), 4, ncclFloat32, ncclSum, p.comms[1], p.streams[1]->get()));
   ASSERT_NCCL_OK(ncclGroupEnd());
   EXPECT_EQ(cudaStreamSynchronize(p.streams[0]->get()), cudaErrorIllegalAddress);
-  EXPECT_TRUE(contains(cuda_text(cudaErrorIllegalAddress), "is not device memory"));
+  EXPECT_TRUE(contains(cudaGetErrorString(cudaErrorIllegalAddress), "is not device memory"));
   EXPECT_EQ(cudaStreamSynchronize(p.streams[1]->get()), cudaErrorLaunchFailure);
-  const std::string text = cuda_text(cudaErrorLaunchFailure);
+  const std::string text = cudaGetErrorString(cudaErrorLaunchFailure);
   EXPECT_TRUE(contains(text, "rank 0 (cuda:16) lost its device's context (cudaErrorIllegalAddress)")) << text;
 }
 

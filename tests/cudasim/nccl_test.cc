@@ -11,12 +11,12 @@
 #include <memory>
 #include <thread>
 
-#include "tests/cudasim/nccl_testing.h"
+#include "tests/cudasim/sim_testing.h"
 
 namespace {
 
-using nccltest::Buffer;
-using nccltest::Stream;
+using Buffer = cudasim_testing::DeviceBuffer<char>;
+using Stream = cudasim_testing::TestStream;
 
 struct TypeCase {
   ncclDataType_t type;
@@ -136,7 +136,7 @@ std::vector<std::unique_ptr<Stream>> streams_on(const std::vector<int>& devices)
 }
 
 TEST(NcclAllReduce, EveryOpAndDatatypeOnThreeDevicesFromOneThread) {
-  std::mt19937_64 rng(nccltest::fresh_seed());
+  std::mt19937_64 rng(cudasim_testing::fresh_seed());
   const std::vector<int> devices = {0, 1, 2};
   const int n = static_cast<int>(devices.size());
   std::vector<ncclComm_t> comms(devices.size());
@@ -173,7 +173,7 @@ TEST(NcclAllReduce, EveryOpAndDatatypeOnThreeDevicesFromOneThread) {
 // even): over random bit patterns of f16 and bf16, sums and products equal NVIDIA's rounding of the exact
 // result (exact in double), bit for bit, overflow to infinity and subnormals included.
 TEST(NcclAllReduce, TwoRanksOfSixteenBitFloatsRoundOnceToNearestEven) {
-  std::mt19937_64 rng(nccltest::fresh_seed());
+  std::mt19937_64 rng(cudasim_testing::fresh_seed());
   const std::vector<int> devices = {0, 1};
   std::vector<ncclComm_t> comms(2);
   ASSERT_NCCL_OK(ncclCommInitAll(comms.data(), 2, devices.data()));
@@ -226,7 +226,7 @@ TEST(NcclAllReduce, TwoRanksOfSixteenBitFloatsRoundOnceToNearestEven) {
 // Rank threads with ncclCommInitRank: in-place all-reduce, broadcast from every root (in place and not),
 // all-gather out of place and in place (each rank's part at its offset of the result).
 TEST(NcclCollectives, OneThreadPerRankOnFourDevices) {
-  std::mt19937_64 rng(nccltest::fresh_seed());
+  std::mt19937_64 rng(cudasim_testing::fresh_seed());
   const int n = 4;
   const size_t count = 4099, bytes = count * sizeof(float);
   const TypeCase& f32 = kTypes[7];
@@ -286,7 +286,7 @@ std::vector<char> random_bytes(size_t n, std::mt19937_64& rng) {
 // A ring in one group per rank, all ranks from one thread: every rank sends to the next and receives from the
 // previous one, each message of its own size. Outside a group the sends would block each other.
 TEST(NcclSendRecv, RingInOneGroupFromOneThread) {
-  std::mt19937_64 rng(nccltest::fresh_seed());
+  std::mt19937_64 rng(cudasim_testing::fresh_seed());
   const std::vector<int> devices = {0, 1, 2, 3};
   const int n = 4;
   std::vector<ncclComm_t> comms(n);
@@ -318,7 +318,7 @@ TEST(NcclSendRecv, RingInOneGroupFromOneThread) {
 // Ungrouped calls from one thread per rank: a chain 0 -> 1 -> 2 -> 3 where each rank forwards what it
 // received (stream order), and two messages between one pair received in the order they were sent.
 TEST(NcclSendRecv, ChainAndIssueOrderFromOneThreadPerRank) {
-  std::mt19937_64 rng(nccltest::fresh_seed());
+  std::mt19937_64 rng(cudasim_testing::fresh_seed());
   const int n = 4;
   const std::vector<int> devices = {0, 1, 2, 3};
   std::vector<ncclComm_t> comms(n);
@@ -365,7 +365,7 @@ TEST(NcclSendRecv, ChainAndIssueOrderFromOneThreadPerRank) {
 
 // A send occupies its stream until the matching receive has copied the data (NCCL: "blocking for the GPU").
 TEST(NcclSendRecv, SendHoldsItsStreamUntilReceived) {
-  std::mt19937_64 rng(nccltest::fresh_seed());
+  std::mt19937_64 rng(cudasim_testing::fresh_seed());
   const std::vector<int> devices = {2, 3};
   std::vector<ncclComm_t> comms(2);
   ASSERT_NCCL_OK(ncclCommInitAll(comms.data(), 2, devices.data()));
@@ -388,7 +388,7 @@ TEST(NcclSendRecv, SendHoldsItsStreamUntilReceived) {
 // several threads at once, so one thread per device issues both communicators' operations, in the same
 // order on every device.
 TEST(NcclCommunicators, SeveralShareTheDevices) {
-  std::mt19937_64 rng(nccltest::fresh_seed());
+  std::mt19937_64 rng(cudasim_testing::fresh_seed());
   const std::vector<int> a_devices = {0, 1}, b_devices = {1, 0};
   std::vector<ncclComm_t> a(2), b(2);
   ASSERT_NCCL_OK(ncclCommInitAll(a.data(), 2, a_devices.data()));
@@ -555,7 +555,7 @@ TEST(NcclCommunicators, SplitInAGroupFromOneThread) {
 
 // One rank alone: collectives copy, and a send to itself completes inside a group.
 TEST(NcclCommunicators, OneRankAndASendToItself) {
-  std::mt19937_64 rng(nccltest::fresh_seed());
+  std::mt19937_64 rng(cudasim_testing::fresh_seed());
   ncclComm_t comm = nullptr;
   const int device = 3;
   ASSERT_NCCL_OK(ncclCommInitAll(&comm, 1, &device));

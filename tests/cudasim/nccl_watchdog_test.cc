@@ -4,14 +4,13 @@
 #include <chrono>
 #include <memory>
 
-#include "tests/cudasim/nccl_testing.h"
+#include "tests/cudasim/sim_testing.h"
 
 namespace {
 
-using nccltest::Buffer;
-using nccltest::contains;
-using nccltest::cuda_text;
-using nccltest::Stream;
+using Buffer = cudasim_testing::DeviceBuffer<char>;
+using cudasim_testing::contains;
+using Stream = cudasim_testing::TestStream;
 
 // Before the simulator reads its configuration (at the first CUDA call).
 const bool kConfigured = [] {
@@ -31,7 +30,7 @@ TEST(NcclWatchdog, ASendNeverReceived) {
   Buffer b(0, 64);
   ASSERT_NCCL_OK(ncclSend(b.get(), 16, ncclFloat32, 1, comms[0], s.get()));
   EXPECT_EQ(cudaStreamSynchronize(s.get()), cudaErrorLaunchTimeout);
-  const std::string text = cuda_text(cudaErrorLaunchTimeout);
+  const std::string text = cudaGetErrorString(cudaErrorLaunchTimeout);
   EXPECT_TRUE(contains(text, "rank 0 (cuda:0): ncclSend #0 to rank 1 waits for the matching ncclRecv of rank 1"))
       << text;
   EXPECT_TRUE(contains(text, "TANDEM_CUDASIM_WATCHDOG_S")) << text;
@@ -46,7 +45,7 @@ TEST(NcclWatchdog, ACollectiveOneRankNeverCalls) {
   Buffer b(2, 4);
   ASSERT_NCCL_OK(ncclAllReduce(b.get(), b.get(), 1, ncclInt32, ncclMax, comms[0], s.get()));
   EXPECT_EQ(cudaStreamSynchronize(s.get()), cudaErrorLaunchTimeout);
-  const std::string text = cuda_text(cudaErrorLaunchTimeout);
+  const std::string text = cudaGetErrorString(cudaErrorLaunchTimeout);
   EXPECT_TRUE(contains(text, "ncclAllReduce #0 waits for rank 1, 2")) << text;
   for (ncclComm_t c : comms) ASSERT_NCCL_OK(ncclCommDestroy(c));
 }
@@ -75,7 +74,7 @@ TEST(NcclWatchdog, BothRanksSendFirstWithoutAGroup) {
     timeouts += e == cudaErrorLaunchTimeout ? 1 : 0;
   }
   EXPECT_GE(timeouts, 1);
-  EXPECT_TRUE(contains(cuda_text(cudaErrorLaunchTimeout), "waits for the matching ncclRecv"));
+  EXPECT_TRUE(contains(cudaGetErrorString(cudaErrorLaunchTimeout), "waits for the matching ncclRecv"));
   for (ncclComm_t c : comms) ASSERT_NCCL_OK(ncclCommDestroy(c));
 }
 

@@ -55,37 +55,37 @@ TEST(SimRuntime, DevicesDescribeThemselvesAsSimulated) {
 TEST(SimRuntime, TheHostReturnsBeforeQueuedWorkIsDone) {
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
   PinnedFlag gate;
-  DeviceBuffer<float> out(0, {0.f});
+  DeviceBuffer<float> out(0, std::vector<float>{0.f});
   cudaEvent_t done;
   ASSERT_EQ(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), cudaSuccess);
-  launch_kernel(TD_KERNEL(wait_then_write_kernel), 1, 1, 0, out.stream, gate.flag, out.ptr, 7.f);
-  ASSERT_EQ(cudaEventRecord(done, out.stream), cudaSuccess);
+  launch_kernel(TD_KERNEL(wait_then_write_kernel), 1, 1, 0, out.stream(), gate.flag, out.get(), 7.f);
+  ASSERT_EQ(cudaEventRecord(done, out.stream()), cudaSuccess);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  EXPECT_EQ(cudaStreamQuery(out.stream), cudaErrorNotReady);
+  EXPECT_EQ(cudaStreamQuery(out.stream()), cudaErrorNotReady);
   EXPECT_EQ(cudaEventQuery(done), cudaErrorNotReady);
   gate.set();
   ASSERT_EQ(cudaEventSynchronize(done), cudaSuccess);
   EXPECT_EQ(cudaEventQuery(done), cudaSuccess);
-  EXPECT_EQ(cudaStreamQuery(out.stream), cudaSuccess);
-  EXPECT_EQ(out.read(), std::vector<float>{7.f});
+  EXPECT_EQ(cudaStreamQuery(out.stream()), cudaSuccess);
+  EXPECT_EQ(out.download(), std::vector<float>{7.f});
   cudaEventDestroy(done);
 }
 
 TEST(SimRuntime, AnEventOrdersAnotherStreamAfterItsWork) {
   for (bool wait : {true, false}) {
     PinnedFlag gate;
-    DeviceBuffer<float> x(0, {0.f}), seen(0, {-1.f});
+    DeviceBuffer<float> x(0, std::vector<float>{0.f}), seen(0, std::vector<float>{-1.f});
     cudaStream_t reader;
     ASSERT_EQ(cudaStreamCreateWithFlags(&reader, cudaStreamNonBlocking), cudaSuccess);
     cudaEvent_t written;
     ASSERT_EQ(cudaEventCreateWithFlags(&written, cudaEventDisableTiming), cudaSuccess);
-    launch_kernel(TD_KERNEL(wait_then_write_kernel), 1, 1, 0, x.stream, gate.flag, x.ptr, 5.f);
-    ASSERT_EQ(cudaEventRecord(written, x.stream), cudaSuccess);
+    launch_kernel(TD_KERNEL(wait_then_write_kernel), 1, 1, 0, x.stream(), gate.flag, x.get(), 5.f);
+    ASSERT_EQ(cudaEventRecord(written, x.stream()), cudaSuccess);
     if (wait) ASSERT_EQ(cudaStreamWaitEvent(reader, written, 0), cudaSuccess);
-    launch_kernel(TD_KERNEL(copy_kernel), 1, 32, 0, reader, x.ptr, seen.ptr, 1);
+    launch_kernel(TD_KERNEL(copy_kernel), 1, 32, 0, reader, x.get(), seen.get(), 1);
     if (!wait) ASSERT_EQ(cudaStreamSynchronize(reader), cudaSuccess);  // runs while the writer still waits
     gate.set();
-    EXPECT_EQ(seen.read(), std::vector<float>{wait ? 5.f : 0.f}) << (wait ? "with" : "without") << " the wait";
+    EXPECT_EQ(seen.download(), std::vector<float>{wait ? 5.f : 0.f}) << (wait ? "with" : "without") << " the wait";
     cudaEventDestroy(written);
     cudaStreamDestroy(reader);
   }
@@ -181,23 +181,23 @@ TEST(SimRuntime, FreshMemoryReadsAsNaN) {
 TEST(SimRuntime, PoolMemoryIsReusedInStreamOrder) {
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
   PinnedFlag gate;
-  DeviceBuffer<float> sink(0, {0.f});
+  DeviceBuffer<float> sink(0, std::vector<float>{0.f});
   cudaStream_t other;
   ASSERT_EQ(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking), cudaSuccess);
   // The first stream is held, so its free has not run yet when the next allocations are made.
-  launch_kernel(TD_KERNEL(wait_then_write_kernel), 1, 1, 0, sink.stream, gate.flag, sink.ptr, 1.f);
+  launch_kernel(TD_KERNEL(wait_then_write_kernel), 1, 1, 0, sink.stream(), gate.flag, sink.get(), 1.f);
   void *a = nullptr, *b = nullptr, *c = nullptr;
-  ASSERT_EQ(cudaMallocAsync(&a, 4096, sink.stream), cudaSuccess);
-  ASSERT_EQ(cudaFreeAsync(a, sink.stream), cudaSuccess);
+  ASSERT_EQ(cudaMallocAsync(&a, 4096, sink.stream()), cudaSuccess);
+  ASSERT_EQ(cudaFreeAsync(a, sink.stream()), cudaSuccess);
   ASSERT_EQ(cudaMallocAsync(&b, 4096, other), cudaSuccess);
   EXPECT_NE(b, a) << "another stream may not take memory whose free has not run";
-  ASSERT_EQ(cudaMallocAsync(&c, 4096, sink.stream), cudaSuccess);
+  ASSERT_EQ(cudaMallocAsync(&c, 4096, sink.stream()), cudaSuccess);
   EXPECT_EQ(c, a) << "the freeing stream may reuse it at once: stream order puts the free first";
   gate.set();
   ASSERT_EQ(cudaFreeAsync(b, other), cudaSuccess);
-  ASSERT_EQ(cudaFreeAsync(c, sink.stream), cudaSuccess);
+  ASSERT_EQ(cudaFreeAsync(c, sink.stream()), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  EXPECT_EQ(cudaFreeAsync(c, sink.stream), cudaErrorInvalidValue) << "a double free";
+  EXPECT_EQ(cudaFreeAsync(c, sink.stream()), cudaErrorInvalidValue) << "a double free";
   cudaGetLastError();
   cudaStreamDestroy(other);
 }
@@ -207,10 +207,10 @@ TEST(SimRuntime, PageableCopiesAreStagedAndSynchronous) {
   DeviceBuffer<float> dev(0, std::vector<float>(64, 0.f));
   const unsigned long long before = tandem_cudasim_pageable_copies();
   std::vector<float> src(64, 3.f);
-  ASSERT_EQ(cudaMemcpyAsync(dev.ptr, src.data(), 64 * sizeof(float), cudaMemcpyHostToDevice, dev.stream), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(dev.get(), src.data(), 64 * sizeof(float), cudaMemcpyHostToDevice, dev.stream()), cudaSuccess);
   std::fill(src.begin(), src.end(), 9.f);  // the copy took the values at the call
   std::vector<float> back(64, 0.f);
-  ASSERT_EQ(cudaMemcpyAsync(back.data(), dev.ptr, 64 * sizeof(float), cudaMemcpyDeviceToHost, dev.stream), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(back.data(), dev.get(), 64 * sizeof(float), cudaMemcpyDeviceToHost, dev.stream()), cudaSuccess);
   EXPECT_EQ(back, std::vector<float>(64, 3.f)) << "a copy to pageable memory is done when the call returns";
   EXPECT_EQ(tandem_cudasim_pageable_copies() - before, 2u);
 }
@@ -218,15 +218,15 @@ TEST(SimRuntime, PageableCopiesAreStagedAndSynchronous) {
 TEST(SimRuntime, PinnedCopiesAreAsynchronous) {
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
   PinnedFlag gate;
-  DeviceBuffer<float> dev(0, {0.f});
+  DeviceBuffer<float> dev(0, std::vector<float>{0.f});
   float* pinned = nullptr;
   ASSERT_EQ(cudaHostAlloc(reinterpret_cast<void**>(&pinned), sizeof(float), cudaHostAllocPortable), cudaSuccess);
   *pinned = -1.f;
-  launch_kernel(TD_KERNEL(wait_then_write_kernel), 1, 1, 0, dev.stream, gate.flag, dev.ptr, 4.f);
-  ASSERT_EQ(cudaMemcpyAsync(pinned, dev.ptr, sizeof(float), cudaMemcpyDeviceToHost, dev.stream), cudaSuccess);
+  launch_kernel(TD_KERNEL(wait_then_write_kernel), 1, 1, 0, dev.stream(), gate.flag, dev.get(), 4.f);
+  ASSERT_EQ(cudaMemcpyAsync(pinned, dev.get(), sizeof(float), cudaMemcpyDeviceToHost, dev.stream()), cudaSuccess);
   EXPECT_EQ(*pinned, -1.f) << "the copy waits behind the kernel";
   gate.set();
-  ASSERT_EQ(cudaStreamSynchronize(dev.stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(dev.stream()), cudaSuccess);
   EXPECT_EQ(*pinned, 4.f);
   ASSERT_EQ(cudaFreeHost(pinned), cudaSuccess);
 }
@@ -234,17 +234,17 @@ TEST(SimRuntime, PinnedCopiesAreAsynchronous) {
 TEST(SimRuntime, CopiesWhoseKindDoesNotMatchThePointersAreRefused) {
   DeviceBuffer<float> dev(0, std::vector<float>(4, 0.f));
   std::vector<float> host(4, 0.f);
-  EXPECT_EQ(cudaMemcpyAsync(dev.ptr, host.data(), 16, cudaMemcpyDeviceToHost, dev.stream), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMemcpyAsync(dev.get(), host.data(), 16, cudaMemcpyDeviceToHost, dev.stream()), cudaErrorInvalidValue);
   EXPECT_NE(std::string(cudaGetErrorString(cudaGetLastError())).find("copy kind"), std::string::npos);
-  EXPECT_EQ(cudaMemcpyAsync(dev.ptr, host.data(), 32, cudaMemcpyHostToDevice, dev.stream), cudaErrorInvalidValue)
+  EXPECT_EQ(cudaMemcpyAsync(dev.get(), host.data(), 32, cudaMemcpyHostToDevice, dev.stream()), cudaErrorInvalidValue)
       << "32 bytes overrun a 16-byte allocation";
   cudaGetLastError();
 }
 
 TEST(SimRuntime, PeerCopiesNeedNoPeerAccess) {
-  DeviceBuffer<float> a(0, {1.f, 2.f}), b(1, {0.f, 0.f});
-  ASSERT_EQ(cudaMemcpyPeerAsync(b.ptr, 1, a.ptr, 0, 2 * sizeof(float), b.stream), cudaSuccess);
-  EXPECT_EQ(b.read(), (std::vector<float>{1.f, 2.f}));
+  DeviceBuffer<float> a(0, std::vector<float>{1.f, 2.f}), b(1, std::vector<float>{0.f, 0.f});
+  ASSERT_EQ(cudaMemcpyPeerAsync(b.get(), 1, a.get(), 0, 2 * sizeof(float), b.stream()), cudaSuccess);
+  EXPECT_EQ(b.download(), (std::vector<float>{1.f, 2.f}));
 }
 
 // A kernel on `reader_device` reading memory of another device: how the simulator answers with and without
@@ -275,12 +275,12 @@ Outcome read_other_device(bool pool, bool enable_peer, bool pool_access) {
     desc.flags = cudaMemAccessFlagsProtReadWrite;
     EXPECT_EQ(cudaMemPoolSetAccess(mem_pool, &desc, 1), cudaSuccess);
   }
-  DeviceBuffer<float> out(reader, {0.f});
+  DeviceBuffer<float> out(reader, std::vector<float>{0.f});
   if (enable_peer) EXPECT_EQ(cudaDeviceEnablePeerAccess(owner, 0), cudaSuccess);
-  launch_kernel(TD_KERNEL(copy_kernel), 1, 32, 0, out.stream, src, out.ptr, 1);
-  cudaError_t err = cudaStreamSynchronize(out.stream);
+  launch_kernel(TD_KERNEL(copy_kernel), 1, 32, 0, out.stream(), src, out.get(), 1);
+  cudaError_t err = cudaStreamSynchronize(out.stream());
   std::string result = err == cudaSuccess ? "ok" : std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
-  if (err == cudaSuccess) EXPECT_EQ(out.read(), std::vector<float>{1.f});
+  if (err == cudaSuccess) EXPECT_EQ(out.download(), std::vector<float>{1.f});
   cudaGetLastError();
   return Outcome{result, reader};
 }

@@ -62,9 +62,9 @@ void run_once(K kernel, int threads, int in_n, A... extra) {
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
   DeviceBuffer<float> in(0, std::vector<float>(static_cast<size_t>(in_n), 1.f));
   DeviceBuffer<float> out(0, std::vector<float>(64, 0.f));
-  launch_kernel(tandem::cuda::kernel_ref(kernel, "kernel", __FILE__, __LINE__), 1, threads, 0, in.stream, in.ptr,
-                out.ptr, extra...);
-  cudaStreamSynchronize(in.stream);
+  launch_kernel(tandem::cuda::kernel_ref(kernel, "kernel", __FILE__, __LINE__), 1, threads, 0, in.stream(), in.get(),
+                out.get(), extra...);
+  cudaStreamSynchronize(in.stream());
 }
 
 class Sanitizers : public ::testing::Test {
@@ -91,8 +91,8 @@ TEST_F(Sanitizers, CorrectKernelsAreNotReported) {
   // The same kernels used correctly run clean in every build (a sanitizer that reports them would be useless).
   run_once(copy_n_kernel, 64, 64, 32);
   DeviceBuffer<float> in(0, std::vector<float>(8, 2.f)), out(0, std::vector<float>(4, 0.f));
-  launch_kernel(TD_KERNEL(misaligned_load_kernel), 1, 1, 0, in.stream, in.ptr + 3, out.ptr);  // 16-byte aligned
-  EXPECT_EQ(out.read()[0], 2.f);
+  launch_kernel(TD_KERNEL(misaligned_load_kernel), 1, 1, 0, in.stream(), in.get() + 3, out.get());  // 16-byte aligned
+  EXPECT_EQ(out.download()[0], 2.f);
 }
 
 TEST_F(Sanitizers, ThreadSanitizerReportsAMissingBarrier) {
@@ -100,14 +100,14 @@ TEST_F(Sanitizers, ThreadSanitizerReportsAMissingBarrier) {
   EXPECT_DEATH(run_once(missing_barrier_kernel, 64, 64), "data race");
 }
 
-// b is written on b.stream and read on `other` with nothing ordering the two.
+// b is written on b.stream() and read on `other` with nothing ordering the two.
 void race_two_streams() {
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
   DeviceBuffer<float> a(0, std::vector<float>(64, 1.f)), b(0, std::vector<float>(64, 0.f));
   cudaStream_t other;
   ASSERT_EQ(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking), cudaSuccess);
-  launch_kernel(TD_KERNEL(copy_n_kernel), 1, 64, 0, b.stream, a.ptr, b.ptr, 64);
-  launch_kernel(TD_KERNEL(copy_n_kernel), 1, 64, 0, other, b.ptr, a.ptr, 64);
+  launch_kernel(TD_KERNEL(copy_n_kernel), 1, 64, 0, b.stream(), a.get(), b.get(), 64);
+  launch_kernel(TD_KERNEL(copy_n_kernel), 1, 64, 0, other, b.get(), a.get(), 64);
   cudaDeviceSynchronize();
 }
 

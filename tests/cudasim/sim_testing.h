@@ -1,15 +1,19 @@
-// Helpers of the simulator's own tests: device buffers with their stream, fresh seeds, a device per fault
-// (a fault loses its device's context for good), and the simulator's test hooks.
+// Helpers of the simulator's own tests: seeds and random values, device buffers with a stream of their device,
+// a device per fault (a fault loses its device's context for good), TF32 from its definition, checks that print
+// the simulator's texts, and the simulator's test hooks.
 #pragma once
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
+#include <nccl.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 extern "C" {
@@ -18,9 +22,22 @@ void tandem_cudasim_set_thread_order(int order);
 unsigned long long tandem_cudasim_pageable_copies(void);
 }
 
+#define ASSERT_CUDA_OK(expr)                                                      \
+  do {                                                                            \
+    const cudaError_t td_e_ = (expr);                                             \
+    ASSERT_EQ(td_e_, cudaSuccess) << #expr << ": " << cudaGetErrorString(td_e_); \
+  } while (0)
+
+#define ASSERT_NCCL_OK(expr)                                                                          \
+  do {                                                                                                \
+    const ncclResult_t td_r_ = (expr);                                                                \
+    ASSERT_EQ(td_r_, ncclSuccess) << #expr << ": " << ncclGetErrorString(td_r_) << ": "               \
+                                  << ncclGetLastError(nullptr);                                       \
+  } while (0)
+
 namespace cudasim_testing {
 
-// A seed per call: TANDEM_TEST_SEED, or random; printed so that a failure can be repeated.
+// A seed per call: TANDEM_TEST_SEED, or random; the base is printed so that a failure can be repeated.
 inline uint64_t fresh_seed() {
   static const uint64_t base = [] {
     const char* s = std::getenv("TANDEM_TEST_SEED");
@@ -31,6 +48,32 @@ inline uint64_t fresh_seed() {
   static std::atomic<uint64_t> counter{0};
   return base * 1000003u + counter++;
 }
+
+inline std::mt19937_64 rng() { return std::mt19937_64(fresh_seed()); }
+
+// n values uniform in [-1, 1).
+template <typename T>
+std::vector<T> uniform(size_t n, std::mt19937_64& g) {
+  std::uniform_real_distribution<double> d(-1.0, 1.0);
+  std::vector<T> v(n);
+  for (T& x : v) x = static_cast<T>(d(g));
+  return v;
+}
+
+// TF32 from its definition: the float rounded to 11 significant bits, to nearest, ties away from zero.
+inline double tf32(float f) {
+  if (!std::isfinite(f) || f == 0) return f;
+  int e;
+  const double m = std::frexp(static_cast<double>(f), &e);  // f = m * 2^e, 0.5 <= |m| < 1
+  return std::ldexp(std::round(std::ldexp(m, 11)), e - 11);
+}
+
+// A call that must succeed, in a helper that cannot return through ASSERT.
+inline void expect_ok(cudaError_t e, const char* what) {
+  EXPECT_EQ(e, cudaSuccess) << what << ": " << cudaGetErrorString(e);
+}
+
+inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 // A device no other test uses: faults are sticky, so each fault test takes one (the test targets ask for
 // enough simulated devices).
@@ -46,36 +89,84 @@ inline int fresh_fault_device() {
   return d;
 }
 
-// Memory of `device` holding `values`, and a stream of that device; the device stays current.
+// A non-blocking stream of one device.
+class TestStream {
+ public:
+  explicit TestStream(int device) {
+    expect_ok(cudaSetDevice(device), "cudaSetDevice");
+    expect_ok(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  }
+  ~TestStream() { cudaStreamDestroy(s_); }
+  TestStream(const TestStream&) = delete;
+  TestStream& operator=(const TestStream&) = delete;
+  cudaStream_t get() const { return s_; }
+
+ private:
+  cudaStream_t s_ = nullptr;
+};
+
+// cudaMalloc memory of n elements on a device (made current), filled with `values` when given, and a stream of
+// that device for the test's work (made on first use). The destructor's calls may fail on a device a test
+// lost on purpose; that is expected.
 template <typename T>
-struct DeviceBuffer {
-  int device;
-  cudaStream_t stream = nullptr;
-  T* ptr = nullptr;
-  size_t n;
-  DeviceBuffer(int d, const std::vector<T>& values) : device(d), n(values.size()) {
-    EXPECT_EQ(cudaSetDevice(d), cudaSuccess);
-    EXPECT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-    EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&ptr), n * sizeof(T)), cudaSuccess);
-    EXPECT_EQ(cudaMemcpyAsync(ptr, values.data(), n * sizeof(T), cudaMemcpyHostToDevice, stream), cudaSuccess);
+class DeviceBuffer {
+ public:
+  DeviceBuffer(int device, size_t n) : device_(device), n_(n) {
+    expect_ok(cudaSetDevice(device), "cudaSetDevice");
+    expect_ok(cudaMalloc(reinterpret_cast<void**>(&ptr_), n * sizeof(T)), "cudaMalloc");
   }
-  // The values once everything queued on the device so far has run (kernels may use another buffer's stream).
-  std::vector<T> read() {
-    EXPECT_EQ(cudaSetDevice(device), cudaSuccess);
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    std::vector<T> out(n);
-    EXPECT_EQ(cudaMemcpyAsync(out.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost, stream), cudaSuccess);
-    EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    return out;
-  }
+  DeviceBuffer(int device, const std::vector<T>& values) : DeviceBuffer(device, values.size()) { upload(values); }
+  explicit DeviceBuffer(size_t n) : DeviceBuffer(current(), n) {}
+  explicit DeviceBuffer(const std::vector<T>& values) : DeviceBuffer(current(), values) {}
   ~DeviceBuffer() {
-    cudaSetDevice(device);
-    cudaFree(ptr);
-    cudaStreamDestroy(stream);
-    cudaGetLastError();  // a fault test's device refuses these; that is expected
+    cudaSetDevice(device_);
+    cudaFree(ptr_);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    cudaGetLastError();
   }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  T* get() const { return ptr_; }
+  template <typename U>
+  U* as() const {
+    return reinterpret_cast<U*>(ptr_);
+  }
+  size_t size() const { return n_; }
+  cudaStream_t stream() {
+    if (stream_ == nullptr) {
+      expect_ok(cudaSetDevice(device_), "cudaSetDevice");
+      expect_ok(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    }
+    return stream_;
+  }
+  void upload(const void* host) {
+    expect_ok(cudaSetDevice(device_), "cudaSetDevice");
+    expect_ok(cudaMemcpy(ptr_, host, n_ * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy to the device");
+  }
+  void upload(const std::vector<T>& values) {
+    ASSERT_EQ(values.size(), n_);
+    upload(static_cast<const void*>(values.data()));
+  }
+  // The values once everything queued on the device so far has run (kernels may use another buffer's stream).
+  std::vector<T> download() const {
+    std::vector<T> out(n_);
+    expect_ok(cudaSetDevice(device_), "cudaSetDevice");
+    expect_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    expect_ok(cudaMemcpy(out.data(), ptr_, n_ * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy to the host");
+    return out;
+  }
+
+ private:
+  static int current() {
+    int d = 0;
+    cudaGetDevice(&d);
+    return d;
+  }
+  int device_;
+  size_t n_;
+  T* ptr_ = nullptr;
+  cudaStream_t stream_ = nullptr;
 };
 
 inline unsigned long long sm_blocks(int device, int sm) { return tandem_cudasim_sm_blocks(device, sm); }

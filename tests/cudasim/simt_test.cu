@@ -66,10 +66,10 @@ void check_shuffles(int device) {
       for (int arg : {0, 1, 3, 5, 16, 31, 37, -1}) {
         if (kind != kIdx && arg < 0) continue;
         SCOPED_TRACE("kind " + std::to_string(kind) + " width " + std::to_string(width) + " arg " + std::to_string(arg));
-        launch_kernel(TD_KERNEL(shuffle_kernel<T>), 2, 32, 0, d_in.stream, kind, 0xffffffffu, arg, width,
-                      d_in.ptr, d_out.ptr);
+        launch_kernel(TD_KERNEL(shuffle_kernel<T>), 2, 32, 0, d_in.stream(), kind, 0xffffffffu, arg, width,
+                      d_in.get(), d_out.get());
         ASSERT_EQ(cudaGetLastError(), cudaSuccess);
-        std::vector<T> out = d_out.read();
+        std::vector<T> out = d_out.download();
         for (int t = 0; t < n; ++t) {
           const int lane = t % 32, warp = t / 32;
           ASSERT_EQ(out[t], in[warp * 32 + source_lane(kind, lane, arg, width)]) << "thread " << t;
@@ -91,9 +91,9 @@ TEST(SimtShuffle, HalfWarpMasksExchangeWithinTheirHalf) {
   std::vector<int> in(n);
   for (int i = 0; i < n; ++i) in[i] = 100 + i;
   DeviceBuffer<int> d_in(0, in), d_out(0, std::vector<int>(n, -1));
-  launch_kernel(TD_KERNEL(shuffle_kernel<int>), 1, 32, 0, d_in.stream, int{kXor}, 0x0000ffffu, 1, 16, d_in.ptr,
-                d_out.ptr);
-  std::vector<int> out = d_out.read();
+  launch_kernel(TD_KERNEL(shuffle_kernel<int>), 1, 32, 0, d_in.stream(), int{kXor}, 0x0000ffffu, 1, 16, d_in.get(),
+                d_out.get());
+  std::vector<int> out = d_out.download();
   for (int t = 0; t < 16; ++t) EXPECT_EQ(out[t], in[t ^ 1]);
   for (int t = 16; t < 32; ++t) EXPECT_EQ(out[t], -1) << "lane " << t << " is not in the mask";
 }
@@ -122,8 +122,8 @@ TEST(SimtBarrier, SharedMemoryReductionIsCorrectInEveryThreadOrder) {
   DeviceBuffer<float> d_in(0, in), d_out(0, std::vector<float>(blocks, 0.f));
   for (int order : {0, 1, 2}) {
     ThreadOrderGuard guard(order);
-    launch_kernel(TD_KERNEL(block_sum_kernel), blocks, threads, 0, d_in.stream, d_in.ptr, d_out.ptr, true);
-    EXPECT_EQ(d_out.read(), expected) << "order " << order;
+    launch_kernel(TD_KERNEL(block_sum_kernel), blocks, threads, 0, d_in.stream(), d_in.get(), d_out.get(), true);
+    EXPECT_EQ(d_out.download(), expected) << "order " << order;
   }
 }
 
@@ -138,8 +138,8 @@ TEST(SimtBarrier, AMissingBarrierShowsAsOrderDependentResults) {
   std::vector<float> results;
   for (int order : {0, 1}) {
     ThreadOrderGuard guard(order);
-    launch_kernel(TD_KERNEL(block_sum_kernel), 1, threads, 0, d_in.stream, d_in.ptr, d_out.ptr, false);
-    results.push_back(d_out.read()[0]);
+    launch_kernel(TD_KERNEL(block_sum_kernel), 1, threads, 0, d_in.stream(), d_in.get(), d_out.get(), false);
+    results.push_back(d_out.download()[0]);
   }
   EXPECT_NE(results[0], results[1]) << "forward and reverse orders must disagree on a racy kernel";
   EXPECT_EQ(results[1], static_cast<float>(threads)) << "in reverse order thread 0 runs last and sees every value";
@@ -185,17 +185,17 @@ template <typename K>
 std::string fault_of(K kernel, const char* name, int threads) {
   const int device = fresh_fault_device();
   DeviceBuffer<float> out(device, std::vector<float>(static_cast<size_t>(threads), 0.f));
-  launch_kernel(kernel_ref(kernel, name, __FILE__, __LINE__), 1, threads, 0, out.stream, out.ptr);
+  launch_kernel(kernel_ref(kernel, name, __FILE__, __LINE__), 1, threads, 0, out.stream(), out.get());
   // The launch itself is valid; the fault may already show (errors of running work are asynchronous).
   const cudaError_t launched = cudaGetLastError();
   EXPECT_TRUE(launched == cudaSuccess || launched == cudaErrorLaunchFailure) << cudaGetErrorName(launched);
-  cudaError_t err = cudaStreamSynchronize(out.stream);
+  cudaError_t err = cudaStreamSynchronize(out.stream());
   EXPECT_EQ(err, cudaErrorLaunchFailure);
   std::string text = cudaGetErrorString(err);
   EXPECT_NE(text.find(name), std::string::npos) << text;
   EXPECT_NE(text.find("simt_test.cu"), std::string::npos) << text;
   // The context is lost: later work on that device fails with the same error.
-  EXPECT_EQ(cudaStreamSynchronize(out.stream), cudaErrorLaunchFailure);
+  EXPECT_EQ(cudaStreamSynchronize(out.stream()), cudaErrorLaunchFailure);
   return text;
 }
 
@@ -248,7 +248,7 @@ TEST(SimtLaunch, ConfigurationsADeviceRefusesAreLaunchErrors) {
       {dim3(1), dim3(32), 64 << 10, cudaErrorInvalidValue},
   };
   for (const Case& c : cases) {
-    launch_kernel(TD_KERNEL(write_kernel), c.grid, c.block, c.shared, out.stream, out.ptr, 1.f);
+    launch_kernel(TD_KERNEL(write_kernel), c.grid, c.block, c.shared, out.stream(), out.get(), 1.f);
     cudaError_t err = cudaGetLastError();
     EXPECT_EQ(err, c.expected);
     std::string text = cudaGetErrorString(err);
@@ -257,14 +257,15 @@ TEST(SimtLaunch, ConfigurationsADeviceRefusesAreLaunchErrors) {
     EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "a launch error is not sticky";
   }
   // The device still works.
-  launch_kernel(TD_KERNEL(write_kernel), 2, 1024, 0, out.stream, out.ptr, 3.f);
-  EXPECT_EQ(out.read(), std::vector<float>(2048, 3.f));
+  launch_kernel(TD_KERNEL(write_kernel), 2, 1024, 0, out.stream(), out.get(), 3.f);
+  EXPECT_EQ(out.download(), std::vector<float>(2048, 3.f));
 }
 
 TEST(SimtLaunch, AStreamOfAnotherDeviceIsAnInvalidHandle) {
-  DeviceBuffer<float> out(1, std::vector<float>(32, 0.f));  // its stream belongs to cuda:1
+  DeviceBuffer<float> out(1, std::vector<float>(32, 0.f));
+  cudaStream_t of_cuda1 = out.stream();
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
-  launch_kernel(TD_KERNEL(write_kernel), 1, 32, 0, out.stream, out.ptr, 1.f);
+  launch_kernel(TD_KERNEL(write_kernel), 1, 32, 0, of_cuda1, out.get(), 1.f);
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidResourceHandle);
 }
 

@@ -2,6 +2,9 @@
 // a broadcast operand), alpha/beta, k = 0, padded leading dims; f32 with and without TF32, and f64.
 #include <gtest/gtest.h>
 
+#include <cuda_runtime_api.h>
+
+#include <future>
 #include <string>
 
 #include "runtime/config.h"
@@ -60,6 +63,47 @@ TEST(CudaGemm, MatchesCpu) {
         check_gemm(DType::F32, ta, tb, g, 3e-2);
       }
   set_allow_tf32(tf32);
+}
+
+// Copies device tensor x to the host on stream s (waits for s).
+Tensor host_copy(const Tensor& x, const Stream& s) {
+  Tensor out = empty(x.shape(), TensorOptions(x.dtype()));
+  EXPECT_EQ(cudaMemcpyAsync(out.raw_data(), x.raw_data(), x.nbytes(), cudaMemcpyDeviceToHost, s.cuda()),
+            cudaSuccess);
+  s.synchronize();
+  return out;
+}
+
+void CUDART_CB wait_for_gate(void* gate) { static_cast<std::shared_future<void>*>(gate)->wait(); }
+
+// A thread has one cuBLAS handle per GPU and binds it to each call's stream (an executor's single issuing
+// thread queues GEMMs on both lanes of a worker): binding it to another stream must not move, or hold back,
+// a GEMM already queued on the first.
+TEST(CudaGemm, AGemmStaysOnItsStreamWhenTheThreadsHandleMoves) {
+  TD_REQUIRE_GPU();
+  const int64_t m = 16, n = 8, k = 24;
+  Tensor a = random_cpu({m, k}, DType::F64, -1, 1), b = random_cpu({k, n}, DType::F64, -1, 1);
+  Tensor want = zeros({m, n}, DType::F64);
+  cpu_backend().gemm(DType::F64, false, false, m, n, k, 1.0, a.raw_data(), k, 0, b.raw_data(), n, 0, 0.0,
+                     want.raw_data(), n, 0, 1, Stream());
+  Tensor ad = to_gpu(a), bd = to_gpu(b), c_held = to_gpu(zeros({m, n}, DType::F64)),
+         c_free = to_gpu(zeros({m, n}, DType::F64));
+  const Stream held = Stream::create(Device::cuda(0)), free = Stream::create(Device::cuda(0));
+  std::promise<void> open;
+  std::shared_future<void> gate = open.get_future().share();
+  ASSERT_EQ(cudaLaunchHostFunc(held.cuda(), wait_for_gate, &gate), cudaSuccess);  // `held` waits for the gate
+  auto gemm = [&](Tensor& c, const Stream& s) {
+    gpu_backend().gemm(DType::F64, false, false, m, n, k, 1.0, ad.raw_data(), k, 0, bd.raw_data(), n, 0, 0.0,
+                       c.raw_data(), n, 0, 1, s);
+  };
+  gemm(c_held, held);
+  gemm(c_free, free);  // the same thread's handle, now bound to `free`
+  expect_close(host_copy(c_free, free), want, 1e-12, "the GEMM on the free stream, done first");
+  EXPECT_EQ(cudaStreamQuery(held.cuda()), cudaErrorNotReady);
+  expect_bitwise_equal(host_copy(c_held, free), zeros({m, n}, DType::F64), "the held GEMM has not run yet");
+  open.set_value();
+  held.synchronize();
+  expect_close(host_copy(c_held, held), want, 1e-12, "the GEMM on the held stream, once released");
 }
 
 }  // namespace

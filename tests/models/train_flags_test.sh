@@ -14,7 +14,9 @@ for args in "--bogus 1" "--epochs 0" "--batch x" "--model resnet99" "--optimizer
   "$train" $args > out.txt 2> err.txt
   rc=$?
   [ "$rc" -eq 2 ] || fail "'$args' exited $rc, expected 2"
-  head -n 1 err.txt | grep -q "^train: " || fail "'$args': the first line is not an error: $(head -n 1 err.txt)"
+  # The first line is the error (after the note that the devices are simulated, on the simulated GPU).
+  first="$(grep -v '^tandem: the .* CUDA device(s) are simulated' err.txt | head -n 1)"
+  echo "$first" | grep -q "^train: " || fail "'$args': the first line is not an error: $first"
   grep -q "^usage: train" err.txt || fail "'$args': no usage after the error"
 done
 # --eval-only of a missing file: an error naming the file (exit 1), no training.

@@ -20,6 +20,7 @@ std::vector<double> all_losses(const std::vector<EpochResult>& r) {
 
 TEST(Train, ResNet18LearnsSyntheticData) {
   TrainOptions o;
+  o.device = "cpu";  // the CPU path (cuda_test trains on a GPU, simulated or real)
   o.model = "resnet18:cifar,width=8";
   o.dataset = "synthetic:n=384,h=12,w=12,classes=4,noise=96";
   o.epochs = 1;
@@ -47,6 +48,7 @@ TEST(Train, ResNet18LearnsSyntheticData) {
 
 TEST(Train, ResumeReproducesTheUninterruptedRunBitwise) {
   TrainOptions o;
+  o.device = "cpu";
   // Dropout (MobileNetV2's classifier), augmentation, momentum and a warm-up + cosine schedule: every piece of
   // state a checkpoint must carry.
   o.model = "mobilenet_v2:cifar,width_mult=0.25";

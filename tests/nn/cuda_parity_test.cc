@@ -8,6 +8,7 @@
 #include "runtime/autograd.h"
 #include "runtime/config.h"
 #include "runtime/error.h"
+#include "runtime/nn_backend.h"
 #include "runtime/nn_ops.h"
 #include "runtime/ops.h"
 #include "tests/nn/nn_test_util.h"
@@ -140,6 +141,39 @@ TEST(CudaParity, Conv2dIsRepeatableInDeterministicMode) {
     Conv2dOptions o = conv_options(1, 1, 1, 1);
     expect_repeatable([o](const std::vector<Tensor>& t) { return conv2d(t[0], t[1], t[2], o); }, in, cl,
                       "deterministic conv2d");
+  }
+}
+
+// cuDNN's legacy descriptors hold sizes and strides in int: a tensor of 2^31 elements, each dimension small, is
+// refused as a shape error with the reason, before anything is queued (the null pointers are never read).
+TEST(CudaParity, Conv2dBeyondCudnnIntLimitIsAShapeError) {
+  TD_REQUIRE_GPU();
+  NNBackend& backend = nn_backend_for(gpu());
+  const Stream s = current_stream(gpu());
+  Conv2dGeometry big_input;  // x [2048, 1024, 32, 32]: 2^31 elements
+  big_input.n = 2048;
+  big_input.c = 1024;
+  big_input.h = big_input.w = big_input.oh = big_input.ow = 32;
+  big_input.o = 8;
+  big_input.kh = big_input.kw = 1;
+  Conv2dGeometry big_output = big_input;  // y [2048, 1024, 32, 32] from x [2048, 8, 32, 32]
+  big_output.c = 8;
+  big_output.o = 1024;
+  for (const Conv2dGeometry& g : {big_input, big_output}) {
+    const std::vector<std::function<void()>> passes = {
+        [&] { backend.conv2d_forward(g, nullptr, nullptr, nullptr, nullptr, s); },
+        [&] { backend.conv2d_backward_data(g, nullptr, nullptr, nullptr, s); },
+        [&] { backend.conv2d_backward_weight(g, nullptr, nullptr, nullptr, s); }};
+    for (const auto& pass : passes) {
+      try {
+        pass();
+        ADD_FAILURE() << "a conv2d with " << g.c << " input and " << g.o << " output channels was accepted";
+      } catch (const ShapeError& e) {
+        EXPECT_NE(std::string(e.what()).find("2^31"), std::string::npos) << e.what();
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "not a ShapeError: " << e.what();
+      }
+    }
   }
 }
 

@@ -52,6 +52,36 @@ TEST(WorkerGpu, DevicesAndPartitions) {
               p[0].sm_count, p[0].green_context ? "yes" : "no");
 }
 
+// One process of a multi-process run makes its own worker only: streams (and so a context) on its GPU alone.
+TEST(WorkerGpu, OneWorkerIsBuiltOnItsOwnGpuOnly) {
+  TD_REQUIRE_GPU();
+  const int n = cuda_device_count();
+  const std::string all = "cuda:0-" + std::to_string(n - 1);
+  const uint64_t before = Stream::create(Device::cpu()).id();
+  Worker last = make_worker(all, n - 1);
+  EXPECT_EQ(Stream::create(Device::cpu()).id() - before - 1, 2u) << "streams made for one GPU worker";
+  EXPECT_EQ(last.rank, n - 1);
+  EXPECT_EQ(last.kind, WorkerKind::CudaDevice);
+  EXPECT_EQ(last.device, Device::cuda(n - 1));
+  EXPECT_EQ(last.compute.device(), Device::cuda(n - 1));
+  EXPECT_EQ(last.comm.device(), Device::cuda(n - 1));
+
+  // The partition a rank gets is the one make_workers gives it: same GPU, index and SM share.
+  const std::string parts = n >= 2 ? "cuda:0/2,cuda:1/2" : "cuda:0/4";
+  std::vector<Worker> every = make_workers(parts);
+  for (const Worker& want : every) {
+    Worker got = make_worker(parts, want.rank);
+    EXPECT_EQ(got.name(), want.name());
+    EXPECT_EQ(got.device, want.device);
+    EXPECT_EQ(got.partition, want.partition);
+    EXPECT_EQ(got.partitions, want.partitions);
+    EXPECT_EQ(got.sm_count, want.sm_count);
+    EXPECT_EQ(got.green_context, want.green_context);
+    EXPECT_EQ(got.compute.device(), want.device);
+    EXPECT_TRUE(got.compute != want.compute) << "a worker of its own, with streams of its own";
+  }
+}
+
 TEST(WorkerGpu, RunOnPartitionsComputesOnTheirStreams) {
   TD_REQUIRE_GPU();
   std::vector<Worker> p = make_workers("cuda:0/2");
@@ -147,7 +177,7 @@ TEST(LocalCuda, CpuAndCudaTensorsDoNotMix) {
   std::vector<std::shared_ptr<Communicator>> comms = make_local_group(workers);
   run_on_workers(workers, [&](Worker& w) {
     Communicator& c = *comms[w.rank];
-    Tensor t = w.rank == 0 ? ones({4}) : ones({4}, Device::cuda(0));
+    Tensor t = w.rank == 0 ? ones({4}, Device::cpu()) : ones({4}, Device::cuda(0));
     EXPECT_THROW(c.all_reduce(t), DeviceError);
   });
 }

@@ -267,6 +267,28 @@ TEST(Executor, DeclaresTheOrderOfItsLanesAndWorkersToTheStreamChecker) {
   }
 }
 
+// A dependency on another worker's comm-lane instruction travels as a signal message sent from that lane. The
+// signal tensor is filled before the lanes start; the comm lane's send must be ordered after that fill even
+// when the caller's current stream is not the worker's compute stream.
+TEST(Executor, SignalsFromTheCommLaneAreOrderedAfterTheirFill) {
+  tandem::testing::StreamCheckOn on;
+  auto workers = make_workers("cpu:2");
+  auto comms = make_local_group(workers);
+  Schedule s(2);
+  Instr c0 = make(0, OpKind::Other, "worker 0 comm lane", 0);
+  c0.lane = kCommLane;
+  const int c0_id = s.add(c0);
+  s.add(make(1, OpKind::Forward, "worker 1 after it", 0, {c0_id}));
+  s.validate();
+  std::atomic<int> ran{0};
+  run_on_workers(workers, [&](Worker& w) {
+    StreamGuard side(Stream::create(Device::cpu()));  // the caller works on a stream of its own
+    Executor ex(s, w, comms[w.rank].get());
+    ex.run([&](const Instr&) { ++ran; });
+  });
+  EXPECT_EQ(ran.load(), 2);
+}
+
 TEST(Executor, AFailingInstructionSurfacesAsItsError) {
   auto workers = make_workers("cpu:1");
   Schedule s(1);

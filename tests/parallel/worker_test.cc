@@ -85,6 +85,39 @@ TEST(WorkerSpec, BadSpecsSayWhatIsWrong) {
   expect_spec_error<ValueError>("best:0", "1 to");
 }
 
+// One process of a multi-process run (mpirun) uses one worker of the spec: building it must not create the
+// others' streams (on GPUs, a context and streams on every GPU of the spec in every process).
+TEST(WorkerSpec, OneWorkerIsBuiltAlone) {
+  EXPECT_EQ(count_workers("cpu:4"), 4);
+  EXPECT_EQ(count_workers(" cpu:2 , cpu:3"), 5);
+  const uint64_t before = Stream::create(Device::cpu()).id();
+  Worker w = make_worker(" cpu:2 , cpu:3", 3);
+  const uint64_t after = Stream::create(Device::cpu()).id();
+  EXPECT_EQ(after - before - 1, 2u) << "streams created for one worker (its compute and comm streams)";
+  EXPECT_EQ(w.rank, 3);
+  EXPECT_EQ(w.kind, WorkerKind::CpuThread);
+  EXPECT_EQ(w.name(), "cpu#3");
+  ASSERT_NE(w.memory, nullptr);
+  EXPECT_EQ(w.memory->name(), "cpu#3");
+  EXPECT_TRUE(w.compute.device().is_cpu());
+  EXPECT_TRUE(w.compute != w.comm);
+  for (int bad : {-1, 5}) {
+    try {
+      make_worker("cpu:2,cpu:3", bad);
+      ADD_FAILURE() << "rank " << bad << " was accepted";
+    } catch (const ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find("5 workers"), std::string::npos) << e.what();
+    }
+  }
+  expect_spec_error<ValueError>("cpu:0", "1 to");  // count_workers checks the spec as make_workers does
+  try {
+    count_workers("cpu:2,cuda:0");
+    ADD_FAILURE() << "a mixed spec was counted";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("mixes CPU and CUDA"), std::string::npos) << e.what();
+  }
+}
+
 TEST(WorkerSpec, MissingGpuIsADeviceError) {
   // Without a GPU every CUDA spec names a missing device; with one, an index past the last GPU does.
   const int n = cuda_device_count();

@@ -1,5 +1,6 @@
 // Devices, streams and events on the CPU (and CUDA when present), and parallel_for: coverage of the range,
 // grains, exception propagation, nesting, per-thread settings, and results independent of the thread count.
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -135,6 +136,21 @@ TEST(Events, CudaTiming) {
   EXPECT_GE(a.elapsed_ms(b), 0.0f);
   EXPECT_THROW(a.elapsed_ms(untimed), ValueError);
   EXPECT_THROW(a.record(Stream()), DeviceError);
+}
+
+// A failure that a destructor can only ignore must not stay behind as the thread's last CUDA error: the next
+// kernel's launch check would report it as that kernel's failure.
+TEST(Errors, AnErrorIgnoredInADestructorIsNotBlamedOnTheNextKernel) {
+  TD_REQUIRE_GPU();
+  if (!cuda_simulated())
+    GTEST_SKIP() << "destroys a stream twice, which the simulated GPU refuses cleanly and a real driver may not";
+  DeviceGuard guard(Device::cuda(0));
+  cudaStream_t raw = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&raw), cudaSuccess);
+  ASSERT_EQ(cudaStreamDestroy(raw), cudaSuccess);
+  { Stream stale = Stream::wrap(Device::cuda(0), raw, /*owned=*/true); }  // its destroy fails
+  Tensor t = ones({8}, Device::cuda(0));  // a fill kernel, checked right after its launch
+  EXPECT_EQ(t.to(Device::cpu()).to_vector<float>(), std::vector<float>(8, 1.f));
 }
 
 TEST(ParallelFor, CoversTheRangeExactlyOnceInPiecesOfAtLeastTheGrain) {

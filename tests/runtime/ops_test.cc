@@ -13,9 +13,15 @@ class OpTest : public ::testing::TestWithParam<OpCase> {};
 TEST_P(OpTest, ForwardF32) { check_forward(GetParam(), DType::F32); }
 TEST_P(OpTest, ForwardF64) { check_forward(GetParam(), DType::F64); }
 
-TEST_P(OpTest, Gradient) {
-  if (!GetParam().grad) GTEST_SKIP() << GetParam().name << " is not differentiable";
-  check_gradient(GetParam());
+// Gradients only for the differentiable cases (no test is generated for the others).
+class OpGradientTest : public ::testing::TestWithParam<OpCase> {};
+TEST_P(OpGradientTest, Gradient) { check_gradient(GetParam()); }
+
+std::vector<OpCase> differentiable(std::vector<OpCase> cases) {
+  std::vector<OpCase> out;
+  for (OpCase& c : cases)
+    if (c.grad) out.push_back(std::move(c));
+  return out;
 }
 
 TEST_P(OpTest, CudaMatchesCpuF32) {
@@ -33,6 +39,15 @@ INSTANTIATE_TEST_SUITE_P(Reduction, OpTest, ::testing::ValuesIn(reduction_cases(
 INSTANTIATE_TEST_SUITE_P(Linalg, OpTest, ::testing::ValuesIn(linalg_cases()), case_name);
 INSTANTIATE_TEST_SUITE_P(JoinIndex, OpTest, ::testing::ValuesIn(join_index_cases()), case_name);
 INSTANTIATE_TEST_SUITE_P(ViewCopy, OpTest, ::testing::ValuesIn(view_copy_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Elementwise, OpGradientTest, ::testing::ValuesIn(differentiable(elementwise_cases())),
+                         case_name);
+INSTANTIATE_TEST_SUITE_P(Reduction, OpGradientTest, ::testing::ValuesIn(differentiable(reduction_cases())),
+                         case_name);
+INSTANTIATE_TEST_SUITE_P(Linalg, OpGradientTest, ::testing::ValuesIn(differentiable(linalg_cases())), case_name);
+INSTANTIATE_TEST_SUITE_P(JoinIndex, OpGradientTest, ::testing::ValuesIn(differentiable(join_index_cases())),
+                         case_name);
+INSTANTIATE_TEST_SUITE_P(ViewCopy, OpGradientTest, ::testing::ValuesIn(differentiable(view_copy_cases())),
+                         case_name);
 
 }  // namespace
 }  // namespace testing

@@ -12,7 +12,6 @@
 #include <mutex>
 #include <set>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "tools/cudasim/cublas_shared.h"
@@ -71,43 +70,31 @@ struct Gemm {
   bool tf32;
 };
 
-template <typename T>
-double load(T v, bool tf32) {
-  if constexpr (std::is_same<T, float>::value) {
-    if (tf32) return cudasim::round_tf32(v);
-  }
-  return v;
-}
-
 // C = alpha op(A) op(B) + beta C per batch, column-major. op(A) is copied row by row (a[i][l]) and op(B)
-// column by column (b[j][l]) into double buffers so that every product is a contiguous dot product.
+// column by column (b[j][l]) into double buffers, so that their product is gemm_nt's.
 template <typename T>
 void gemm(const Gemm& g, const T* A, const T* B, T* C) {
   const bool reads_ab = g.k > 0 && g.alpha != 0;
   std::vector<double> a(reads_ab ? static_cast<size_t>(g.m * g.k) : 0),
-      b(reads_ab ? static_cast<size_t>(g.n * g.k) : 0);
+      b(reads_ab ? static_cast<size_t>(g.n * g.k) : 0), ab(static_cast<size_t>(g.m * g.n));
   for (int64_t batch = 0; batch < g.batch; ++batch) {
-    T* Cb = C + batch * g.stride_c;
+    std::fill(ab.begin(), ab.end(), 0.0);
     if (reads_ab) {
       const T* Ab = A + batch * g.stride_a;
       const T* Bb = B + batch * g.stride_b;
       for (int64_t i = 0; i < g.m; ++i)
         for (int64_t l = 0; l < g.k; ++l)
-          a[i * g.k + l] = load(g.trans_a ? Ab[i * g.lda + l] : Ab[l * g.lda + i], g.tf32);
+          a[i * g.k + l] = cudasim::widen(g.trans_a ? Ab[i * g.lda + l] : Ab[l * g.lda + i], g.tf32);
       for (int64_t j = 0; j < g.n; ++j)
         for (int64_t l = 0; l < g.k; ++l)
-          b[j * g.k + l] = load(g.trans_b ? Bb[l * g.ldb + j] : Bb[j * g.ldb + l], g.tf32);
+          b[j * g.k + l] = cudasim::widen(g.trans_b ? Bb[l * g.ldb + j] : Bb[j * g.ldb + l], g.tf32);
+      cudasim::gemm_nt(g.n, g.m, g.k, b.data(), g.k, a.data(), g.k, ab.data(), g.m);  // ab[j][i]
     }
+    T* Cb = C + batch * g.stride_c;
     for (int64_t j = 0; j < g.n; ++j) {
       for (int64_t i = 0; i < g.m; ++i) {
-        double sum = 0;
-        if (reads_ab) {
-          const double* ai = a.data() + i * g.k;
-          const double* bj = b.data() + j * g.k;
-          for (int64_t l = 0; l < g.k; ++l) sum += ai[l] * bj[l];
-        }
         T* c = Cb + j * g.ldc + i;
-        double r = g.alpha * sum;
+        double r = g.alpha * ab[j * g.m + i];
         if (g.beta != 0) r += g.beta * static_cast<double>(*c);  // beta = 0: C is not read (NaN stays out)
         *c = static_cast<T>(r);
       }

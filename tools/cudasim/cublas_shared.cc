@@ -1,9 +1,114 @@
 // What the simulated cuBLAS and cuDNN share (see cublas_shared.h).
 #include "tools/cudasim/cublas_shared.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
+#include <vector>
 
 namespace cudasim {
+
+namespace {
+
+// C[i][j] += sum over l < K of A[i][l] * B[j][l] for an MI x NJ tile, in order of l.
+// The small loops are unrolled so that the accumulators live in registers.
+template <int MI, int NJ>
+void tile(int64_t K, const double* A, int64_t lda, const double* B, int64_t ldb, double* C, int64_t ldc) {
+  double c[MI][NJ] = {};
+  for (int64_t l = 0; l < K; ++l) {
+    double a[MI], b[NJ];
+#pragma GCC unroll 4
+    for (int i = 0; i < MI; ++i) a[i] = A[i * lda + l];
+#pragma GCC unroll 4
+    for (int j = 0; j < NJ; ++j) b[j] = B[j * ldb + l];
+#pragma GCC unroll 4
+    for (int i = 0; i < MI; ++i)
+#pragma GCC unroll 4
+      for (int j = 0; j < NJ; ++j) c[i][j] += a[i] * b[j];
+  }
+  for (int i = 0; i < MI; ++i)
+    for (int j = 0; j < NJ; ++j) C[i * ldc + j] += c[i][j];
+}
+
+template <int MI>
+void row_tile(int nj, int64_t K, const double* A, int64_t lda, const double* B, int64_t ldb, double* C, int64_t ldc) {
+  switch (nj) {
+    case 4:
+      tile<MI, 4>(K, A, lda, B, ldb, C, ldc);
+      break;
+    case 3:
+      tile<MI, 3>(K, A, lda, B, ldb, C, ldc);
+      break;
+    case 2:
+      tile<MI, 2>(K, A, lda, B, ldb, C, ldc);
+      break;
+    default:
+      tile<MI, 1>(K, A, lda, B, ldb, C, ldc);
+      break;
+  }
+}
+
+// Two doubles in one SSE register (GCC's vector extension: each lane an IEEE double operation).
+typedef double v2d __attribute__((vector_size(16)));
+
+// The full 4 x 4 tile from a packed panel of B (panel[l][0..3] = B[0..3][l]): eight two-lane accumulators.
+void tile4x4(int64_t K, const double* A, int64_t lda, const double* panel, double* C, int64_t ldc) {
+  v2d c0l = {0, 0}, c0h = c0l, c1l = c0l, c1h = c0l, c2l = c0l, c2h = c0l, c3l = c0l, c3h = c0l;
+  const double *a0 = A, *a1 = A + lda, *a2 = A + 2 * lda, *a3 = A + 3 * lda;
+  for (int64_t l = 0; l < K; ++l) {
+    v2d bl, bh;
+    std::memcpy(&bl, panel + 4 * l, sizeof(bl));
+    std::memcpy(&bh, panel + 4 * l + 2, sizeof(bh));
+    const v2d x0 = {a0[l], a0[l]}, x1 = {a1[l], a1[l]}, x2 = {a2[l], a2[l]}, x3 = {a3[l], a3[l]};
+    c0l += x0 * bl, c0h += x0 * bh;
+    c1l += x1 * bl, c1h += x1 * bh;
+    c2l += x2 * bl, c2h += x2 * bh;
+    c3l += x3 * bl, c3h += x3 * bh;
+  }
+  const v2d* rows[4][2] = {{&c0l, &c0h}, {&c1l, &c1h}, {&c2l, &c2h}, {&c3l, &c3h}};
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) C[i * ldc + j] += (*rows[i][j / 2])[j % 2];
+}
+
+}  // namespace
+
+// In 4 x 4 register tiles (four rows of B packed side by side first), smaller tiles at the edges.
+void gemm_nt(int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B, int64_t ldb, double* C,
+             int64_t ldc) {
+  std::vector<double> panel;
+  for (int64_t j = 0; j < N; j += 4) {
+    const int nj = static_cast<int>(std::min<int64_t>(4, N - j));
+    const double* b = B + j * ldb;
+    if (nj == 4 && M >= 4) {
+      panel.resize(static_cast<size_t>(4 * K));
+      for (int64_t l = 0; l < K; ++l)
+        for (int jj = 0; jj < 4; ++jj) panel[4 * l + jj] = b[jj * ldb + l];
+    }
+    for (int64_t i = 0; i < M; i += 4) {
+      const int mi = static_cast<int>(std::min<int64_t>(4, M - i));
+      const double* a = A + i * lda;
+      double* c = C + i * ldc + j;
+      if (mi == 4 && nj == 4) {
+        tile4x4(K, a, lda, panel.data(), c, ldc);
+        continue;
+      }
+      switch (mi) {
+        case 4:
+          row_tile<4>(nj, K, a, lda, b, ldb, c, ldc);
+          break;
+        case 3:
+          row_tile<3>(nj, K, a, lda, b, ldb, c, ldc);
+          break;
+        case 2:
+          row_tile<2>(nj, K, a, lda, b, ldb, c, ldc);
+          break;
+        default:
+          row_tile<1>(nj, K, a, lda, b, ldb, c, ldc);
+          break;
+      }
+    }
+  }
+}
 
 bool tf32_permitted() {
   static const bool on = [] {
@@ -20,22 +125,6 @@ std::shared_ptr<CUstream_st> library_stream(int device, cudaStream_t stream, cud
   CUstream_st* s = resolve_stream(stream, err);
   set_current_device(saved);
   return s != nullptr ? stream_ref(s) : nullptr;
-}
-
-void enqueue_checked(CUstream_st* s, int device, const std::string& what, const std::vector<Access>& accesses,
-                     std::function<void()> work) {
-  // Checked when queued rather than when run: the allocation registry follows host calls, not stream order,
-  // so a pool block freed and allocated again on this stream before the work runs would show its new size.
-  for (const Access& a : accesses) {
-    if (a.bytes == 0) continue;
-    try {
-      check_access(device, a.ptr, a.bytes, a.what);
-    } catch (const Fault& f) {
-      enqueue(s, what, [f] { throw f; });
-      return;
-    }
-  }
-  enqueue(s, what, std::move(work));
 }
 
 }  // namespace cudasim

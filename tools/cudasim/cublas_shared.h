@@ -1,5 +1,5 @@
-// What the simulated cuBLAS and cuDNN share: TF32 rounding and its override, the stream a handle queues on,
-// and the pointer checks of the work they queue.
+// What the simulated cuBLAS and cuDNN share: TF32 rounding and its override, the double-precision matrix
+// product their arithmetic runs on, and the stream a handle queues on.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "tools/cudasim/sim.h"
@@ -27,6 +28,20 @@ inline float round_tf32(float f) {
   return f;
 }
 
+// An input as the arithmetic reads it: in double, through TF32 first when `tf32` and the data is float.
+template <typename T>
+double widen(T v, bool tf32) {
+  if constexpr (std::is_same<T, float>::value) {
+    if (tf32) return round_tf32(v);
+  }
+  return v;
+}
+
+// C (M x N, row stride ldc) += A (M x K, rows of stride lda) times the transpose of B (N x K, rows of stride
+// ldb): each element a dot product summed in double in order of l, so results do not depend on blocking.
+void gemm_nt(int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B, int64_t ldb, double* C,
+             int64_t ldc);
+
 // False when NVIDIA_TF32_OVERRIDE=0, which turns TF32 off in every NVIDIA library.
 bool tf32_permitted();
 
@@ -34,18 +49,5 @@ bool tf32_permitted();
 // nullptr and cudaStreamLegacy are the legacy default stream of the handle's device (not of the device
 // current on the calling thread). Null, with *err set, when it cannot take work.
 std::shared_ptr<CUstream_st> library_stream(int device, cudaStream_t stream, cudaError_t* err);
-
-// A device buffer that queued work touches, and its name in a fault message.
-struct Access {
-  const void* ptr;
-  size_t bytes;
-  std::string what;
-};
-
-// Queues `work` on s. Every access is checked now (check_access): when one is refused, a task that faults
-// with the reason is queued instead, so that the device gets its sticky error in stream order, as from a
-// kernel (simt.cc checks kernel pointers at launch too).
-void enqueue_checked(CUstream_st* s, int device, const std::string& what, const std::vector<Access>& accesses,
-                     std::function<void()> work);
 
 }  // namespace cudasim

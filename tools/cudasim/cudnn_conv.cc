@@ -1,13 +1,12 @@
-// Direct convolution on the CPU for the simulated cuDNN. Operands are gathered image by image into contiguous
-// double planes (rounded to TF32 first when asked), so that the inner loops run over contiguous rows whatever
-// the tensors' layout, summed in double, and written back with alpha and beta in the data type.
+// Convolution on the CPU for the simulated cuDNN, as the GEMMs an implicit-GEMM kernel performs: a slab of
+// images is unfolded (im2col) into double rows of filter-sized patches, rounded to TF32 first when asked,
+// multiplied in double by a register-blocked kernel, and written back with alpha and beta in the data type.
 #include "tools/cudasim/cudnn_conv.h"
 
 #include <algorithm>
 #include <atomic>
 #include <numeric>
 #include <random>
-#include <type_traits>
 #include <vector>
 
 #include "tools/cudasim/cublas_shared.h"
@@ -19,27 +18,11 @@ namespace {
 
 // Partial sums of a non-deterministic algorithm: enough for the order of their additions to matter.
 constexpr int kChunks = 4;
+// Doubles of unfolded input per slab of images (8 MiB): large enough to batch small images, small enough
+// for big ones.
+constexpr int64_t kSlabElements = int64_t{1} << 20;
 
-int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
-int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
-
-// The output positions o in [lo, hi) whose input position o * stride - pad + offset lies in [0, n_in).
-struct Range {
-  int lo = 0, hi = 0;
-};
-Range valid(int n_in, int n_out, int stride, int pad, int offset) {
-  int64_t lo = std::max<int64_t>(ceil_div(pad - offset, stride), 0);
-  int64_t hi = std::min<int64_t>(floor_div(int64_t{n_in} - 1 + pad - offset, stride) + 1, n_out);
-  return Range{static_cast<int>(lo), static_cast<int>(std::max(lo, hi))};
-}
-
-template <typename T>
-double load(T v, bool tf32) {
-  if constexpr (std::is_same<T, float>::value) {
-    if (tf32) return round_tf32(v);
-  }
-  return v;
-}
+// ---- data movement ----
 
 template <typename T>
 void store(T* p, double v, double alpha, double beta) {
@@ -48,29 +31,85 @@ void store(T* p, double v, double alpha, double beta) {
   *p = static_cast<T>(r);
 }
 
-// Image n of tensor d as out[c][h][w].
-template <typename T>
-void gather(const T* base, const Dims& d, int n, bool tf32, double* out) {
-  const T* img = base + n * d.sn;
-  for (int c = 0; c < d.c; ++c)
-    for (int h = 0; h < d.h; ++h)
-      for (int w = 0; w < d.w; ++w) *out++ = load(img[c * d.sc + h * d.sh + w * d.sw], tf32);
+// The geometry shared by the passes: one group's patch is Cg x R x S; rows are output positions (n, p, q).
+struct Shape {
+  int C, H, W, K, Cg, Kg, R, S, P, Q;
+  int64_t patch, positions;  // Cg * R * S, P * Q
+  explicit Shape(const Conv& c)
+      : C(c.x.c),
+        H(c.x.h),
+        W(c.x.w),
+        K(c.w.n),
+        Cg(c.w.c),
+        Kg(c.w.n / c.groups),
+        R(c.w.h),
+        S(c.w.w),
+        P(c.y.h),
+        Q(c.y.w),
+        patch(int64_t{c.w.c} * c.w.h * c.w.w),
+        positions(int64_t{c.y.h} * c.y.w) {}
+  // Images per slab, so that a slab's unfolded input stays near kSlabElements.
+  int slab(int N) const { return static_cast<int>(std::clamp<int64_t>(kSlabElements / (positions * patch), 1, N)); }
+};
+
+// Calls f(row, patch index, n, channel in the group, h, w) for every tap of images [n0, n1) that lies
+// inside the input (the others read the zero padding).
+template <typename F>
+void for_each_tap(const Conv& c, const Shape& s, int n0, int n1, F f) {
+  int64_t row = 0;
+  for (int n = n0; n < n1; ++n)
+    for (int p = 0; p < s.P; ++p)
+      for (int q = 0; q < s.Q; ++q, ++row)
+        for (int cc = 0; cc < s.Cg; ++cc)
+          for (int r = 0; r < s.R; ++r) {
+            const int h = p * c.stride_h - c.pad_h + r * c.dil_h;
+            if (h < 0 || h >= s.H) continue;
+            for (int t = 0; t < s.S; ++t) {
+              const int w = q * c.stride_w - c.pad_w + t * c.dil_w;
+              if (w < 0 || w >= s.W) continue;
+              f(row, (int64_t{cc} * s.R + r) * s.S + t, n, cc, h, w);
+            }
+          }
 }
 
-// The whole filter as out[k][c][r][s], rotated when the mode is CUDNN_CONVOLUTION, so that every pass
-// below is a cross-correlation.
+// Unfolds images [n0, n1) of group g: col[row * row_stride + k * k_stride] for patch index k (zero padding).
 template <typename T>
-std::vector<double> gather_filter(const T* w, const Dims& d, bool flip, bool tf32) {
-  std::vector<double> out(static_cast<size_t>(d.n) * d.c * d.h * d.w);
-  size_t i = 0;
-  for (int k = 0; k < d.n; ++k)
-    for (int c = 0; c < d.c; ++c)
-      for (int r = 0; r < d.h; ++r)
-        for (int s = 0; s < d.w; ++s) {
-          const int rr = flip ? d.h - 1 - r : r, ss = flip ? d.w - 1 - s : s;
-          out[i++] = load(w[k * d.sn + c * d.sc + rr * d.sh + ss * d.sw], tf32);
+void im2col(const Conv& c, const Shape& s, const T* x, int n0, int n1, int g, bool tf32, double* col,
+            int64_t row_stride, int64_t k_stride) {
+  std::fill(col, col + (n1 - n0) * s.positions * s.patch, 0.0);
+  const T* xg = x + int64_t{g} * s.Cg * c.x.sc;
+  for_each_tap(c, s, n0, n1, [&](int64_t row, int64_t k, int n, int cc, int h, int w) {
+    col[row * row_stride + k * k_stride] = widen(xg[n * c.x.sn + cc * c.x.sc + h * c.x.sh + w * c.x.sw], tf32);
+  });
+}
+
+// The filter of group g as out[k][patch] (transposed: out[patch][k]), rotated when the mode is
+// CUDNN_CONVOLUTION so that every pass computes a cross-correlation.
+template <typename T>
+void gather_filter(const Conv& c, const Shape& s, const T* w, int g, bool tf32, bool transposed, double* out) {
+  const Dims& d = c.w;
+  for (int k = 0; k < s.Kg; ++k)
+    for (int cc = 0; cc < s.Cg; ++cc)
+      for (int r = 0; r < s.R; ++r)
+        for (int t = 0; t < s.S; ++t) {
+          const int rr = c.flip ? s.R - 1 - r : r, tt = c.flip ? s.S - 1 - t : t;
+          const int64_t e = (int64_t{cc} * s.R + r) * s.S + t;
+          out[transposed ? e * s.Kg + k : k * s.patch + e] =
+              widen(w[(int64_t{g} * s.Kg + k) * d.sn + cc * d.sc + rr * d.sh + tt * d.sw], tf32);
         }
-  return out;
+}
+
+// The rows of dy of images [n0, n1) and group g, as out[k * k_stride + row * row_stride].
+template <typename T>
+void gather_dy(const Conv& c, const Shape& s, const T* dy, int n0, int n1, int g, bool tf32, double* out,
+               int64_t k_stride, int64_t row_stride) {
+  int64_t row = 0;
+  for (int n = n0; n < n1; ++n)
+    for (int p = 0; p < s.P; ++p)
+      for (int q = 0; q < s.Q; ++q, ++row)
+        for (int k = 0; k < s.Kg; ++k)
+          out[k * k_stride + row * row_stride] =
+              widen(dy[n * c.y.sn + (int64_t{g} * s.Kg + k) * c.y.sc + p * c.y.sh + q * c.y.sw], tf32);
 }
 
 // A different order of additions on every call (and for every element) of a non-deterministic algorithm.
@@ -102,149 +141,108 @@ double combine(const std::vector<double>& acc, size_t count, int chunks, size_t 
   return sum;
 }
 
-struct Taps {
-  std::vector<Range> p, q;  // per filter row r and column s: the output rows and columns it reaches
-  Taps(const Conv& c) : p(static_cast<size_t>(c.w.h)), q(static_cast<size_t>(c.w.w)) {
-    for (int r = 0; r < c.w.h; ++r) p[r] = valid(c.x.h, c.y.h, c.stride_h, c.pad_h, r * c.dil_h);
-    for (int s = 0; s < c.w.w; ++s) q[s] = valid(c.x.w, c.y.w, c.stride_w, c.pad_w, s * c.dil_w);
-  }
-};
+// ---- the passes ----
 
+// y[k][row] = sum over the patch of w[k][patch] col[row][patch].
 template <typename T>
 void forward_t(const Conv& c, const Numerics& m, double alpha, const T* x, const T* w, double beta, T* y) {
-  const int C = c.x.c, H = c.x.h, W = c.x.w, K = c.w.n, Cg = c.w.c, R = c.w.h, S = c.w.w, P = c.y.h, Q = c.y.w;
-  const int Kg = K / c.groups, u = c.stride_h, v = c.stride_w;
-  const std::vector<double> wd = gather_filter(w, c.w, c.flip, m.tf32);
-  const Taps taps(c);
-  std::vector<double> xn(static_cast<size_t>(C) * H * W), acc(static_cast<size_t>(P) * Q);
-  for (int n = 0; n < c.x.n; ++n) {
-    gather(x, c.x, n, m.tf32, xn.data());
-    for (int k = 0; k < K; ++k) {
-      const int g = k / Kg;
-      std::fill(acc.begin(), acc.end(), 0.0);
-      for (int cc = 0; cc < Cg; ++cc) {
-        const double* xp = xn.data() + static_cast<size_t>(g * Cg + cc) * H * W;
-        const double* wp = wd.data() + static_cast<size_t>(k * Cg + cc) * R * S;
-        for (int r = 0; r < R; ++r) {
-          for (int s = 0; s < S; ++s) {
-            const double wv = wp[r * S + s];
-            const Range qs = taps.q[s];
-            for (int p = taps.p[r].lo; p < taps.p[r].hi; ++p) {
-              const int64_t base = int64_t{p * u - c.pad_h + r * c.dil_h} * W - c.pad_w + s * c.dil_w;
-              double* ar = acc.data() + static_cast<size_t>(p) * Q;
-              if (v == 1) {
-                for (int q = qs.lo; q < qs.hi; ++q) ar[q] += wv * xp[base + q];
-              } else {
-                for (int q = qs.lo; q < qs.hi; ++q) ar[q] += wv * xp[base + int64_t{q} * v];
-              }
-            }
-          }
-        }
+  const Shape s(c);
+  const int N = c.x.n, slab = s.slab(N);
+  std::vector<double> wg(static_cast<size_t>(s.Kg * s.patch)), col, out;
+  for (int g = 0; g < c.groups; ++g) {
+    gather_filter(c, s, w, g, m.tf32, false, wg.data());
+    for (int n0 = 0; n0 < N; n0 += slab) {
+      const int n1 = std::min(N, n0 + slab);
+      const int64_t rows = (n1 - n0) * s.positions;
+      col.resize(static_cast<size_t>(rows * s.patch));
+      out.assign(static_cast<size_t>(s.Kg * rows), 0.0);
+      im2col(c, s, x, n0, n1, g, m.tf32, col.data(), s.patch, 1);
+      cudasim::gemm_nt(s.Kg, rows, s.patch, wg.data(), s.patch, col.data(), s.patch, out.data(), rows);
+      for (int k = 0; k < s.Kg; ++k) {
+        const double* o = out.data() + k * rows;
+        for (int n = n0; n < n1; ++n)
+          for (int p = 0; p < s.P; ++p)
+            for (int q = 0; q < s.Q; ++q, ++o)
+              store(y + n * c.y.sn + (int64_t{g} * s.Kg + k) * c.y.sc + p * c.y.sh + q * c.y.sw, *o, alpha, beta);
       }
-      T* yk = y + n * c.y.sn + k * c.y.sc;
-      for (int p = 0; p < P; ++p)
-        for (int q = 0; q < Q; ++q)
-          store(yk + p * c.y.sh + q * c.y.sw, acc[static_cast<size_t>(p) * Q + q], alpha, beta);
     }
   }
 }
 
+// dcol[row][patch] = sum over k of dy[row][k] w[k][patch], folded back (col2im) into dx. A non-deterministic
+// algorithm sums chunks of output channels separately: their atomic adds meet in dx.
 template <typename T>
 void backward_data_t(const Conv& c, const Numerics& m, double alpha, const T* w, const T* dy, double beta, T* dx) {
-  const int C = c.x.c, H = c.x.h, W = c.x.w, K = c.w.n, Cg = c.w.c, R = c.w.h, S = c.w.w, P = c.y.h, Q = c.y.w;
-  const int Kg = K / c.groups, u = c.stride_h, v = c.stride_w;
-  // The atomics of a non-deterministic algorithm come from different output channels adding into one dx.
-  const int chunks = m.unordered ? std::min(kChunks, Kg) : 1;
-  const size_t plane = static_cast<size_t>(H) * W;
-  const std::vector<double> wd = gather_filter(w, c.w, c.flip, m.tf32);
-  const Taps taps(c);
-  std::vector<double> dyn(static_cast<size_t>(K) * P * Q), acc(chunks * plane);
+  const Shape s(c);
+  const int N = c.x.n, slab = s.slab(N);
+  const int chunks = m.unordered ? std::min(kChunks, s.Kg) : 1;
+  const int64_t plane = int64_t{s.H} * s.W, image = s.Cg * plane;
+  std::vector<double> wt(static_cast<size_t>(s.patch * s.Kg)), dyt, dcol, acc;
   Rng rng;
-  for (int n = 0; n < c.x.n; ++n) {
-    gather(dy, c.y, n, m.tf32, dyn.data());
-    for (int ci = 0; ci < C; ++ci) {
-      const int g = ci / Cg, cc = ci % Cg;
-      std::fill(acc.begin(), acc.end(), 0.0);
-      for (int kk = 0; kk < Kg; ++kk) {
-        const int k = g * Kg + kk;
-        double* a = acc.data() + static_cast<size_t>(kk * chunks / Kg) * plane;
-        const double* dyp = dyn.data() + static_cast<size_t>(k) * P * Q;
-        const double* wp = wd.data() + static_cast<size_t>(k * Cg + cc) * R * S;
-        for (int r = 0; r < R; ++r) {
-          for (int s = 0; s < S; ++s) {
-            const double wv = wp[r * S + s];
-            const Range qs = taps.q[s];
-            for (int p = taps.p[r].lo; p < taps.p[r].hi; ++p) {
-              const int64_t base = int64_t{p * u - c.pad_h + r * c.dil_h} * W - c.pad_w + s * c.dil_w;
-              const double* dr = dyp + static_cast<size_t>(p) * Q;
-              if (v == 1) {
-                for (int q = qs.lo; q < qs.hi; ++q) a[base + q] += wv * dr[q];
-              } else {
-                for (int q = qs.lo; q < qs.hi; ++q) a[base + int64_t{q} * v] += wv * dr[q];
-              }
-            }
-          }
-        }
+  for (int g = 0; g < c.groups; ++g) {
+    gather_filter(c, s, w, g, m.tf32, true, wt.data());
+    for (int n0 = 0; n0 < N; n0 += slab) {
+      const int n1 = std::min(N, n0 + slab);
+      const int64_t rows = (n1 - n0) * s.positions, count = (n1 - n0) * image;
+      dyt.resize(static_cast<size_t>(rows * s.Kg));
+      dcol.resize(static_cast<size_t>(rows * s.patch));
+      acc.assign(static_cast<size_t>(chunks * count), 0.0);
+      gather_dy(c, s, dy, n0, n1, g, m.tf32, dyt.data(), 1, s.Kg);
+      for (int j = 0; j < chunks; ++j) {
+        const int k0 = j * s.Kg / chunks, k1 = (j + 1) * s.Kg / chunks;
+        std::fill(dcol.begin(), dcol.end(), 0.0);
+        cudasim::gemm_nt(rows, s.patch, k1 - k0, dyt.data() + k0, s.Kg, wt.data() + k0, s.Kg, dcol.data(), s.patch);
+        double* a = acc.data() + j * count;
+        for_each_tap(c, s, n0, n1, [&](int64_t row, int64_t k, int n, int cc, int h, int x) {
+          a[(n - n0) * image + cc * plane + h * s.W + x] += dcol[row * s.patch + k];
+        });
       }
-      T* out = dx + n * c.x.sn + ci * c.x.sc;
-      for (int h = 0; h < H; ++h)
-        for (int col = 0; col < W; ++col)
-          store(out + h * c.x.sh + col * c.x.sw, combine<T>(acc, plane, chunks, static_cast<size_t>(h) * W + col, rng),
-                alpha, beta);
+      size_t e = 0;
+      for (int n = n0; n < n1; ++n)
+        for (int cc = 0; cc < s.Cg; ++cc)
+          for (int h = 0; h < s.H; ++h)
+            for (int x = 0; x < s.W; ++x, ++e)
+              store(dx + n * c.x.sn + (int64_t{g} * s.Cg + cc) * c.x.sc + h * c.x.sh + x * c.x.sw,
+                    combine<T>(acc, static_cast<size_t>(count), chunks, e, rng), alpha, beta);
     }
   }
 }
 
+// dw[k][patch] = sum over rows of dy[k][row] col[row][patch]. A non-deterministic algorithm sums chunks of
+// rows separately: their atomic adds meet in dw.
 template <typename T>
 void backward_filter_t(const Conv& c, const Numerics& m, double alpha, const T* x, const T* dy, double beta, T* dw) {
-  const int N = c.x.n, C = c.x.c, H = c.x.h, W = c.x.w, K = c.w.n, Cg = c.w.c, R = c.w.h, S = c.w.w, P = c.y.h,
-            Q = c.y.w;
-  const int Kg = K / c.groups, u = c.stride_h, v = c.stride_w;
-  // The atomics of a non-deterministic algorithm come from different output rows adding into one dw.
-  const int64_t rows = int64_t{N} * P;
-  const int chunks = m.unordered ? static_cast<int>(std::min<int64_t>(kChunks, rows)) : 1;
-  const size_t count = static_cast<size_t>(K) * Cg * R * S;
-  const Taps taps(c);
-  std::vector<double> xn(static_cast<size_t>(C) * H * W), dyn(static_cast<size_t>(K) * P * Q), acc(chunks * count);
-  for (int n = 0; n < N; ++n) {
-    gather(x, c.x, n, m.tf32, xn.data());
-    gather(dy, c.y, n, m.tf32, dyn.data());
-    for (int k = 0; k < K; ++k) {
-      const int g = k / Kg;
-      const double* dyp = dyn.data() + static_cast<size_t>(k) * P * Q;
-      for (int cc = 0; cc < Cg; ++cc) {
-        const double* xp = xn.data() + static_cast<size_t>(g * Cg + cc) * H * W;
-        const size_t e0 = static_cast<size_t>(k * Cg + cc) * R * S;
-        for (int r = 0; r < R; ++r) {
-          for (int s = 0; s < S; ++s) {
-            const Range qs = taps.q[s];
-            for (int p = taps.p[r].lo; p < taps.p[r].hi; ++p) {
-              const int64_t base = int64_t{p * u - c.pad_h + r * c.dil_h} * W - c.pad_w + s * c.dil_w;
-              const double* dr = dyp + static_cast<size_t>(p) * Q;
-              double sum = 0;
-              if (v == 1) {
-                for (int q = qs.lo; q < qs.hi; ++q) sum += dr[q] * xp[base + q];
-              } else {
-                for (int q = qs.lo; q < qs.hi; ++q) sum += dr[q] * xp[base + int64_t{q} * v];
-              }
-              const size_t chunk = static_cast<size_t>((int64_t{n} * P + p) * chunks / rows);
-              acc[chunk * count + e0 + static_cast<size_t>(r) * S + s] += sum;
-            }
-          }
-        }
+  const Shape s(c);
+  const int N = c.x.n, slab = s.slab(N);
+  const int chunks = m.unordered ? static_cast<int>(std::min<int64_t>(kChunks, N * s.positions)) : 1;
+  const int64_t count = s.Kg * s.patch;
+  std::vector<double> colt, dyg, acc;
+  Rng rng;
+  for (int g = 0; g < c.groups; ++g) {
+    acc.assign(static_cast<size_t>(chunks * count), 0.0);
+    for (int n0 = 0; n0 < N; n0 += slab) {
+      const int n1 = std::min(N, n0 + slab);
+      const int64_t rows = (n1 - n0) * s.positions;
+      colt.resize(static_cast<size_t>(s.patch * rows));
+      dyg.resize(static_cast<size_t>(s.Kg * rows));
+      im2col(c, s, x, n0, n1, g, m.tf32, colt.data(), 1, rows);
+      gather_dy(c, s, dy, n0, n1, g, m.tf32, dyg.data(), rows, 1);
+      for (int j = 0; j < chunks; ++j) {
+        const int64_t r0 = j * rows / chunks, r1 = (j + 1) * rows / chunks;
+        cudasim::gemm_nt(s.Kg, s.patch, r1 - r0, dyg.data() + r0, rows, colt.data() + r0, rows, acc.data() + j * count,
+                         s.patch);
       }
     }
+    size_t e = 0;
+    for (int k = 0; k < s.Kg; ++k)
+      for (int cc = 0; cc < s.Cg; ++cc)
+        for (int r = 0; r < s.R; ++r)
+          for (int t = 0; t < s.S; ++t, ++e) {
+            const int rr = c.flip ? s.R - 1 - r : r, tt = c.flip ? s.S - 1 - t : t;
+            store(dw + (int64_t{g} * s.Kg + k) * c.w.sn + cc * c.w.sc + rr * c.w.sh + tt * c.w.sw,
+                  combine<T>(acc, static_cast<size_t>(count), chunks, e, rng), alpha, beta);
+          }
   }
-  Rng rng;
-  size_t e = 0;
-  for (int k = 0; k < K; ++k)
-    for (int cc = 0; cc < Cg; ++cc)
-      for (int r = 0; r < R; ++r)
-        for (int s = 0; s < S; ++s, ++e) {
-          const int rr = c.flip ? R - 1 - r : r, ss = c.flip ? S - 1 - s : s;
-          store(dw + k * c.w.sn + cc * c.w.sc + rr * c.w.sh + ss * c.w.sw, combine<T>(acc, count, chunks, e, rng),
-                alpha, beta);
-        }
 }
 
 template <typename T>

@@ -290,20 +290,33 @@ bool find_allocation(const void* p, Allocation* out) {
   return true;
 }
 
-void check_access(int device, const void* p, size_t bytes, const std::string& what) {
+std::string access_problem(int device, const void* p, size_t bytes, const std::string& what) {
   std::lock_guard<std::mutex> lock(mu);
   const Region* g = region_of(p);
-  if (g == nullptr) fault(cudaErrorIllegalAddress, what + ": address " + hex(p) + " is not device memory");
+  if (g == nullptr) return what + ": address " + hex(p) + " is not device memory";
   const char* begin = static_cast<const char*>(p);
   if (begin + bytes > g->a.base + g->a.bytes) {
     std::ostringstream os;
     os << what << ": " << bytes << " bytes at offset " << (begin - g->a.base) << " overrun an allocation of "
        << g->a.bytes << " bytes (" << where(*g) << ")";
-    fault(cudaErrorIllegalAddress, os.str());
+    return os.str();
   }
   std::string denied = access_denied(device, *g);
-  if (!denied.empty()) fault(cudaErrorIllegalAddress, what + " on cuda:" + std::to_string(device) + " reads " +
-                                                          where(*g) + ": " + denied);
+  if (!denied.empty()) return what + " on cuda:" + std::to_string(device) + " reads " + where(*g) + ": " + denied;
+  return "";
+}
+
+void enqueue_checked(StreamImpl* s, int device, const std::string& what, const std::vector<Access>& accesses,
+                     std::function<void()> work) {
+  for (const Access& a : accesses) {
+    if (a.bytes == 0) continue;
+    std::string problem = access_problem(device, a.ptr, a.bytes, a.what);
+    if (!problem.empty()) {
+      enqueue(s, what, [problem] { fault(cudaErrorIllegalAddress, problem); });
+      return;
+    }
+  }
+  enqueue(s, what, std::move(work));
 }
 
 std::string check_kernel_pointers(int device, const void* params, size_t bytes) {

@@ -49,8 +49,8 @@ std::map<std::string, std::shared_ptr<Join>>& joins() {
   return *m;
 }
 
-// The bytes of an ncclUniqueId made here: a tag, this process's nonce, a serial number and the pid (for the
-// message that an id of another process gets).
+// The bytes of an ncclUniqueId made here: a tag, this process's nonce, a serial number that keys the join,
+// and the pid (a forked child inherits the nonce, not the pid).
 constexpr char kTag[8] = {'c', 'u', 'd', 'a', 's', 'i', 'm', 'N'};
 struct IdBytes {
   char tag[8];
@@ -255,7 +255,6 @@ ncclResult_t check_init(int nranks, const ncclUniqueId& id, int rank) {
   IdBytes b;
   std::memcpy(&b, id.internal, sizeof(b));
   const bool ours = std::memcmp(b.tag, kTag, sizeof(kTag)) == 0;
-  // A forked child inherits the nonce: the pid tells it apart.
   if (!ours || b.nonce != process_nonce() || b.pid != static_cast<int64_t>(::getpid())) {
     const std::string origin = ours ? "was made by another process (pid " + std::to_string(b.pid) + ")"
                                     : "was not made by ncclGetUniqueId of the simulated NCCL";

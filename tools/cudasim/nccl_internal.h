@@ -51,6 +51,7 @@ struct Op {
   int root = 0;                 // Broadcast: the root; Send and Recv: the peer
   uint64_t seq = 0;             // the communicator's k-th collective, or the pair's k-th message one way
 };
+
 // ---- cliques: the ranks of one communicator, as its operations meet on the streams ----
 
 // A collective as its ranks arrive: the last to arrive does the work for all.
@@ -129,7 +130,7 @@ struct Membership {
   int member = 0;
   ncclComm_t* out = nullptr;
 };
-// Checks ncclCommInitRank's arguments (a group checks them at the call and joins at its end).
+// Checks ncclCommInitRank's arguments: an id made by this process, a rank in [0, nranks).
 ncclResult_t check_init(int nranks, const ncclUniqueId& id, int rank);
 ncclResult_t join_init(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, int device,
                        Membership* m);

@@ -75,32 +75,35 @@ bool same_collective(const Op& a, const Op& b) {
   return true;
 }
 
-void check(int device, const void* p, size_t bytes, const std::string& what) {
-  if (bytes > 0) check_access(device, p, bytes, what);
-}
-
-// Checks, as the rank's own device, the memory the operation reads and writes: memory of another device
-// faults there (cudaErrorIllegalAddress).
-void check_buffers(const Clique& c, int rank, const Op& op) {
+// What is wrong with the memory the operation reads and writes, as seen from the rank's own device ("" when
+// nothing): memory of another device faults there (cudaErrorIllegalAddress). Checked when the operation is
+// issued (see access_problem).
+std::string buffer_problem(const Clique& c, int rank, const Op& op) {
   const int device = c.devices[static_cast<size_t>(rank)];
   const size_t bytes = op.count * type_size(op.type);
+  if (bytes == 0) return "";
   const std::string name = kind_name(op.kind), at = " (" + where(c, rank) + ")";
+  std::vector<Access> uses;
   switch (op.kind) {
     case Kind::AllReduce:
-      check(device, op.sendbuff, bytes, name + " sendbuff" + at);
-      check(device, op.recvbuff, bytes, name + " recvbuff" + at);
+      uses = {{op.sendbuff, bytes, name + " sendbuff" + at}, {op.recvbuff, bytes, name + " recvbuff" + at}};
       break;
     case Kind::Broadcast:
-      if (rank == op.root) check(device, op.sendbuff, bytes, name + " sendbuff" + at);
-      check(device, op.recvbuff, bytes, name + " recvbuff" + at);
+      if (rank == op.root) uses.push_back({op.sendbuff, bytes, name + " sendbuff" + at});
+      uses.push_back({op.recvbuff, bytes, name + " recvbuff" + at});
       break;
     case Kind::AllGather:
-      check(device, op.sendbuff, bytes, name + " sendbuff" + at);
-      check(device, op.recvbuff, bytes * static_cast<size_t>(c.size()), name + " recvbuff" + at);
+      uses = {{op.sendbuff, bytes, name + " sendbuff" + at},
+              {op.recvbuff, bytes * static_cast<size_t>(c.size()), name + " recvbuff" + at}};
       break;
-    case Kind::Send: check(device, op.sendbuff, bytes, name + " sendbuff" + at); break;
-    case Kind::Recv: check(device, op.recvbuff, bytes, name + " recvbuff" + at); break;
+    case Kind::Send: uses = {{op.sendbuff, bytes, name + " sendbuff" + at}}; break;
+    case Kind::Recv: uses = {{op.recvbuff, bytes, name + " recvbuff" + at}}; break;
   }
+  for (const Access& a : uses) {
+    std::string problem = access_problem(device, a.ptr, a.bytes, a.what);
+    if (!problem.empty()) return problem;
+  }
+  return "";
 }
 
 // Posts one operation (caller holds c.mu); it becomes this task's work when it completes the match.
@@ -260,8 +263,8 @@ void leave(Clique& c, int rank, const Op& op, const std::string& why) {
   if (++m.left == 2) c.messages.erase(key);
 }
 
-void run(Clique& c, int rank, const std::vector<Op>& ops) {
-  for (const Op& op : ops) check_buffers(c, rank, op);
+void run(Clique& c, int rank, const std::vector<Op>& ops, const std::string& buffer_fault) {
+  if (!buffer_fault.empty()) fault(cudaErrorIllegalAddress, buffer_fault);
   std::vector<Item> items;
   {
     std::lock_guard<std::mutex> lock(c.mu);
@@ -339,7 +342,10 @@ void issue(ncclComm* comm, StreamImpl* stream, std::vector<Op> ops) {
   const std::string what = queued.size() == 1 ? kind_name(queued[0].kind) : "ncclGroupEnd";
   std::shared_ptr<Clique> clique = comm->clique;
   const int rank = comm->rank;
-  enqueue(stream, what, [clique, rank, queued] { run(*clique, rank, queued); });
+  std::string buffer_fault;
+  for (const Op& op : queued)
+    if (buffer_fault.empty()) buffer_fault = buffer_problem(*clique, rank, op);
+  enqueue(stream, what, [clique, rank, queued, buffer_fault] { run(*clique, rank, queued, buffer_fault); });
 }
 
 }  // namespace nccl

@@ -237,6 +237,9 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp* prop, int device) {
   if (device < 0 || device >= cudasim::device_count()) return set_error(cudaErrorInvalidDevice);
   std::memset(prop, 0, sizeof(*prop));
   std::snprintf(prop->name, sizeof(prop->name), "%s", cudasim::kDeviceName);
+  // A UUID per device (NCCL and Tandem tell GPUs apart by it): "cudasim" and the ordinal.
+  std::memcpy(prop->uuid.bytes, "cudasim", 7);
+  prop->uuid.bytes[15] = static_cast<char>(device);
   prop->totalGlobalMem = cudasim::config().memory_bytes;
   prop->sharedMemPerBlock = cudasim::kSharedMemPerBlock;
   prop->sharedMemPerBlockOptin = cudasim::kSharedMemPerBlockOptin;

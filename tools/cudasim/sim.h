@@ -93,9 +93,23 @@ struct Allocation {
 };
 // The live allocation that contains p (false if none).
 bool find_allocation(const void* p, Allocation* out);
-// Checks that work running on `device` may read or write [p, p + bytes): memory of that device, memory of
-// another device that it may access (peer access for cudaMalloc memory, cudaMemPoolSetAccess for pool
-// memory), or pinned host memory. Throws Fault(cudaErrorIllegalAddress) naming `what` otherwise.
-void check_access(int device, const void* p, size_t bytes, const std::string& what);
+// Whether work running on `device` may read or write [p, p + bytes): memory of that device, memory of another
+// device that it may access (peer access for cudaMalloc memory, cudaMemPoolSetAccess for pool memory), or
+// pinned host memory. "" when it may, else the reason, naming `what`. Ask when the work is queued: the
+// registry follows the host's calls (a pool block freed and allocated again on a stream changes at once),
+// so a check made later, inside the stream's task, could see a newer allocation.
+std::string access_problem(int device, const void* p, size_t bytes, const std::string& what);
+
+// A buffer that queued work touches, and its name in a fault message.
+struct Access {
+  const void* ptr;
+  size_t bytes;
+  std::string what;
+};
+// Queues `work` on s after checking every access now (access_problem); when one is refused, a task that faults
+// with cudaErrorIllegalAddress is queued instead, so the device gets its sticky error in stream order, as from
+// a kernel given such a pointer.
+void enqueue_checked(StreamImpl* s, int device, const std::string& what, const std::vector<Access>& accesses,
+                     std::function<void()> work);
 
 }  // namespace cudasim

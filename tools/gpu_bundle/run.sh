@@ -19,6 +19,10 @@ done
 for l in /usr/local/cuda/lib64 /usr/local/cuda/lib; do [ -d "$l" ] && libdirs+=("$l"); done
 LD_LIBRARY_PATH="$(IFS=:; echo "${libdirs[*]}")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export LD_LIBRARY_PATH
+# Load every CUDA module when a program starts: loaded lazily (CUDA's default), a kernel first launched while an
+# NCCL kernel spins waiting for its peer (point-to-point transfers) can wait forever for the module load.
+export CUDA_MODULE_LOADING=EAGER
+echo "CUDA_MODULE_LOADING=$CUDA_MODULE_LOADING"
 for so in libcudart.so.13 libcublas.so.13 libcudnn.so.9 libnccl.so.2; do
   found=""
   for d in "${libdirs[@]}"; do [ -e "$d/$so" ] && found="$d/$so" && break; done
