@@ -2,10 +2,9 @@
 // a broadcast operand), alpha/beta, k = 0, padded leading dims; f32 with and without TF32, and f64.
 #include <gtest/gtest.h>
 
-#include <algorithm>
-
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <future>
 #include <string>
 
