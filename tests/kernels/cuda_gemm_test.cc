@@ -4,6 +4,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <future>
 #include <string>
 
@@ -57,7 +58,9 @@ TEST(CudaGemm, MatchesCpu) {
       for (const GemmCase& g : kCases) {
         check_gemm(DType::F64, ta, tb, g, 1e-12);
         set_allow_tf32(false);
-        check_gemm(DType::F32, ta, tb, g, 1e-5);
+        // Both sides sum in f32 in their own orders (or one in double): the difference grows like k * 2^-24 times
+        // the products' size, so 1e-5 up to k = 128 and in proportion beyond (k = 300 measured 1.5e-5).
+        check_gemm(DType::F32, ta, tb, g, 1e-5 * std::max(1.0, static_cast<double>(g.k) / 128));
         set_allow_tf32(true);
         // TF32 keeps 10 mantissa bits of the inputs: errors grow like sqrt(k) * 2^-11.
         check_gemm(DType::F32, ta, tb, g, 3e-2);
