@@ -84,7 +84,7 @@ struct CommHandle {
   Stream stream;  // synchronized first, so that destroying the handle never races queued operations
   ~CommHandle() {
     if (comm == nullptr) return;
-    if (stream.cuda() != nullptr) cudaStreamSynchronize(stream.cuda());
+    if (stream.cuda() != nullptr) ignore_cuda_error(cudaStreamSynchronize(stream.cuda()), "cudaStreamSynchronize");
     ncclResult_t r = ncclCommDestroy(comm);
     if (r != ncclSuccess) std::fprintf(stderr, "tandem: ncclCommDestroy: %s\n", ncclGetErrorString(r));
   }

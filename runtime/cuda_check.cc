@@ -30,6 +30,9 @@ void ignore_cuda_error(cudaError_t err, const char* what) {
 
 namespace detail {
 void raise_cuda(cudaError_t err, const char* expr, const char* file, int line) {
+  // The call also left `err` as the thread's last error: this exception reports it, so it must not be reported
+  // again by the next launch check (against an unrelated kernel) when the exception is caught.
+  cudaGetLastError();
   std::string msg = std::string("CUDA error ") + cudaGetErrorName(err) + ": " + cudaGetErrorString(err);
   throw BackendError(msg, expr, file, line);
 }

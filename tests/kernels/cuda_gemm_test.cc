@@ -92,6 +92,7 @@ TEST(CudaGemm, AGemmStaysOnItsStreamWhenTheThreadsHandleMoves) {
   Tensor ad = to_gpu(a), bd = to_gpu(b), c_held = to_gpu(zeros({m, n}, DType::F64)),
          c_free = to_gpu(zeros({m, n}, DType::F64));
   const Stream held = Stream::create(Device::cuda(0)), free = Stream::create(Device::cuda(0));
+  current_stream(Device::cuda(0)).synchronize();  // the inputs are on the GPU before the two streams read them
   std::promise<void> open;
   std::shared_future<void> gate = open.get_future().share();
   ASSERT_EQ(cudaLaunchHostFunc(held.cuda(), wait_for_gate, &gate), cudaSuccess);  // `held` waits for the gate

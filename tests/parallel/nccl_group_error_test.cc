@@ -25,6 +25,7 @@ TEST(NcclGroup, AFailureInsideAGroupClosesIt) {
   std::vector<Worker> workers = make_workers(a.str() + "," + b.str());
   std::vector<std::shared_ptr<Communicator>> comms = make_nccl_group(workers);
   Tensor t = ones({1}, a), elsewhere = ones({4}, b);
+  current_stream(a).synchronize();  // the fills are done before other streams use the tensors
   current_stream(b).synchronize();
   // A kernel on GPU a given memory of GPU b, which it has no access to: GPU a faults, and its error is sticky
   // (reported by the launch's own check when the kernel has already run, else by the synchronize).

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/cuda_check.h"
 #include "runtime/error.h"
 #include "runtime/ops.h"
 #include "runtime/parallel_for.h"
@@ -150,6 +151,15 @@ TEST(Errors, AnErrorIgnoredInADestructorIsNotBlamedOnTheNextKernel) {
   ASSERT_EQ(cudaStreamDestroy(raw), cudaSuccess);
   { Stream stale = Stream::wrap(Device::cuda(0), raw, /*owned=*/true); }  // its destroy fails
   Tensor t = ones({8}, Device::cuda(0));  // a fill kernel, checked right after its launch
+  EXPECT_EQ(t.to(Device::cpu()).to_vector<float>(), std::vector<float>(8, 1.f));
+}
+
+// A failed call that TD_CUDA_CHECK reported as an exception is not reported again by the next kernel.
+TEST(Errors, AnErrorThrownOnceIsNotBlamedOnTheNextKernel) {
+  TD_REQUIRE_GPU();
+  DeviceGuard guard(Device::cuda(0));
+  EXPECT_THROW(TD_CUDA_CHECK(cudaSetDevice(cuda_device_count() + 7)), BackendError);
+  Tensor t = ones({8}, Device::cuda(0));
   EXPECT_EQ(t.to(Device::cpu()).to_vector<float>(), std::vector<float>(8, 1.f));
 }
 

@@ -333,8 +333,9 @@ std::string check_kernel_pointers(int device, const void* params, size_t bytes) 
     if (g == nullptr) continue;
     std::string denied = access_denied(device, *g);
     if (!denied.empty())
-      return "a pointer argument (" + hex(reinterpret_cast<const void*>(word)) + ") points into " + where(*g) +
-             ": " + denied;
+      return "a pointer argument (" + hex(reinterpret_cast<const void*>(word)) + ", bytes " + std::to_string(off) +
+             ".." + std::to_string(off + 7) + " of the parameters) points into " + where(*g) + ": " + denied +
+             " (the simulator takes every pointer-sized parameter word for a pointer: zero unused slots and padding)";
   }
   return "";
 }
