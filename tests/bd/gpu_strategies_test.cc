@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "models/module.h"
 #include "parallel/bd/strategy.h"

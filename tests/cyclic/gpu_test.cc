@@ -4,6 +4,7 @@
 // of their own states.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <tuple>
 #include <vector>
