@@ -47,6 +47,7 @@ constexpr size_t kStackBytes = size_t{512} << 10;  // sanitizers' frames are lar
 constexpr size_t kStackBytes = size_t{128} << 10;
 #endif
 constexpr size_t kGuardBytes = 4096;
+constexpr size_t kAsanCleanBytes = size_t{128} << 10;  // the part of a reused stack cleared under ASan
 
 // A fiber stack with a guard page below it (an overflow faults instead of corrupting a neighbour).
 struct Stack {
@@ -233,6 +234,11 @@ void resume(BlockRun& run, Fiber& f) {
       f.stack = new_stack();
     }
     f.has_stack = true;
+#if defined(CUDASIM_ASAN_FIBERS)
+    // The previous thread on this stack ended in frames that never returned (fiber_entry's), whose redzones
+    // stay poisoned: clear the top of the stack, where the new thread's frames go.
+    __asan_unpoison_memory_region(f.stack.top() - kAsanCleanBytes, kAsanCleanBytes);
+#endif
     f.context = ctx::make_fcontext(f.stack.top(), kStackBytes, fiber_entry);
     if (f.tsan == nullptr) f.tsan = race::create();
   }
