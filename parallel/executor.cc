@@ -157,6 +157,7 @@ void Executor::run(const std::function<void(const Instr&)>& fn) {
     cv.notify_all();
   };
   auto guarded = [&](const std::vector<int>& ids) {
+    LaneScope lane;
     try {
       run_program(ids);
     } catch (const PeerWorkerFailed&) {

@@ -104,6 +104,25 @@ void Stream::wait(const Event& event) const {
   TD_CUDA_CHECK(cudaStreamWaitEvent(cuda(), event.cuda(), 0));
 }
 
+namespace {
+thread_local int tl_lane_depth = 0;
+std::atomic<int64_t> lane_pageable{0};
+}  // namespace
+
+LaneScope::LaneScope() { ++tl_lane_depth; }
+LaneScope::~LaneScope() { --tl_lane_depth; }
+
+void note_pageable_copy(Device device, size_t bytes) {
+  if (tl_lane_depth == 0) return;
+  if (lane_pageable.fetch_add(1) == 0)
+    std::fprintf(stderr,
+                 "tandem: a copy of %zu bytes from pageable host memory to %s inside a schedule's lane stalls "
+                 "the lane until it has run (use pinned memory: TensorOptions::with_pinned)\n",
+                 bytes, device.str().c_str());
+}
+
+int64_t lane_pageable_copies() { return lane_pageable.load(); }
+
 double host_time_s() {
   static const auto start = std::chrono::steady_clock::now();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

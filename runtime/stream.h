@@ -115,4 +115,20 @@ class StreamGuard {
 // Host seconds since process start (steady clock); one time base for traces and memory records.
 double host_time_s();
 
+// Marks the calling thread, while in scope, as a schedule's lane (the executor sets it). A copy from pageable
+// host memory to a GPU there stalls the lane's thread until the copy has run (CUDA stages it; from pinned
+// memory it would not): Tandem counts such copies and says so once on stderr. (A read back to the host waits
+// for its value anyway.)
+class LaneScope {
+ public:
+  LaneScope();
+  ~LaneScope();
+  LaneScope(const LaneScope&) = delete;
+  LaneScope& operator=(const LaneScope&) = delete;
+};
+// Called by copies from pageable host memory to `device`: counts the copy if the thread is a lane.
+void note_pageable_copy(Device device, size_t bytes);
+// Pageable copies made inside lanes since the process started.
+int64_t lane_pageable_copies();
+
 }  // namespace tandem

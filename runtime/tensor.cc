@@ -390,6 +390,16 @@ Tensor Tensor::to(DType t) const {
   return out;
 }
 
+Tensor Tensor::pinned() const {
+  TD_DEFINED();
+  TD_CHECK_DEVICE(device().is_cpu(), "pinned() makes page-locked host memory from a CPU tensor, not from ", device());
+  if (storage().pinned()) return *this;
+  Tensor out = empty(shape(), TensorOptions(dtype()).with_device(Device::cpu()).with_pinned());
+  autograd::NoGradGuard ng;
+  out.copy_(*this);
+  return out;
+}
+
 Tensor Tensor::to(Device d) const {
   if (d == device()) return *this;
   Device cuda_side = d.is_cuda() ? d : device();
@@ -413,6 +423,7 @@ void copy_bytes_across(const Tensor& src, const Tensor& dst, const Stream& strea
   // A copy from pageable host memory reads it on the host before returning (CUDA stages it), so only the
   // device side is stream-ordered; pinned memory is read by the stream, later.
   const bool staged = sd.is_cpu() && !src.storage().pinned();
+  if (staged) note_pageable_copy(dd, n);
   if (stream_check::enabled()) {
     if (staged) {
       stream_check::on_op("copy to the device (staged from pageable memory)", Stream(), {stream_check::reads(src)});

@@ -101,6 +101,9 @@ class Tensor {
   // Copies and conversions.
   Tensor contiguous() const;
   Tensor clone() const;
+  // A copy in page-locked host memory (this tensor itself when it is already one; a CPU tensor only), which
+  // GPUs copy from and to without stalling the host thread.
+  Tensor pinned() const;
   // A copy on `device` (this tensor itself when already there). CUDA copies are queued on `stream`
   // (default: the current stream of the CUDA side, the destination's between two GPUs) after the work queued
   // so far on the source device's current stream, and synchronized when the destination is the CPU.

@@ -587,6 +587,11 @@ std::vector<RoundStats> CyclicTrainer::train(int64_t rounds, const MicroBatchFn&
     TD_CHECK_SHAPE(b.labels.defined() && b.labels.shape() == Shape{m.micro_input[0]} &&
                        b.labels.dtype() == DType::I64,
                    "micro-batch ", m.round * m.N + i, " needs i64 labels of shape [", m.micro_input[0], "]");
+    if (m.workers[0].device.is_cuda()) {
+      // From page-locked memory: a lane copying a pageable micro-batch to its GPU would stall until it ran.
+      b.images = b.images.pinned();
+      b.labels = b.labels.pinned();
+    }
     m.batches.push_back(std::move(b));
   }
   for (auto& r : m.relays_of) r.clear();

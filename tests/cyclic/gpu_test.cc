@@ -119,6 +119,25 @@ INSTANTIATE_TEST_SUITE_P(RulesOnWorkers, CyclicGpu,
                            return s;
                          });
 
+// The micro-batches come from pageable host memory (seeded_batches makes ordinary CPU tensors): the trainer
+// must hand its lanes page-locked copies, else every copy to a GPU inside a lane stalls that lane's thread.
+TEST(CyclicGpuLanes, MicroBatchesReachTheGpusWithoutStallingALane) {
+  TD_REQUIRE_GPUS(1);
+  const uint64_t seed = tandem::testing::fresh_seed();
+  const Shape input{2, 3, 8, 8};
+  TrainerOptions o;
+  o.rule = Rule::CdpV1;
+  o.micro_batches = 3;
+  o.stages = 3;
+  for (Mode mode : {Mode::DpWorkers, Mode::ModelParallel}) {
+    o.mode = mode;
+    CyclicTrainer trainer = make_trainer(testing::plain_convnet(3, seed), input, o, "cuda:0/3");
+    const int64_t before = lane_pageable_copies();
+    trainer.train(1, testing::seeded_batches(input, seed + 1));
+    EXPECT_EQ(lane_pageable_copies() - before, 0) << mode_name(mode);
+  }
+}
+
 // model_state averages over the workers (dp-workers: CDP-v2's parameter copies and the batch-norm running
 // statistics; zero: the statistics) while each worker's state lies on its own GPU. The reference: each worker's
 // tensors as checkpoint_state gives them, summed on the host in worker order in f32 and scaled by 1/3 formed in
