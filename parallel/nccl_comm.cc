@@ -13,6 +13,7 @@
 #include "runtime/cuda_check.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
+#include "runtime/storage.h"
 #include "runtime/stream.h"
 #include "runtime/stream_check.h"
 
@@ -249,6 +250,7 @@ class NcclCommunicator : public Communicator {
       if (ranks[i] == rank_) me = static_cast<int>(i);
     }
     DeviceGuard guard(device_);
+    release_cached_memory(device_);  // NCCL allocates outside the pool
     ncclComm_t sub = nullptr;
     TD_NCCL_CHECK(ncclCommSplit(handle_->comm, me < 0 ? NCCL_SPLIT_NOCOLOR : 0, me < 0 ? 0 : me, &sub, nullptr));
     if (me < 0) return nullptr;
@@ -342,6 +344,8 @@ std::vector<std::shared_ptr<Communicator>> make_nccl_group(const std::vector<Wor
   }
   check_distinct_gpus(ids, names);
   std::vector<ncclComm_t> comms(workers.size(), nullptr);
+  // NCCL allocates its buffers outside the memory pool, which may hold the devices' free memory.
+  for (const Worker& w : workers) release_cached_memory(w.device);
   TD_NCCL_CHECK(ncclCommInitAll(comms.data(), static_cast<int>(comms.size()), devices.data()));
   std::vector<std::shared_ptr<Communicator>> out;
   for (size_t i = 0; i < workers.size(); ++i)
@@ -374,6 +378,7 @@ std::shared_ptr<Communicator> make_nccl_communicator(const Worker& worker, Commu
   bootstrap.broadcast(id_bytes, 0);
   std::memcpy(&id, id_bytes.raw_data(), sizeof(id));
   DeviceGuard guard(worker.device);
+  release_cached_memory(worker.device);  // NCCL allocates outside the pool
   ncclComm_t comm = nullptr;
   TD_NCCL_CHECK(ncclCommInitRank(&comm, n, id, rank));
   return std::make_shared<NcclCommunicator>(comm, worker, rank, n);

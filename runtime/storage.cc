@@ -115,6 +115,13 @@ Storage Storage::allocate(size_t nbytes, Device device, const Stream& stream, bo
     if (nbytes > 0) {
       cudaError_t err = cudaMallocFromPoolAsync(&impl->data, nbytes, device_pool(device.index), stream.cuda());
       if (err == cudaErrorMemoryAllocation) {
+        // Give back what the pool keeps of frees that have run (other streams' frees become reusable only
+        // then), and try once more.
+        cudaGetLastError();
+        release_cached_memory(device);
+        err = cudaMallocFromPoolAsync(&impl->data, nbytes, device_pool(device.index), stream.cuda());
+      }
+      if (err == cudaErrorMemoryAllocation) {
         cudaGetLastError();
         auto c = device_memory(device).counters();
         TD_THROW(BackendError, "out of memory on ", device, " allocating ", nbytes, " bytes (", c.total_current,
@@ -133,6 +140,12 @@ Storage Storage::allocate(size_t nbytes, Device device, const Stream& stream, bo
   Storage s;
   s.impl_ = std::move(impl);
   return s;
+}
+
+void release_cached_memory(Device device) {
+  if (!device.is_cuda()) return;
+  // No synchronization: it could wait for streams that wait for this thread (a collective in flight).
+  TD_CUDA_CHECK(cudaMemPoolTrimTo(device_pool(device.index), 0));
 }
 
 void* Storage::data() const { return impl_ ? impl_->data : nullptr; }

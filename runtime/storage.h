@@ -12,6 +12,11 @@
 
 namespace tandem {
 
+// Gives back to `device` the memory its pool keeps for reuse (the pool keeps everything freed, for speed; frees
+// still queued stay). An allocation that finds the device full retries after it, and the library handles
+// (cuBLAS, cuDNN, NCCL), which allocate outside the pool, are made after it. No-op on the CPU.
+void release_cached_memory(Device device);
+
 class Storage {
  public:
   Storage() = default;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/cublas/cublas_check.h"
+#include "runtime/storage.h"
 
 namespace tandem {
 
@@ -23,7 +24,15 @@ cublasHandle_t cublas_handle(int device, cudaStream_t stream) {
   thread_local ThreadHandles handles;
   auto& v = handles.by_device;
   if (v.size() <= static_cast<size_t>(device)) v.resize(device + 1, nullptr);
-  if (v[device] == nullptr) TD_CUBLAS_CHECK(cublasCreate(&v[device]));
+  if (v[device] == nullptr) {
+    cublasStatus_t status = cublasCreate(&v[device]);
+    if (status == CUBLAS_STATUS_ALLOC_FAILED) {
+      // The handle's workspace comes from outside the memory pool, which may hold the device's free memory.
+      release_cached_memory(Device::cuda(device));
+      status = cublasCreate(&v[device]);
+    }
+    TD_CUBLAS_CHECK(status);
+  }
   TD_CUBLAS_CHECK(cublasSetStream(v[device], stream));
   return v[device];
 }

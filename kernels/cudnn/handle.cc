@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/cudnn/cudnn_check.h"
+#include "runtime/storage.h"
 
 namespace tandem {
 
@@ -23,7 +24,15 @@ cudnnHandle_t cudnn_handle(int device, cudaStream_t stream) {
   thread_local ThreadHandles handles;
   auto& v = handles.by_device;
   if (v.size() <= static_cast<size_t>(device)) v.resize(device + 1, nullptr);
-  if (v[device] == nullptr) TD_CUDNN_CHECK(cudnnCreate(&v[device]));
+  if (v[device] == nullptr) {
+    cudnnStatus_t status = cudnnCreate(&v[device]);
+    if (status == CUDNN_STATUS_ALLOC_FAILED) {
+      // The handle's memory comes from outside the memory pool, which may hold the device's free memory.
+      release_cached_memory(Device::cuda(device));
+      status = cudnnCreate(&v[device]);
+    }
+    TD_CUDNN_CHECK(status);
+  }
   TD_CUDNN_CHECK(cudnnSetStream(v[device], stream));
   return v[device];
 }
