@@ -107,6 +107,34 @@ cudnnStatus_t check_handle(const cudnnContext* h, const char* api) {
 
 bool valid_type(cudnnDataType_t t) { return t >= CUDNN_DATA_FLOAT && t <= CUDNN_DATA_COMPLEX_FP64; }
 
+// A 4-d tensor or filter descriptor: sizes n (k for a filter), c, h, w with NCHW (KCRS) or NHWC (KRSC) strides.
+template <typename Desc>
+cudnnStatus_t set_4d(Desc* desc, const std::string& api, const char* kind, cudnnTensorFormat_t format,
+                     cudnnDataType_t type, int n, int c, int h, int w) {
+  if (!alive(desc)) return fail(CUDNN_STATUS_BAD_PARAM, api + ": not a live " + kind + " descriptor");
+  if (!valid_type(type)) return fail(CUDNN_STATUS_BAD_PARAM, api + ": invalid data type " + std::to_string(type));
+  if (format != CUDNN_TENSOR_NCHW && format != CUDNN_TENSOR_NHWC) {
+    if (format == CUDNN_TENSOR_NCHW_VECT_C)
+      return fail(CUDNN_STATUS_NOT_SUPPORTED, api + ": CUDNN_TENSOR_NCHW_VECT_C is not simulated");
+    return fail(CUDNN_STATUS_BAD_PARAM, api + ": invalid format " + std::to_string(format));
+  }
+  if (n <= 0 || c <= 0 || h <= 0 || w <= 0)
+    return fail(CUDNN_STATUS_BAD_PARAM, api + ": sizes must be positive, got " + std::to_string(n) + " x " +
+                                            std::to_string(c) + " x " + std::to_string(h) + " x " + std::to_string(w));
+  if (int64_t{n} * c * h * w > INT_MAX) return fail(CUDNN_STATUS_NOT_SUPPORTED, api + ": more than 2^31 - 1 elements");
+  Dims d;
+  d.n = n, d.c = c, d.h = h, d.w = w;
+  if (format == CUDNN_TENSOR_NCHW) {
+    d.sw = 1, d.sh = w, d.sc = int64_t{h} * w, d.sn = int64_t{c} * h * w;
+  } else {
+    d.sc = 1, d.sw = c, d.sh = int64_t{w} * c, d.sn = int64_t{h} * w * c;
+  }
+  desc->dims = d;
+  desc->type = type;
+  desc->set = true;
+  return CUDNN_STATUS_SUCCESS;
+}
+
 // The stream the handle's work goes to: the one cudnnSetStream gave, else its device's legacy default
 // stream (whatever device is current on the calling thread). Null, with the reason, when it cannot be used.
 std::shared_ptr<CUstream_st> handle_stream(const cudnnContext& h, cudnnStatus_t* status, const char* api) {
@@ -688,31 +716,7 @@ cudnnStatus_t cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t tensorDesc) {
 
 cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t tensorDesc, cudnnTensorFormat_t format,
                                          cudnnDataType_t dataType, int n, int c, int h, int w) {
-  const std::string api = "cudnnSetTensor4dDescriptor";
-  if (!alive(tensorDesc)) return fail(CUDNN_STATUS_BAD_PARAM, api + ": not a live tensor descriptor");
-  if (!valid_type(dataType))
-    return fail(CUDNN_STATUS_BAD_PARAM, api + ": invalid data type " + std::to_string(dataType));
-  if (format != CUDNN_TENSOR_NCHW && format != CUDNN_TENSOR_NHWC) {
-    if (format == CUDNN_TENSOR_NCHW_VECT_C)
-      return fail(CUDNN_STATUS_NOT_SUPPORTED, api + ": CUDNN_TENSOR_NCHW_VECT_C is not simulated");
-    return fail(CUDNN_STATUS_BAD_PARAM, api + ": invalid format " + std::to_string(format));
-  }
-  if (n <= 0 || c <= 0 || h <= 0 || w <= 0)
-    return fail(CUDNN_STATUS_BAD_PARAM, api + ": sizes must be positive, got n " + std::to_string(n) + ", c " +
-                                            std::to_string(c) + ", h " + std::to_string(h) + ", w " +
-                                            std::to_string(w));
-  if (int64_t{n} * c * h * w > INT_MAX) return fail(CUDNN_STATUS_NOT_SUPPORTED, api + ": more than 2^31 - 1 elements");
-  Dims d;
-  d.n = n, d.c = c, d.h = h, d.w = w;
-  if (format == CUDNN_TENSOR_NCHW) {
-    d.sw = 1, d.sh = w, d.sc = int64_t{h} * w, d.sn = int64_t{c} * h * w;
-  } else {
-    d.sc = 1, d.sw = c, d.sh = int64_t{w} * c, d.sn = int64_t{h} * w * c;
-  }
-  tensorDesc->dims = d;
-  tensorDesc->type = dataType;
-  tensorDesc->set = true;
-  return CUDNN_STATUS_SUCCESS;
+  return set_4d(tensorDesc, "cudnnSetTensor4dDescriptor", "tensor", format, dataType, n, c, h, w);
 }
 
 cudnnStatus_t cudnnCreateFilterDescriptor(cudnnFilterDescriptor_t* filterDesc) {
@@ -725,32 +729,8 @@ cudnnStatus_t cudnnDestroyFilterDescriptor(cudnnFilterDescriptor_t filterDesc) {
 
 cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t filterDesc, cudnnDataType_t dataType,
                                          cudnnTensorFormat_t format, int k, int c, int h, int w) {
-  const std::string api = "cudnnSetFilter4dDescriptor";
-  if (!alive(filterDesc)) return fail(CUDNN_STATUS_BAD_PARAM, api + ": not a live filter descriptor");
-  if (!valid_type(dataType))
-    return fail(CUDNN_STATUS_BAD_PARAM, api + ": invalid data type " + std::to_string(dataType));
-  if (format != CUDNN_TENSOR_NCHW && format != CUDNN_TENSOR_NHWC) {
-    if (format == CUDNN_TENSOR_NCHW_VECT_C)
-      return fail(CUDNN_STATUS_NOT_SUPPORTED, api + ": CUDNN_TENSOR_NCHW_VECT_C is not simulated");
-    return fail(CUDNN_STATUS_BAD_PARAM, api + ": invalid format " + std::to_string(format));
-  }
-  if (k <= 0 || c <= 0 || h <= 0 || w <= 0)
-    return fail(CUDNN_STATUS_BAD_PARAM, api + ": sizes must be positive, got k " + std::to_string(k) + ", c " +
-                                            std::to_string(c) + ", h " + std::to_string(h) + ", w " +
-                                            std::to_string(w));
-  if (int64_t{k} * c * h * w > INT_MAX) return fail(CUDNN_STATUS_NOT_SUPPORTED, api + ": more than 2^31 - 1 elements");
-  // KCRS for CUDNN_TENSOR_NCHW, KRSC for CUDNN_TENSOR_NHWC.
-  Dims d;
-  d.n = k, d.c = c, d.h = h, d.w = w;
-  if (format == CUDNN_TENSOR_NCHW) {
-    d.sw = 1, d.sh = w, d.sc = int64_t{h} * w, d.sn = int64_t{c} * h * w;
-  } else {
-    d.sc = 1, d.sw = c, d.sh = int64_t{w} * c, d.sn = int64_t{h} * w * c;
-  }
-  filterDesc->dims = d;
-  filterDesc->type = dataType;
-  filterDesc->set = true;
-  return CUDNN_STATUS_SUCCESS;
+  // KCRS for CUDNN_TENSOR_NCHW, KRSC for CUDNN_TENSOR_NHWC: the same strides as a tensor's with n = k.
+  return set_4d(filterDesc, "cudnnSetFilter4dDescriptor", "filter", format, dataType, k, c, h, w);
 }
 
 cudnnStatus_t cudnnCreateConvolutionDescriptor(cudnnConvolutionDescriptor_t* convDesc) {
