@@ -32,9 +32,10 @@ enum class Mode : uint8_t { DpWorkers, ModelParallel, Zero };
 //              is done (it completes when the last worker joins).
 //   Chain:     point to point along the cycle: worker r adds its gradient to the partial sum from r - 1 and
 //              passes it on as soon as its backward of the stage is done; the last worker scales by 1/N and
-//              the mean is relayed 0 -> 1 -> ... -> N - 2 in time for each worker's update. Under the cyclic
-//              rules the messages then fall at every worker's own time, spread over the round. Same
-//              arithmetic as the all-reduce (rank-order f32 sum, then the 1/N scale).
+//              relays the mean to the others in the order in which they apply it (0 -> 1 -> ... -> N - 2 under
+//              CDP-v1), in time for each worker's update. Under the cyclic rules the messages then fall at
+//              every worker's own time, spread over the round. Same arithmetic as the all-reduce (rank-order
+//              f32 sum, then the 1/N scale).
 enum class GradSync : uint8_t { AllReduce, Chain };
 
 const char* rule_name(Rule r);  // "dp", "cdp-v1", "cdp-v2"

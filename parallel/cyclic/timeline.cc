@@ -95,7 +95,18 @@ class Ideal {
     bwd_off_[S - 1] = all_fwd;
     for (int l = S - 2; l >= 0; --l) bwd_off_[l] = bwd_off_[l + 1] + c.backward_s[l + 1];
     period_ = bwd_off_[0] + c.backward_s[0];
+    // Whether every stage that computes with the current parameters finds their gradient complete (the last
+    // micro-batch's backward of the stage in the previous round) at its ideal start. It holds for DP, CDP-v1 and
+    // CDP-v2 with N = S in the unit model (the mask's derivation); the official code's mask for N != S (e.g.
+    // N > S) can ask for a gradient before the ideal times have it, and the run then follows its dependencies.
+    const double tol = 1e-9 * period_;
+    const int64_t k = s.first_round;
+    for (int r = 0; r < s.micro_batches; ++r)
+      for (int l = 0; l < S; ++l)
+        if (!delayed(s.rule, r, l, S) && fwd_start(k + 1, r, l) < bwd_end(k, s.micro_batches - 1, l) - tol)
+          in_time_ = false;
   }
+  bool in_time() const { return in_time_; }
   double period() const { return period_; }
   double start(int64_t k, int r) const {
     double t = static_cast<double>(k - s_.first_round) * period_;
@@ -119,6 +130,7 @@ class Ideal {
   const StageCosts& c_;
   std::vector<double> fwd_off_, bwd_off_;
   double period_ = 0;
+  bool in_time_ = true;
 };
 
 class Builder {
@@ -168,9 +180,10 @@ class Builder {
     clock_[worker].push_back({end, proto});
   }
   // A dependency kept only if it closes no cycle (checked when the timeline is finished): a message that waits
-  // for its sender's clock must never wait for something that waits for the message.
+  // for its sender's clock must never wait for something that waits for the message. Dropped when the ideal
+  // times are not in time (see Ideal): holding a message to a schedule the run cannot follow only adds waits.
   void soft_dep(int from, int on) {
-    if (on >= 0) soft_.push_back({from, on});
+    if (on >= 0 && ideal_.in_time()) soft_.push_back({from, on});
   }
   // The compute operation of `worker` that ideally ends last at or before `time` (-1 if none): a message sent
   // after it leaves just in time for a peer that needs it at `time`, instead of as soon as it is ready.
@@ -412,8 +425,8 @@ void build_dp_workers(Builder& b, const TimelineSpec& s, const StageCosts& c) {
         }
         continue;
       }
-      // Chain: partial sums 0 -> 1 -> ... -> N-1 at each worker's own backward, the mean relayed
-      // N-1 -> 0 -> 1 -> ... -> N-2 keyed by when each worker applies it.
+      // Chain: partial sums 0 -> 1 -> ... -> N-1 at each worker's own backward, the mean relayed from N-1
+      // along the workers keyed by when each applies it.
       int prev = -1;
       for (int r = 0; r < N; ++r) {
         a.kind = ActionKind::ChainSend;
@@ -434,11 +447,19 @@ void build_dp_workers(Builder& b, const TimelineSpec& s, const StageCosts& c) {
         prev = b.message(r, r + 1, stage_label("sum g", k, -1, l), I.bwd_end(k, r, l), c.param_bytes[l], a, recv, deps)
                    .second;
       }
+      // The mean goes from N-1 to the other workers in the order in which they need it (on a tie, in rank
+      // order): the delayed update runs after the worker's backward of the stage in the next round, the current
+      // one before its next forward. A relay through a worker that needs it later would hold the others back
+      // behind that worker's progress (CDP-v2's fresh stages wait for stale ones), stretching the round.
+      std::vector<std::pair<double, int>> needs;
+      for (int r = 0; r + 1 < N; ++r)
+        needs.push_back({delayed(s.rule, r, l, S) ? I.bwd_end(k + 1, r, l) : I.fwd_start(k + 1, r, l), r});
+      std::stable_sort(needs.begin(), needs.end(),
+                       [](const std::pair<double, int>& x, const std::pair<double, int>& y) { return x.first < y.first; });
       int src = N - 1;
-      for (int r = 0; r + 1 < N; ++r) {
-        // The delayed update runs after the worker's backward of the stage in the next round, the current
-        // one before its next forward.
-        double need = delayed(s.rule, r, l, S) ? I.bwd_end(k + 1, r, l) : I.fwd_start(k + 1, r, l);
+      for (const auto& nr : needs) {
+        const double need = nr.first;
+        const int r = nr.second;
         Action send = a, recv = a;
         send.kind = ActionKind::MeanSend;
         send.micro = src;

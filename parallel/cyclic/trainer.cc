@@ -162,7 +162,7 @@ struct CyclicTrainer::Impl {
   int64_t round = 0;
   RunRecord last;
   std::vector<MicroBatch> batches;  // the running timeline's, by (round - first) * N + micro
-  std::vector<std::set<std::pair<int64_t, int>>> relays_of;  // zero: per worker, (round, stage) it relays
+  std::vector<std::set<std::pair<int64_t, int>>> relays_of;  // per worker, (round, stage) whose parameters (zero) or mean gradient (chain) it passes on
 
   bool runs_stage(int w, int l) const { return o.mode != Mode::ModelParallel || w == l; }
   bool updates_stage(int w, int l) const {
@@ -486,7 +486,7 @@ void CyclicTrainer::Impl::perform(int w, const Action& a) {
       comm.recv(buf, a.peer);
       std::lock_guard<std::mutex> lock(s.mu);
       st.mean_grad[a.round] = buf;
-      if (w + 2 < N) st.mean_relay[a.round] = buf;  // the relay runs 0 -> 1 -> ... -> N-2
+      if (relays_of[w].count({a.round, a.stage})) st.mean_relay[a.round] = buf;
       return;
     }
     case ActionKind::ChainRecv: {
@@ -596,7 +596,7 @@ std::vector<RoundStats> CyclicTrainer::train(int64_t rounds, const MicroBatchFn&
   }
   for (auto& r : m.relays_of) r.clear();
   for (size_t id = 0; id < tl.actions.size(); ++id)
-    if (tl.actions[id].kind == ActionKind::RelayParams)
+    if (tl.actions[id].kind == ActionKind::RelayParams || tl.actions[id].kind == ActionKind::MeanSend)
       m.relays_of[tl.schedule.at(static_cast<int>(id)).worker].insert({tl.actions[id].round, tl.actions[id].stage});
 
   const size_t W = m.workers.size();

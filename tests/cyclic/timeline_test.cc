@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "parallel/cyclic/accounting.h"
 #include "parallel/cyclic/timeline.h"
@@ -77,8 +79,11 @@ TEST(UnitModel, DpPeaksAtNTimesSAtTheEndOfTheForward) {
   }
 }
 
-// The paper figure (panel b, S = N = 3), transcribed in cyclic-dp.md: per stage row, time steps 0..21, each cell
-// "<micro 1-based><f|b>" or "" for idle.
+// The timeline figure of Cyclic Data Parallelism (Fournier & Oyallon 2024; the authors' repository shows it as
+// cyclic_data_parallelism.png), panel "b) Cyclic Data Parallelism v1", transcribed by hand: S = 3 model stages
+// (rows "Model Stage 1, 2, 3", one worker each), N = 3 micro-batches, one forward or backward of one stage per time
+// step. Per stage row, time steps 0..21, each cell "<micro-batch 1-based><f|b>" (forward ↑ / backward ↓ in the
+// figure) or "" where the stage is idle.
 TEST(UnitModel, ModelParallelTimelineMatchesThePaperFigure) {
   const std::vector<std::vector<std::string>> figure = {
       // stage 1
@@ -122,6 +127,82 @@ TEST(UnitModel, CdpV2MaskNeedsNoWaitWhenNEqualsS) {
       SimResult r = simulate(t.schedule);
       EXPECT_DOUBLE_EQ(r.makespan_s, 4 * 2.0 * s + (s - 1) * 2.0) << mode_name(mode) << " S=" << s;
     }
+}
+
+// The shortest steady-state period (time between consecutive starts of micro-batch 0) that the rules'
+// dependencies allow in the unit model when every micro-batch has its own worker, computed from the
+// dependencies alone by running every operation as early as they let it:
+// - worker r runs its micro-batch's forwards 0..S-1 then backwards S-1..0, one time step each, round after round;
+// - the cyclic rules' uniform delay: a micro-batch starts once its predecessor (r - 1, or N - 1 of the previous
+//   round) has done the whole number of operations nearest to P/N = 2S/N (the earlier on a tie); DP has none;
+// - parameters: stage l of a micro-batch in round k computes with θ^k, which needs the gradient of round k - 1
+//   complete (every micro-batch's backward of stage l), or with θ^{k-1}, one round earlier (CDP-v1 always;
+//   CDP-v2 where micro + stage < S - 1, the official code's mask; DP never).
+// Communication and updates are free.
+double shortest_period(Rule rule, int n, int s) {
+  const int ops = 2 * s;
+  int j = 1;
+  for (int c = 2; c <= ops; ++c)
+    if (std::abs(c - 2.0 * s / n) < std::abs(j - 2.0 * s / n) - 1e-12) j = c;
+  const int rounds = 40;
+  // end[k][r][o]: end of operation o (0..2S-1) of micro-batch r in round k.
+  std::vector<std::vector<std::vector<double>>> end(rounds, std::vector<std::vector<double>>(n, std::vector<double>(ops)));
+  std::vector<double> first_start(rounds);
+  for (int k = 0; k < rounds; ++k)
+    for (int r = 0; r < n; ++r) {
+      double t = 0;
+      if (rule != Rule::Dp && r > 0) t = end[k][r - 1][j - 1];
+      if (rule != Rule::Dp && r == 0 && k > 0) t = end[k - 1][n - 1][j - 1];
+      if (k > 0) t = std::max(t, end[k - 1][r][ops - 1]);
+      if (r == 0) first_start[k] = t;
+      for (int o = 0; o < ops; ++o) {
+        if (o < s) {
+          const int l = o;
+          const bool old = rule == Rule::CdpV1 || (rule == Rule::CdpV2 && r + l < s - 1);
+          const int g = old ? k - 2 : k - 1;  // the round whose gradient the version needs
+          if (g >= 0)
+            for (int q = 0; q < n; ++q) t = std::max(t, end[g][q][ops - 1 - l]);
+        }
+        end[k][r][o] = t + 1;
+        t += 1;
+      }
+    }
+  const int m = 10;
+  return (first_start[rounds - 1] - first_start[rounds - 1 - m]) / m;
+}
+
+// The simulated timeline's steady-state period: the mean time between starts of micro-batch 0 over the last
+// rounds (the fill at the start excluded).
+double simulated_period(Rule rule, Mode mode, GradSync sync, int n, int s) {
+  const int64_t rounds = 16, m = 8;
+  Timeline t = unit_timeline(rule, mode, n, s, rounds, sync);
+  SimResult r = simulate(t.schedule);
+  std::map<int64_t, double> start;
+  for (const InstrTime& it : r.times) {
+    const Action& a = t.actions[it.id];
+    if (a.kind == ActionKind::Forward && a.micro == 0 && a.stage == 0) start[a.round] = it.start_s;
+  }
+  return (start.at(rounds - 1) - start.at(rounds - 1 - m)) / m;
+}
+
+TEST(UnitModel, CdpV2RunsAtThePeriodItsDependenciesAllow) {
+  // The reference itself: DP and CDP-v1 run at P = 2S (N <= 2S; a round of N one-operation delays beyond),
+  // CDP-v2 at CDP-v1's period when N = S (its mask is derived for that case) and slower when N > S.
+  EXPECT_DOUBLE_EQ(shortest_period(Rule::Dp, 4, 4), 8);
+  EXPECT_DOUBLE_EQ(shortest_period(Rule::CdpV1, 4, 4), 8);
+  EXPECT_DOUBLE_EQ(shortest_period(Rule::CdpV1, 8, 2), 8);
+  for (int s : {2, 3, 4, 8}) EXPECT_DOUBLE_EQ(shortest_period(Rule::CdpV2, s, s), 2.0 * s);
+  EXPECT_GT(shortest_period(Rule::CdpV2, 8, 4), shortest_period(Rule::CdpV1, 8, 4));
+  for (auto ns : std::vector<std::pair<int, int>>{{2, 2}, {3, 3}, {4, 4}, {8, 8}, {8, 4}, {2, 4}, {5, 3}, {4, 2},
+                                                  {3, 5}, {6, 3}})
+    for (Mode mode : {Mode::DpWorkers, Mode::Zero})
+      for (GradSync sync : {GradSync::Chain, GradSync::AllReduce}) {
+        if (mode == Mode::Zero && sync == GradSync::AllReduce) continue;  // zero always sums along its chain
+        const int n = ns.first, s = ns.second;
+        for (Rule rule : {Rule::CdpV1, Rule::CdpV2})
+          EXPECT_NEAR(simulated_period(rule, mode, sync, n, s), shortest_period(rule, n, s), 1e-9)
+              << rule_name(rule) << " " << mode_name(mode) << " " << sync_name(sync) << " N=" << n << " S=" << s;
+      }
 }
 
 TEST(UnitModel, ChainSpreadsGradientTrafficOverTheRound) {
