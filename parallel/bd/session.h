@@ -60,9 +60,10 @@ SessionReport run_session(const SessionOptions& options, const std::function<voi
 // True when this process was started by mpirun/srun (an MPI rank).
 bool launched_by_mpi();
 
-// Seconds per step of a pipelined run once it is full: from the end of its first step (every worker's update
-// done) to the end of its last, over the steps between (0 with fewer than two steps or not pipelined).
-double pipeline_step_s(const StrategyResult& r);
+// Seconds per step of a pipelined schedule once it is full, from its instructions' times (executed or
+// simulated): from the end of its first step (every worker's update done) to the end of its last, over the
+// steps between (0 with fewer than two steps or not pipelined).
+double pipeline_step_s(const DistillSchedule& d, const std::vector<InstrTime>& times);
 
 // The report as JSON (summary.json): per strategy the measured and simulated times, speedup over DP,
 // busy fractions, peak memory, losses, per-rank time breakdown and a timeline of one step.
