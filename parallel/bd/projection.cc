@@ -96,6 +96,8 @@ BlockProfile extend_profile(const BlockProfile& p, int max_g) {
 std::vector<Projection> project(const BlockProfile& profile, const std::vector<int>& worker_counts, int64_t steps,
                                 const std::vector<int64_t>& row_bytes, int64_t memory_limit, PlanModel model) {
   TD_CHECK(steps >= 1, "projections need at least one step");
+  TD_CHECK(memory_limit == 0 || model == PlanModel::Tandem,
+           "a memory limit needs the tandem plan model: the pipe-bd model (the paper's planner) has none");
   int max_w = 1;
   for (int w : worker_counts) max_w = std::max(max_w, w);
   const BlockProfile p = extend_profile(profile, max_w);

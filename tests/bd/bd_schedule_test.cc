@@ -213,6 +213,7 @@ TEST(Projection, ExtendsTheProfileAndComparesEveryStrategyWithDp) {
     EXPECT_GT(get(w, Strategy::AHD).speedup, 0);  // its value: MatchesClosedFormsForUniformStagesAndOneSlowStage
   }
   EXPECT_THROW(extend_profile(BlockProfile{}, 8), ValueError);
+  EXPECT_THROW(project(p, {4}, 8, row_bytes(k), 1 << 30, PlanModel::PipeBD), ValueError);
 }
 
 // Projections where the makespans have closed forms. Four blocks on four workers; all-reduces cost 50 ms, so
