@@ -22,7 +22,7 @@ using namespace parallel::bd;
 const char kUsage[] =
     "usage: bd_bench [--workload nas|compression|both] [--input 32|224] [--batch N] [--workers SPEC] [--steps N]\n"
     "                [--nas-teacher SPEC] [--compression-teacher SPEC] [--cells N] [--project W1,W2,...]\n"
-    "                [--profile-trials N] [--json PATH]\n"
+    "                [--profile-trials N] [--plan-model tandem|pipe-bd] [--json PATH]\n"
     "\n"
     "Runs DP, LS, TR, TR+DPU and TR+DPU+AHD for --steps steps per block on synthetic images of the input size,\n"
     "same models, data and hyperparameters, and prints each one's time per epoch and speedup over DP (measured,\n"
@@ -39,6 +39,7 @@ const char kUsage[] =
     "  --cells N             cells per supernet block (default 2)\n"
     "  --project LIST        worker counts for the simulator's projection (default 4,8,16,64)\n"
     "  --profile-trials N    timed trials per profile entry (default 5)\n"
+    "  --plan-model M        the planners' cost model, tandem or pipe-bd (the paper code's; see tools:distill)\n"
     "  --json PATH           write everything (reports, profiles, projections) as JSON for tools/plots\n";
 
 struct Options {
@@ -48,6 +49,7 @@ struct Options {
   std::string nas_teacher, compression_teacher;
   std::vector<int> project = {4, 8, 16, 64};
   int trials = 5;
+  PlanModel plan_model = kDefaultPlanModel;
   std::string json;
 };
 
@@ -83,6 +85,13 @@ Options parse(int argc, char** argv) {
     else if (flag == "--cells") o.cells = integer(flag, v, 1);
     else if (flag == "--profile-trials") o.trials = static_cast<int>(integer(flag, v, 1));
     else if (flag == "--json") o.json = v;
+    else if (flag == "--plan-model") {
+      try {
+        o.plan_model = parse_plan_model(v);
+      } catch (const Error& e) {
+        usage_error(e.message());
+      }
+    }
     else if (flag == "--project") {
       o.project.clear();
       std::stringstream items(v);
@@ -118,6 +127,7 @@ Json run_workload(const Options& o, const std::string& name) {
   so.workers = o.workers;
   so.comm = "local";
   so.profile.trials = o.trials;
+  so.plan_model = o.plan_model;
   std::printf("== %s: %s -> %s student, %s inputs, batch %lld, %lld steps per block, workers %s\n", name.c_str(),
               so.workload.teacher.c_str(), so.workload.student.c_str(), (size + "x" + size).c_str(),
               static_cast<long long>(o.batch), static_cast<long long>(o.steps), o.workers.c_str());
@@ -133,7 +143,7 @@ Json run_workload(const Options& o, const std::string& name) {
     s.sample = {3, o.input, o.input};
     return s;
   }());
-  std::vector<Projection> proj = project(r.profile, o.project, o.steps, workload.row_bytes());
+  std::vector<Projection> proj = project(r.profile, o.project, o.steps, workload.row_bytes(), 0, o.plan_model);
   std::printf("simulator projection (speedup over DP on as many workers; pipelines use at most one worker per "
               "block):\n%-11s",
               "strategy");

@@ -165,14 +165,38 @@ Plan Plan::from_json(const Json& j, int blocks, int workers) {
   return p;
 }
 
-double stage_time(const BlockProfile& p, const Stage& s) {
+const char* plan_model_name(PlanModel m) { return m == PlanModel::PipeBD ? "pipe-bd" : "tandem"; }
+
+PlanModel parse_plan_model(const std::string& name) {
+  if (name == "tandem") return PlanModel::Tandem;
+  if (name == "pipe-bd") return PlanModel::PipeBD;
+  TD_THROW(ValueError, "unknown plan model '", name, "' (known: tandem, pipe-bd)");
+}
+
+double stage_time(const BlockProfile& p, const Stage& s, PlanModel model) {
   int g = s.replicas - 1;
   TD_CHECK(g >= 0 && g < p.max_replicas(), "no profile for ", s.replicas, " replicas (profiled up to ",
            p.max_replicas(), ")");
   double t = 0;
-  for (int b = s.first; b <= s.last; ++b) t += p.teacher_s[g][b] + p.student_s[g][b] + p.allreduce_s[g][b];
-  if (s.first > 0) t += p.relay_s[s.first - 1] / s.replicas;
+  if (model == PlanModel::Tandem) {
+    for (int b = s.first; b <= s.last; ++b) t += p.teacher_s[g][b] + p.student_s[g][b] + p.allreduce_s[g][b];
+    if (s.first > 0) t += p.relay_s[s.first - 1] / s.replicas;
+    return t;
+  }
+  // The paper code's sums, in its order: per block the step time, then (replicated) the all-reduce; the
+  // relay last. A stage of one worker has no all-reduce (its profiled entry is zero there).
+  for (int b = s.first; b <= s.last; ++b) {
+    t += p.teacher_s[g][b] + p.student_s[g][b];
+    if (s.replicas > 1) t += p.allreduce_s[g][b];
+  }
+  if (s.first > 0) t += p.relay_s[s.first - 1];
   return t;
+}
+
+double plan_time(const BlockProfile& p, const Plan& plan, PlanModel model) {
+  double worst = 0;
+  for (const Stage& s : plan.stages) worst = std::max(worst, stage_time(p, s, model));
+  return worst;
 }
 
 int64_t stage_memory(const BlockProfile& p, const Stage& s) {
@@ -183,7 +207,7 @@ int64_t stage_memory(const BlockProfile& p, const Stage& s) {
 
 namespace {
 // dp over (blocks covered, workers used) minimizing the bottleneck; `max_g` bounds the replicas per stage.
-Plan search(const BlockProfile& p, int workers, int64_t memory_limit, int max_g, const char* what) {
+Plan search(const BlockProfile& p, int workers, int64_t memory_limit, int max_g, PlanModel model, const char* what) {
   const int k = p.blocks();
   const double inf = std::numeric_limits<double>::infinity();
   std::vector<std::vector<double>> dp(k + 1, std::vector<double>(workers + 1, inf));
@@ -196,7 +220,7 @@ Plan search(const BlockProfile& p, int workers, int64_t memory_limit, int max_g,
           if (dp[a][w - g] == inf) continue;
           Stage s{a, b - 1, g};
           if (memory_limit > 0 && stage_memory(p, s) > memory_limit) continue;
-          double cand = std::max(dp[a][w - g], stage_time(p, s));
+          double cand = std::max(dp[a][w - g], stage_time(p, s, model));
           if (cand < dp[b][w]) {
             dp[b][w] = cand;
             choice[b][w] = {a, g};
@@ -220,18 +244,100 @@ Plan search(const BlockProfile& p, int workers, int64_t memory_limit, int max_g,
   for (const Stage& s : plan.stages) plan.peak_memory = std::max(plan.peak_memory, stage_memory(p, s));
   return plan;
 }
-}  // namespace
 
-Plan plan_hybrid(const BlockProfile& p, int workers, int64_t memory_limit) {
-  TD_CHECK(workers >= 1, "planning needs at least one worker");
-  return search(p, workers, memory_limit, p.max_replicas(), "hybrid");
+// Among the plans of `workers` workers (replicas up to `max_g`) whose every stage costs at most `best` under
+// PipeBD, the first in the paper code's order: stage counts `workers` (the pure pipelines), then 1, 2, ...;
+// per count, group sizes in descending lexicographic order; per group sizes, cut points ascending. With
+// `best` the optimum this is the plan its strict less-than search keeps. Rather than enumerating every plan,
+// each choice takes the first option from which some completion stays within `best`.
+Plan first_in_paper_order(const BlockProfile& p, int workers, int max_g, double best, bool pipelines_only) {
+  const int k = p.blocks();
+  // fits[a][e][g - 1]: stage a..e on g replicas costs at most `best`.
+  std::vector<std::vector<std::vector<char>>> fits(k, std::vector<std::vector<char>>(k, std::vector<char>(max_g, 0)));
+  for (int a = 0; a < k; ++a)
+    for (int e = a; e < k; ++e)
+      for (int g = 1; g <= max_g; ++g) fits[a][e][g - 1] = stage_time(p, Stage{a, e, g}, PlanModel::PipeBD) <= best;
+  std::vector<int> counts;
+  if (workers <= k) counts.push_back(workers);
+  if (!pipelines_only)
+    for (int n = 1; n < workers && n <= k; ++n) counts.push_back(n);
+  for (int n : counts) {
+    // done[m][b][u]: m stages can cover blocks b..k-1 with exactly u workers, each stage within `best`.
+    std::vector<std::vector<std::vector<char>>> done(
+        n + 1, std::vector<std::vector<char>>(k + 1, std::vector<char>(workers + 1, 0)));
+    done[0][k][0] = 1;
+    for (int m = 1; m <= n; ++m)
+      for (int b = 0; b < k; ++b)
+        for (int u = 1; u <= workers; ++u)
+          for (int e = b; e < k && !done[m][b][u]; ++e)
+            for (int g = 1; g <= std::min(max_g, u); ++g)
+              if (fits[b][e][g - 1] && done[m - 1][e + 1][u - g]) {
+                done[m][b][u] = 1;
+                break;
+              }
+    if (!done[n][0][workers]) continue;
+    // Group sizes, largest first at each position, keeping the blocks the chosen prefix can reach.
+    std::vector<int> sizes;
+    std::vector<char> reach(k + 1, 0);
+    reach[0] = 1;
+    for (int i = 0, left = workers; i < n; ++i) {
+      const int m = n - i;  // stages still to size, this one included
+      for (int g = std::min(max_g, left - (m - 1)); g >= 1; --g) {
+        std::vector<char> next(k + 1, 0);
+        bool completes = false;
+        for (int b = 0; b < k; ++b)
+          for (int e = b; e < k; ++e)
+            if (reach[b] && fits[b][e][g - 1]) {
+              next[e + 1] = 1;
+              completes = completes || done[m - 1][e + 1][left - g];
+            }
+        if (!completes) continue;
+        sizes.push_back(g);
+        reach = next;
+        left -= g;
+        break;
+      }
+    }
+    // Cut points: each stage ends as early as the stages after it allow.
+    std::vector<std::vector<char>> rest(n + 1, std::vector<char>(k + 1, 0));  // stages i.. cover b..k-1
+    rest[n][k] = 1;
+    for (int i = n - 1; i >= 0; --i)
+      for (int b = 0; b < k; ++b)
+        for (int e = b; e < k; ++e) rest[i][b] = rest[i][b] || (fits[b][e][sizes[i] - 1] && rest[i + 1][e + 1]);
+    Plan plan;
+    for (int i = 0, b = 0; i < n; ++i) {
+      int e = b;
+      while (!(fits[b][e][sizes[i] - 1] && rest[i + 1][e + 1])) ++e;
+      plan.stages.push_back(Stage{b, e, sizes[i]});
+      b = e + 1;
+    }
+    plan.bottleneck_s = best;
+    for (const Stage& s : plan.stages) plan.peak_memory = std::max(plan.peak_memory, stage_memory(p, s));
+    return plan;
+  }
+  TD_THROW(InternalError, "no plan within the optimum ", best, " was found in the paper's order");
 }
 
-Plan plan_pipeline(const BlockProfile& p, int workers, int64_t memory_limit) {
+Plan plan_with(const BlockProfile& p, int workers, int64_t memory_limit, PlanModel model, int max_g,
+               const char* what) {
+  if (model == PlanModel::Tandem) return search(p, workers, memory_limit, max_g, model, what);
+  TD_CHECK(memory_limit == 0, "the pipe-bd plan model has no memory limit (as the paper's planner); use the "
+           "tandem model to plan under one");
+  const double best = search(p, workers, 0, max_g, model, what).bottleneck_s;
+  return first_in_paper_order(p, workers, max_g, best, max_g == 1);
+}
+}  // namespace
+
+Plan plan_hybrid(const BlockProfile& p, int workers, int64_t memory_limit, PlanModel model) {
+  TD_CHECK(workers >= 1, "planning needs at least one worker");
+  return plan_with(p, workers, memory_limit, model, p.max_replicas(), "hybrid");
+}
+
+Plan plan_pipeline(const BlockProfile& p, int workers, int64_t memory_limit, PlanModel model) {
   TD_CHECK(workers >= 1, "planning needs at least one worker");
   TD_CHECK(workers <= p.blocks(), "a pipeline of ", workers, " stages needs at least ", workers,
            " blocks, the model has ", p.blocks(), " (use fewer workers or the hybrid plan)");
-  return search(p, workers, memory_limit, 1, "pipeline");
+  return plan_with(p, workers, memory_limit, model, 1, "pipeline");
 }
 
 std::vector<std::vector<int>> pack_blocks(const std::vector<double>& cost, int workers) {

@@ -48,18 +48,39 @@ struct Plan {
   static Plan from_json(const Json& j, int blocks, int workers);
 };
 
-// Modelled time of one step of a stage: per block teacher + student + all-reduce at B/g, plus receiving
-// its input (the previous block's relay, charged to the receiver and split over its g replicas).
-double stage_time(const BlockProfile& p, const Stage& s);
+// How the AHD planner models a stage's step time. Both charge per block the teacher forward, the student
+// forward + backward + step and the gradient all-reduce at the per-worker batch B/g, and take a plan's step
+// time as its slowest stage's; they differ in the relay into a stage and in ties and memory:
+//   Tandem  the relay is split over the receiving stage's g replicas (each receives B/g rows); honours a
+//           memory limit; among plans of equal cost, any.
+//   PipeBD  the paper code's schedule(): the full-batch relay is charged to the receiving stage whatever its
+//           replication, no memory limit, and ties go to the first plan of its search order (pure pipelines
+//           first, then by stage count, group sizes in descending lexicographic order, cut points ascending;
+//           for 4 workers this is the code's order exactly).
+enum class PlanModel { Tandem, PipeBD };
+// The model the tools plan with unless told otherwise (the one that predicted measured step times better;
+// see the README).
+constexpr PlanModel kDefaultPlanModel = PlanModel::Tandem;
+const char* plan_model_name(PlanModel m);  // "tandem", "pipe-bd"
+// "tandem" or "pipe-bd"; ValueError otherwise.
+PlanModel parse_plan_model(const std::string& name);
+
+// Modelled time of one step of a stage under `model` (see PlanModel): per block teacher + student +
+// all-reduce at B/g, plus receiving its input (the previous block's relay, charged to the receiver).
+double stage_time(const BlockProfile& p, const Stage& s, PlanModel model);
+// A plan's modelled step time under `model`: its slowest stage's.
+double plan_time(const BlockProfile& p, const Plan& plan, PlanModel model);
 // Memory estimate of one worker of a stage: the sum of its blocks' profiled peaks at B/g (an upper bound).
 int64_t stage_memory(const BlockProfile& p, const Stage& s);
 
-// The plan over exactly `workers` workers minimizing the bottleneck stage time, among all contiguous
-// partitions of the blocks into stages and replication factors (any counts, by dynamic programming), with
-// every worker under `memory_limit` bytes (0: no limit). Throws ValueError when no plan fits.
-Plan plan_hybrid(const BlockProfile& p, int workers, int64_t memory_limit = 0);
-// The pure pipeline plan (one worker per stage, stages = workers) with the smallest bottleneck (TR, DPU).
-Plan plan_pipeline(const BlockProfile& p, int workers, int64_t memory_limit = 0);
+// The plan over exactly `workers` workers minimizing the bottleneck stage time under `model`, among all
+// contiguous partitions of the blocks into stages and replication factors (any counts). Tandem: with every
+// worker under `memory_limit` bytes (0: no limit). PipeBD takes no memory limit (ValueError if one is given).
+// Throws ValueError when no plan fits.
+Plan plan_hybrid(const BlockProfile& p, int workers, int64_t memory_limit = 0, PlanModel model = kDefaultPlanModel);
+// The pure pipeline plan (one worker per stage, stages = workers) with the smallest bottleneck (TR, DPU);
+// under PipeBD, the first such plan in its search order.
+Plan plan_pipeline(const BlockProfile& p, int workers, int64_t memory_limit = 0, PlanModel model = kDefaultPlanModel);
 
 // LS: whole blocks per worker, balancing the summed block costs (teacher prefix + student, full batch)
 // by longest-processing-time-first bin packing. Returns the blocks of each worker (in block order).

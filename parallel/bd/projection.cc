@@ -94,8 +94,10 @@ BlockProfile extend_profile(const BlockProfile& p, int max_g) {
 }
 
 std::vector<Projection> project(const BlockProfile& profile, const std::vector<int>& worker_counts, int64_t steps,
-                                const std::vector<int64_t>& row_bytes, int64_t memory_limit) {
+                                const std::vector<int64_t>& row_bytes, int64_t memory_limit, PlanModel model) {
   TD_CHECK(steps >= 1, "projections need at least one step");
+  TD_CHECK(memory_limit == 0 || model == PlanModel::Tandem,
+           "a memory limit needs the tandem plan model: the pipe-bd model (the paper's planner) has none");
   int max_w = 1;
   for (int w : worker_counts) max_w = std::max(max_w, w);
   const BlockProfile p = extend_profile(profile, max_w);
@@ -109,7 +111,8 @@ std::vector<Projection> project(const BlockProfile& profile, const std::vector<i
     const int stages = std::min(w, k);
     for (Strategy s : {Strategy::TR, Strategy::DPU, Strategy::AHD}) {
       try {
-        Plan plan = s == Strategy::AHD ? plan_hybrid(p, w, memory_limit) : plan_pipeline(p, stages, memory_limit);
+        Plan plan = s == Strategy::AHD ? plan_hybrid(p, w, memory_limit, model)
+                                       : plan_pipeline(p, stages, memory_limit, model);
         layouts.push_back({pipeline_layout(s, plan, k, plan.workers()), plan.peak_memory});
       } catch (const ValueError&) {
         // no plan fits the memory limit: the strategy is left out at this scale

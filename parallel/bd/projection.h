@@ -31,10 +31,11 @@ struct Projection {
 };
 
 // Simulates every strategy for each worker count over `steps` steps per block. row_bytes as in
-// build_schedule. A strategy that cannot run (DP with a batch not divisible by the workers, AHD without a
-// plan under `memory_limit`) is left out.
+// build_schedule. The plans of TR, DPU and AHD are made with `model`. A strategy that cannot run (DP with a
+// batch not divisible by the workers, AHD without a plan under `memory_limit`) is left out.
 std::vector<Projection> project(const BlockProfile& profile, const std::vector<int>& worker_counts, int64_t steps,
-                                const std::vector<int64_t>& row_bytes, int64_t memory_limit = 0);
+                                const std::vector<int64_t>& row_bytes, int64_t memory_limit = 0,
+                                PlanModel model = kDefaultPlanModel);
 
 }  // namespace bd
 }  // namespace parallel

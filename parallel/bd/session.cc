@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
+#include <map>
 #include <mutex>
 #include <sstream>
 
@@ -12,6 +14,7 @@
 #include "parallel/communicator.h"
 #include "parallel/mpi_comm.h"
 #include "parallel/nccl_comm.h"
+#include "parallel/simulator.h"
 #include "parallel/worker.h"
 #include "runtime/error.h"
 #include "runtime/files.h"
@@ -92,6 +95,8 @@ SessionReport run_session(const SessionOptions& o, const std::function<void(cons
       TD_CHECK(o.train.batch % w_count == 0, "DP shards each batch evenly: a batch of ", o.train.batch,
                " rows does not split over ", w_count, " workers");
   }
+  TD_CHECK(o.memory_limit == 0 || o.plan_model == PlanModel::Tandem,
+           "a memory limit needs the tandem plan model: the pipe-bd model (the paper's planner) has none");
   BlockProfile given_profile;
   if (!o.profile_path.empty()) {
     given_profile = BlockProfile::from_json(Json::parse(read_text(o.profile_path)));
@@ -124,14 +129,12 @@ SessionReport run_session(const SessionOptions& o, const std::function<void(cons
       profile = profile_blocks(my, o.profile, worker, world);
     }
     Plan pipeline;
-    if (w_count <= k) pipeline = plan_pipeline(profile, w_count, o.memory_limit);
-    Plan hybrid = o.plan_path.empty() ? plan_hybrid(profile, w_count, o.memory_limit) : given_plan;
+    if (w_count <= k) pipeline = plan_pipeline(profile, w_count, o.memory_limit, o.plan_model);
+    Plan hybrid = o.plan_path.empty() ? plan_hybrid(profile, w_count, o.memory_limit, o.plan_model) : given_plan;
     if (!o.plan_path.empty()) {  // the modelled times and memory of the given plan on this profile
-      hybrid.bottleneck_s = hybrid.peak_memory = 0;
-      for (const Stage& s : hybrid.stages) {
-        hybrid.bottleneck_s = std::max(hybrid.bottleneck_s, stage_time(profile, s));
-        hybrid.peak_memory = std::max(hybrid.peak_memory, stage_memory(profile, s));
-      }
+      hybrid.bottleneck_s = plan_time(profile, hybrid, o.plan_model);
+      hybrid.peak_memory = 0;
+      for (const Stage& s : hybrid.stages) hybrid.peak_memory = std::max(hybrid.peak_memory, stage_memory(profile, s));
       TD_CHECK(o.memory_limit == 0 || hybrid.peak_memory <= o.memory_limit, "the plan ", o.plan_path, " needs about ",
                hybrid.peak_memory, " bytes per worker, over the memory limit of ", o.memory_limit);
     }
@@ -140,8 +143,8 @@ SessionReport run_session(const SessionOptions& o, const std::function<void(cons
       write_text(o.out_dir + "/plan.json", hybrid.to_json().dump(1));
     }
     if (!pipeline.stages.empty()) say("pipeline plan (TR, TR+DPU): " + pipeline.describe());
-    say(std::string("hybrid plan (TR+DPU+AHD)") + (o.plan_path.empty() ? "" : " from " + o.plan_path) + ": " +
-        hybrid.describe());
+    say(std::string("hybrid plan (TR+DPU+AHD)") + (o.plan_path.empty() ? "" : " from " + o.plan_path) + ", " +
+        plan_model_name(o.plan_model) + " model: " + hybrid.describe());
     std::vector<StrategyResult> results;
     for (Strategy s : o.strategies) {
       Layout layout = s == Strategy::DP   ? dp_layout(k, w_count)
@@ -167,6 +170,7 @@ SessionReport run_session(const SessionOptions& o, const std::function<void(cons
       report.profile = profile;
       report.pipeline_plan = pipeline;
       report.hybrid_plan = hybrid;
+      report.plan_model = o.plan_model;
       report.results = std::move(results);
     }
   };
@@ -245,6 +249,37 @@ Json timeline(const StrategyResult& r, int64_t step) {
 
 }  // namespace
 
+double pipeline_step_s(const DistillSchedule& d, const std::vector<InstrTime>& times) {
+  if (!d.layout.pipelined()) return 0;
+  std::map<int, double> step_end;  // step -> the last update of that step
+  for (const Instr& i : d.schedule.instrs())
+    if (i.kind == OpKind::Update) step_end[i.step] = std::max(step_end[i.step], times[i.id].end_s);
+  if (step_end.size() < 2) return 0;
+  const auto first = step_end.begin();
+  const auto last = std::prev(step_end.end());
+  return (last->second - first->second) / static_cast<double>(last->first - first->first);
+}
+
+namespace {
+
+// The AHD plan's step time as each planner model predicts it, as the simulator times its schedule from the
+// same profile, and as measured (0: no AHD run).
+struct PlanCheck {
+  double tandem_s = 0, pipe_bd_s = 0, simulated_s = 0, measured_s = 0;
+};
+PlanCheck check_plan(const SessionReport& r) {
+  PlanCheck c;
+  const StrategyResult* ahd = find(r, Strategy::AHD);
+  if (ahd == nullptr || r.hybrid_plan.stages.empty()) return c;
+  c.tandem_s = plan_time(r.profile, r.hybrid_plan, PlanModel::Tandem);
+  c.pipe_bd_s = plan_time(r.profile, r.hybrid_plan, PlanModel::PipeBD);
+  c.measured_s = pipeline_step_s(ahd->schedule, ahd->times);
+  if (ahd->simulated_s > 0) c.simulated_s = pipeline_step_s(ahd->schedule, simulate(ahd->schedule.schedule).times);
+  return c;
+}
+
+}  // namespace
+
 Json report_json(const SessionReport& r) {
   Json j = Json::object();
   j["device"] = r.device;
@@ -255,6 +290,16 @@ Json report_json(const SessionReport& r) {
   j["profile"] = r.profile.to_json();
   if (!r.pipeline_plan.stages.empty()) j["pipeline_plan"] = r.pipeline_plan.to_json();
   j["hybrid_plan"] = r.hybrid_plan.to_json();
+  j["plan_model"] = plan_model_name(r.plan_model);
+  const PlanCheck check = check_plan(r);
+  if (check.measured_s > 0) {
+    Json c = Json::object();
+    c["tandem_s"] = check.tandem_s;
+    c["pipe_bd_s"] = check.pipe_bd_s;
+    c["simulated_s"] = check.simulated_s;
+    c["measured_s"] = check.measured_s;
+    j["ahd_step_s"] = c;
+  }
   const StrategyResult* dp = find(r, Strategy::DP);
   Json list = Json::array();
   for (const StrategyResult& x : r.results) {
@@ -314,6 +359,15 @@ std::string report_table(const SessionReport& r) {
   }
   os << "(speedup: measured time over DP's on the same workers; sim.x: the simulator's, from the profile; "
         "busy: mean share of wall time in loads, teacher, student and updates; loss: sum over blocks, last epoch)\n";
+  const PlanCheck check = check_plan(r);
+  if (check.measured_s > 0) {
+    std::snprintf(line, sizeof line,
+                  "AHD step time: predicted %.2f ms (tandem model), %.2f ms (pipe-bd model), simulated %.2f ms; "
+                  "measured %.2f ms (steady state); planned with the %s model\n",
+                  check.tandem_s * 1e3, check.pipe_bd_s * 1e3, check.simulated_s * 1e3, check.measured_s * 1e3,
+                  plan_model_name(r.plan_model));
+    os << line;
+  }
   return os.str();
 }
 

@@ -30,7 +30,8 @@ struct SessionOptions {
   // local-ordered: local, pairing messages in issue order as NCCL does (checks a run's order on CPU workers).
   std::string comm = "auto";
   std::vector<Strategy> strategies = all_strategies();
-  int64_t memory_limit = 0;    // per worker, for the planners (0: none)
+  int64_t memory_limit = 0;    // per worker, for the planners (0: none; the pipe-bd model takes none)
+  PlanModel plan_model = kDefaultPlanModel;  // the AHD planner's cost model
   std::string plan_path;       // a hand-written or saved AHD plan (JSON) instead of the planner's
   std::string profile_path;    // a saved profile (JSON) instead of measuring one
   std::string out_dir;         // profile.json, plan.json, summary.json and one folder per strategy ("": none)
@@ -48,6 +49,7 @@ struct SessionReport {
   BlockProfile profile;
   Plan pipeline_plan;          // TR and TR+DPU (absent with more workers than blocks)
   Plan hybrid_plan;            // TR+DPU+AHD
+  PlanModel plan_model = kDefaultPlanModel;  // the model the plans were made with
   std::vector<StrategyResult> results;  // in the order of SessionOptions::strategies
 };
 
@@ -58,10 +60,16 @@ SessionReport run_session(const SessionOptions& options, const std::function<voi
 // True when this process was started by mpirun/srun (an MPI rank).
 bool launched_by_mpi();
 
+// Seconds per step of a pipelined schedule once it is full, from its instructions' times (executed or
+// simulated): from the end of its first step (every worker's update done) to the end of its last, over the
+// steps between (0 with fewer than two steps or not pipelined).
+double pipeline_step_s(const DistillSchedule& d, const std::vector<InstrTime>& times);
+
 // The report as JSON (summary.json): per strategy the measured and simulated times, speedup over DP,
 // busy fractions, peak memory, losses, per-rank time breakdown and a timeline of one step.
 Json report_json(const SessionReport& report);
-// A fixed-width table: strategy, layout, time per epoch, speedup over DP, simulated speedup, busy, memory.
+// A fixed-width table: strategy, layout, time per epoch, speedup over DP, simulated speedup, busy, memory;
+// then, with an AHD run, its plan's step time as both planner models predict it beside the measured one.
 std::string report_table(const SessionReport& report);
 
 }  // namespace bd

@@ -36,6 +36,8 @@ expect_exit 2 "--batch needs an integer" -- "$distill" "${base[@]}" --batch x
 expect_exit 2 "--teacher is required" -- "$distill" --dataset synthetic
 expect_exit 2 "unknown strategy 'fast'" -- "$distill" "${base[@]}" --strategy fast
 expect_exit 2 "--memory-limit needs a positive size" -- "$distill" "${base[@]}" --memory-limit lots
+expect_exit 2 "unknown plan model 'paper'" -- "$distill" "${base[@]}" --plan-model paper
+expect_exit 2 "--memory-limit needs --plan-model tandem" -- "$distill" "${base[@]}" --plan-model pipe-bd --memory-limit 1GiB
 expect_exit 2 "unknown model 'resnet7'" -- "$distill" "${base[@]}" --teacher resnet7
 expect_exit 2 "cpu:x" -- "$distill" "${base[@]}" --workers cpu:x
 expect_exit 2 "8 workers need at least 8 blocks" -- "$distill" "${base[@]}" --workers cpu:8 --strategy tr
@@ -51,6 +53,10 @@ expect_exit 0 "block 3:" -- "$distill" "${base[@]}" --workers cpu:2 --strategy t
 # The plan it saved can be given back by hand.
 expect_exit 0 "from $out/plan.json" -- "$distill" "${base[@]}" --workers cpu:2 --strategy ahd --plan "$out/plan.json" \
   --profile "$out/profile.json"
+
+# The paper's planner on the saved profile; the summary gives both models' step times and the measured one.
+expect_exit 0 "AHD step time: predicted" -- "$distill" "${base[@]}" --workers cpu:2 --strategy ahd --epochs 2 \
+  --plan-model pipe-bd --profile "$out/profile.json"
 
 # tools:train evaluates the stitched student.
 spec="$(python3 -c '

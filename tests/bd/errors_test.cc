@@ -82,8 +82,9 @@ TEST(Errors, AMemoryLimitNoPlanFits) {
   p.teacher_s = p.student_s = p.allreduce_s = {{1, 1}, {0.5, 0.5}};
   p.memory = {{4 << 20, 4 << 20}, {2 << 20, 2 << 20}};
   p.relay_s = {0.1, 0};
-  EXPECT_NO_THROW(plan_hybrid(p, 2, 5 << 20));
-  expect_error<ValueError>([&] { plan_hybrid(p, 2, 1 << 20); }, "fits the memory limit of 1.0 MiB per worker");
+  EXPECT_NO_THROW(plan_hybrid(p, 2, 5 << 20, PlanModel::Tandem));
+  expect_error<ValueError>([&] { plan_hybrid(p, 2, 1 << 20, PlanModel::Tandem); },
+                           "fits the memory limit of 1.0 MiB per worker");
   // The same through a session: the profile is measured, then no plan fits 1 KiB.
   SessionOptions o;
   o.workload = testing::compression_workload(1);
@@ -93,7 +94,11 @@ TEST(Errors, AMemoryLimitNoPlanFits) {
   o.memory_limit = 1024;
   o.profile.trials = 1;
   o.profile.warmup = 0;
+  o.plan_model = PlanModel::Tandem;
   expect_error<ValueError>([&] { run_session(o, nullptr); }, "fits the memory limit");
+  // The paper's planner has no memory limit: refused before any worker starts.
+  o.plan_model = PlanModel::PipeBD;
+  expect_error<ValueError>([&] { run_session(o, nullptr); }, "a memory limit needs the tandem plan model");
 }
 
 TEST(Errors, WorkerSpecsStrategiesAndBatchesThatDoNotFit) {

@@ -1,4 +1,5 @@
-// Tests of the Pipe-BD planner (against brute force), plan JSON, and LS bin packing.
+// Tests of the Pipe-BD planner's tandem model (against brute force scored in the test), plan JSON, and LS bin
+// packing.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -36,19 +37,43 @@ BlockProfile random_profile(int blocks, int max_g, Generator& gen) {
   return p;
 }
 
-// Every contiguous partition x every replication assignment summing to `workers`.
-double brute_force(const BlockProfile& p, int workers, int64_t limit, int max_g) {
-  double best = std::numeric_limits<double>::infinity();
+// Tandem's model of one step of a stage, written out: per block teacher + student + all-reduce at B/g,
+// plus the relay into the stage, whose g replicas each receive 1/g of it.
+double tandem_stage_s(const BlockProfile& p, const Stage& s) {
+  const int g = s.replicas;
+  double compute = 0;
+  for (int b = s.first; b <= s.last; ++b)
+    compute += p.teacher_s[g - 1][b] + p.student_s[g - 1][b] + p.allreduce_s[g - 1][b];
+  return compute + (s.first == 0 ? 0.0 : p.relay_s[s.first - 1] / g);
+}
+
+int64_t stage_bytes(const BlockProfile& p, const Stage& s) {
+  int64_t bytes = 0;
+  for (int b = s.first; b <= s.last; ++b) bytes += p.memory[s.replicas - 1][b];
+  return bytes;
+}
+
+struct Best {
+  double bottleneck = std::numeric_limits<double>::infinity();  // infinity: no plan fits
+  int64_t least_peak = std::numeric_limits<int64_t>::max();     // the smallest peak memory of any plan
+};
+
+// Every contiguous partition x every replication assignment summing to `workers`, scored by the functions
+// above (not the planner's).
+Best brute_force(const BlockProfile& p, int workers, int64_t limit, int max_g) {
+  Best best;
   std::vector<Stage> stages;
   std::function<void(int, int)> rec = [&](int block, int left) {
     if (block == p.blocks()) {
       if (left != 0) return;
       double worst = 0;
+      int64_t peak = 0;
       for (const Stage& s : stages) {
-        if (limit > 0 && stage_memory(p, s) > limit) return;
-        worst = std::max(worst, stage_time(p, s));
+        worst = std::max(worst, tandem_stage_s(p, s));
+        peak = std::max(peak, stage_bytes(p, s));
       }
-      best = std::min(best, worst);
+      best.least_peak = std::min(best.least_peak, peak);
+      if (limit == 0 || peak <= limit) best.bottleneck = std::min(best.bottleneck, worst);
       return;
     }
     for (int last = block; last < p.blocks(); ++last)
@@ -66,42 +91,61 @@ TEST(Plan, HybridMatchesBruteForceOnRandomProfiles) {
   Generator gen(tandem::testing::fresh_seed());
   for (auto [k, w] : {std::pair<int, int>{6, 4}, {5, 7}, {3, 5}, {8, 3}, {6, 6}}) {
     BlockProfile p = random_profile(k, w, gen);
-    Plan plan = plan_hybrid(p, w);
+    Plan plan = plan_hybrid(p, w, 0, PlanModel::Tandem);
     EXPECT_EQ(plan.workers(), w);
-    EXPECT_DOUBLE_EQ(plan.bottleneck_s, brute_force(p, w, 0, w)) << k << " blocks, " << w << " workers";
+    EXPECT_DOUBLE_EQ(plan.bottleneck_s, brute_force(p, w, 0, w).bottleneck) << k << " blocks, " << w << " workers";
     double worst = 0;
-    for (const Stage& s : plan.stages) worst = std::max(worst, stage_time(p, s));
+    for (const Stage& s : plan.stages) worst = std::max(worst, tandem_stage_s(p, s));
     EXPECT_DOUBLE_EQ(plan.bottleneck_s, worst);
+    EXPECT_DOUBLE_EQ(plan_time(p, plan, PlanModel::Tandem), worst);
   }
 }
 
 TEST(Plan, PipelineMatchesBruteForceAndRejectsTooManyStages) {
   Generator gen(tandem::testing::fresh_seed());
   BlockProfile p = random_profile(6, 1, gen);
-  Plan plan = plan_pipeline(p, 4);
+  Plan plan = plan_pipeline(p, 4, 0, PlanModel::Tandem);
   ASSERT_EQ(plan.stages.size(), 4u);
   for (const Stage& s : plan.stages) EXPECT_EQ(s.replicas, 1);
-  EXPECT_DOUBLE_EQ(plan.bottleneck_s, brute_force(p, 4, 0, 1));
+  EXPECT_DOUBLE_EQ(plan.bottleneck_s, brute_force(p, 4, 0, 1).bottleneck);
   EXPECT_THROW(plan_pipeline(p, 7), ValueError);
 }
 
+// Limits at, just under and between the least peak memory any plan has: the first always fits, the second
+// never, and the planner must agree with brute force on each (the best plan under the limit, or an error).
 TEST(Plan, MemoryLimitShapesThePlanAndInfeasibleLimitsFail) {
   Generator gen(tandem::testing::fresh_seed());
-  BlockProfile p = random_profile(6, 4, gen);
-  Plan free_plan = plan_hybrid(p, 4);
-  int64_t limit = free_plan.peak_memory - 1;
-  double expected = brute_force(p, 4, limit, 4);
-  if (expected < std::numeric_limits<double>::infinity()) {
-    Plan tight = plan_hybrid(p, 4, limit);
-    EXPECT_LE(tight.peak_memory, limit);
-    EXPECT_DOUBLE_EQ(tight.bottleneck_s, expected);
+  int fitted = 0, refused = 0;
+  for (int rep = 0; rep < 10; ++rep) {
+    BlockProfile p = random_profile(6, 4, gen);
+    const Plan free_plan = plan_hybrid(p, 4, 0, PlanModel::Tandem);
+    const int64_t least = brute_force(p, 4, 0, 4).least_peak;
+    ASSERT_LE(least, free_plan.peak_memory);
+    for (int64_t limit : {least, least - 1, (least + free_plan.peak_memory) / 2, free_plan.peak_memory - 1}) {
+      const double expected = brute_force(p, 4, limit, 4).bottleneck;
+      if (limit == least) {
+        ASSERT_LT(expected, std::numeric_limits<double>::infinity());
+      } else if (limit < least) {
+        ASSERT_EQ(expected, std::numeric_limits<double>::infinity());
+      }
+      if (expected < std::numeric_limits<double>::infinity()) {
+        ++fitted;
+        const Plan tight = plan_hybrid(p, 4, limit, PlanModel::Tandem);
+        EXPECT_LE(tight.peak_memory, limit);
+        EXPECT_DOUBLE_EQ(tight.bottleneck_s, expected) << "limit " << limit;
+      } else {
+        ++refused;
+        try {
+          plan_hybrid(p, 4, limit, PlanModel::Tandem);
+          ADD_FAILURE() << "no plan fits a limit of " << limit << " bytes, yet the planner found one";
+        } catch (const ValueError& e) {
+          EXPECT_NE(std::string(e.what()).find("memory limit"), std::string::npos) << e.what();
+        }
+      }
+    }
   }
-  try {
-    plan_hybrid(p, 4, 1024);
-    FAIL() << "a 1 KiB limit cannot fit";
-  } catch (const ValueError& e) {
-    EXPECT_NE(std::string(e.what()).find("memory limit"), std::string::npos) << e.what();
-  }
+  EXPECT_GE(fitted, 10);
+  EXPECT_GE(refused, 10);
 }
 
 TEST(Plan, JsonRoundTripAndHandWrittenPlans) {

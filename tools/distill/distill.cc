@@ -60,7 +60,12 @@ const char kUsage[] =
     "  --workers SPEC        cpu:N, cuda:I, cuda:I-J, cuda:I/P (P SM partitions), best:N (default best:4)\n"
     "  --comm C              auto (default: mpi/nccl under mpirun, else local), local, mpi, nccl, or\n"
     "                        local-ordered (local, pairing messages in issue order as NCCL does: a CPU check)\n"
-    "  --memory-limit M      per-worker memory for the planners, bytes or with KiB/MiB/GiB (default none)\n"
+    "  --memory-limit M      per-worker memory for the planners, bytes or with KiB/MiB/GiB (default none;\n"
+    "                        tandem plan model only)\n"
+    "  --plan-model M        the AHD planner's cost model: tandem (the relay into a replicated stage split\n"
+    "                        over its replicas; memory limit honoured) or pipe-bd (the paper code's planner:\n"
+    "                        the full-batch relay charged to the receiving stage, its order among equal\n"
+    "                        plans, no memory limit); default %s\n"
     "  --plan FILE           the AHD plan (JSON, as written to OUT/plan.json) instead of the planner's\n"
     "  --profile FILE        a saved profile (OUT/profile.json) instead of profiling\n"
     "  --profile-trials N    timed trials per measurement (default 5; the median counts)\n"
@@ -110,7 +115,7 @@ SessionOptions parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--help" || flag == "-h") {
-      std::fputs(kUsage, stdout);
+      std::printf(kUsage, parallel::bd::plan_model_name(parallel::bd::kDefaultPlanModel));
       std::exit(0);
     }
     auto value = [&]() -> std::string {
@@ -152,7 +157,13 @@ SessionOptions parse(int argc, char** argv) {
     } else if (flag == "--workers") o.workers = value();
     else if (flag == "--comm") o.comm = value();
     else if (flag == "--memory-limit") o.memory_limit = bytes(flag, value());
-    else if (flag == "--plan") o.plan_path = value();
+    else if (flag == "--plan-model") {
+      try {
+        o.plan_model = parallel::bd::parse_plan_model(value());
+      } catch (const Error& e) {
+        usage_error(e.message());
+      }
+    } else if (flag == "--plan") o.plan_path = value();
     else if (flag == "--profile") o.profile_path = value();
     else if (flag == "--profile-trials") o.profile.trials = static_cast<int>(integer(flag, value(), 1));
     else if (flag == "--out") o.out_dir = value();
@@ -162,6 +173,8 @@ SessionOptions parse(int argc, char** argv) {
   if (o.workload.teacher.empty()) usage_error("--teacher is required");
   if (o.dataset.empty()) usage_error("--dataset is required");
   if (o.resume && o.out_dir.empty()) usage_error("--resume needs --out DIR (where the checkpoints are)");
+  if (o.memory_limit > 0 && o.plan_model != parallel::bd::PlanModel::Tandem)
+    usage_error("--memory-limit needs --plan-model tandem (the pipe-bd model, the paper's planner, has none)");
   const std::string& opt = o.train.optimizer.kind;
   if (opt != "sgd" && opt != "adam" && opt != "adamw") usage_error("--optimizer must be sgd, adam or adamw");
   return o;
