@@ -43,11 +43,18 @@ uint64_t fresh_seed() {
   return seed;
 }
 
-Discrepancy compare_values(const std::vector<double>& got, const std::vector<double>& want) {
+namespace {
+double largest_finite(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v)
+    if (std::isfinite(x)) m = std::max(m, std::abs(x));
+  return m;
+}
+}  // namespace
+
+Discrepancy compare_values(const std::vector<double>& got, const std::vector<double>& want, double scale) {
   if (got.size() != want.size()) return {INFINITY, 0};
-  double scale = 0;
-  for (double w : want)
-    if (std::isfinite(w)) scale = std::max(scale, std::abs(w));
+  if (scale <= 0) scale = largest_finite(want);
   Discrepancy d;
   for (size_t i = 0; i < got.size(); ++i) {
     double e;
@@ -64,15 +71,17 @@ Discrepancy compare_values(const std::vector<double>& got, const std::vector<dou
   return d;
 }
 
-double max_rel_error(const Tensor& a, const Tensor& b) {
-  return compare_values(a.to_vector<double>(), b.to_vector<double>()).error;
+double max_magnitude(const Tensor& t) { return largest_finite(t.to_vector<double>()); }
+
+double max_rel_error(const Tensor& a, const Tensor& b, double scale) {
+  return compare_values(a.to_vector<double>(), b.to_vector<double>(), scale).error;
 }
 
-void expect_close(const Tensor& a, const Tensor& b, double tol, const std::string& what) {
+void expect_close(const Tensor& a, const Tensor& b, double tol, const std::string& what, double scale) {
   ASSERT_TRUE(a.defined() && b.defined()) << what << ": undefined tensor";
   ASSERT_EQ(a.shape(), b.shape()) << what << ": shapes " << shape_str(a.shape()) << " vs " << shape_str(b.shape());
   std::vector<double> va = a.to_vector<double>(), vb = b.to_vector<double>();
-  Discrepancy d = compare_values(va, vb);
+  Discrepancy d = compare_values(va, vb, scale);
   EXPECT_LE(d.error, tol) << what << ": relative error " << d.error << " at element " << d.at << " ("
                           << (d.at < va.size() ? va[d.at] : NAN) << ", expected " << (d.at < vb.size() ? vb[d.at] : NAN)
                           << ")";

@@ -1,6 +1,7 @@
-// The update rules against an independent, sequential reference of the formulas: DP, CDP-v1 and CDP-v2
-// parameter trajectories of the trainer (dp-workers on N CPU workers, mp on S workers, zero on N workers) equal
-// the reference bitwise; DP equals large-batch SGD up to f32 summation order.
+// The update rules against an independent, sequential reference of the formulas (CDP-v2's stale stages derived
+// from the paper's timeline): DP, CDP-v1 and CDP-v2 parameter trajectories and batch-norm running statistics of
+// the trainer (dp-workers on N CPU workers, mp on S workers, zero on N workers) equal the reference bitwise, for
+// N = S and N != S; DP equals large-batch SGD up to f32 summation order.
 #include <gtest/gtest.h>
 
 #include <map>

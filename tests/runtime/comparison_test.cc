@@ -61,6 +61,18 @@ TEST(Comparison, AnElementNearZeroIsHeldToItsTensorsPrecision) {
   EXPECT_EQ(compare_values({1.0, 2.0, 3.3, 4.0}, {1.0, 2.0, 3.0, 4.0}).at, 2u);
 }
 
+TEST(Comparison, APartOfALargerWholeCanBeHeldToTheWholesScale) {
+  // A gradient that is mathematically zero holds rounding of the model's gradient magnitude (here 0.5): against
+  // its own magnitude that is an error of order 1, against the model's 1e-15.
+  std::vector<double> want = {3e-16, -2e-16}, got = {-1e-16, 1e-16};
+  EXPECT_GT(compare_values(got, want).error, 1.0);
+  EXPECT_NEAR(compare_values(got, want, 0.5).error, 8e-16, 1e-20);
+  EXPECT_NEAR(testing::max_rel_error(from_vector(got, {2}), from_vector(want, {2}), 0.5), 8e-16, 1e-20);
+  EXPECT_EQ(testing::max_magnitude(from_vector<double>({1.0, -3.0, kInf, kNaN}, {4})), 3.0);
+  // Non-finite elements still match only exactly.
+  EXPECT_EQ(compare_values({1.0, 0.0}, {kInf, 0.0}, 0.5).error, kInf);
+}
+
 TEST(Comparison, AnAllZeroReferenceAcceptsOnlyZeros) {
   EXPECT_EQ(compare_values({0.0, 0.0}, {0.0, 0.0}).error, 0.0);
   EXPECT_EQ(compare_values({0.0, 1e-30}, {0.0, 0.0}).error, kInf);
