@@ -183,6 +183,9 @@ void expect_matches(const Tensor& got, const std::vector<double>& want, const Sh
                           << " (relative error " << d.error << ")";
 }
 
+// Relative to the output's magnitude (compare_values): an f32 op rounds its result, and its inputs' products and
+// partial sums, to about 6e-8 of that magnitude; the CPU accumulates in double, so 1e-5 (some 170 such roundings)
+// fails any wrong element larger than 1e-5 of the largest. f64 results are held to 1e-12.
 double forward_tol(const OpCase& c, DType dtype) { return dtype == DType::F32 ? c.tol_f32 : 1e-12; }
 
 std::vector<Tensor> float_outputs(const std::vector<Tensor>& outs) {
@@ -286,6 +289,8 @@ void check_gradient(const OpCase& c) {
       double lm = projection(c.run(make_inputs(c, minus, DType::F64, Device::cpu(), false), DType::F64), w);
       numeric[j] = (lp - lm) / (2 * eps);
     }
+    // Central differences in f64: truncation error of order step^2 (1e-12 at the default step) and rounding of
+    // about 1e-16 of the projection divided by the step, both far below 1e-6 of the gradient's magnitude.
     const Discrepancy d = compare_values(analytic, numeric);
     EXPECT_LE(d.error, 1e-6) << c.name << ": d/d(input " << k << ")[" << d.at << "]: autograd " << analytic[d.at]
                              << ", finite difference " << numeric[d.at];
@@ -305,7 +310,8 @@ void check_gradient(const OpCase& c) {
     }
   }
 
-  // The f32 backward kernels, against the f64 gradients at the same (f32-representable) inputs.
+  // The f32 backward kernels, against the f64 gradients at the same (f32-representable) inputs: a backward
+  // chains a few f32 ops (each within forward_tol), hence 1e-4 of the gradient's magnitude.
   std::vector<Tensor> in32 = autograd_run(c, host, DType::F32, Device::cpu(), w);
   for (size_t k : ks) {
     ASSERT_TRUE(in32[k].grad().defined()) << c.name << ": f32 input " << k << " received no gradient";
