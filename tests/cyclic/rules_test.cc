@@ -253,7 +253,8 @@ TEST(Rules, CdpV2MaskFromThePaperTimeline) {
   for (int s = 1; s <= 8; ++s)
     for (int r = 0; r < s; ++r)
       for (int l = 0; l < s; ++l)
-        EXPECT_EQ(stale_by_timeline(r, l, s, s), stale_in_official_code(r, l, s)) << "N = S = " << s << " r " << r << " l " << l;
+        EXPECT_EQ(stale_by_timeline(r, l, s, s), stale_in_official_code(r, l, s))
+            << "N = S = " << s << " r " << r << " l " << l;
   // The notes' count for N = 8, S = 4 (d = 1): 16 of the 32 pairs stale, 4, 3, 3, 2, 2, 1, 1, 0 per micro-batch,
   // where the code makes 6 of them stale (3, 2, 1 for ranks 0 to 2).
   const int timeline_per_rank[8] = {4, 3, 3, 2, 2, 1, 1, 0}, code_per_rank[8] = {3, 2, 1, 0, 0, 0, 0, 0};
