@@ -1,6 +1,7 @@
 // Shared test helpers.
 #include "tests/testing.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -42,23 +43,48 @@ uint64_t fresh_seed() {
   return seed;
 }
 
-double max_rel_error(const Tensor& a, const Tensor& b) {
-  std::vector<double> va = a.to_vector<double>(), vb = b.to_vector<double>();
-  double worst = 0;
-  for (size_t i = 0; i < va.size() && i < vb.size(); ++i) {
-    if (std::isnan(va[i]) != std::isnan(vb[i])) return INFINITY;
-    if (std::isnan(va[i])) continue;
-    double e = std::abs(va[i] - vb[i]) / std::max(1.0, std::abs(vb[i]));
-    worst = std::max(worst, e);
+namespace {
+double largest_finite(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v)
+    if (std::isfinite(x)) m = std::max(m, std::abs(x));
+  return m;
+}
+}  // namespace
+
+Discrepancy compare_values(const std::vector<double>& got, const std::vector<double>& want, double scale) {
+  if (got.size() != want.size()) return {INFINITY, 0};
+  if (scale <= 0) scale = largest_finite(want);
+  Discrepancy d;
+  for (size_t i = 0; i < got.size(); ++i) {
+    double e;
+    if (!std::isfinite(want[i]) || !std::isfinite(got[i])) {
+      const bool same = std::isnan(want[i]) ? std::isnan(got[i]) : got[i] == want[i];
+      e = same ? 0.0 : INFINITY;
+    } else if (got[i] == want[i]) {
+      e = 0.0;
+    } else {
+      e = scale > 0 ? std::abs(got[i] - want[i]) / scale : INFINITY;
+    }
+    if (e > d.error) d = {e, i};
   }
-  return worst;
+  return d;
 }
 
-void expect_close(const Tensor& a, const Tensor& b, double tol, const std::string& what) {
+double max_magnitude(const Tensor& t) { return largest_finite(t.to_vector<double>()); }
+
+double max_rel_error(const Tensor& a, const Tensor& b, double scale) {
+  return compare_values(a.to_vector<double>(), b.to_vector<double>(), scale).error;
+}
+
+void expect_close(const Tensor& a, const Tensor& b, double tol, const std::string& what, double scale) {
   ASSERT_TRUE(a.defined() && b.defined()) << what << ": undefined tensor";
   ASSERT_EQ(a.shape(), b.shape()) << what << ": shapes " << shape_str(a.shape()) << " vs " << shape_str(b.shape());
-  double e = max_rel_error(a, b);
-  EXPECT_LE(e, tol) << what << ": max relative error " << e;
+  std::vector<double> va = a.to_vector<double>(), vb = b.to_vector<double>();
+  Discrepancy d = compare_values(va, vb, scale);
+  EXPECT_LE(d.error, tol) << what << ": relative error " << d.error << " at element " << d.at << " ("
+                          << (d.at < va.size() ? va[d.at] : NAN) << ", expected " << (d.at < vb.size() ? vb[d.at] : NAN)
+                          << ")";
 }
 
 void expect_bitwise_equal(const Tensor& a, const Tensor& b, const std::string& what) {

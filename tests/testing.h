@@ -33,11 +33,31 @@ namespace testing {
 // TANDEM_TEST_SEED sets it; the base is printed, so a failing run can be repeated with the same inputs).
 uint64_t fresh_seed();
 
-// Largest |a - b| / max(1, |b|) over all elements (after converting both to f64 on the host).
-double max_rel_error(const Tensor& a, const Tensor& b);
+// How far `got` is from the reference `want`, for tolerances: the largest |got_i - want_i| divided by the largest
+// finite |want_j| (the error relative to the reference's magnitude: an element near zero is held to the precision
+// of its tensor, which is what rounding in a sum that cancels leaves it, and a tensor of small values is held to
+// its own scale, not to an absolute 1). A non-finite reference element must be matched exactly (inf by the same
+// inf, NaN by NaN); any other pairing with a non-finite value, a nonzero value against an all-zero reference, or
+// a length mismatch is an infinite error.
+struct Discrepancy {
+  double error = 0;
+  size_t at = 0;  // the element with the largest error
+};
+// With `scale` > 0 the errors are relative to it instead: for a tensor that is part of a larger whole (one
+// parameter's gradient among a model's, one tensor of a block's weights), whose rounding errors are those of the
+// whole's magnitude; a part that is mathematically zero (the gradient of a batch-norm bias that feeds a
+// convolution and another train-mode batch norm) holds nothing else.
+Discrepancy compare_values(const std::vector<double>& got, const std::vector<double>& want, double scale = 0);
 
-// EXPECT that a and b have the same shape and agree within `tol` (relative, see max_rel_error).
-void expect_close(const Tensor& a, const Tensor& b, double tol, const std::string& what = "");
+// The largest finite |element| of t (0 for an empty or all-zero tensor).
+double max_magnitude(const Tensor& t);
+
+// compare_values of a (got) and b (want) after converting both to f64 on the host.
+double max_rel_error(const Tensor& a, const Tensor& b, double scale = 0);
+
+// EXPECT that a and b have the same shape and agree within `tol` (relative to b's magnitude, or to `scale`; see
+// compare_values).
+void expect_close(const Tensor& a, const Tensor& b, double tol, const std::string& what = "", double scale = 0);
 
 // EXPECT bitwise equality of two tensors' elements (same dtype and shape).
 void expect_bitwise_equal(const Tensor& a, const Tensor& b, const std::string& what = "");

@@ -217,10 +217,14 @@ void expect_same_weights(const BlockWeights& got, const BlockWeights& want, cons
 
 double max_weight_error(const BlockWeights& got, const BlockWeights& want) {
   double worst = 0;
-  for (const auto& [b, sd] : want)
+  for (const auto& [b, sd] : want) {
+    double scale = 0;
+    for (const auto& nt : sd)
+      if (is_floating(nt.second.dtype())) scale = std::max(scale, tandem::testing::max_magnitude(nt.second));
     for (size_t i = 0; i < sd.size(); ++i)
       if (is_floating(sd[i].second.dtype()))
-        worst = std::max(worst, tandem::testing::max_rel_error(got.at(b)[i].second, sd[i].second));
+        worst = std::max(worst, tandem::testing::max_rel_error(got.at(b)[i].second, sd[i].second, scale));
+  }
   return worst;
 }
 

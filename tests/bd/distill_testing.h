@@ -50,7 +50,9 @@ Plan make_plan(const std::vector<Stage>& stages);
 
 // EXPECTs bitwise equality of every tensor of every block.
 void expect_same_weights(const BlockWeights& got, const BlockWeights& want, const std::string& what);
-// The largest relative error (see tests::max_rel_error) over all floating tensors of all blocks.
+// The largest error over all floating tensors of all blocks, relative to the largest magnitude of the block's
+// floating tensors (see tests/testing.h compare_values: a bias or running mean near zero holds the rounding of its
+// block's computation, not of its own size).
 double max_weight_error(const BlockWeights& got, const BlockWeights& want);
 
 }  // namespace testing

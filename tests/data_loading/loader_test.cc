@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "data/dataset.h"
@@ -246,17 +248,56 @@ TEST(Loader, WorkerErrorsSurfaceInNextWithTheirType) {
   }
 }
 
+// Synthetic samples that take 20 ms each after the first batch's, counting the calls started and in progress.
+struct Slow : Dataset {
+  explicit Slow(std::shared_ptr<Dataset> d) : inner(std::move(d)) {}
+  int64_t size() const override { return inner->size(); }
+  int64_t num_classes() const override { return inner->num_classes(); }
+  Sample get(int64_t i) const override {
+    ++started;
+    ++active;
+    if (i >= 16) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    Sample s = inner->get(i);
+    --active;
+    return s;
+  }
+  std::string describe() const override { return "slow"; }
+  std::shared_ptr<Dataset> inner;
+  mutable std::atomic<int> started{0}, active{0};
+};
+
 TEST(Loader, StopsCleanlyWithBatchesInFlight) {
-  auto ds = synthetic(1000, testing::fresh_seed());
+  auto slow = std::make_shared<Slow>(synthetic(1000, testing::fresh_seed()));
   for (int i = 0; i < 5; ++i) {
-    LoaderOptions o;
-    o.batch_size = 16;
-    o.num_workers = 4;
-    o.prefetch = 8;
-    Loader loader(ds, Pipeline::parse("cifar-train"), o);
-    loader.next();
-  }  // destructors join while workers are busy
-  SUCCEED();
+    slow->started = 0;
+    {
+      LoaderOptions o;
+      o.batch_size = 16;
+      o.shuffle = false;
+      o.num_workers = 4;
+      o.prefetch = 8;
+      Loader loader(slow, Pipeline::parse("cifar-train"), o);
+      auto b = loader.next();
+      ASSERT_TRUE(b.has_value());
+      EXPECT_EQ(b->images.size(0), 16);
+      EXPECT_EQ(b->labels.to_vector<int64_t>(), [&] {
+        std::vector<int64_t> want;
+        for (int64_t k = 0; k < 16; ++k) want.push_back(slow->inner->get(k).label);
+        return want;
+      }());
+      // Wait (at most 10 s) until a worker is inside a sample, so that the destructor meets one mid-batch.
+      for (int ms = 0; slow->active.load() == 0 && ms < 10000; ++ms)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      ASSERT_GT(slow->active.load(), 0) << "no worker was loading when the loader was destroyed";
+    }  // the destructor stops and joins the workers while they are busy
+    EXPECT_EQ(slow->active.load(), 0) << "a worker still runs after the loader was destroyed";
+    const int started = slow->started.load();
+    // It stopped instead of loading the rest of the epoch (62 batches): at most the first batch, 8 prefetched
+    // and one per worker in progress were started.
+    EXPECT_LE(started, 16 * (1 + 8 + 4));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(slow->started.load(), started) << "samples were requested after the loader was destroyed";
+  }
 }
 
 TEST(Loader, SetEpochRestartsDeterministically) {

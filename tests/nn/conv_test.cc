@@ -118,6 +118,26 @@ void check_gradients(bool channels_last) {
   }
 }
 
+// The weight gradient sums its chunks' partial GEMMs in at most 8 slots (kernels/cpu/nn/conv.cc); the case
+// for it, shrunk above, runs one chunk. At full size (10 images of 33x33: 1089 output columns each, so one image
+// per chunk of about 1024 columns) its 10 chunks share the slots: the weight and bias gradients by finite
+// differences there (the input's 21780 elements would each cost two forwards, and its gradient has no slots).
+TEST(Conv2d, WeightGradientOverMoreChunksThanSlotsMatchesFiniteDifferences) {
+  const ConvCase k = cases().back();
+  ASSERT_EQ(k.n, 10);
+  for (bool channels_last : {false, true}) {
+    Generator gen(testing::fresh_seed());
+    Tensor x = random_input({k.n, k.c, k.h, k.w}, gen);
+    if (channels_last) x = to_channels_last(x);
+    Tensor w = random_input({k.o, k.c / k.opt.groups, k.kh, k.kw}, gen).set_requires_grad();
+    Tensor b = random_input({k.o}, gen).set_requires_grad();
+    Conv2dOptions o = k.opt;
+    SCOPED_TRACE(channels_last ? "channels last" : "nchw");
+    testing::expect_gradients_match([o](const std::vector<Tensor>& in) { return conv2d(in[0], in[1], in[2], o); },
+                                    {x, w, b});
+  }
+}
+
 TEST(Conv2d, GradientsMatchFiniteDifferences) { check_gradients(false); }
 TEST(Conv2d, GradientsMatchFiniteDifferencesChannelsLast) { check_gradients(true); }
 

@@ -51,8 +51,7 @@ void expect_gradients_match(const std::function<Tensor(const std::vector<Tensor>
     ASSERT_TRUE(x.grad().defined()) << "input " << k << " received no gradient";
     std::vector<double> analytic = values(x.grad());
     double* data = static_cast<double*>(x.raw_data());
-    double worst = 0;
-    int64_t worst_at = -1;
+    std::vector<double> numeric(static_cast<size_t>(x.numel()));
     for (int64_t i = 0; i < x.numel(); ++i) {
       double* e = data + offset_of(x, i);
       double saved = *e;
@@ -61,15 +60,12 @@ void expect_gradients_match(const std::function<Tensor(const std::vector<Tensor>
       *e = saved - eps;
       double minus = loss(f, inputs, r);
       *e = saved;
-      double numeric = (plus - minus) / (2 * eps);
-      double err = std::abs(numeric - analytic[i]) / std::max(1.0, std::abs(numeric));
-      if (err > worst) {
-        worst = err;
-        worst_at = i;
-      }
+      numeric[i] = (plus - minus) / (2 * eps);
     }
-    EXPECT_LE(worst, tol) << "input " << k << " of shape " << shape_str(x.shape()) << ": worst gradient error at "
-                          << worst_at;
+    const Discrepancy d = compare_values(analytic, numeric);
+    EXPECT_LE(d.error, tol) << "input " << k << " of shape " << shape_str(x.shape()) << ": worst gradient error "
+                            << d.error << " at " << d.at << " (autograd " << analytic[d.at] << ", finite difference "
+                            << numeric[d.at] << ")";
   }
 }
 

@@ -17,8 +17,9 @@ Tensor random_input(const Shape& shape, Generator& gen, DType dtype = DType::F64
 std::vector<double> values(const Tensor& t);
 
 // Checks the gradients of L = sum(f(inputs) * r), r a fixed random tensor, against central differences of L
-// (each element of each input that requires grad nudged by +-eps). Inputs are f64 CPU leaves (their earlier
-// gradients are dropped first); f must be pure.
+// (each element of each input that requires grad nudged by +-eps), within `tol` relative to the gradient's
+// magnitude (compare_values). Inputs are f64 CPU leaves (their earlier gradients are dropped first); f must be
+// pure.
 void expect_gradients_match(const std::function<Tensor(const std::vector<Tensor>&)>& f,
                             const std::vector<Tensor>& inputs, double tol = 1e-6, double eps = 1e-6);
 

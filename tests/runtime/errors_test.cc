@@ -36,15 +36,18 @@ TEST(Errors, ShapeMismatchNamesBothShapes) {
   EXPECT_MENTIONS(msg, "[2, 3]");
   EXPECT_MENTIONS(msg, "[4]");
   EXPECT_MENTIONS(msg, "add");
+  bool thrown = false;
   try {
     mul(a, b);
-  } catch (const Error& e) {
+  } catch (const ShapeError& e) {
+    thrown = true;
     EXPECT_MENTIONS(e.message(), "mul");
     EXPECT_FALSE(e.expression().empty());
     EXPECT_MENTIONS(std::string(e.file()), ".cc");
     EXPECT_GT(e.line(), 0);
     EXPECT_MENTIONS(std::string(e.what()), e.message());
   }
+  EXPECT_TRUE(thrown) << "mul of [2, 3] and [4] threw no ShapeError";
 }
 
 TEST(Errors, ShapeErrorsOfOtherOps) {

@@ -87,17 +87,21 @@ void add_copies(std::vector<OpCase>& cs) {
   cs.push_back(view_case("clone", x, [](const Tensor& t) { return t.clone(); }, [](const HostTensor& h) { return h; }));
   cs.push_back(view_case("clone_of_expanded", {3, 1}, [](const Tensor& t) { return t.expand({2, 3, 4}).clone(); },
                          [](const HostTensor& h) { return ref::broadcast_to(h, {2, 3, 4}); }));
-  // Conversions between the compute dtypes (their gradient is checked in the autograd tests: finite
-  // differences through an f32 rounding mean nothing).
+  // Conversions between the compute dtypes. Finite differences through an f32 rounding would mean nothing, so
+  // the inputs are multiples of 2^-8 in [-4, 4) and the step is 2^-8: x and x +- step are exact in f32, the cast
+  // is then the identity on them and the difference quotient its exact derivative. The f64 run checks the
+  // f64 -> f32 cast's backward (to_f32) and the f32 run the f32 -> f64 one (to_f64) against it.
+  const double step = 1.0 / 256;
   for (DType to : {DType::F32, DType::F64}) {
     cs.push_back(make_case(
-        std::string("to_") + dtype_name(to), {float_in(x)}, [to](const TV& in, DType) { return TV{in[0].to(to)}; },
+        std::string("to_") + dtype_name(to), {float_in(x, grid_values(step, -4, 4))},
+        [to](const TV& in, DType) { return TV{in[0].to(to)}; },
         [to](const HV& in) {
           HostTensor y = in[0];
           y.dtype = to;
           return HV{y};
-        },
-        false));
+        }));
+    cs.back().fd_step = step;
   }
   cs.push_back(make_case(
       "copy_into_permuted", {float_in(x)},

@@ -65,6 +65,14 @@ Sampler away_from_zero(double lo, double hi) {
 
 Sampler positive(double lo, double hi) { return uniform_values(lo, hi); }
 
+Sampler grid_values(double step, double lo, double hi) {
+  return [step, lo, hi](Generator& gen, int64_t n, const std::vector<HostTensor>&) {
+    std::vector<double> v(static_cast<size_t>(n));
+    for (double& x : v) x = lo + step * std::floor(draw_uniform(gen, 0, (hi - lo) / step));
+    return v;
+  };
+}
+
 Sampler distinct_values() {
   return [](Generator& gen, int64_t n, const std::vector<HostTensor>&) {
     std::vector<double> v(static_cast<size_t>(n));
@@ -162,14 +170,7 @@ std::vector<Tensor> make_inputs(const OpCase& c, const std::vector<HostTensor>& 
   return in;
 }
 
-// Relative error with the max(1, |want|) denominator of max_rel_error; NaN only matches NaN.
-double rel_error(double got, double want) {
-  if (std::isnan(got) || std::isnan(want)) return std::isnan(got) && std::isnan(want) ? 0.0 : INFINITY;
-  if (got == want) return 0.0;
-  return std::abs(got - want) / std::max(1.0, std::abs(want));
-}
-
-// EXPECTs that `got` matches `want` in shape, dtype and values (within tol).
+// EXPECTs that `got` matches `want` in shape, dtype and values (within tol, see compare_values).
 void expect_matches(const Tensor& got, const std::vector<double>& want, const Shape& shape, DType dtype, double tol,
                     const std::string& what) {
   ASSERT_TRUE(got.defined()) << what << ": undefined output";
@@ -177,19 +178,14 @@ void expect_matches(const Tensor& got, const std::vector<double>& want, const Sh
   EXPECT_EQ(dtype_name(got.dtype()), std::string(dtype_name(dtype))) << what << ": wrong dtype";
   std::vector<double> g = got.to_vector<double>();
   ASSERT_EQ(g.size(), want.size()) << what;
-  double worst = 0;
-  size_t at = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    double e = rel_error(g[i], want[i]);
-    if (e > worst) {
-      worst = e;
-      at = i;
-    }
-  }
-  EXPECT_LE(worst, tol) << what << ": element " << at << " is " << g[at] << ", expected " << want[at]
-                        << " (relative error " << worst << ")";
+  const Discrepancy d = compare_values(g, want);
+  EXPECT_LE(d.error, tol) << what << ": element " << d.at << " is " << g[d.at] << ", expected " << want[d.at]
+                          << " (relative error " << d.error << ")";
 }
 
+// Relative to the output's magnitude (compare_values): an f32 op rounds its result, and its inputs' products and
+// partial sums, to about 6e-8 of that magnitude; the CPU accumulates in double, so 1e-5 (some 170 such roundings)
+// fails any wrong element larger than 1e-5 of the largest. f64 results are held to 1e-12.
 double forward_tol(const OpCase& c, DType dtype) { return dtype == DType::F32 ? c.tol_f32 : 1e-12; }
 
 std::vector<Tensor> float_outputs(const std::vector<Tensor>& outs) {
@@ -224,7 +220,7 @@ std::vector<Tensor> autograd_run(const OpCase& c, const std::vector<HostTensor>&
     EXPECT_TRUE(outs[i].requires_grad()) << c.name << ": float output " << i << " does not require grad";
     if (!outs[i].requires_grad()) continue;
     roots.push_back(outs[i]);
-    grads.push_back(from_vector<double>(w[i], outs[i].shape(), Device::cpu()).to(dtype).to(device));
+    grads.push_back(from_vector<double>(w[i], outs[i].shape(), Device::cpu()).to(outs[i].dtype()).to(device));
   }
   if (!roots.empty()) autograd::backward(roots, grads);
   return in;
@@ -237,9 +233,13 @@ std::vector<size_t> grad_inputs(const OpCase& c) {
   return k;
 }
 
+// Normal weights rounded to f32, so that an output of either float dtype receives exactly these as its gradient.
 std::vector<std::vector<double>> draw_weights(const std::vector<Tensor>& outs, Generator& gen) {
   std::vector<std::vector<double>> w;
-  for (const Tensor& t : float_outputs(outs)) w.push_back(normal_values()(gen, t.numel(), {}));
+  for (const Tensor& t : float_outputs(outs)) {
+    w.push_back(normal_values()(gen, t.numel(), {}));
+    for (double& v : w.back()) v = static_cast<float>(v);
+  }
   return w;
 }
 }  // namespace
@@ -273,7 +273,7 @@ void check_gradient(const OpCase& c) {
   ASSERT_FALSE(ks.empty()) << c.name << ": no input to differentiate with respect to";
 
   std::vector<Tensor> in = autograd_run(c, host, DType::F64, Device::cpu(), w);
-  const double eps = 1e-6;
+  const double eps = c.fd_step;
   for (size_t k : ks) {
     Tensor g = in[k].grad();
     ASSERT_TRUE(g.defined()) << c.name << ": input " << k << " received no gradient";
@@ -289,17 +289,11 @@ void check_gradient(const OpCase& c) {
       double lm = projection(c.run(make_inputs(c, minus, DType::F64, Device::cpu(), false), DType::F64), w);
       numeric[j] = (lp - lm) / (2 * eps);
     }
-    double worst = 0;
-    size_t at = 0;
-    for (size_t j = 0; j < analytic.size(); ++j) {
-      double e = rel_error(analytic[j], numeric[j]);
-      if (e > worst) {
-        worst = e;
-        at = j;
-      }
-    }
-    EXPECT_LE(worst, 1e-6) << c.name << ": d/d(input " << k << ")[" << at << "]: autograd " << analytic[at]
-                           << ", finite difference " << numeric[at];
+    // Central differences in f64: truncation error of order step^2 (1e-12 at the default step) and rounding of
+    // about 1e-16 of the projection divided by the step, both far below 1e-6 of the gradient's magnitude.
+    const Discrepancy d = compare_values(analytic, numeric);
+    EXPECT_LE(d.error, 1e-6) << c.name << ": d/d(input " << k << ")[" << d.at << "]: autograd " << analytic[d.at]
+                             << ", finite difference " << numeric[d.at];
   }
 
   // Each input alone requiring grad takes the paths that skip the other inputs' gradients.
@@ -316,7 +310,8 @@ void check_gradient(const OpCase& c) {
     }
   }
 
-  // The f32 backward kernels, against the f64 gradients at the same (f32-representable) inputs.
+  // The f32 backward kernels, against the f64 gradients at the same (f32-representable) inputs: a backward
+  // chains a few f32 ops (each within forward_tol), hence 1e-4 of the gradient's magnitude.
   std::vector<Tensor> in32 = autograd_run(c, host, DType::F32, Device::cpu(), w);
   for (size_t k : ks) {
     ASSERT_TRUE(in32[k].grad().defined()) << c.name << ": f32 input " << k << " received no gradient";

@@ -37,6 +37,9 @@ Sampler distinct_values();
 Sampler avoiding_input(int k, double lo = -2.0, double hi = 2.0, double gap = 0.1);
 // About half the values copied from input k, the rest normal (so comparisons see equal elements).
 Sampler sharing_input(int k);
+// Multiples of `step` in [lo, hi): with a power-of-two step, values and their finite-difference neighbours
+// (x +- step) exact in f32, for ops that round to f32.
+Sampler grid_values(double step, double lo, double hi);
 Sampler indices(int64_t bound);  // integers in [0, bound)
 Sampler coin_flips();            // 0 or 1
 
@@ -61,7 +64,8 @@ struct OpCase {
   OpFn run;
   RefFn reference;
   bool grad = true;       // check gradients (every float output must then require grad)
-  double tol_f32 = 1e-5;  // forward tolerance in f32 (relative, see max_rel_error)
+  double tol_f32 = 1e-5;  // forward tolerance in f32 (relative to the output's magnitude, see compare_values)
+  double fd_step = 1e-6;  // the finite differences' step in f64
 };
 OpCase make_case(std::string name, std::vector<InputSpec> inputs, OpFn run, RefFn reference, bool grad = true);
 
