@@ -9,7 +9,7 @@
 namespace tandem {
 namespace parallel {
 
-SimResult simulate(const Schedule& s) {
+SimResult simulate(const Schedule& s, SendModel sends) {
   size_t n = s.size();
   std::vector<std::vector<int>> lanes(static_cast<size_t>(s.workers()) * kNumLanes);
   for (const Instr& i : s.instrs()) lanes[i.worker * kNumLanes + i.lane].push_back(i.id);
@@ -18,6 +18,9 @@ SimResult simulate(const Schedule& s) {
   std::vector<double> start(n, 0), end(n, 0);
   std::vector<bool> finished(n, false);
   auto match = s.matching_sends();
+  std::vector<int> recv_of(n, -1);  // a Send's matching Recv
+  for (size_t id = 0; id < n; ++id)
+    if (match[id] >= 0) recv_of[match[id]] = static_cast<int>(id);
   std::map<int, std::vector<int>> collectives;
   for (const Instr& i : s.instrs())
     if ((i.kind == OpKind::AllReduce || i.kind == OpKind::Barrier) && i.collective >= 0)
@@ -60,6 +63,23 @@ SimResult simulate(const Schedule& s) {
       if (i.kind == OpKind::Recv && match[id] >= 0) {
         if (!finished[match[id]]) continue;
         finish(id, t, std::max(t + i.cost_s, end[match[id]]));
+      } else if (sends == SendModel::Rendezvous && i.kind == OpKind::Send && recv_of[id] >= 0) {
+        // The pair moves together once the Recv heads its lane and waits for nothing but this Send.
+        const int rv = recv_of[id];
+        if (!is_head(rv)) continue;
+        const Instr& ri = s.at(rv);
+        double tr = lane_free[ri.worker * kNumLanes + ri.lane];
+        bool others_done = true;
+        for (int d : ri.deps) {
+          if (d == id) continue;
+          others_done = others_done && finished[d];
+          if (finished[d]) tr = std::max(tr, end[d]);
+        }
+        if (!others_done) continue;
+        const double st = std::max(t, tr);
+        finish(id, st, st + i.cost_s);
+        finish(rv, st, st + std::max(i.cost_s, ri.cost_s));
+        ++done;
       } else if ((i.kind == OpKind::AllReduce || i.kind == OpKind::Barrier) && i.collective >= 0) {
         auto& members = collectives[i.collective];
         double st = t, cost = 0;

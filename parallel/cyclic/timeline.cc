@@ -284,11 +284,19 @@ Timeline Builder::finish(int workers) {
     }
     level = levels_and_keys(protos_);
   }
+  // Instructions in order of key, then of level (dependencies first); a receive right after its send. Every
+  // lane then meets its messages in one global order, which a communicator that pairs messages in issue order
+  // and holds a send until it is received (NCCL) needs: two workers that each sent to the other first, or each
+  // waited to receive first, would wait forever.
+  auto at = [&](int i) { return protos_[i].intended_send >= 0 ? protos_[i].intended_send : i; };
   std::vector<int> order(n);
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-    if (protos_[a].key != protos_[b].key) return protos_[a].key < protos_[b].key;
-    return level[a] < level[b];
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    const int pa = at(a), pb = at(b);
+    if (protos_[pa].key != protos_[pb].key) return protos_[pa].key < protos_[pb].key;
+    if (level[pa] != level[pb]) return level[pa] < level[pb];
+    if (pa != pb) return pa < pb;
+    return a < b;  // the send (its own proto) before its receive (made after it)
   });
 
   Timeline t;

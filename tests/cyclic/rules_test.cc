@@ -228,13 +228,8 @@ std::vector<Case> rule_cases() {
   // N != S, where CDP-v2 follows the official code's mask rather than the timeline's.
   for (auto ns : {std::pair<int, int>{2, 4}, {5, 3}})
     for (Mode m : {Mode::DpWorkers, Mode::ModelParallel, Mode::Zero})
-      for (Rule r : {Rule::Dp, Rule::CdpV1, Rule::CdpV2}) {
-        // The dp-workers chain of the cyclic rules with N = 2, S = 4 deadlocks when messages pair in issue order
-        // (each worker's comm lane waits in a receive, seen on local-ordered): a timeline bug, reported; the
-        // rule itself is checked on local, which pairs by tag.
-        const bool deadlocks = m == Mode::DpWorkers && r != Rule::Dp && ns.first == 2;
-        cs.push_back({r, m, r != Rule::CdpV2 || m == Mode::DpWorkers, ns.first, ns.second, !deadlocks});
-      }
+      for (Rule r : {Rule::Dp, Rule::CdpV1, Rule::CdpV2})
+        cs.push_back({r, m, r != Rule::CdpV2 || m == Mode::DpWorkers, ns.first, ns.second});
   return cs;
 }
 

@@ -246,7 +246,8 @@ TEST(Timeline, EveryModeRuleAndShapeGivesAValidDeadlockFreeSchedule) {
   for (Mode mode : {Mode::DpWorkers, Mode::ModelParallel, Mode::Zero})
     for (Rule rule : {Rule::Dp, Rule::CdpV1, Rule::CdpV2})
       for (GradSync sync : {GradSync::AllReduce, GradSync::Chain})
-        for (auto ns : std::vector<std::pair<int, int>>{{1, 1}, {1, 3}, {3, 1}, {2, 3}, {3, 3}, {5, 3}, {4, 2}}) {
+        for (auto ns : std::vector<std::pair<int, int>>{{1, 1}, {1, 3}, {3, 1}, {2, 3}, {2, 4}, {3, 3}, {5, 3}, {4, 2},
+                                                        {8, 4}}) {
           for (int64_t first : {0, 1, 3}) {
             TimelineSpec spec;
             spec.rule = rule;
@@ -267,6 +268,10 @@ TEST(Timeline, EveryModeRuleAndShapeGivesAValidDeadlockFreeSchedule) {
             ASSERT_NO_THROW(t = build_timeline(spec, c)) << mode_name(mode) << " " << rule_name(rule) << " "
                                                          << ns.first << "x" << ns.second << " from " << first;
             ASSERT_NO_THROW(simulate(t.schedule));
+            // Also when a send completes only with its receive, as over NCCL (a crossed pair deadlocks).
+            ASSERT_NO_THROW(simulate(t.schedule, SendModel::Rendezvous))
+                << mode_name(mode) << " " << rule_name(rule) << " " << sync_name(sync) << " " << ns.first << "x"
+                << ns.second << " from " << first;
             EXPECT_EQ(t.workers(), workers_needed(mode, ns.first, ns.second));
             // Every (round, micro, stage) has exactly one forward and one backward.
             int fwd = 0, bwd = 0;

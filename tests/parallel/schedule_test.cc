@@ -109,6 +109,42 @@ TEST(Simulator, CollectivesStartTogetherAndCrossWorkerDepsHold) {
   }
 }
 
+TEST(Simulator, RendezvousSendsWaitForTheirReceiverAndCrossedSendsDeadlock) {
+  // Each worker sends to the other first, then receives: fine when sends are buffered, a deadlock when a send
+  // completes only with its receive (as an NCCL send holds its stream).
+  Schedule crossed(2);
+  crossed.add(comm(0, OpKind::Send, 1, 1));
+  crossed.add(comm(1, OpKind::Send, 0, 1));
+  crossed.add(comm(0, OpKind::Recv, 1, 0));
+  crossed.add(comm(1, OpKind::Recv, 0, 0));
+  crossed.validate();
+  EXPECT_DOUBLE_EQ(simulate(crossed).makespan_s, 1.0);
+  try {
+    simulate(crossed, SendModel::Rendezvous);
+    ADD_FAILURE() << "crossed rendezvous sends did not deadlock";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("deadlocks"), std::string::npos) << e.what();
+  }
+  // One order for both: worker 0 sends first, worker 1 receives first. Worker 1 is busy for 3 before it
+  // receives: the rendezvous send waits for it, the buffered one does not.
+  Schedule ordered(2);
+  int busy = ordered.add(make(1, OpKind::Forward, "busy", 3));
+  int s0 = ordered.add(comm(0, OpKind::Send, 1, 1));
+  int r1 = ordered.add(comm(1, OpKind::Recv, 0, 0));
+  int s1 = ordered.add(comm(1, OpKind::Send, 0, 1));
+  int r0 = ordered.add(comm(0, OpKind::Recv, 1, 0));
+  ordered.validate();
+  (void)busy;
+  SimResult buffered = simulate(ordered), rendezvous = simulate(ordered, SendModel::Rendezvous);
+  EXPECT_DOUBLE_EQ(buffered.times[s0].start_s, 0.0);
+  EXPECT_DOUBLE_EQ(buffered.times[r1].end_s, 3.0);
+  EXPECT_DOUBLE_EQ(rendezvous.times[s0].start_s, 3.0);
+  EXPECT_DOUBLE_EQ(rendezvous.times[r1].end_s, 4.0);
+  EXPECT_DOUBLE_EQ(rendezvous.times[s1].start_s, 4.0);
+  EXPECT_DOUBLE_EQ(rendezvous.times[r0].end_s, 5.0);
+  EXPECT_DOUBLE_EQ(rendezvous.makespan_s, 5.0);
+}
+
 TEST(Trace, JsonHasOneEventPerInstructionAndRelayFlows) {
   Schedule s = pipeline(1, 0.5, 2);
   SimResult r = simulate(s);
