@@ -151,6 +151,11 @@ constexpr double kF64Tolerance = 1e-9;
 // a loss) another valid summation order can do worse by chance, so errors below kF32Floor always pass: 1e-5 is
 // about sqrt(n) u for the longest sums of these steps (a batch-norm statistic over n = 16 x 32 x 32 values),
 // and far below the error of a wrong result (above 1e-3; the float64 check above is the tight one).
+// What no factor covers: a float32 run can validly fall on the other side of a ReLU or max-pool decision whose
+// float64 input lies within roundoff of the kink, and PyTorch's run and Tandem's do not flip the same ones.
+// Seen once, on a file not committed (VGG-16-BN with the 7x7 head, width 2, 2 images of 224x224, seed 5): one
+// ReLU input of 6272 changed sign in Tandem's float32 run and the gradients below it moved by 10%. Such a file is
+// better redrawn with another seed than the tolerance widened.
 constexpr double kF32Factor = 2, kF32ResultFactor = 4, kF32Floor = 1e-5;
 // A gradient whose float64 reference is below 1e-10 of the model's largest gradient element is mathematically
 // zero (a BatchNorm bias followed only by 1x1 convolutions into train-mode BatchNorm, whose mean subtraction
@@ -176,8 +181,13 @@ void check_golden_step(const std::string& path, Device device, DType dtype) {
     FAIL() << e.what();
   }
   const SafetensorsContents& c = g.contents;
-  NamedTensors results = training_step(g, device, dtype);
   const std::string where = path + " (" + g.spec + ") on " + device.str() + " in " + dtype_name(dtype) + ": ";
+  NamedTensors results;
+  try {
+    results = training_step(g, device, dtype);
+  } catch (const Error& e) {
+    FAIL() << where << "Tandem's step failed: " << e.what();
+  }
   auto is_parameter_gradient = [](const std::string& k) { return k.rfind("grad.", 0) == 0 && k != "grad.input"; };
   double largest_gradient = 0;
   for (const auto& r : results)
@@ -222,7 +232,9 @@ void check_golden_step(const std::string& path, Device device, DType dtype) {
   for (const auto& k : kinds)
     EXPECT_LE(k.second.tandem, std::max(kF32Factor * k.second.torch, kF32Floor))
         << where << "the largest error of the " << k.first << " (" << k.second.where
-        << ") against PyTorch's largest float32 error of them, " << k.second.torch;
+        << ") against PyTorch's largest float32 error of them, " << k.second.torch
+        << " (if float64 passes and only float32 fails by far, a ReLU or max-pool input within roundoff of its "
+           "kink may have flipped: redraw the file with another --seed of bench/torch/parity.py)";
   for (const auto& kv : c.tensors) {
     const std::string& k = kv.first;
     if (k.rfind("parity.", 0) == 0 && k != "parity.input" && k != "parity.labels" && !compared.count(k))
@@ -242,7 +254,7 @@ std::string golden_test_name(const ::testing::TestParamInfo<std::string>& info) 
 class ParityGolden : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ParityGolden, MatchesPyTorchOnCpu) {
-  check_golden_step(GetParam(), Device::cpu(), DType::F64);
+  ASSERT_NO_FATAL_FAILURE(check_golden_step(GetParam(), Device::cpu(), DType::F64));
   check_golden_step(GetParam(), Device::cpu(), DType::F32);
 }
 
