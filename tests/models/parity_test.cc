@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -55,13 +56,14 @@ struct Golden {
   int64_t batch = 0, size = 0;
 };
 
-int64_t positive_integer(const SafetensorsMetadata& meta, const std::string& key) {
+// The metadata entry `key` as an integer of at least `least`.
+int64_t integer(const SafetensorsMetadata& meta, const std::string& key, int64_t least) {
   auto it = meta.find(key);
   TD_CHECK(it != meta.end(), "metadata '", key, "' is missing");
   char* end = nullptr;
   long long v = std::strtoll(it->second.c_str(), &end, 10);
-  TD_CHECK(!it->second.empty() && *end == '\0' && v > 0, "metadata ", key, "='", it->second,
-           "' is not a positive integer");
+  TD_CHECK(!it->second.empty() && *end == '\0' && v >= least, "metadata ", key, "='", it->second,
+           "' is not an integer of at least ", least);
   return v;
 }
 
@@ -82,9 +84,9 @@ Golden check_golden(SafetensorsContents c, const std::string& path) {
     TD_CHECK(model != c.metadata.end(), "metadata 'model' (a Tandem model spec) is missing");
     g.spec = model->second;
     g.model = parse_model_spec(g.spec);
-    g.batch = positive_integer(c.metadata, "batch");
-    g.size = positive_integer(c.metadata, "size");
-    positive_integer(c.metadata, "seed");  // how bench/torch/parity.py remakes the file
+    g.batch = integer(c.metadata, "batch", 1);
+    g.size = integer(c.metadata, "size", 1);
+    integer(c.metadata, "seed", 0);  // how bench/torch/parity.py remakes the file
     const ModelOptions& o = g.model.second;
     tensor(c, "parity.input", DType::F32, {g.batch, o.in_channels, g.size, g.size});
     std::vector<double> labels = tensor(c, "parity.labels", DType::I64, {g.batch}).to_vector<double>();
@@ -311,6 +313,12 @@ TEST(Parity, GoldenFileWithBadMetadataIsAnErrorNamingIt) {
   m = good;
   m["seed"] = "";
   expect_rejected(m, {2, 3, 8, 8}, "seed=''");
+  m = good;
+  m["batch"] = "0";
+  expect_rejected(m, {2, 3, 8, 8}, "batch='0' is not an integer of at least 1");
+  m = good;
+  m["seed"] = "0";
+  EXPECT_NO_THROW(check_golden(golden(m, {2, 3, 8, 8}), "/x/parity_seed0.safetensors"));
   expect_rejected(good, {2, 3, 8, 9}, "'parity.input'");
   m = good;
   m["model"] = "resnet18:width=4,classes=10,in_channels=1";
