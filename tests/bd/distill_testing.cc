@@ -74,19 +74,23 @@ std::unique_ptr<data::Loader> make_loader(const RunContext& ctx, int64_t batch, 
   return std::make_unique<data::Loader>(ctx.dataset, data::Pipeline::parse(ctx.train.augment), o);
 }
 
-// Sum over the copies' gradients in rank order (f32), times 1/g formed in f64 and rounded once.
-void average_gradients(std::vector<Copy>& copies) {
-  const size_t g = copies.size();
+// Data parallelism as the paper states it: the g replicas of a block compute the mean loss over their own rows,
+// and every replica steps with the gradient of the step's mean loss over all its rows, sum_q (n_q / n) grad_q
+// with n = sum_q n_q. Formed here in double and rounded once (the runner sums in float32 over the group and
+// scales after: a different rounding, so the replicated runs match this only within a tolerance).
+void batch_mean_gradient(std::vector<Copy>& copies, const std::vector<int64_t>& rows) {
+  double n = 0;
+  for (int64_t r : rows) n += static_cast<double>(r);
   for (size_t i = 0; i < copies[0].params.size(); ++i) {
     Tensor g0 = copies[0].params[i].second.grad();
-    if (!g0.defined()) continue;
-    std::vector<float> acc = g0.to_vector<float>();
-    for (size_t q = 1; q < g; ++q) {
-      std::vector<float> x = copies[q].params[i].second.grad().to_vector<float>();
-      for (size_t k = 0; k < acc.size(); ++k) acc[k] = acc[k] + x[k];
+    if (!g0.defined()) continue;  // a supernet path the replicas (same seed, same sampling) all skipped
+    std::vector<double> sum(static_cast<size_t>(g0.numel()), 0.0);
+    for (size_t q = 0; q < copies.size(); ++q) {
+      std::vector<double> gq = copies[q].params[i].second.grad().to_vector<double>();
+      for (size_t e = 0; e < sum.size(); ++e) sum[e] += static_cast<double>(rows[q]) / n * gq[e];
     }
-    for (float& a : acc) a = static_cast<float>(static_cast<double>(a) * (1.0 / static_cast<double>(g)));
-    for (Copy& c : copies) c.params[i].second.set_grad(from_vector(acc, g0.shape(), g0.device()));
+    Tensor mean = from_vector(sum, g0.shape(), g0.device()).to(g0.dtype());
+    for (Copy& c : copies) c.params[i].second.set_grad(mean.clone());
   }
 }
 
@@ -145,17 +149,19 @@ BlockWeights reference_run(const RunContext& ctx, const std::vector<int>& replic
       }
       for (int b = 0; b < k; ++b) {
         const int g = replicas[b];
+        std::vector<int64_t> rows;
         for (int q = 0; q < g; ++q) {
           Copy& c = copies[b][q];
           const std::vector<Tensor>& chain = chains[g][q];
           c.module->zero_grad();
           Tensor out = c.module->forward(chain[b]);
+          // Blockwise distillation's loss: MSE to the teacher's output of the block, soft-target cross-entropy
+          // to the teacher's logits for the last block; each the mean over the replica's rows.
           Tensor loss = b + 1 == k ? models::soft_cross_entropy(out, chain[b + 1]) : models::mse_loss(out, chain[b + 1]);
-          const int64_t share = chain[0].size(0) * g;
-          if (share != batch) loss = mul(loss, static_cast<double>(share) / static_cast<double>(batch));
           loss.backward();
+          rows.push_back(chain[b].size(0));
         }
-        if (g > 1) average_gradients(copies[b]);
+        if (g > 1) batch_mean_gradient(copies[b], rows);
         for (Copy& c : copies[b]) {
           c.opt->step();
           c.sched->step();
@@ -170,6 +176,27 @@ BlockWeights reference_run(const RunContext& ctx, const std::vector<int>& replic
     out[b] = sd;
   }
   return out;
+}
+
+void expect_matches_reference(const BlockWeights& got, const RunContext& ctx, const Layout& layout,
+                              const std::string& what, Device device) {
+  std::vector<int> replicas(static_cast<size_t>(layout.blocks), 1);
+  if (layout.strategy == Strategy::DP) replicas.assign(replicas.size(), layout.workers);
+  if (layout.pipelined())
+    for (const Stage& s : layout.plan.stages)
+      for (int b = s.first; b <= s.last; ++b) replicas[static_cast<size_t>(b)] = s.replicas;
+  const BlockWeights want = reference_run(ctx, replicas, layout.strategy == Strategy::DP, device);
+  BlockWeights exact_got, exact_want, near_got, near_want;
+  for (const auto& [b, sd] : want) {
+    auto it = got.find(b);
+    ASSERT_NE(it, got.end()) << what << ": block " << b << " missing";
+    (replicas[static_cast<size_t>(b)] == 1 ? exact_want : near_want)[b] = sd;
+    (replicas[static_cast<size_t>(b)] == 1 ? exact_got : near_got)[b] = it->second;
+  }
+  ASSERT_EQ(got.size(), want.size()) << what;
+  expect_same_weights(exact_got, exact_want, what + " against the reference");
+  EXPECT_LE(max_weight_error(near_got, near_want), kReplicatedTolerance)
+      << what << ": replicated blocks against the reference";
 }
 
 BlockWeights run_in_process(const RunContext& ctx, const Layout& layout, StrategyResult* result,

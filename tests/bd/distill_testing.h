@@ -29,15 +29,35 @@ WorkloadSpec compression_workload(uint64_t seed);
 // momentum and weight decay under a cosine schedule, loader in the worker's thread.
 RunContext make_context(const Workload& w, uint64_t seed, int64_t samples, int64_t batch, int64_t epochs);
 
-// A plain sequential loop that trains every block on one thread: for each step, for each block, the teacher
-// forward from the previous block's output, the student forward, loss, backward and step. Where replicas[b]
-// is g > 1, block b has g copies that see rows data::rows_for(q, g, B) of each batch (or, with `dp_shards`,
-// batch b of loader shard q of g, at B / g rows), run their own teacher chain on those rows, and average
-// their gradients like the communicators' all_reduce (summed in rank order in f32, the sum times 1/g formed
-// in f64 and rounded once); copy 0's weights are returned (on the CPU). An empty `replicas` means 1 for every
-// block. Models and activations live on `device` (the loader's batches are copied there).
+// Blockwise distillation as the paper states it, in a plain sequential loop on one thread: for each step, for
+// each block b, the teacher blocks from the input to b's output (no gradient), the student block's forward from
+// the teacher's input of b, its loss against the teacher's output of b (MSE; soft-target cross-entropy on the
+// logits for the last block), backward and an optimizer step. Where replicas[b] is g > 1, block b is trained
+// data-parallel by g copies: copy q sees rows data::rows_for(q, g, B) of each batch (or, with `dp_shards`,
+// batch b of loader shard q of g, at B / g rows), runs its own teacher chain on those rows and its mean loss
+// over them, and every copy steps with the gradient of the step's mean loss over all rows, the rows-weighted
+// mean of the copies' gradients (formed in double, rounded once; each copy keeps its own BatchNorm running
+// statistics, as DDP's replicas do); copy 0's weights are returned (on the CPU). An empty `replicas` means 1
+// for every block. Models and activations live on `device` (the loader's batches are copied there).
 BlockWeights reference_run(const RunContext& ctx, const std::vector<int>& replicas = {}, bool dp_shards = false,
                            Device device = Device::cpu());
+
+// Where a block is replicated, a strategy sums its replicas' gradients in float32 and scales the sum while
+// reference_run forms the weighted mean in double: the first step's gradients differ by a float32 rounding and
+// the weights after it by the learning rate times that. Later steps carry the difference through the students'
+// ReLUs, and once one lies within it of its kink, a flipped decision moves the weights by a whole element's
+// gradient (seen on the compression workload: 1e-5 after 3 steps, 1.6e-3 after 6). Runs with replicated blocks
+// therefore take 2 steps, where over 100 in-process runs the weights differed from the reference by at most 3e-7
+// (max_weight_error), or 4 steps on the NAS workload, where over 30 runs DP differed by at most 1.2e-7 (two
+// replicas on even shares round alike: bitwise); 1e-5 leaves 30 times these. Dropping the weighting of uneven
+// shares (3, 3 and 2 rows) errs by 1.4e-2, and a lost, doubled or misrouted step by more.
+constexpr double kReplicatedTolerance = 1e-5;
+
+// Compares a strategy's weights with reference_run for the same layout (DP: every block on all workers with
+// loader shards; pipelines: each block as replicated as its stage; LS: none): bitwise for unreplicated blocks,
+// within kReplicatedTolerance for the others.
+void expect_matches_reference(const BlockWeights& got, const RunContext& ctx, const Layout& layout,
+                              const std::string& what, Device device = Device::cpu());
 
 // Runs the layout on in-process workers (local communicators): `workers` is a make_workers spec naming
 // `layout.workers` workers ("": that many CPU threads). Returns every block's final weights (merged over the

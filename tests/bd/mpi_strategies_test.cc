@@ -1,5 +1,7 @@
 // Every strategy in 4 MPI processes (the binary re-launches itself under mpirun; the MPI backend moves CPU
-// tensors) gives bitwise the weights of the same strategy on 4 in-process workers with local communicators.
+// tensors) gives bitwise the weights of the same strategy on 4 in-process workers with local communicators,
+// and those of the sequential reference of blockwise distillation (bitwise for unreplicated blocks, within
+// testing::kReplicatedTolerance for replicated ones).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -30,7 +32,7 @@ uint64_t shared_seed() { return tandem::testing::mpi_shared_seed(); }
 using MpiStrategies = tandem::testing::MpiTest;
 
 // Runs `layout` with this process as rank world().rank(), the block checkpoints going to `dir`; then rank 0
-// runs it in-process and compares the checkpoints' weights with the in-process ones.
+// runs it in-process and compares the checkpoints' weights with the in-process ones and the reference's.
 void run_and_compare(const RunContext& base, const Layout& layout, const std::string& dir) {
   RunContext ctx = base;
   ctx.out_dir = dir;
@@ -56,6 +58,7 @@ void run_and_compare(const RunContext& base, const Layout& layout, const std::st
     from_mpi[b] = model;
   }
   testing::expect_same_weights(from_mpi, in_process, layout.describe() + " over MPI");
+  testing::expect_matches_reference(from_mpi, base, layout, layout.describe() + " over MPI");
 }
 
 Plan plan_of(const std::vector<Stage>& stages) {
@@ -64,7 +67,7 @@ Plan plan_of(const std::vector<Stage>& stages) {
   return p;
 }
 
-TEST_F(MpiStrategies, EveryStrategyOnTheNasWorkloadMatchesInProcessBitwise) {
+TEST_F(MpiStrategies, EveryStrategyOnTheNasWorkloadMatchesInProcessAndTheReference) {
   EXPECT_EQ(world().size(), kProcesses);
   const uint64_t seed = shared_seed();
   Workload w(testing::nas_workload(seed));
@@ -83,7 +86,7 @@ TEST_F(MpiStrategies, EveryStrategyOnTheNasWorkloadMatchesInProcessBitwise) {
                   dir + "/ahd");
 }
 
-TEST_F(MpiStrategies, ReplicatedStagesOfTheCompressionWorkloadMatchInProcessBitwise) {
+TEST_F(MpiStrategies, ReplicatedStagesOfTheCompressionWorkloadMatchInProcessAndTheReference) {
   const uint64_t seed = shared_seed();
   Workload w(testing::compression_workload(seed));
   RunContext ctx = testing::make_context(w, seed, 16, 8, 1);

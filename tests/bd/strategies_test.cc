@@ -1,6 +1,7 @@
-// The five strategies on 4 in-process CPU workers against plain sequential references, for both workloads:
-// TR, TR+DPU, TR+DPU+AHD with unreplicated stages and LS bitwise against the sequential loop; DP bitwise
-// against a loop with the same shards; replicated AHD stages within a tolerance; teacher BN in train mode.
+// The five strategies on 4 in-process CPU workers against the sequential reference of blockwise distillation
+// (distill_testing.h), for both workloads: TR, TR+DPU, TR+DPU+AHD with unreplicated stages and LS bitwise; DP
+// and replicated AHD stages within a tolerance (the reference averages the replicas' gradients its own way) and
+// bitwise across message orders; teacher BN in train mode.
 #include <gtest/gtest.h>
 
 #include "models/module.h"
@@ -66,16 +67,16 @@ TEST_P(Strategies, PipelinesAndLsMatchTheSequentialReferenceBitwise) {
   testing::expect_same_weights(testing::run_in_process(ctx, ls), want, std::string(c().name) + " LS");
 }
 
-TEST_P(Strategies, DataParallelMatchesAReferenceWithTheSameShardsBitwise) {
+// Replicated blocks take 2 steps, one per epoch (8 samples in a batch of 8): see testing::kReplicatedTolerance.
+TEST_P(Strategies, DataParallelMatchesTheReferenceWithTheSameShards) {
   const uint64_t seed = tandem::testing::fresh_seed();
   Workload w(c().spec(seed));
-  RunContext ctx = testing::make_context(w, seed, 24, 8, 2);
-  BlockWeights want = testing::reference_run(ctx, std::vector<int>(static_cast<size_t>(w.blocks()), 4), true);
-  testing::expect_same_weights(testing::run_in_process(ctx, dp_layout(w.blocks(), 4)), want,
-                               std::string(c().name) + " DP");
-  testing::expect_same_weights(
-      testing::run_in_process(ctx, dp_layout(w.blocks(), 4), nullptr, MessageMatching::InIssueOrder), want,
-      std::string(c().name) + " DP, NCCL's message order");
+  RunContext ctx = testing::make_context(w, seed, 8, 8, 2);
+  const Layout dp = dp_layout(w.blocks(), 4);
+  BlockWeights got = testing::run_in_process(ctx, dp);
+  testing::expect_matches_reference(got, ctx, dp, std::string(c().name) + " DP");
+  testing::expect_same_weights(testing::run_in_process(ctx, dp, nullptr, MessageMatching::InIssueOrder), got,
+                               std::string(c().name) + " DP, NCCL's message order against the local order");
 }
 
 // Batch 8 over 3 replicas: 3, 3 and 2 rows, so the loss weighting of uneven shares is exercised too. The
@@ -86,18 +87,13 @@ TEST_P(Strategies, DataParallelMatchesAReferenceWithTheSameShardsBitwise) {
 TEST_P(Strategies, ReplicatedAhdStagesMatchAReferenceWithTheSameRowSplits) {
   const uint64_t seed = tandem::testing::fresh_seed();
   Workload w(c().spec(seed));
-  RunContext ctx = testing::make_context(w, seed, 24, 8, 2);
-  std::vector<int> replicas;
-  for (const Stage& s : c().hybrid)
-    for (int b = s.first; b <= s.last; ++b) replicas.push_back(s.replicas);
-  BlockWeights want = testing::reference_run(ctx, replicas);
-  BlockWeights got =
-      testing::run_in_process(ctx, pipeline_layout(Strategy::AHD, testing::make_plan(c().hybrid), w.blocks(), 4));
-  testing::expect_same_weights(got, want, std::string(c().name) + " replicated TR+DPU+AHD");
+  RunContext ctx = testing::make_context(w, seed, 8, 8, 2);
+  const Layout ahd = pipeline_layout(Strategy::AHD, testing::make_plan(c().hybrid), w.blocks(), 4);
+  BlockWeights got = testing::run_in_process(ctx, ahd);
+  testing::expect_matches_reference(got, ctx, ahd, std::string(c().name) + " replicated TR+DPU+AHD");
   testing::expect_same_weights(
-      testing::run_in_process(ctx, pipeline_layout(Strategy::AHD, testing::make_plan(c().hybrid), w.blocks(), 4),
-                              nullptr, MessageMatching::InIssueOrder),
-      want, std::string(c().name) + " replicated TR+DPU+AHD, NCCL's message order");
+      testing::run_in_process(ctx, ahd, nullptr, MessageMatching::InIssueOrder), got,
+      std::string(c().name) + " replicated TR+DPU+AHD, NCCL's message order against the local order");
 }
 
 TEST_P(Strategies, TeacherBatchNormInTrainModeKeepsTeacherRelayingExact) {
