@@ -101,8 +101,8 @@ void Progress::step(int64_t n) {
   if (!s_.enabled) return;
   double rate = 0;
   const int64_t run_steps = done_ - task_.done, run_total = task_.total - task_.done;
-  if (!announced_ && s_.announce_after > 0 && run_steps >= s_.announce_after && run_steps < run_total &&
-      rate_locked(&rate)) {
+  if (!announced_ && s_.announce_after > 0 && run_steps >= s_.announce_after &&
+      t - start_ >= s_.announce_after_s && run_steps < run_total && rate_locked(&rate)) {
     announced_ = true;
     const double whole = (t - start_) + static_cast<double>(run_total - run_steps) / rate;
     erase_locked();

@@ -19,8 +19,10 @@ struct ProgressSettings {
   int columns = 0;              // terminal width the line is cut to (0: unknown, not cut)
   double refresh_s = 1.0;       // terminal: the line is redrawn this often
   double plain_every_s = 20.0;  // not a terminal: a plain line this often
-  // After this many steps the estimate of the whole is said once, on a line of its own.
+  // After this many steps, and this many seconds (a rate over a few fast steps says little), the estimate
+  // of the whole is said once, on a line of its own.
   int64_t announce_after = 3;
+  double announce_after_s = 2.0;
   // A thread calls poll() twice a second, so that elapsed and time left move during slow steps.
   bool ticker = true;
   std::function<double()> clock;                  // seconds from any origin; empty: a steady clock

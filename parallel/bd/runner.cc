@@ -349,6 +349,7 @@ class RankRunner {
 
   void update(const Instr& i, const InstrInfo& info) {
     std::vector<int> blocks = i.block >= 0 ? std::vector<int>{i.block} : layout_.blocks_of(me_);
+    std::vector<std::string> lines;  // said once the update counts in the live display
     for (int b : blocks) {
       BlockTrainer& t = students_.at(b);
       t.opt->step();
@@ -367,11 +368,14 @@ class RankRunner {
         std::snprintf(line, sizeof line, "[%s] block %d epoch %lld/%lld: loss %.5f, %.1f s",
                       strategy_name(layout_.strategy), b, static_cast<long long>(epoch + 1),
                       static_cast<long long>(ctx_.train.epochs), mean, host_time_s() - start_host_s_);
-        if (live_) live_->print_above([&] { ctx_.log(line); });
-        else ctx_.log(line);
+        lines.push_back(line);
       }
     }
     if (live_) live_->step();
+    for (const std::string& line : lines) {
+      if (live_) live_->print_above([&] { ctx_.log(line); });
+      else ctx_.log(line);
+    }
   }
 
   Communicator& group_comm(const InstrInfo& info) {

@@ -175,6 +175,25 @@ TEST(ProgressAnnounce, AResumedRunEstimatesItsOwnSteps) {
   EXPECT_EQ(s.writes[0], "train: about 2:08 for 60 steps (4.0 img/s, 2.00 s/step)\n");
 }
 
+TEST(ProgressAnnounce, FastStepsWaitForTheTimeToo) {
+  Screen s;
+  ProgressSettings settings = s.settings(false);
+  settings.announce_after = 3;
+  settings.announce_after_s = 2;
+  settings.plain_every_s = 1e9;
+  Progress p(task(1000, 0), settings);
+  for (int i = 1; i <= 19; ++i) {
+    s.t = 0.1 * i;
+    p.step();
+  }
+  EXPECT_TRUE(s.writes.empty()) << s.writes[0];
+  s.t = 2;
+  p.step();
+  // 19 steps in 1.9 s after the first: 10 per second; 2 s, then 980 steps.
+  ASSERT_EQ(s.writes.size(), 1u);
+  EXPECT_EQ(s.writes[0], "train: about 1:40 for 1000 steps (10.0 steps/s)\n");
+}
+
 TEST(ProgressAnnounce, ARunNoLongerThanTheFirstStepsSaysNothing) {
   Screen s;
   ProgressSettings settings = s.settings(false);

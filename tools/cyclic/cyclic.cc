@@ -360,13 +360,13 @@ int run(const Flags& f) {
     }
     const double lr = f.lr * o.lr_schedule->factor(trainer.round() - 1);
     const double epoch_f = static_cast<double>(trainer.round()) / rounds_per_epoch;
+    live.step(chunk);
     live.print_above([&] {
       std::printf("round %6lld  epoch %6.2f  loss %.4f  train acc %.4f  lr %.4g  %.4f s/round (steady %.4f)\n",
                   static_cast<long long>(trainer.round()), epoch_f, loss,
                   samples ? static_cast<double>(correct) / samples : 0.0, lr, wall, steady);
       std::fflush(stdout);
     });
-    live.step(chunk);
     if (log)
       *log << trainer.round() << "," << epoch_f << "," << loss << "," << (samples ? double(correct) / samples : 0.0)
            << "," << lr << "," << wall << "," << steady << "\n" << std::flush;
