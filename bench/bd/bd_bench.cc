@@ -128,6 +128,7 @@ Json run_workload(const Options& o, const std::string& name) {
   so.comm = "local";
   so.profile.trials = o.trials;
   so.plan_model = o.plan_model;
+  so.live_progress = true;  // the figures run this bench: a sign of life during each strategy
   std::printf("== %s: %s -> %s student, %s inputs, batch %lld, %lld steps per block, workers %s\n", name.c_str(),
               so.workload.teacher.c_str(), so.workload.student.c_str(), (size + "x" + size).c_str(),
               static_cast<long long>(o.batch), static_cast<long long>(o.steps), o.workers.c_str());

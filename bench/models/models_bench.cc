@@ -9,6 +9,8 @@
 //
 // Own flags (before Google Benchmark's): --device=cpu|cuda[:N]  --batch=N  --sizes=32,224
 //   --models=resnet18,resnet50,mobilenet_v2  --modes=fwd,fwd_bwd,step  --nchw (NCHW inputs on the GPU)
+//   --min-time=S (timed seconds per case at least, default 1: on the CPU, 0.2 s timed one or two iterations of
+//   ResNet-18 at batch 8, too few on a shared machine for a stable figure; its step measured above its fwd_bwd)
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -26,6 +28,7 @@
 #include "runtime/nn_ops.h"
 #include "runtime/ops.h"
 #include "runtime/optim.h"
+#include "runtime/parallel_for.h"
 #include "runtime/rng.h"
 #include "runtime/stream.h"
 
@@ -39,6 +42,7 @@ struct Config {
   std::vector<std::string> models = {"resnet18", "resnet50", "mobilenet_v2"};
   std::vector<std::string> modes = {"fwd", "fwd_bwd", "step"};
   bool channels_last = true;
+  double min_time_s = 1.0;
 };
 Config g_config;
 
@@ -159,14 +163,17 @@ int main(int argc, char** argv) {
     else if (a.rfind("--models=", 0) == 0) g_config.models = tandem::split_list(value("--models="));
     else if (a.rfind("--modes=", 0) == 0) g_config.modes = tandem::split_list(value("--modes="));
     else if (a == "--nchw") g_config.channels_last = false;
+    else if (a.rfind("--min-time=", 0) == 0) g_config.min_time_s = std::stod(value("--min-time="));
     else if (a == "--help" || a == "-h") {
       std::printf(
           "usage: models_bench [--device=DEV] [--batch=N] [--sizes=32,224] [--models=A,B] [--modes=M,...] [--nchw]\n"
-          "                    [Google Benchmark flags]\n\n"
+          "                    [--min-time=S] [Google Benchmark flags]\n\n"
           "Images/s of zoo models (default resnet18,resnet50,mobilenet_v2) per mode: fwd (eval forward, no\n"
           "autograd), fwd_bwd (training forward, cross-entropy, backward), step (fwd_bwd + SGD step). DEV: the\n"
           "best device (GPU: batch 256 at 32x32 and 224x224, channels-last unless --nchw; CPU: batch 8 at\n"
-          "32x32). --benchmark_out=FILE.json feeds bench/torch/speed.py, which times the same cases in PyTorch.\n"
+          "32x32). --min-time=S: timed seconds per case at least (default 1).\n"
+          "--benchmark_out=FILE.json feeds bench/torch/speed.py, which times the same cases in PyTorch\n"
+          "(tools/tandem bench-cpu: both side by side on the CPU).\n"
           "Google Benchmark's flags follow.\n\n");
       rest.push_back(argv[i]);
     } else rest.push_back(argv[i]);
@@ -180,6 +187,8 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("tandem_channels_last",
                               g_config.device.is_cuda() && g_config.channels_last ? "1" : "0");
   benchmark::AddCustomContext("tandem_dtype", "f32");
+  benchmark::AddCustomContext("tandem_threads", std::to_string(tandem::intra_op_threads()));
+  benchmark::AddCustomContext("tandem_min_time", std::to_string(g_config.min_time_s));
   for (const auto& m : g_config.models)
     for (int64_t size : g_config.sizes)
       for (const auto& mode : g_config.modes)
@@ -187,7 +196,7 @@ int main(int argc, char** argv) {
                                      mode)
             ->UseManualTime()
             ->Unit(benchmark::kMillisecond)
-            ->MinTime(g_config.device.is_cuda() ? 1.0 : 0.2);
+            ->MinTime(g_config.min_time_s);
   benchmark::RunSpecifiedBenchmarks();
   tandem::print_table();
   benchmark::Shutdown();

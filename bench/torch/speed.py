@@ -3,7 +3,8 @@
 Tandem / PyTorch throughput ratios.
 
 Cases: torchvision's ImageNet architectures (1000 classes), f32 (TF32 for convolutions and matrix products as
-Tandem's run had it), channels-last model and inputs on a GPU, in three modes:
+Tandem's run had it), channels-last model and inputs on a GPU, NCHW on the CPU, with as many CPU threads as
+Tandem's run used, in three modes:
     fwd       forward in eval mode under torch.no_grad()
     fwd_bwd   forward in training mode, F.cross_entropy, backward
     step      fwd_bwd plus torch.optim.SGD(lr=0.01, momentum=0.9, weight_decay=5e-4).step()
@@ -12,9 +13,17 @@ Usage:
     gpu-bundle/bin/models_bench --benchmark_out=models_bench.json --benchmark_out_format=json
     python3 bench/torch/speed.py --tandem models_bench.json        # the same cases, with ratios
     python3 bench/torch/speed.py --models resnet18 --sizes 32 --batch 256   # PyTorch alone
+    tools/tandem bench-cpu        # side by side on the CPU: --tandem-bin runs each model's cases in Tandem
+                                  # right before PyTorch's, batches 8 and 64 at 32x32 and 64x64
+With --out PREFIX the results also go to PREFIX.json and PREFIX.csv (one row per case).
 """
 import argparse
+import csv
 import json
+import os
+import platform
+import subprocess
+import tempfile
 import time
 
 import torch
@@ -35,7 +44,22 @@ def parse_tandem(path):
         cases.append({"model": model, "size": int(size), "mode": mode, "batch": int(b["batch"]),
                       "tandem": float(b["images_per_s"])})
     device = ctx.get("tandem_device", "cuda:0")
-    return cases, device, ctx.get("tandem_tf32", "1") == "1", ctx.get("tandem_channels_last", "1") == "1"
+    return cases, device, ctx.get("tandem_tf32", "1") == "1", ctx.get("tandem_channels_last", "1") == "1", ctx
+
+
+def run_tandem(binary, model, size, batch, modes, device, min_time, threads):
+    """Runs models_bench on one model, size and batch; returns its cases (parse_tandem) and JSON context."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "tandem.json")
+        cmd = [binary, "--device=" + device, "--batch=%d" % batch, "--sizes=%d" % size, "--models=" + model,
+               "--modes=" + ",".join(modes), "--min-time=%g" % min_time, "--benchmark_out=" + out,
+               "--benchmark_out_format=json"]
+        env = dict(os.environ, TANDEM_NUM_THREADS=str(threads))
+        r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if r.returncode != 0:
+            raise SystemExit("speed.py: %s failed (exit %d):\n%s" % (" ".join(cmd), r.returncode, r.stdout))
+        cases, _, _, _, ctx = parse_tandem(out)
+        return cases, ctx
 
 
 def time_case(model_name, size, batch, mode, device, channels_last, min_time=1.0):
@@ -64,7 +88,7 @@ def time_case(model_name, size, batch, mode, device, channels_last, min_time=1.0
     if cuda:
         torch.cuda.synchronize()
     iters, total = 0, 0.0
-    while total < min_time or iters < 3:
+    while total < min_time or iters < 3:  # at least Tandem's timed span, and 3 iterations
         if cuda:
             start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
@@ -80,41 +104,121 @@ def time_case(model_name, size, batch, mode, device, channels_last, min_time=1.0
     return iters * batch / total
 
 
+def ratio_tables(rows):
+    """The results as the issue's tables: per batch and size, a row per model, 'Tandem / PyTorch = ratio' per
+    mode (images/s)."""
+    lines = []
+    modes = [m for m in ("fwd", "fwd_bwd", "step") if any(r["mode"] == m for r in rows)]
+    for batch in sorted({r["batch"] for r in rows}):
+        for size in sorted({r["size"] for r in rows}):
+            group = [r for r in rows if r["batch"] == batch and r["size"] == size and r["tandem"]]
+            if not group:
+                continue
+            lines += ["", "batch %d at %dx%d, images/s, Tandem / PyTorch:" % (batch, size, size), "",
+                      "| model | " + " | ".join(modes) + " |", "|---|" + "---|" * len(modes)]
+            for model in dict.fromkeys(r["model"] for r in group):
+                cells = []
+                for mode in modes:
+                    r = next((r for r in group if r["model"] == model and r["mode"] == mode), None)
+                    cells.append("%.0f / %.0f = %.2f" % (r["tandem"], r["pytorch"], r["tandem"] / r["pytorch"])
+                                 if r else "-")
+                lines.append("| %s | %s |" % (model, " | ".join(cells)))
+    return "\n".join(lines)
+
+
+def write_results(prefix, rows, context):
+    os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
+    fields = ["model", "size", "batch", "mode", "tandem_images_per_s", "pytorch_images_per_s", "ratio"]
+    table = [{"model": r["model"], "size": r["size"], "batch": r["batch"], "mode": r["mode"],
+              "tandem_images_per_s": r["tandem"], "pytorch_images_per_s": r["pytorch"],
+              "ratio": r["tandem"] / r["pytorch"] if r["tandem"] else None} for r in rows]
+    with open(prefix + ".json", "w") as f:
+        json.dump({"context": context, "results": table}, f, indent=1)
+    with open(prefix + ".csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(table)
+    print("wrote %s.json and %s.csv" % (prefix, prefix))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tandem", help="models_bench JSON (--benchmark_out); its cases and device are timed")
+    ap.add_argument("--tandem", action="append", default=[],
+                    help="models_bench JSON (--benchmark_out); its cases and device are timed (may repeat)")
+    ap.add_argument("--tandem-bin", help="the models_bench binary: each model's cases run in Tandem right before "
+                    "they run in PyTorch, at --batches, --sizes, --models, --modes, --device")
     ap.add_argument("--models", default="resnet18,resnet50,mobilenet_v2")
     ap.add_argument("--sizes", default="32,224")
     ap.add_argument("--modes", default="fwd,fwd_bwd,step")
     ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--batches", help="comma list of batches (default: --batch)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--nchw", action="store_true", help="NCHW instead of channels-last on the GPU")
     ap.add_argument("--no-tf32", action="store_true")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="CPU threads of both (default: those of Tandem's run in its JSON, else the core count)")
     ap.add_argument("--min-time", type=float, default=1.0, help="seconds of timed iterations per case")
+    ap.add_argument("--out", help="PREFIX: also write the results to PREFIX.json and PREFIX.csv")
     args = ap.parse_args()
+    if args.tandem and args.tandem_bin:
+        ap.error("--tandem and --tandem-bin exclude each other")
 
+    batches = [int(b) for b in (args.batches or str(args.batch)).split(",")]
+    models, sizes, modes = args.models.split(","), [int(s) for s in args.sizes.split(",")], args.modes.split(",")
+    threads = args.threads
     if args.tandem:
-        cases, device, tf32, channels_last = parse_tandem(args.tandem)
+        cases, ctx = [], {}
+        for path in args.tandem:
+            c, device, tf32, channels_last, ctx = parse_tandem(path)
+            cases += c
+        threads = threads or int(ctx.get("tandem_threads", 0))
     else:
-        cases = [{"model": m, "size": int(s), "mode": mode, "batch": args.batch, "tandem": None}
-                 for m in args.models.split(",") for s in args.sizes.split(",") for mode in args.modes.split(",")]
+        cases = [{"model": m, "size": s, "mode": mode, "batch": b, "tandem": None}
+                 for b in batches for s in sizes for m in models for mode in modes]
         device, tf32, channels_last = args.device, not args.no_tf32, not args.nchw
+    threads = threads or os.cpu_count()
+    torch.set_num_threads(threads)
     channels_last = channels_last and device.startswith("cuda")
     torch.backends.cudnn.allow_tf32 = tf32
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.benchmark = True
     gpu = torch.cuda.get_device_name(0) if device.startswith("cuda") else "cpu"
-    print("PyTorch %s, torchvision %s, %s (%s), tf32 %s, %s" % (
-        torch.__version__, torchvision.__version__, device, gpu, "on" if tf32 else "off",
-        "channels-last" if channels_last else "NCHW"))
+    context = {"pytorch": torch.__version__, "torchvision": torchvision.__version__, "device": device,
+               "gpu": gpu, "cpu": platform.processor() or platform.machine(), "threads": threads,
+               "tf32": tf32, "layout": "channels-last" if channels_last else "NCHW", "dtype": "f32",
+               "min_time_s": args.min_time, "mkldnn": torch.backends.mkldnn.is_available(),
+               "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "default")}
+    print("PyTorch %s, torchvision %s, %s (%s), %d CPU threads, OMP_WAIT_POLICY %s, tf32 %s, %s" % (
+        torch.__version__, torchvision.__version__, device, gpu, threads, context["omp_wait_policy"],
+        ("on" if tf32 else "off") if gpu != "cpu" else "n/a", "channels-last" if channels_last else "NCHW"),
+        flush=True)
     print("%-14s %5s %6s %-8s %14s %14s %10s" % ("model", "size", "batch", "mode", "Tandem img/s", "PyTorch img/s",
-                                                "Tandem/PT"))
+                                                "Tandem/PT"), flush=True)
+    rows = []
+    # With --tandem-bin, one model, size and batch at a time: Tandem's cases, then PyTorch's, so that both
+    # meet the same load on a shared machine.
+    groups = {}
     for c in cases:
-        pt = time_case(c["model"], c["size"], c["batch"], c["mode"], device, channels_last, args.min_time)
-        tandem = c["tandem"]
-        print("%-14s %5d %6d %-8s %14s %14.1f %10s" % (
-            c["model"], c["size"], c["batch"], c["mode"], "%.1f" % tandem if tandem else "-", pt,
-            "%.2f" % (tandem / pt) if tandem else "-"))
+        groups.setdefault((c["batch"], c["size"], c["model"]), []).append(c)
+    for (batch, size, model), group in groups.items():
+        if args.tandem_bin:
+            measured, ctx = run_tandem(args.tandem_bin, model, size, batch, [c["mode"] for c in group], device,
+                                       args.min_time, threads)
+            if int(ctx.get("tandem_threads", threads)) != threads:
+                raise SystemExit("speed.py: Tandem ran %s threads, not %d" % (ctx.get("tandem_threads"), threads))
+            for c in group:
+                c["tandem"] = next(m["tandem"] for m in measured if m["mode"] == c["mode"])
+        for c in group:
+            pt = time_case(c["model"], c["size"], c["batch"], c["mode"], device, channels_last, args.min_time)
+            tandem = c["tandem"]
+            print("%-14s %5d %6d %-8s %14s %14.1f %10s" % (
+                c["model"], c["size"], c["batch"], c["mode"], "%.1f" % tandem if tandem else "-", pt,
+                "%.2f" % (tandem / pt) if tandem else "-"), flush=True)
+            rows.append(dict(c, pytorch=pt))
+    if any(r["tandem"] for r in rows):
+        print(ratio_tables(rows))
+    if args.out:
+        write_results(args.out, rows, context)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <sys/stat.h>
 
@@ -19,6 +20,7 @@
 #include "runtime/error.h"
 #include "runtime/lr_schedule.h"
 #include "runtime/ops.h"
+#include "runtime/progress.h"
 
 namespace tandem {
 namespace parallel {
@@ -139,8 +141,17 @@ class RankRunner {
     if (worker_.memory) worker_.memory->reset_peaks();
     world_.barrier();
     const double t0 = host_time_s();
+    if (me_ == 0 && ctx_.live_progress) {
+      ProgressTask task;
+      task.label = strategy_title(layout_.strategy);
+      task.unit = "update";
+      task.items_per_step = ctx_.train.batch;
+      for (const Instr& i : d_.schedule.instrs()) task.total += i.worker == me_ && i.kind == OpKind::Update;
+      live_.emplace(task);
+    }
     Executor ex(d_.schedule, worker_, &signals_, world_.needs_one_issuer());
     ex.run([this](const Instr& i) { execute(i); });
+    live_.reset();
     std::vector<InstrTime> mine = ex.timings();
     for (InstrTime& t : mine) {
       t.start_s -= t0;
@@ -338,6 +349,7 @@ class RankRunner {
 
   void update(const Instr& i, const InstrInfo& info) {
     std::vector<int> blocks = i.block >= 0 ? std::vector<int>{i.block} : layout_.blocks_of(me_);
+    std::vector<std::string> lines;  // said once the update counts in the live display
     for (int b : blocks) {
       BlockTrainer& t = students_.at(b);
       t.opt->step();
@@ -356,8 +368,13 @@ class RankRunner {
         std::snprintf(line, sizeof line, "[%s] block %d epoch %lld/%lld: loss %.5f, %.1f s",
                       strategy_name(layout_.strategy), b, static_cast<long long>(epoch + 1),
                       static_cast<long long>(ctx_.train.epochs), mean, host_time_s() - start_host_s_);
-        ctx_.log(line);
+        lines.push_back(line);
       }
+    }
+    if (live_) live_->step();
+    for (const std::string& line : lines) {
+      if (live_) live_->print_above([&] { ctx_.log(line); });
+      else ctx_.log(line);
     }
   }
 
@@ -489,6 +506,7 @@ class RankRunner {
   std::map<int, std::vector<int>> sends_after_;  // teacher forward id -> send ids
   std::mutex outbox_mu_;
   std::map<int, Tensor> outbox_;
+  std::optional<Progress> live_;  // rank 0's display, while the executor runs
 };
 
 }  // namespace

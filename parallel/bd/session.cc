@@ -85,6 +85,7 @@ SessionReport run_session(const SessionOptions& o, const std::function<void(cons
   ctx.dataset = dataset;
   ctx.train = o.train;
   ctx.resume = o.resume;
+  ctx.live_progress = o.live_progress;
   const int64_t spe = steps_per_epoch(ctx);
   for (Strategy s : o.strategies) {
     if (s == Strategy::TR || s == Strategy::DPU)

@@ -36,6 +36,7 @@ struct SessionOptions {
   std::string profile_path;    // a saved profile (JSON) instead of measuring one
   std::string out_dir;         // profile.json, plan.json, summary.json and one folder per strategy ("": none)
   bool resume = false;
+  bool live_progress = false;  // rank 0's live display on stderr while a strategy runs (RunContext)
   ProfileOptions profile;
 };
 

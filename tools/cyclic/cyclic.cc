@@ -26,6 +26,7 @@
 #include "runtime/json.h"
 #include "runtime/lr_schedule.h"
 #include "runtime/ops.h"
+#include "runtime/progress.h"
 #include "runtime/safetensors.h"
 #include "runtime/stream.h"
 #include "tools/cyclic/flags.h"
@@ -314,6 +315,13 @@ int run(const Flags& f) {
   EvalResult last_eval;
   double steady_sum = 0;
   int steady_count = 0;
+  ProgressTask task;
+  task.label = rule_name(rule);
+  task.unit = "round";
+  task.total = total_rounds;
+  task.done = std::min(trainer.round(), total_rounds);
+  task.items_per_step = N * f.batch;
+  Progress live(task);
   while (trainer.round() < total_rounds) {
     const int64_t round = trainer.round();
     const int64_t epoch = round / rounds_per_epoch, pos = round % rounds_per_epoch;
@@ -352,10 +360,13 @@ int run(const Flags& f) {
     }
     const double lr = f.lr * o.lr_schedule->factor(trainer.round() - 1);
     const double epoch_f = static_cast<double>(trainer.round()) / rounds_per_epoch;
-    std::printf("round %6lld  epoch %6.2f  loss %.4f  train acc %.4f  lr %.4g  %.4f s/round (steady %.4f)\n",
-                static_cast<long long>(trainer.round()), epoch_f, loss,
-                samples ? static_cast<double>(correct) / samples : 0.0, lr, wall, steady);
-    std::fflush(stdout);
+    live.step(chunk);
+    live.print_above([&] {
+      std::printf("round %6lld  epoch %6.2f  loss %.4f  train acc %.4f  lr %.4g  %.4f s/round (steady %.4f)\n",
+                  static_cast<long long>(trainer.round()), epoch_f, loss,
+                  samples ? static_cast<double>(correct) / samples : 0.0, lr, wall, steady);
+      std::fflush(stdout);
+    });
     if (log)
       *log << trainer.round() << "," << epoch_f << "," << loss << "," << (samples ? double(correct) / samples : 0.0)
            << "," << lr << "," << wall << "," << steady << "\n" << std::flush;
@@ -370,8 +381,11 @@ int run(const Flags& f) {
     if ((epoch_end && f.eval_every > 0 && epoch_f - last_eval_epoch + 1e-9 >= f.eval_every) || last) {
       last_eval = evaluate(factory, trainer.model_state(), test_set, test_pipe, f.loader_threads, device);
       last_eval_epoch = epoch_f;
-      std::printf("eval  round %6lld  epoch %6.2f  test acc %.4f  test loss %.4f\n",
-                  static_cast<long long>(trainer.round()), epoch_f, last_eval.accuracy, last_eval.loss);
+      live.print_above([&] {
+        std::printf("eval  round %6lld  epoch %6.2f  test acc %.4f  test loss %.4f\n",
+                    static_cast<long long>(trainer.round()), epoch_f, last_eval.accuracy, last_eval.loss);
+        std::fflush(stdout);
+      });
       if (evals) *evals << trainer.round() << "," << epoch_f << "," << last_eval.accuracy << "," << last_eval.loss
                         << "\n" << std::flush;
     }

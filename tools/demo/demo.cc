@@ -149,6 +149,7 @@ int run(const Options& o) {
     to.log_every = 16;
     to.evaluate = false;
     to.checkpoint = teacher_path + ".partial";
+    to.live_progress = true;
     train::Trainer trainer(to, std::cout);
     trainer.run();
     TD_CHECK_IO(std::rename(to.checkpoint.c_str(), teacher_path.c_str()) == 0, "cannot rename ", to.checkpoint);
@@ -180,6 +181,7 @@ int run(const Options& o) {
   so.comm = "local";
   so.profile.trials = 3;
   so.out_dir = o.cache_dir + "/run";
+  so.live_progress = true;
   std::printf("distilling with DP, LS, TR, TR+DPU, TR+DPU+AHD on %s (outputs in %s)\n", o.workers.c_str(),
               so.out_dir.c_str());
   parallel::bd::SessionReport r = parallel::bd::run_session(so, [](const std::string& line) {

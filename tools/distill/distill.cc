@@ -112,6 +112,7 @@ int64_t bytes(const std::string& flag, const std::string& v) {
 SessionOptions parse(int argc, char** argv) {
   SessionOptions o;
   o.workers = "best:4";
+  o.live_progress = true;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--help" || flag == "-h") {

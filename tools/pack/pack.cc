@@ -14,6 +14,7 @@
 #include "data/record_file.h"
 #include "data/split.h"
 #include "runtime/error.h"
+#include "runtime/progress.h"
 
 namespace tandem {
 namespace {
@@ -105,6 +106,11 @@ int run(const Args& a) {
               data::shard_path(a.output, 0, shards).c_str());
   const std::vector<std::string> names = folder ? folder->classes() : std::vector<std::string>{};
   uint64_t bytes = 0;
+  ProgressTask task;
+  task.label = "packing";
+  task.unit = "record";
+  task.total = n;
+  auto live = std::make_unique<Progress>(task);
   for (int64_t k = 0; k < shards; ++k) {
     const data::RowRange rows = data::rows_for(k, shards, n);
     const std::string path = data::shard_path(a.output, k, shards);
@@ -122,11 +128,16 @@ int run(const Args& a) {
         data::Sample s = ds->get(i);
         w.add(s.image, s.label);
       }
+      live->step();
     }
     w.finish();
     bytes += w.bytes();
-    std::printf("  %s: %lld records\n", path.c_str(), static_cast<long long>(rows.count));
+    live->print_above([&] {
+      std::printf("  %s: %lld records\n", path.c_str(), static_cast<long long>(rows.count));
+      std::fflush(stdout);
+    });
   }
+  live.reset();  // its line erased before the summary
   std::printf("wrote %lld records, %.1f MiB\n", static_cast<long long>(n), static_cast<double>(bytes) / 1048576.0);
   return 0;
 }

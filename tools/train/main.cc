@@ -123,6 +123,7 @@ TrainOptions parse(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   tandem::train::TrainOptions o = tandem::train::parse(argc, argv);
+  o.live_progress = true;
   std::unique_ptr<tandem::train::Trainer> trainer;
   try {
     trainer = std::make_unique<tandem::train::Trainer>(o, std::cout);

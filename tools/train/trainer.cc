@@ -19,6 +19,7 @@
 #include "runtime/lr_schedule.h"
 #include "runtime/ops.h"
 #include "runtime/optim.h"
+#include "runtime/progress.h"
 
 namespace tandem {
 namespace train {
@@ -185,6 +186,14 @@ std::vector<EpochResult> Trainer::run() {
     // the host does not wait for the GPU at every step.
     std::vector<Tensor> pending;
     Tensor correct;
+    std::optional<Progress> live;
+    if (s.o.live_progress) {
+      ProgressTask task;
+      task.label = "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(s.o.epochs);
+      task.total = s.steps_per_epoch;
+      task.items_per_step = s.o.batch;
+      live.emplace(task);
+    }
     auto read_losses = [&] {
       if (pending.empty()) return;
       for (Tensor& l : pending) l = l.reshape({1});
@@ -213,17 +222,23 @@ std::vector<EpochResult> Trainer::run() {
       seen += n;
       window_images += n;
       if (pending.size() >= 256) read_losses();
+      if (live) live->step();
       if (s.o.log_every > 0 && (step + 1) % s.o.log_every == 0) {
         read_losses();
-        s.log << "epoch " << epoch + 1 << " step " << step + 1 << "/" << s.steps_per_epoch << "  loss "
-              << std::fixed << std::setprecision(4) << r.step_losses.back() << "  lr " << std::setprecision(5)
-              << s.optimizer->lr(0) << "  " << std::setprecision(0) << window_images / seconds_since(window)
-              << " img/s" << std::endl;
+        auto print = [&] {
+          s.log << "epoch " << epoch + 1 << " step " << step + 1 << "/" << s.steps_per_epoch << "  loss "
+                << std::fixed << std::setprecision(4) << r.step_losses.back() << "  lr " << std::setprecision(5)
+                << s.optimizer->lr(0) << "  " << std::setprecision(0) << window_images / seconds_since(window)
+                << " img/s" << std::endl;
+        };
+        if (live) live->print_above(print);
+        else print();
         window = Clock::now();
         window_images = 0;
       }
     }
     read_losses();
+    live.reset();
     r.seconds = seconds_since(t0);
     r.images_per_second = static_cast<double>(seen) / r.seconds;
     double total = 0;
@@ -252,10 +267,20 @@ double Trainer::test_accuracy() {
   s.model->eval();
   autograd::NoGradGuard ng;
   s.test_loader->set_epoch(0);
+  std::optional<Progress> live;
+  if (s.o.live_progress) {
+    ProgressTask task;
+    task.label = "test";
+    task.total = s.test_loader->batches_per_epoch();
+    task.items_per_step = s.o.batch;
+    task.unit = "batch";
+    live.emplace(task);
+  }
   int64_t ok = 0, total_images = 0;
   while (auto b = s.test_loader->next()) {
     ok += count_correct(s.model->forward(b->images), b->labels);
     total_images += b->images.size(0);
+    if (live) live->step();
   }
   return total_images > 0 ? static_cast<double>(ok) / static_cast<double>(total_images) : 0.0;
 }
