@@ -2,7 +2,7 @@
 #include <cmath>
 
 #include "kernels/cpu/cpu_backend.h"
-#include "kernels/cpu/strided.h"
+#include "kernels/strided.h"
 #include "kernels/dispatch.h"
 #include "runtime/half.h"
 #include "runtime/parallel_for.h"
@@ -22,8 +22,8 @@ template <> double load_as_double<BF16Tag>(const void* p, int64_t i) { return bf
 
 template <typename D, typename S>
 void copy_typed(const void* src, const StridedDesc& sd, void* dst, const StridedDesc& dd) {
-  auto it = make_iter<2>({&dd, &sd});
-  for_each_run(it, [&](const int64_t* off, int64_t n, const int64_t* st) {
+  auto it = strided::make_iter<2>({&dd, &sd});
+  strided::for_each_run(it, [&](const int64_t* off, int64_t n, const int64_t* st) {
     for (int64_t i = 0; i < n; ++i) {
       int64_t si = off[1] + i * st[1], di = off[0] + i * st[0];
       if constexpr (std::is_same<S, D>::value && std::is_empty<D>::value) {
@@ -131,8 +131,8 @@ uint8_t apply_compare(BinaryOp op, T a, T b) {
 void CpuBackend::fill(DType t, void* dst, const StridedDesc& d, double value, const Stream&) {
   auto fill_with = [&](auto v) {
     using V = decltype(v);
-    auto it = make_iter<1>({&d});
-    for_each_run(it, [&](const int64_t* off, int64_t n, const int64_t* st) {
+    auto it = strided::make_iter<1>({&d});
+    strided::for_each_run(it, [&](const int64_t* off, int64_t n, const int64_t* st) {
       V* p = static_cast<V*>(dst) + off[0];
       for (int64_t i = 0; i < n; ++i) p[i * st[0]] = v;
     });
@@ -187,13 +187,13 @@ void CpuBackend::unary_backward(UnaryOp op, DType t, const void* x, const void* 
 
 void CpuBackend::binary(BinaryOp op, DType t, const void* a, const StridedDesc& ad, const void* b,
                         const StridedDesc& bd, void* out, const StridedDesc& od, const Stream&) {
-  auto it = make_iter<3>({&od, &ad, &bd});
+  auto it = strided::make_iter<3>({&od, &ad, &bd});
   if (is_comparison(op)) {
     TD_DISPATCH_NUMERIC(t, "comparison", {
       const scalar_t* ap = static_cast<const scalar_t*>(a);
       const scalar_t* bp = static_cast<const scalar_t*>(b);
       uint8_t* op_ = static_cast<uint8_t*>(out);
-      for_each_run(it, [&](const int64_t* off, int64_t n, const int64_t* st) {
+      strided::for_each_run(it, [&](const int64_t* off, int64_t n, const int64_t* st) {
         for (int64_t i = 0; i < n; ++i)
           op_[off[0] + i * st[0]] = apply_compare<scalar_t>(op, ap[off[1] + i * st[1]], bp[off[2] + i * st[2]]);
       });
@@ -211,7 +211,7 @@ void CpuBackend::binary(BinaryOp op, DType t, const void* a, const StridedDesc& 
         for (int64_t i = lo; i < hi; ++i) o[i] = apply_binary<scalar_t>(op, ap[i * sa], bp[i * sb]);
       });
     } else {
-      for_each_run(it, [&](const int64_t* off, int64_t n, const int64_t* st) {
+      strided::for_each_run(it, [&](const int64_t* off, int64_t n, const int64_t* st) {
         for (int64_t i = 0; i < n; ++i)
           o[off[0] + i * st[0]] = apply_binary<scalar_t>(op, ap[off[1] + i * st[1]], bp[off[2] + i * st[2]]);
       });
@@ -221,13 +221,13 @@ void CpuBackend::binary(BinaryOp op, DType t, const void* a, const StridedDesc& 
 
 void CpuBackend::where(const void* cond, const StridedDesc& cd, DType t, const void* a, const StridedDesc& ad,
                        const void* b, const StridedDesc& bd, void* out, const StridedDesc& od, const Stream&) {
-  auto it = make_iter<4>({&od, &cd, &ad, &bd});
+  auto it = strided::make_iter<4>({&od, &cd, &ad, &bd});
   const uint8_t* c = static_cast<const uint8_t*>(cond);
   TD_DISPATCH_BYTES(t, {
     const scalar_t* ap = static_cast<const scalar_t*>(a);
     const scalar_t* bp = static_cast<const scalar_t*>(b);
     scalar_t* o = static_cast<scalar_t*>(out);
-    for_each_run(it, [&](const int64_t* off, int64_t n, const int64_t* st) {
+    strided::for_each_run(it, [&](const int64_t* off, int64_t n, const int64_t* st) {
       for (int64_t i = 0; i < n; ++i)
         o[off[0] + i * st[0]] = c[off[1] + i * st[1]] ? ap[off[2] + i * st[2]] : bp[off[3] + i * st[3]];
     });

@@ -7,7 +7,7 @@
 #include <array>
 #include <cstdint>
 
-#include "kernels/cpu/strided.h"
+#include "kernels/strided.h"
 #include "runtime/backend.h"
 #include "runtime/storage.h"
 #include "runtime/stream.h"
@@ -45,7 +45,7 @@ inline bool is_aligned(const void* p, size_t bytes) { return reinterpret_cast<ui
 // merged, so that kernels do as little index arithmetic as possible. ndim >= 1 in the result.
 template <int K>
 std::array<StridedDesc, K> collapse(const std::array<const StridedDesc*, K>& descs) {
-  cpu::StridedIter<K> it = cpu::make_iter<K>(descs);
+  strided::StridedIter<K> it = strided::make_iter<K>(descs);
   std::array<StridedDesc, K> out;
   for (int k = 0; k < K; ++k) {
     out[k].ndim = it.ndim;

@@ -1,4 +1,5 @@
-// Iteration over K strided operands of one shape on the CPU: dims that are contiguous for every operand
+// Iteration over K strided operands of one shape on the host (the CPU kernels' loops, the CUDA launches'
+// dimension merging): dims that are contiguous for every operand
 // are merged, then the innermost dim is handed to a tight loop.
 #pragma once
 
@@ -8,7 +9,7 @@
 #include "runtime/backend.h"
 
 namespace tandem {
-namespace cpu {
+namespace strided {
 
 template <int K>
 struct StridedIter {
@@ -70,5 +71,5 @@ void for_each_run(const StridedIter<K>& it, F&& f) {
   }
 }
 
-}  // namespace cpu
+}  // namespace strided
 }  // namespace tandem

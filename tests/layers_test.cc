@@ -1,0 +1,142 @@
+// The layer rule of DESIGN.md as a test: every #include of the product's folders (runtime, kernels, models,
+// data, parallel, tools) names a file of its own folder or of a folder below it, and no backend of kernels/
+// and no method of parallel/ includes a sibling's files.
+#include <gtest/gtest.h>
+
+#include <climits>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace tandem {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The folders in layer order, each with the lower folders it may not use all the same ("knows nothing of").
+const std::vector<std::string> kLayers = {"runtime", "kernels", "models", "data", "parallel", "tools"};
+const std::map<std::string, std::set<std::string>> kForbiddenBelow = {{"data", {"models"}}};
+
+// Subfolders that are siblings: neither may include the other's files (files directly in the folder are
+// shared by all of them and may include none of them).
+const std::map<std::string, std::set<std::string>> kSiblings = {
+    {"kernels", {"cpu", "cuda", "cudnn", "cublas"}},
+    {"parallel", {"bd", "cyclic"}},
+};
+// Sibling pairs that are one backend: the CUDA backend runs on its own kernels, cuDNN and cuBLAS.
+const std::set<std::pair<std::string, std::string>> kSameBackend = {
+    {"cuda", "cudnn"}, {"cuda", "cublas"}, {"cudnn", "cuda"}, {"cublas", "cuda"}, {"cudnn", "cublas"}};
+
+std::vector<std::string> split_path(const std::string& p) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (size_t i = 0; i <= p.size(); ++i)
+    if (i == p.size() || p[i] == '/') {
+      parts.push_back(p.substr(start, i - start));
+      start = i + 1;
+    }
+  return parts;
+}
+
+int rank_of(const std::string& folder) {
+  for (size_t i = 0; i < kLayers.size(); ++i)
+    if (kLayers[i] == folder) return static_cast<int>(i);
+  return -1;
+}
+
+// Why FILE (a path from the repository root) may not include INCLUDED (as written between the quotes), or ""
+// when it may.
+std::string layer_violation(const std::string& file, const std::string& included) {
+  const std::vector<std::string> from = split_path(file), to = split_path(included);
+  const int from_rank = rank_of(from[0]), to_rank = rank_of(to[0]);
+  if (from_rank < 0 || to.size() < 2) return "";  // tests/, bench/ and third-party or system headers
+  if (to_rank < 0) return from[0] + "/ may not include " + to[0] + "/ (not a layer below it)";
+  if (to_rank > from_rank) return from[0] + "/ is below " + to[0] + "/ and may not include it";
+  auto forbidden = kForbiddenBelow.find(from[0]);
+  if (forbidden != kForbiddenBelow.end() && forbidden->second.count(to[0]))
+    return from[0] + "/ knows nothing of " + to[0] + "/";
+  auto siblings = kSiblings.find(from[0]);
+  if (to_rank != from_rank || siblings == kSiblings.end()) return "";
+  const std::string from_sub = from.size() > 2 && siblings->second.count(from[1]) ? from[1] : "";
+  const std::string to_sub = to.size() > 2 && siblings->second.count(to[1]) ? to[1] : "";
+  if (to_sub.empty() || to_sub == from_sub) return "";
+  if (from_sub.empty()) return "the shared files of " + from[0] + "/ may not include " + from[0] + "/" + to_sub + "/";
+  if (kSameBackend.count({from_sub, to_sub})) return "";
+  return from[0] + "/" + from_sub + "/ may not include its sibling " + from[0] + "/" + to_sub + "/";
+}
+
+TEST(LayerRule, AllowsIncludesOfTheSameOrALowerLayer) {
+  EXPECT_EQ(layer_violation("models/zoo/resnet.cc", "runtime/tensor.h"), "");
+  EXPECT_EQ(layer_violation("parallel/bd/runner.cc", "data/loader.h"), "");
+  EXPECT_EQ(layer_violation("kernels/cpu/gemm.cc", "kernels/dispatch.h"), "");
+  EXPECT_EQ(layer_violation("kernels/cuda/gemm.cc", "kernels/cublas/handle.h"), "");
+  EXPECT_EQ(layer_violation("parallel/cyclic/trainer.cc", "parallel/executor.h"), "");
+  EXPECT_EQ(layer_violation("tools/demo/demo.cc", "parallel/bd/session.h"), "");
+  EXPECT_EQ(layer_violation("tests/bd/x_test.cc", "tools/train/trainer.h"), "");
+}
+
+// The checker is proven on the bugs it exists to catch.
+TEST(LayerRule, RefusesUpwardAndSidewaysIncludes) {
+  EXPECT_NE(layer_violation("runtime/tensor.cc", "models/module.h"), "");
+  EXPECT_NE(layer_violation("kernels/cpu/conv.cc", "parallel/worker.h"), "");
+  EXPECT_NE(layer_violation("models/layers.cc", "data/loader.h"), "");
+  EXPECT_NE(layer_violation("data/loader.cc", "models/module.h"), "");
+  EXPECT_NE(layer_violation("runtime/ops.h", "tests/testing.h"), "");
+  EXPECT_NE(layer_violation("kernels/cuda/launch.h", "kernels/cpu/strided.h"), "");
+  EXPECT_NE(layer_violation("kernels/cpu/gemm.cc", "kernels/cublas/handle.h"), "");
+  EXPECT_NE(layer_violation("kernels/dispatch.h", "kernels/cuda/launch.h"), "");
+  EXPECT_NE(layer_violation("parallel/bd/runner.cc", "parallel/cyclic/rules.h"), "");
+  EXPECT_NE(layer_violation("parallel/executor.cc", "parallel/bd/plan.h"), "");
+}
+
+// The repository's root: the runfile tests/testing.h is a link into the source tree.
+fs::path source_root() {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* workspace = std::getenv("TEST_WORKSPACE");
+  if (!srcdir || !workspace) return {};
+  const fs::path runfile = fs::path(srcdir) / workspace / "tests" / "testing.h";
+  std::error_code ec;
+  const fs::path real = fs::canonical(runfile, ec);
+  return ec ? fs::path() : real.parent_path().parent_path();
+}
+
+// The source tree is read directly (the test names one runfile, not every source: Bazel reruns it each time,
+// tests are never cached here).
+TEST(LayerRule, EveryIncludeOfTheTreeFollowsIt) {
+  const fs::path root = source_root();
+  ASSERT_FALSE(root.empty()) << "cannot find the source tree from TEST_SRCDIR";
+  const std::regex include_line(R"re(^\s*#\s*include\s*"([^"]+)")re");
+  int files = 0, includes = 0;
+  std::vector<std::string> violations;
+  for (const std::string& layer : kLayers) {
+    ASSERT_TRUE(fs::is_directory(root / layer)) << (root / layer);
+    for (const auto& entry : fs::recursive_directory_iterator(root / layer)) {
+      const std::string ext = entry.path().extension().string();
+      if (!entry.is_regular_file() || (ext != ".h" && ext != ".cc" && ext != ".cu" && ext != ".cuh")) continue;
+      const std::string rel = fs::relative(entry.path(), root).string();
+      std::ifstream in(entry.path());
+      std::string line;
+      int number = 0;
+      ++files;
+      while (std::getline(in, line)) {
+        ++number;
+        std::smatch m;
+        if (!std::regex_search(line, m, include_line)) continue;
+        ++includes;
+        const std::string why = layer_violation(rel, m[1]);
+        if (!why.empty()) violations.push_back(rel + ":" + std::to_string(number) + ": " + m[1].str() + ": " + why);
+      }
+    }
+  }
+  EXPECT_GT(files, 100);
+  EXPECT_GT(includes, 500);
+  for (const std::string& v : violations) ADD_FAILURE() << v;
+}
+
+}  // namespace
+}  // namespace tandem
