@@ -1,4 +1,4 @@
-// CPU Philox random fills (bit-identical to the CUDA kernels) and the CPU backend's registration.
+// CPU Philox random fills (bit-identical to the CUDA kernels).
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/dispatch.h"
 #include "runtime/parallel_for.h"
@@ -21,15 +21,6 @@ void CpuBackend::random(DType t, void* out, int64_t n, uint64_t seed, uint64_t o
     });
   });
 }
-
-namespace {
-// Registers the CPU backend when this library is linked (alwayslink).
-const bool registered = [] {
-  static CpuBackend backend;
-  register_backend(DeviceType::CPU, &backend);
-  return true;
-}();
-}  // namespace
 
 }  // namespace cpu
 }  // namespace tandem

@@ -1,5 +1,5 @@
 // CUDA Philox random fills, bit-identical to kernels/cpu/random.cc (same helpers from runtime/philox.h, in
-// the same order), and the CUDA backend's registration.
+// the same order).
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/kernel_launch.cuh"
@@ -48,15 +48,6 @@ void CudaBackend::random(DType t, void* out, int64_t n, uint64_t seed, uint64_t 
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "random_kernel");
   });
 }
-
-namespace {
-// Registers the CUDA backend when this library is linked (alwayslink).
-const bool registered = [] {
-  static CudaBackend backend;
-  register_backend(DeviceType::CUDA, &backend);
-  return true;
-}();
-}  // namespace
 
 }  // namespace cuda
 }  // namespace tandem

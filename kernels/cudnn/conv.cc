@@ -1,8 +1,6 @@
-// cuDNN convolution: descriptors built per call; the algorithm and its math type found once per shape with
-// cudnnFind*AlgorithmEx, and the workspace size of that pair, cached; workspace from the caching allocator
-// (Workspace category).
-#include "kernels/cudnn/conv.h"
-
+// The CUDA NN backend's convolutions, through cuDNN: descriptors built per call; the algorithm and its math
+// type found once per shape with cudnnFind*AlgorithmEx, and the workspace size of that pair, cached; workspace
+// from the caching allocator (Workspace category).
 #include <algorithm>
 #include <array>
 #include <climits>
@@ -12,6 +10,7 @@
 #include <optional>
 
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/nn/cuda_nn_backend.h"
 #include "kernels/cudnn/conv_choice.h"
 #include "kernels/cudnn/cudnn_check.h"
 #include "kernels/cudnn/handle.h"
@@ -191,9 +190,14 @@ struct Call {
 void* data_of(const Storage& s) { return s.defined() ? s.data() : nullptr; }
 
 }  // namespace
+}  // namespace cudnn
 
-void conv2d_forward(const Conv2dGeometry& g, const void* x, const void* w, const void* bias, void* y,
-                    const Stream& s) {
+namespace cuda {
+
+using namespace cudnn;  // this file's helpers
+
+void CudaNNBackend::conv2d_forward(const Conv2dGeometry& g, const void* x, const void* w, const void* bias,
+                                   void* y, const Stream& s) {
   Call call(g, s);
   Descriptors& d = call.d;
   ConvChoice c = cached_choice(key_of(Pass::Forward, g, call.scope.device(), call.det, call.tf32), [&] {
@@ -219,7 +223,8 @@ void conv2d_forward(const Conv2dGeometry& g, const void* x, const void* w, const
                                   d.y.d, y));
 }
 
-void conv2d_backward_data(const Conv2dGeometry& g, const void* dy, const void* w, void* dx, const Stream& s) {
+void CudaNNBackend::conv2d_backward_data(const Conv2dGeometry& g, const void* dy, const void* w, void* dx,
+                                         const Stream& s) {
   Call call(g, s);
   Descriptors& d = call.d;
   ConvChoice c = cached_choice(key_of(Pass::BackwardData, g, call.scope.device(), call.det, call.tf32), [&] {
@@ -242,7 +247,8 @@ void conv2d_backward_data(const Conv2dGeometry& g, const void* dy, const void* w
                                               c.workspace, call.scalars.zero(g.dtype), d.x.d, dx));
 }
 
-void conv2d_backward_weight(const Conv2dGeometry& g, const void* x, const void* dy, void* dw, const Stream& s) {
+void CudaNNBackend::conv2d_backward_weight(const Conv2dGeometry& g, const void* x, const void* dy, void* dw,
+                                           const Stream& s) {
   Call call(g, s);
   Descriptors& d = call.d;
   ConvChoice c = cached_choice(key_of(Pass::BackwardFilter, g, call.scope.device(), call.det, call.tf32), [&] {
@@ -265,5 +271,5 @@ void conv2d_backward_weight(const Conv2dGeometry& g, const void* x, const void* 
                                                 data_of(ws), c.workspace, call.scalars.zero(g.dtype), d.w.d, dw));
 }
 
-}  // namespace cudnn
+}  // namespace cuda
 }  // namespace tandem
