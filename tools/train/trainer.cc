@@ -1,6 +1,7 @@
 // The supervised training loop.
 #include "tools/train/trainer.h"
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <algorithm>
@@ -61,9 +62,10 @@ int64_t metadata_int(const SafetensorsMetadata& m, const std::string& key, const
   auto it = m.find(key);
   TD_CHECK(it != m.end(), "checkpoint '", path, "' has no '", key, "' entry (not written by tools:train?)");
   char* end = nullptr;
+  errno = 0;
   long long v = std::strtoll(it->second.c_str(), &end, 10);
-  TD_CHECK(!it->second.empty() && *end == '\0' && v >= 0, "checkpoint '", path, "': bad '", key, "' value '",
-           it->second, "'");
+  TD_CHECK(!it->second.empty() && *end == '\0' && errno == 0 && v >= 0, "checkpoint '", path, "': bad '", key,
+           "' value '", it->second, "'");
   return v;
 }
 
