@@ -32,7 +32,11 @@ SOURCES = [
     "runtime/*.cc",
     "kernels/cpu/*.cc",
     "kernels/cpu/nn/*.cc",
-    "models/*.cc",
+    "models/checkpoint.cc",
+    "models/init.cc",
+    "models/layers.cc",
+    "models/module.cc",
+    "models/sequential.cc",
     "tests/data_loading/dataset_files.cc",
     "tests/fuzz/fuzz_readers.cc",
 ]
