@@ -159,7 +159,7 @@ def main():
     ap.add_argument("--max-len", type=int, default=8192, help="largest input in bytes")
     ap.add_argument("--malloc-limit-mb", type=int, default=512, help="largest single allocation allowed")
     ap.add_argument("--rss-limit-mb", type=int, default=2048)
-    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="compilations and fuzz targets at once")
     args = ap.parse_args()
     readers = [r for r in args.readers.split(",") if r]
     unknown = [r for r in readers if r not in READERS]
@@ -174,11 +174,13 @@ def main():
         binaries = {}
         cases["//tests/fuzz (build)"] = "failed"
         notes.append("the fuzz targets did not build (see the output above)")
-    for reader in binaries:
-        ok, note = run_one(reader, binaries[reader], args, out_dir)
-        cases["//tests/fuzz fuzz_%s" % reader] = "passed" if ok else "failed"
-        if note:
-            notes.append(note)
+    # libFuzzer runs one thread: one target per core at a time.
+    with concurrent.futures.ThreadPoolExecutor(max(1, min(args.jobs, len(binaries) or 1))) as pool:
+        results = pool.map(lambda r: (r, run_one(r, binaries[r], args, out_dir)), list(binaries))
+        for reader, (ok, note) in results:
+            cases["//tests/fuzz fuzz_%s" % reader] = "passed" if ok else "failed"
+            if note:
+                notes.append(note)
     for key, status in sorted(cases.items()):
         log("%s: %s" % (key, status))
     if args.summary:
