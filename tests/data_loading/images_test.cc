@@ -94,6 +94,38 @@ TEST(Codec, GarbageAndTruncatedImagesThrowNamingTheSource) {
   expect_error<IoError>([&] { decode_image(text.data(), 0, 0, "empty.jpg"); }, {"empty.jpg"});
 }
 
+// Headers announcing more pixels than the file can hold are refused before anything that size is allocated:
+// above 2^28 pixels, or above 2^14 pixels per byte of the file (more than PNG's deflate or Huffman-coded JPEG
+// can express).
+TEST(Codec, ImagesLargerThanTheirFileJustifiesAreRefused) {
+  Image rgb = testdata::smooth_image(8, 8, 3, testing::fresh_seed());
+  auto png_sized = [&](uint32_t h, uint32_t w) {
+    auto png = testdata::encode_png(rgb);
+    for (int i = 0; i < 4; ++i) {  // IHDR: length, type at 12, width at 16, height at 20, CRC at 29
+      png[16 + i] = static_cast<uint8_t>(w >> (24 - 8 * i));
+      png[20 + i] = static_cast<uint8_t>(h >> (24 - 8 * i));
+    }
+    const uint32_t c = static_cast<uint32_t>(::crc32(0, png.data() + 12, 17));
+    for (int i = 0; i < 4; ++i) png[29 + i] = static_cast<uint8_t>(c >> (24 - 8 * i));
+    return png;
+  };
+  auto big = png_sized(20000, 20000);
+  expect_error<IoError>([&] { decode_image(big.data(), big.size(), 0, "big.png"); },
+                        {"big.png", "20000x20000 pixels is more than the limit of 2^28 pixels"});
+  auto dense = png_sized(10000, 10000);
+  expect_error<IoError>([&] { decode_image(dense.data(), dense.size(), 0, "dense.png"); },
+                        {"dense.png", "10000x10000 pixels is more than a file of this size"});
+
+  auto jpg = testdata::encode_jpeg(rgb, 90);
+  size_t sof = 2;  // the baseline frame header: FF C0, length, precision, height, width
+  while (sof + 9 < jpg.size() && !(jpg[sof] == 0xFF && jpg[sof + 1] == 0xC0)) ++sof;
+  ASSERT_LT(sof + 9, jpg.size());
+  jpg[sof + 5] = jpg[sof + 7] = 10000 >> 8;
+  jpg[sof + 6] = jpg[sof + 8] = 10000 & 0xFF;
+  expect_error<IoError>([&] { decode_image(jpg.data(), jpg.size(), 0, "dense.jpg"); },
+                        {"dense.jpg", "10000x10000 pixels is more than a file of this size"});
+}
+
 // root/<class>/<files> with the given classes created in reverse order (the reader must sort).
 struct FolderFixture {
   std::string root;
