@@ -122,13 +122,17 @@ def run_one(reader, binary, args, out_dir):
     env = dict(os.environ, TANDEM_FUZZ_SEED_DIR=corpus, TEST_TMPDIR=work, TANDEM_NUM_THREADS="1")
     cmd = [binary, "-max_total_time=%d" % args.seconds, "-timeout=%d" % args.timeout,
            "-rss_limit_mb=%d" % args.rss_limit_mb, "-malloc_limit_mb=%d" % args.malloc_limit_mb,
-           "-max_len=%d" % args.max_len, "-artifact_prefix=" + artifacts + "/", "-print_final_stats=1", corpus]
+           "-max_len=%d" % args.max_len, "-use_value_profile=1", "-artifact_prefix=" + artifacts + "/",
+           "-print_final_stats=1", corpus]
     if os.path.isdir(regressions):
         cmd.append(regressions)
     log("%s: %d s" % (reader, args.seconds))
     with open(os.path.join(work, "log.txt"), "w") as logf:
-        rc = subprocess.run(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env,
-                            timeout=args.seconds + 10 * args.timeout + 300).returncode
+        try:
+            rc = subprocess.run(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env,
+                                timeout=args.seconds + 10 * args.timeout + 300).returncode
+        except subprocess.TimeoutExpired:
+            rc = "killed: libFuzzer overran its time"
     found = sorted(f for f in os.listdir(artifacts) if f.startswith(FAILURE_PREFIXES))
     kept = []
     for f in found:
@@ -144,9 +148,9 @@ def run_one(reader, binary, args, out_dir):
     if rc == 0 and not found:
         shutil.rmtree(work, ignore_errors=True)
         return True, None
-    log("%s FAILED (exit %d); log %s; kept %s\n%s" % (reader, rc, os.path.join(work, "log.txt"),
+    log("%s FAILED (exit %s); log %s; kept %s\n%s" % (reader, rc, os.path.join(work, "log.txt"),
                                                     ", ".join(kept) or "no input", tail))
-    return False, "fuzz %s: exit %d, input kept as %s (log %s)" % (reader, rc, ", ".join(kept) or "none",
+    return False, "fuzz %s: exit %s, input kept as %s (log %s)" % (reader, rc, ", ".join(kept) or "none",
                                                                  os.path.join(work, "log.txt"))
 
 

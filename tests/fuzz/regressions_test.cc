@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <new>
@@ -97,8 +98,11 @@ TEST(FuzzRegressions, Packed) { replay_reader("packed"); }
 TEST(FuzzRegressions, Safetensors) { replay_reader("safetensors"); }
 TEST(FuzzRegressions, Checkpoint) { replay_reader("checkpoint"); }
 
-TEST(FuzzRegressions, EveryReaderHasATest) {
+TEST(FuzzRegressions, EveryReaderHasATestAndTheCasesAreThere) {
   EXPECT_EQ(reader_names(), (std::vector<std::string>{"idx", "cifar", "image", "packed", "safetensors", "checkpoint"}));
+  // The folder travels with the test (Bazel data): the hand-made case of the first overflow bug is in it.
+  const std::vector<std::string> idx = files_in("tests/fuzz/regressions/idx");
+  EXPECT_NE(std::find(idx.begin(), idx.end(), "tests/fuzz/regressions/idx/crafted-dims-wrap-to-zero"), idx.end());
 }
 
 // The checks above are live: an oversized allocation is seen, and a non-Tandem exception is not swallowed.
