@@ -16,6 +16,7 @@
 #include "models/losses.h"
 #include "models/registry.h"
 #include "runtime/autograd.h"
+#include "runtime/checked_math.h"
 #include "runtime/error.h"
 #include "runtime/lr_schedule.h"
 #include "runtime/ops.h"
@@ -144,9 +145,11 @@ Trainer::Trainer(const TrainOptions& o, std::ostream& log) : s_(std::make_unique
   if (!o.resume.empty()) {
     SafetensorsMetadata meta = models::load_checkpoint(o.resume, *s_->model, s_->optimizer.get(), s_->scheduler.get());
     s_->first_epoch = metadata_int(meta, "epoch", o.resume);
-    TD_CHECK(s_->scheduler->position() == s_->first_epoch * s_->steps_per_epoch, "checkpoint '", o.resume,
-             "' is at step ", s_->scheduler->position(), " but epoch ", s_->first_epoch, " with ",
-             s_->steps_per_epoch, " steps per epoch ends at step ", s_->first_epoch * s_->steps_per_epoch,
+    const int64_t epoch_end = checked_mul<int64_t>(s_->first_epoch, s_->steps_per_epoch, "checkpoint '", o.resume,
+                                                   "': the step at the end of its epoch");
+    TD_CHECK(s_->scheduler->position() == epoch_end, "checkpoint '", o.resume, "' is at step ",
+             s_->scheduler->position(), " but epoch ", s_->first_epoch, " with ", s_->steps_per_epoch,
+             " steps per epoch ends at step ", epoch_end,
              ": resume with the batch size and dataset it was trained with");
   }
 
