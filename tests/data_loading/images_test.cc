@@ -126,6 +126,26 @@ TEST(Codec, ImagesLargerThanTheirFileJustifiesAreRefused) {
                         {"dense.jpg", "10000x10000 pixels is more than a file of this size"});
 }
 
+// A progressive JPEG whose last scan repeats 600 times (libjpeg only warns about each repeat) would keep the
+// decoder busy for as long as the file is long: more than 500 scans are refused. Its 10 real scans decode.
+TEST(Codec, JpegsWithThousandsOfScansAreRefused) {
+  Image rgb = testdata::smooth_image(16, 16, 3, testing::fresh_seed());
+  auto jpg = testdata::encode_jpeg(rgb, 90, true);
+  EXPECT_EQ(decode_image(jpg.data(), jpg.size(), 0, "progressive.jpg").height, 16);
+  size_t last_scan = 0;
+  for (size_t i = 0; i + 1 < jpg.size(); ++i)
+    if (jpg[i] == 0xFF && jpg[i + 1] == 0xDA) last_scan = i;
+  ASSERT_GT(last_scan, 0u);
+  ASSERT_TRUE(jpg[jpg.size() - 2] == 0xFF && jpg.back() == 0xD9);
+  const std::vector<uint8_t> scan(jpg.begin() + static_cast<std::ptrdiff_t>(last_scan), jpg.end() - 2);
+  jpg.resize(jpg.size() - 2);
+  for (int i = 0; i < 600; ++i) jpg.insert(jpg.end(), scan.begin(), scan.end());
+  jpg.push_back(0xFF);
+  jpg.push_back(0xD9);
+  expect_error<IoError>([&] { decode_image(jpg.data(), jpg.size(), 0, "scans.jpg"); },
+                        {"scans.jpg", "more than 500 progressive scans"});
+}
+
 // root/<class>/<files> with the given classes created in reverse order (the reader must sort).
 struct FolderFixture {
   std::string root;
