@@ -25,24 +25,32 @@ ImageFormat sniff_image_format(const uint8_t* data, size_t size) {
 namespace {
 
 // Larger images are refused as corrupt headers rather than attempted allocations of many gigabytes: at most
-// 2^28 pixels, and at most 2^14 pixels per byte of the file. No PNG exceeds that ratio (deflate expands a byte
-// to at most about 1,032, i.e. some 8,300 one-bit pixels) nor does Huffman-coded JPEG (at least one bit per 8x8
-// block and component); only degenerate files such as an arithmetic-coded JPEG of a flat image would.
+// 2^28 pixels, and no more pixels per byte of the file than the format can encode. PNG's deflate expands a byte
+// to at most about 1,032, i.e. some 8,300 one-bit pixels: 2^14 per byte. Huffman-coded JPEG spends at least a
+// bit per 8x8 block (a progressive file's DC scan), 512 pixels per byte: 2^10 per byte, which also bounds the
+// whole-image coefficient buffers libjpeg allocates for progressive files (arithmetic-coded JPEGs, which could
+// compress a flat image further, are held to the same bound).
 constexpr int64_t kMaxPixels = int64_t{1} << 28;
-constexpr int64_t kMaxPixelsPerByte = int64_t{1} << 14;
+constexpr int64_t kMaxPngPixelsPerByte = int64_t{1} << 14;
+constexpr int64_t kMaxJpegPixelsPerByte = int64_t{1} << 10;
 // Progressive JPEGs have about ten scans; thousands of tiny scans over a large image only burn time (a hostile
 // file could keep the decoder busy for minutes), so more than this many is refused as libjpeg-turbo's own
 // TJFLAG_LIMITSCANS does.
 constexpr int kMaxJpegScans = 500;
 
-// False, with the reason in `msg`, when a height x width image is larger than a file of `size` bytes justifies.
-bool size_allowed(int64_t height, int64_t width, size_t size, char* msg, size_t msg_size) {
+// False, with the reason in `msg`, when a height x width image is larger than a file of `size` bytes holding at
+// most `per_byte` pixels per byte justifies.
+bool size_allowed(int64_t height, int64_t width, size_t size, int64_t per_byte, char* msg, size_t msg_size) {
   const int64_t pixels = height * width;  // both below 2^32: no overflow
-  const int64_t by_file = static_cast<int64_t>(std::min<size_t>(size, size_t{1} << 40)) * kMaxPixelsPerByte;
+  const int64_t by_file = static_cast<int64_t>(std::min<size_t>(size, size_t{1} << 40)) * per_byte;
   if (pixels <= kMaxPixels && pixels <= by_file) return true;
-  std::snprintf(msg, msg_size, "%lldx%lld pixels is more than %s allows", static_cast<long long>(height),
-                static_cast<long long>(width),
-                pixels > kMaxPixels ? "the limit of 2^28 pixels" : "a file of this size (2^14 pixels per byte)");
+  if (pixels > kMaxPixels)
+    std::snprintf(msg, msg_size, "%lldx%lld pixels is more than the limit of 2^28 pixels",
+                  static_cast<long long>(height), static_cast<long long>(width));
+  else
+    std::snprintf(msg, msg_size, "%lldx%lld pixels is more than a file of %zu bytes can hold (%lld pixels per byte)",
+                  static_cast<long long>(height), static_cast<long long>(width), size,
+                  static_cast<long long>(per_byte));
   return false;
 }
 
@@ -98,7 +106,8 @@ bool decode_jpeg_into(const uint8_t* data, size_t size, int channels, Image* out
   jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
   jpeg_read_header(&cinfo, TRUE);
   // Checked before jpeg_start_decompress, which allocates buffers for the whole image (progressive files).
-  if (!size_allowed(cinfo.image_height, cinfo.image_width, size, err->message, sizeof(err->message))) {
+  if (!size_allowed(cinfo.image_height, cinfo.image_width, size, kMaxJpegPixelsPerByte, err->message,
+                    sizeof(err->message))) {
     jpeg_destroy_decompress(&cinfo);
     return false;
   }
@@ -146,8 +155,8 @@ Image decode_png(const uint8_t* data, size_t size, int channels, const std::stri
   img.version = PNG_IMAGE_VERSION;
   if (!png_image_begin_read_from_memory(&img, data, size))
     TD_THROW(IoError, what, ": undecodable PNG (", img.message, ")");
-  char too_large[128];
-  if (!size_allowed(img.height, img.width, size, too_large, sizeof(too_large))) {
+  char too_large[160];
+  if (!size_allowed(img.height, img.width, size, kMaxPngPixelsPerByte, too_large, sizeof(too_large))) {
     png_image_free(&img);
     TD_THROW(IoError, what, ": PNG of ", too_large);
   }

@@ -95,8 +95,8 @@ TEST(Codec, GarbageAndTruncatedImagesThrowNamingTheSource) {
 }
 
 // Headers announcing more pixels than the file can hold are refused before anything that size is allocated:
-// above 2^28 pixels, or above 2^14 pixels per byte of the file (more than PNG's deflate or Huffman-coded JPEG
-// can express).
+// above 2^28 pixels, or above 2^14 (PNG) or 2^10 (JPEG) pixels per byte of the file, more than the formats can
+// encode.
 TEST(Codec, ImagesLargerThanTheirFileJustifiesAreRefused) {
   Image rgb = testdata::smooth_image(8, 8, 3, testing::fresh_seed());
   auto png_sized = [&](uint32_t h, uint32_t w) {
@@ -114,7 +114,8 @@ TEST(Codec, ImagesLargerThanTheirFileJustifiesAreRefused) {
                         {"big.png", "20000x20000 pixels is more than the limit of 2^28 pixels"});
   auto dense = png_sized(10000, 10000);
   expect_error<IoError>([&] { decode_image(dense.data(), dense.size(), 0, "dense.png"); },
-                        {"dense.png", "10000x10000 pixels is more than a file of this size"});
+                        {"dense.png", "10000x10000 pixels is more than a file of " + std::to_string(dense.size()) +
+                         " bytes can hold (16384 pixels per byte)"});
 
   auto jpg = testdata::encode_jpeg(rgb, 90);
   size_t sof = 2;  // the baseline frame header: FF C0, length, precision, height, width
@@ -123,7 +124,7 @@ TEST(Codec, ImagesLargerThanTheirFileJustifiesAreRefused) {
   jpg[sof + 5] = jpg[sof + 7] = 10000 >> 8;
   jpg[sof + 6] = jpg[sof + 8] = 10000 & 0xFF;
   expect_error<IoError>([&] { decode_image(jpg.data(), jpg.size(), 0, "dense.jpg"); },
-                        {"dense.jpg", "10000x10000 pixels is more than a file of this size"});
+                        {"dense.jpg", "10000x10000 pixels is more than a file of", "(1024 pixels per byte)"});
 }
 
 // A progressive JPEG whose last scan repeats 600 times (libjpeg only warns about each repeat) would keep the
