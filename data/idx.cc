@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "data/file_io.h"
+#include "runtime/checked_math.h"
 #include "runtime/error.h"
 
 namespace tandem {
@@ -33,7 +34,8 @@ std::vector<int64_t> parse_header(const std::vector<uint8_t>& bytes, int ndim, c
   uint64_t total = 1;
   for (int d = 0; d < ndim; ++d) {
     dims.push_back(read_be32(bytes.data() + 4 + 4 * d));
-    total *= static_cast<uint64_t>(dims.back());
+    total = checked_mul<uint64_t>(total, static_cast<uint64_t>(dims.back()), path,
+                                  ": corrupt IDX header (the dimensions multiply past 2^64 bytes)");
   }
   uint64_t have = bytes.size() - header;
   TD_CHECK_IO(have >= total, path, ": truncated: the header announces ", total, " bytes of data, the file has ",

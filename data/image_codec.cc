@@ -2,6 +2,7 @@
 #include "data/image_codec.h"
 
 // jpeglib.h needs FILE and size_t declared first.
+#include <algorithm>
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
@@ -23,8 +24,35 @@ ImageFormat sniff_image_format(const uint8_t* data, size_t size) {
 
 namespace {
 
-// Larger images are refused as corrupt headers rather than attempted allocations of many gigabytes.
+// Larger images are refused as corrupt headers rather than attempted allocations of many gigabytes: at most
+// 2^28 pixels, and no more pixels per byte of the file than the format can encode. PNG's deflate expands a byte
+// to at most about 1,032, i.e. some 8,300 one-bit pixels: 2^14 per byte. Huffman-coded JPEG spends at least a
+// bit per 8x8 block (a progressive file's DC scan), 512 pixels per byte: 2^10 per byte, which also bounds the
+// whole-image coefficient buffers libjpeg allocates for progressive files (arithmetic-coded JPEGs, which could
+// compress a flat image further, are held to the same bound).
 constexpr int64_t kMaxPixels = int64_t{1} << 28;
+constexpr int64_t kMaxPngPixelsPerByte = int64_t{1} << 14;
+constexpr int64_t kMaxJpegPixelsPerByte = int64_t{1} << 10;
+// Progressive JPEGs have about ten scans; thousands of tiny scans over a large image only burn time (a hostile
+// file could keep the decoder busy for minutes), so more than this many is refused as libjpeg-turbo's own
+// TJFLAG_LIMITSCANS does.
+constexpr int kMaxJpegScans = 500;
+
+// False, with the reason in `msg`, when a height x width image is larger than a file of `size` bytes holding at
+// most `per_byte` pixels per byte justifies.
+bool size_allowed(int64_t height, int64_t width, size_t size, int64_t per_byte, char* msg, size_t msg_size) {
+  const int64_t pixels = height * width;  // both below 2^32: no overflow
+  const int64_t by_file = static_cast<int64_t>(std::min<size_t>(size, size_t{1} << 40)) * per_byte;
+  if (pixels <= kMaxPixels && pixels <= by_file) return true;
+  if (pixels > kMaxPixels)
+    std::snprintf(msg, msg_size, "%lldx%lld pixels is more than the limit of 2^28 pixels",
+                  static_cast<long long>(height), static_cast<long long>(width));
+  else
+    std::snprintf(msg, msg_size, "%lldx%lld pixels is more than a file of %zu bytes can hold (%lld pixels per byte)",
+                  static_cast<long long>(height), static_cast<long long>(width), size,
+                  static_cast<long long>(per_byte));
+  return false;
+}
 
 struct JpegError {
   jpeg_error_mgr mgr;
@@ -49,6 +77,16 @@ void jpeg_emit_message(j_common_ptr cinfo, int level) {
   }
 }
 
+// Refuses a progressive JPEG with more than kMaxJpegScans scans (libjpeg calls this as it reads them).
+void jpeg_limit_scans(j_common_ptr cinfo) {
+  auto* d = reinterpret_cast<j_decompress_ptr>(cinfo);
+  if (d->progressive_mode && d->input_scan_number > kMaxJpegScans) {
+    auto* err = reinterpret_cast<JpegError*>(cinfo->err);
+    std::snprintf(err->message, sizeof(err->message), "more than %d progressive scans", kMaxJpegScans);
+    std::longjmp(err->jump, 1);
+  }
+}
+
 // Plain C-style decoding between setjmp and longjmp: no C++ objects with destructors live in this frame.
 // Returns false with `err->message` set on failure. `out` receives HWC pixels once the size is known.
 bool decode_jpeg_into(const uint8_t* data, size_t size, int channels, Image* out, JpegError* err) {
@@ -62,20 +100,23 @@ bool decode_jpeg_into(const uint8_t* data, size_t size, int channels, Image* out
     return false;
   }
   jpeg_create_decompress(&cinfo);
+  jpeg_progress_mgr progress;
+  progress.progress_monitor = jpeg_limit_scans;
+  cinfo.progress = &progress;
   jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
   jpeg_read_header(&cinfo, TRUE);
+  // Checked before jpeg_start_decompress, which allocates buffers for the whole image (progressive files).
+  if (!size_allowed(cinfo.image_height, cinfo.image_width, size, kMaxJpegPixelsPerByte, err->message,
+                    sizeof(err->message))) {
+    jpeg_destroy_decompress(&cinfo);
+    return false;
+  }
   const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
   int want = channels != 0 ? channels : (cinfo.num_components == 1 ? 1 : 3);
   if (cmyk) cinfo.out_color_space = JCS_CMYK;  // converted to RGB/gray below (libjpeg cannot)
   else cinfo.out_color_space = want == 1 ? JCS_GRAYSCALE : JCS_RGB;
   jpeg_start_decompress(&cinfo);
   const int64_t h = cinfo.output_height, w = cinfo.output_width, comps = cinfo.output_components;
-  if (h * w > kMaxPixels) {
-    std::snprintf(err->message, sizeof(err->message), "%lldx%lld pixels is more than the %lld allowed",
-                  static_cast<long long>(h), static_cast<long long>(w), static_cast<long long>(kMaxPixels));
-    jpeg_destroy_decompress(&cinfo);
-    return false;
-  }
   out->height = h;
   out->width = w;
   out->channels = want;
@@ -114,9 +155,10 @@ Image decode_png(const uint8_t* data, size_t size, int channels, const std::stri
   img.version = PNG_IMAGE_VERSION;
   if (!png_image_begin_read_from_memory(&img, data, size))
     TD_THROW(IoError, what, ": undecodable PNG (", img.message, ")");
-  if (static_cast<int64_t>(img.height) * img.width > kMaxPixels) {
+  char too_large[160];
+  if (!size_allowed(img.height, img.width, size, kMaxPngPixelsPerByte, too_large, sizeof(too_large))) {
     png_image_free(&img);
-    TD_THROW(IoError, what, ": PNG of ", img.height, "x", img.width, " pixels is larger than allowed");
+    TD_THROW(IoError, what, ": PNG of ", too_large);
   }
   int want = channels != 0 ? channels : ((img.format & PNG_FORMAT_FLAG_COLOR) ? 3 : 1);
   img.format = want == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;

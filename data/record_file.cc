@@ -9,6 +9,7 @@
 
 #include "data/file_io.h"
 #include "data/image_codec.h"
+#include "runtime/checked_math.h"
 #include "runtime/error.h"
 
 namespace tandem {
@@ -210,17 +211,20 @@ Shard open_shard(const std::string& path) {
     e.width = get32(p + 24);
     e.channels = p[28];
     e.encoding = static_cast<RecordEncoding>(p[29]);
-    TD_CHECK_IO(e.offset >= kHeaderSize && e.offset + e.length <= index_offset, path, ": record ", i,
-                " lies outside the payload area");
+    TD_CHECK_IO(e.offset >= kHeaderSize && e.offset <= index_offset && e.length <= index_offset - e.offset, path,
+                ": record ", i, " lies outside the payload area (bytes ", e.offset, " + ", e.length,
+                ", payloads end at byte ", index_offset, ")");
     TD_CHECK_IO(e.label < s.num_classes, path, ": record ", i, " has label ", e.label, ", outside [0, ",
                 s.num_classes, ")");
     TD_CHECK_IO(p[29] <= 2, path, ": record ", i, " has unknown encoding ", static_cast<int>(p[29]));
     TD_CHECK_IO(e.height > 0 && e.width > 0 && (e.channels == 1 || e.channels == 3), path, ": record ", i,
                 " has image size ", e.height, "x", e.width, "x", static_cast<int>(e.channels));
-    TD_CHECK_IO(e.encoding != RecordEncoding::Raw ||
-                    static_cast<uint64_t>(e.length) == static_cast<uint64_t>(e.height) * e.width * e.channels,
-                path, ": record ", i, " holds ", e.length, " raw bytes for a ", e.height, "x", e.width, "x",
-                static_cast<int>(e.channels), " image");
+    if (e.encoding == RecordEncoding::Raw) {
+      const uint64_t pixels = checked_mul<uint64_t>(e.height, e.width, path, ": record ", i, " image size");
+      const uint64_t bytes = checked_mul<uint64_t>(pixels, e.channels, path, ": record ", i, " image size");
+      TD_CHECK_IO(bytes == e.length, path, ": record ", i, " holds ", e.length, " raw bytes for a ", e.height, "x",
+                  e.width, "x", static_cast<int>(e.channels), " image");
+    }
   }
   return s;
 }

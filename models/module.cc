@@ -10,6 +10,7 @@
 #include "runtime/autograd.h"
 #include "runtime/error.h"
 #include "runtime/memory.h"
+#include "runtime/whole_number.h"
 
 namespace tandem {
 namespace models {
@@ -158,6 +159,7 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
     TD_CHECK_SHAPE(src.shape() == s.second->shape(), "load_state_dict: key '", s.first, "' has shape ",
                    shape_str(src.shape()), " in the checkpoint but ", shape_str(s.second->shape()), " in the ",
                    type_name_, " model");
+    check_converts_exactly(src, s.second->dtype(), "load_state_dict: key '" + s.first + "'");
   }
   std::vector<std::string> unexpected;
   for (const auto& kv : state)

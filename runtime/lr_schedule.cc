@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "runtime/error.h"
+#include "runtime/whole_number.h"
 
 namespace tandem {
 namespace optim {
@@ -226,7 +227,7 @@ NamedTensors LrScheduler::state_dict() const {
 void LrScheduler::load_state_dict(const NamedTensors& state) {
   TD_CHECK(state.size() == 1 && state[0].first == "position" && state[0].second.numel() == 1,
            "LrScheduler state must be exactly {\"position\": one number}");
-  set_position(state[0].second.to(DType::I64).item<int64_t>());
+  set_position(whole_number(state[0].second, "LrScheduler state \"position\""));
 }
 
 }  // namespace optim

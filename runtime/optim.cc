@@ -8,6 +8,7 @@
 #include "runtime/error.h"
 #include "runtime/memory.h"
 #include "runtime/nn_ops.h"
+#include "runtime/whole_number.h"
 
 namespace tandem {
 namespace optim {
@@ -253,9 +254,7 @@ void Adam::load_state_dict(const NamedTensors& state) {
     } else if (nf.second == "exp_avg_sq") {
       s.exp_avg_sq = restore_like(it->second, kv.second, kv.first);
     } else if (nf.second == "step") {
-      TD_CHECK_SHAPE(kv.second.numel() == 1, name(), " state key '", kv.first, "' must hold one number, got shape ",
-                     shape_str(kv.second.shape()));
-      s.step = kv.second.to(DType::I64).item<int64_t>();
+      s.step = whole_number(kv.second, name() + " state key '" + kv.first + "'");
       TD_CHECK(s.step > 0, name(), " state key '", kv.first, "' holds step ", s.step, "; it must be positive");
     } else {
       TD_THROW(ValueError, name(), " state key '", kv.first, "': unknown field '", nf.second, "'");

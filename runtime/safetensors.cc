@@ -8,10 +8,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <limits>
 #include <set>
 
 #include "runtime/autograd.h"
+#include "runtime/checked_math.h"
 #include "runtime/error.h"
 #include "runtime/json.h"
 
@@ -243,16 +243,20 @@ SafetensorsContents load_safetensors(const std::string& path) {
     TD_THROW(IoError, what, ": corrupt header (file bytes 8-", data_start, "): ", err.message());
   }
   for (const Entry& e : entries) {
-    uint64_t numel = 1;
+    // Tensor strides and byte counts are int64: the product of the non-zero dimensions and the element size
+    // must fit even when a zero dimension makes the tensor empty.
+    int64_t extent = static_cast<int64_t>(dtype_size(e.dtype));
+    bool empty_tensor = false;
     for (int64_t d : e.shape) {
-      TD_CHECK_IO(d == 0 || numel <= std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(d), what,
-                  ": tensor '", e.name, "' has an absurd shape ", shape_str(e.shape));
-      numel *= static_cast<uint64_t>(d);
+      if (d == 0) empty_tensor = true;
+      else extent = checked_mul<int64_t>(extent, d, what, ": tensor '", e.name, "' of shape ", shape_str(e.shape),
+                                         " and dtype ", dtype_name(e.dtype), " has more bytes than 2^63");
     }
-    TD_CHECK_IO(e.begin <= e.end && e.end - e.begin == numel * dtype_size(e.dtype), what, ": tensor '", e.name,
-                "' of shape ", shape_str(e.shape), " and dtype ", dtype_name(e.dtype), " needs ",
-                numel * dtype_size(e.dtype), " bytes but its data_offsets [", e.begin, ", ", e.end, "] span ",
-                e.end - e.begin);
+    const uint64_t nbytes = empty_tensor ? 0 : static_cast<uint64_t>(extent);
+    TD_CHECK_IO(e.begin <= e.end && e.end - e.begin == nbytes, what, ": tensor '", e.name, "' of shape ",
+                shape_str(e.shape), " and dtype ", dtype_name(e.dtype), " needs ", nbytes,
+                " bytes but its data_offsets [", e.begin, ", ", e.end, "] span ",
+                e.begin <= e.end ? e.end - e.begin : 0);
     TD_CHECK_IO(e.end <= data_size, what, " is truncated: tensor '", e.name, "' ends at file byte ",
                 data_start + e.end, " but the file has ", file_size, " bytes");
   }

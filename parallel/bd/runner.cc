@@ -3,6 +3,7 @@
 #include "parallel/bd/runner.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -17,6 +18,7 @@
 #include "parallel/simulator.h"
 #include "parallel/trace.h"
 #include "runtime/autograd.h"
+#include "runtime/checked_math.h"
 #include "runtime/error.h"
 #include "runtime/lr_schedule.h"
 #include "runtime/ops.h"
@@ -72,8 +74,9 @@ std::string meta(const SafetensorsMetadata& m, const std::string& key, const std
 int64_t meta_int(const SafetensorsMetadata& m, const std::string& key, const std::string& path) {
   const std::string v = meta(m, key, path);
   char* end = nullptr;
+  errno = 0;
   long long x = std::strtoll(v.c_str(), &end, 10);
-  TD_CHECK_IO(!v.empty() && *end == '\0' && x >= 0, path, ": bad '", key, "' value '", v, "'");
+  TD_CHECK_IO(!v.empty() && *end == '\0' && errno == 0 && x >= 0, path, ": bad '", key, "' value '", v, "'");
   return x;
 }
 
@@ -182,7 +185,8 @@ class RankRunner {
       TD_CHECK(spe == spe_ && batch == ctx_.train.batch, path, " was written with batch ", batch, " and ", spe,
                " steps per epoch; this run has batch ", ctx_.train.batch, " and ", spe_,
                " (resume with the same data and batch)");
-      start[b] = std::min<int64_t>(steps_, meta_int(m, "tandem.epochs_done", path) * spe_);
+      start[b] = std::min<int64_t>(steps_, checked_mul<int64_t>(meta_int(m, "tandem.epochs_done", path), spe_, path,
+                                                                 ": 'tandem.epochs_done' in steps"));
     }
     return start;
   }

@@ -16,6 +16,7 @@
 #include "runtime/error.h"
 #include "runtime/nn_ops.h"
 #include "runtime/ops.h"
+#include "runtime/whole_number.h"
 
 namespace tandem {
 namespace parallel {
@@ -809,7 +810,7 @@ void CyclicTrainer::load_checkpoint_state(const NamedTensors& state) {
     given.erase(it);
     return t;
   };
-  auto scalar = [&](const std::string& key) { return fetch(key).to(DType::I64).to_vector<int64_t>().at(0); };
+  auto scalar = [&](const std::string& key) { return whole_number(fetch(key), "checkpoint: key '" + key + "'"); };
   auto copy_into = [&](const Tensor& dst, const std::string& key) {
     Tensor src = fetch(key);
     TD_CHECK_SHAPE(src.numel() == dst.numel(), "checkpoint: key '", key, "' has ", src.numel(), " elements, expected ",
@@ -823,7 +824,8 @@ void CyclicTrainer::load_checkpoint_state(const NamedTensors& state) {
     for (auto& kv : given)
       if (kv.first.rfind(p, 0) == 0) {
         const std::string digits = kv.first.substr(p.size());
-        TD_CHECK(!digits.empty() && digits.find_first_not_of("0123456789") == std::string::npos,
+        TD_CHECK(!digits.empty() && digits.size() <= 18 &&
+                     digits.find_first_not_of("0123456789") == std::string::npos,
                  "checkpoint: malformed key '", kv.first, "'");
         out.push_back(std::stoll(digits));
       }

@@ -78,7 +78,7 @@ std::vector<uint8_t> idx_labels(const std::vector<uint8_t>& labels) {
   return b;
 }
 
-std::vector<uint8_t> encode_jpeg(const data::Image& image, int quality) {
+std::vector<uint8_t> encode_jpeg(const data::Image& image, int quality, bool progressive) {
   jpeg_compress_struct cinfo;
   jpeg_error_mgr jerr;
   cinfo.err = jpeg_std_error(&jerr);
@@ -92,6 +92,7 @@ std::vector<uint8_t> encode_jpeg(const data::Image& image, int quality) {
   cinfo.in_color_space = image.channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
   jpeg_set_defaults(&cinfo);
   jpeg_set_quality(&cinfo, quality, TRUE);
+  if (progressive) jpeg_simple_progression(&cinfo);
   jpeg_start_compress(&cinfo, TRUE);
   while (cinfo.next_scanline < cinfo.image_height) {
     JSAMPROW row = const_cast<JSAMPROW>(image.hwc.data() + cinfo.next_scanline * image.width * image.channels);

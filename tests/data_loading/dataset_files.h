@@ -22,8 +22,9 @@ std::vector<uint8_t> read_bytes(const std::string& path);
 std::vector<uint8_t> idx_images(int64_t n, int64_t rows, int64_t cols, const std::vector<uint8_t>& pixels);
 std::vector<uint8_t> idx_labels(const std::vector<uint8_t>& labels);
 
-// JPEG (libjpeg, given quality) and PNG (libpng) encodings of an 8-bit HWC image with 1 or 3 channels.
-std::vector<uint8_t> encode_jpeg(const data::Image& image, int quality);
+// JPEG (libjpeg, given quality; baseline, or progressive with libjpeg's default scans) and PNG (libpng)
+// encodings of an 8-bit HWC image with 1 or 3 channels.
+std::vector<uint8_t> encode_jpeg(const data::Image& image, int quality, bool progressive = false);
 std::vector<uint8_t> encode_png(const data::Image& image);
 // libjpeg's decoding of well-formed JPEG bytes with its defaults (RGB, or gray for gray files): the
 // reference the reader under test must match exactly.

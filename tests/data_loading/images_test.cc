@@ -94,6 +94,59 @@ TEST(Codec, GarbageAndTruncatedImagesThrowNamingTheSource) {
   expect_error<IoError>([&] { decode_image(text.data(), 0, 0, "empty.jpg"); }, {"empty.jpg"});
 }
 
+// Headers announcing more pixels than the file can hold are refused before anything that size is allocated:
+// above 2^28 pixels, or above 2^14 (PNG) or 2^10 (JPEG) pixels per byte of the file, more than the formats can
+// encode.
+TEST(Codec, ImagesLargerThanTheirFileJustifiesAreRefused) {
+  Image rgb = testdata::smooth_image(8, 8, 3, testing::fresh_seed());
+  auto png_sized = [&](uint32_t h, uint32_t w) {
+    auto png = testdata::encode_png(rgb);
+    for (int i = 0; i < 4; ++i) {  // IHDR: length, type at 12, width at 16, height at 20, CRC at 29
+      png[16 + i] = static_cast<uint8_t>(w >> (24 - 8 * i));
+      png[20 + i] = static_cast<uint8_t>(h >> (24 - 8 * i));
+    }
+    const uint32_t c = static_cast<uint32_t>(::crc32(0, png.data() + 12, 17));
+    for (int i = 0; i < 4; ++i) png[29 + i] = static_cast<uint8_t>(c >> (24 - 8 * i));
+    return png;
+  };
+  auto big = png_sized(20000, 20000);
+  expect_error<IoError>([&] { decode_image(big.data(), big.size(), 0, "big.png"); },
+                        {"big.png", "20000x20000 pixels is more than the limit of 2^28 pixels"});
+  auto dense = png_sized(10000, 10000);
+  expect_error<IoError>([&] { decode_image(dense.data(), dense.size(), 0, "dense.png"); },
+                        {"dense.png", "10000x10000 pixels is more than a file of " + std::to_string(dense.size()) +
+                         " bytes can hold (16384 pixels per byte)"});
+
+  auto jpg = testdata::encode_jpeg(rgb, 90);
+  size_t sof = 2;  // the baseline frame header: FF C0, length, precision, height, width
+  while (sof + 9 < jpg.size() && !(jpg[sof] == 0xFF && jpg[sof + 1] == 0xC0)) ++sof;
+  ASSERT_LT(sof + 9, jpg.size());
+  jpg[sof + 5] = jpg[sof + 7] = 10000 >> 8;
+  jpg[sof + 6] = jpg[sof + 8] = 10000 & 0xFF;
+  expect_error<IoError>([&] { decode_image(jpg.data(), jpg.size(), 0, "dense.jpg"); },
+                        {"dense.jpg", "10000x10000 pixels is more than a file of", "(1024 pixels per byte)"});
+}
+
+// A progressive JPEG whose last scan repeats 600 times (libjpeg only warns about each repeat) would keep the
+// decoder busy for as long as the file is long: more than 500 scans are refused. Its 10 real scans decode.
+TEST(Codec, JpegsWithThousandsOfScansAreRefused) {
+  Image rgb = testdata::smooth_image(16, 16, 3, testing::fresh_seed());
+  auto jpg = testdata::encode_jpeg(rgb, 90, true);
+  EXPECT_EQ(decode_image(jpg.data(), jpg.size(), 0, "progressive.jpg").height, 16);
+  size_t last_scan = 0;
+  for (size_t i = 0; i + 1 < jpg.size(); ++i)
+    if (jpg[i] == 0xFF && jpg[i + 1] == 0xDA) last_scan = i;
+  ASSERT_GT(last_scan, 0u);
+  ASSERT_TRUE(jpg[jpg.size() - 2] == 0xFF && jpg.back() == 0xD9);
+  const std::vector<uint8_t> scan(jpg.begin() + static_cast<std::ptrdiff_t>(last_scan), jpg.end() - 2);
+  jpg.resize(jpg.size() - 2);
+  for (int i = 0; i < 600; ++i) jpg.insert(jpg.end(), scan.begin(), scan.end());
+  jpg.push_back(0xFF);
+  jpg.push_back(0xD9);
+  expect_error<IoError>([&] { decode_image(jpg.data(), jpg.size(), 0, "scans.jpg"); },
+                        {"scans.jpg", "more than 500 progressive scans"});
+}
+
 // root/<class>/<files> with the given classes created in reverse order (the reader must sort).
 struct FolderFixture {
   std::string root;

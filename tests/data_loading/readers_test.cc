@@ -129,6 +129,17 @@ TEST(Idx, CorruptFilesNameTheFileAndTheProblem) {
   expect_error<IoError>(open, {"train-images-idx3-ubyte", f.dir});
 }
 
+// Dimensions whose product wraps past 2^64: 4 x 2^31 x 2^31 is 2^64, 0 modulo 2^64, which once matched an
+// empty data section and handed out 2^62-byte images.
+TEST(Idx, DimensionsThatOverflowAreRefused) {
+  const std::string dir = testdata::make_temp_dir("idx-overflow");
+  std::vector<uint8_t> images = {0, 0, 8, 3, 0, 0, 0, 4, 0x80, 0, 0, 0, 0x80, 0, 0, 0};
+  write_file(dir + "/train-images-idx3-ubyte", images);
+  write_file(dir + "/train-labels-idx1-ubyte", testdata::idx_labels({1, 2, 3, 4}));
+  expect_error<IoError>([&] { open_dataset("idx:" + dir, true); },
+                        {dir + "/train-images-idx3-ubyte", "dimensions multiply past 2^64", "does not fit in 64 bits"});
+}
+
 // Decompresses a gzip file with zlib's gzread, independently of the reader under test.
 std::vector<uint8_t> gunzip_file(const std::string& path) {
   gzFile g = gzopen(path.c_str(), "rb");

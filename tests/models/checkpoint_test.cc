@@ -142,6 +142,39 @@ TEST(Checkpoint, WrongOrDamagedFilesGiveClearErrors) {
   expect_error<IoError>([&] { load_weights(::testing::TempDir() + "nope.safetensors", *r.model); }, "cannot open");
 }
 
+// Integer state (scheduler position, batch-norm batch counts, Adam's step) written as floats by another tool
+// must hold whole numbers: NaN, 2.5 or 1e30 converted to an integer is undefined behaviour in C++, and a
+// truncated position would resume a different schedule.
+TEST(Checkpoint, IntegerStateMustBeWholeNumbers) {
+  TrainingRun r(fresh_seed());
+  const std::string path = ::testing::TempDir() + "ck_whole.safetensors";
+  save_checkpoint(path, *r.model, r.opt.get(), r.sched.get());
+  const SafetensorsContents good = load_safetensors(path);
+  std::string counter;
+  for (const auto& kv : good.tensors)
+    if (kv.first.size() > 20 && kv.first.compare(kv.first.size() - 20, 20, ".num_batches_tracked") == 0)
+      counter = kv.first;
+  ASSERT_FALSE(counter.empty());
+  auto with = [&](const std::string& key, double value) {
+    NamedTensors t = good.tensors;
+    for (auto& kv : t)
+      if (kv.first == key) kv.second = full(kv.second.shape(), value, TensorOptions(DType::F64));
+    save_safetensors(path, t, good.metadata);
+  };
+  for (double bad : {2.5, std::nan(""), 1e30, -1e30}) {
+    with("scheduler.position", bad);
+    expect_error<ValueError>([&] { load_checkpoint(path, *r.model, r.opt.get(), r.sched.get()); },
+                             "LrScheduler state \"position\": element 0 is");
+    with(counter, bad);
+    expect_error<ValueError>([&] { load_checkpoint(path, *r.model, r.opt.get(), r.sched.get()); },
+                             "load_state_dict: key '" + counter + "': element 0 is");
+  }
+  // Whole numbers in a float tensor are accepted, as PyTorch would convert them.
+  with("scheduler.position", 3);
+  load_checkpoint(path, *r.model, r.opt.get(), r.sched.get());
+  EXPECT_EQ(r.sched->position(), 3);
+}
+
 }  // namespace
 }  // namespace models
 }  // namespace tandem

@@ -191,5 +191,22 @@ TEST(Safetensors, CorruptFilesNameTheFault) {
   expect_error<IoError>([&] { load_safetensors(path); }, "bad escape");
 }
 
+TEST(Safetensors, ShapesWhoseSizeOverflowsAreRefused) {
+  std::string path = temp_path("overflow.safetensors");
+  // 2^61 elements fit in 64 bits, their 2^64 bytes of F64 do not: the byte count must not wrap to 0.
+  write_bytes(path, make_file("{\"w\":{\"dtype\":\"F64\",\"shape\":[1073741824,2147483648],"
+                              "\"data_offsets\":[0,0]}}",
+                              ""));
+  expect_error<IoError>([&] { load_safetensors(path); }, "tensor 'w' of shape [1073741824, 2147483648] and dtype f64");
+  // An empty tensor whose other dimensions multiply past int64 (strides would overflow).
+  write_bytes(path, make_file("{\"e\":{\"dtype\":\"U8\",\"shape\":[0,4294967296,4294967296],"
+                              "\"data_offsets\":[0,0]}}",
+                              ""));
+  expect_error<IoError>([&] { load_safetensors(path); }, "does not fit in 64 bits");
+  // Huge but representable empty tensors are fine.
+  write_bytes(path, make_file("{\"e\":{\"dtype\":\"U8\",\"shape\":[0,4294967296],\"data_offsets\":[0,0]}}", ""));
+  EXPECT_EQ(load_safetensors(path).find("e")->numel(), 0);
+}
+
 }  // namespace
 }  // namespace tandem

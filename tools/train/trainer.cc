@@ -1,6 +1,7 @@
 // The supervised training loop.
 #include "tools/train/trainer.h"
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "models/losses.h"
 #include "models/registry.h"
 #include "runtime/autograd.h"
+#include "runtime/checked_math.h"
 #include "runtime/error.h"
 #include "runtime/lr_schedule.h"
 #include "runtime/ops.h"
@@ -61,9 +63,10 @@ int64_t metadata_int(const SafetensorsMetadata& m, const std::string& key, const
   auto it = m.find(key);
   TD_CHECK(it != m.end(), "checkpoint '", path, "' has no '", key, "' entry (not written by tools:train?)");
   char* end = nullptr;
+  errno = 0;
   long long v = std::strtoll(it->second.c_str(), &end, 10);
-  TD_CHECK(!it->second.empty() && *end == '\0' && v >= 0, "checkpoint '", path, "': bad '", key, "' value '",
-           it->second, "'");
+  TD_CHECK(!it->second.empty() && *end == '\0' && errno == 0 && v >= 0, "checkpoint '", path, "': bad '", key,
+           "' value '", it->second, "'");
   return v;
 }
 
@@ -142,9 +145,11 @@ Trainer::Trainer(const TrainOptions& o, std::ostream& log) : s_(std::make_unique
   if (!o.resume.empty()) {
     SafetensorsMetadata meta = models::load_checkpoint(o.resume, *s_->model, s_->optimizer.get(), s_->scheduler.get());
     s_->first_epoch = metadata_int(meta, "epoch", o.resume);
-    TD_CHECK(s_->scheduler->position() == s_->first_epoch * s_->steps_per_epoch, "checkpoint '", o.resume,
-             "' is at step ", s_->scheduler->position(), " but epoch ", s_->first_epoch, " with ",
-             s_->steps_per_epoch, " steps per epoch ends at step ", s_->first_epoch * s_->steps_per_epoch,
+    const int64_t epoch_end = checked_mul<int64_t>(s_->first_epoch, s_->steps_per_epoch, "checkpoint '", o.resume,
+                                                   "': the step at the end of its epoch");
+    TD_CHECK(s_->scheduler->position() == epoch_end, "checkpoint '", o.resume, "' is at step ",
+             s_->scheduler->position(), " but epoch ", s_->first_epoch, " with ", s_->steps_per_epoch,
+             " steps per epoch ends at step ", epoch_end,
              ": resume with the batch size and dataset it was trained with");
   }
 
