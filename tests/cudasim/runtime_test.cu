@@ -81,9 +81,13 @@ TEST(SimRuntime, AnEventOrdersAnotherStreamAfterItsWork) {
     ASSERT_EQ(cudaEventCreateWithFlags(&written, cudaEventDisableTiming), cudaSuccess);
     launch_kernel(TD_KERNEL(wait_then_write_kernel), 1, 1, 0, x.stream(), gate.flag, x.get(), 5.f);
     ASSERT_EQ(cudaEventRecord(written, x.stream()), cudaSuccess);
-    if (wait) ASSERT_EQ(cudaStreamWaitEvent(reader, written, 0), cudaSuccess);
+    if (wait) {
+      ASSERT_EQ(cudaStreamWaitEvent(reader, written, 0), cudaSuccess);
+    }
     launch_kernel(TD_KERNEL(copy_kernel), 1, 32, 0, reader, x.get(), seen.get(), 1);
-    if (!wait) ASSERT_EQ(cudaStreamSynchronize(reader), cudaSuccess);  // runs while the writer still waits
+    if (!wait) {
+      ASSERT_EQ(cudaStreamSynchronize(reader), cudaSuccess);  // runs while the writer still waits
+    }
     gate.set();
     EXPECT_EQ(seen.download(), std::vector<float>{wait ? 5.f : 0.f}) << (wait ? "with" : "without") << " the wait";
     cudaEventDestroy(written);
@@ -276,11 +280,15 @@ Outcome read_other_device(bool pool, bool enable_peer, bool pool_access) {
     EXPECT_EQ(cudaMemPoolSetAccess(mem_pool, &desc, 1), cudaSuccess);
   }
   DeviceBuffer<float> out(reader, std::vector<float>{0.f});
-  if (enable_peer) EXPECT_EQ(cudaDeviceEnablePeerAccess(owner, 0), cudaSuccess);
+  if (enable_peer) {
+    EXPECT_EQ(cudaDeviceEnablePeerAccess(owner, 0), cudaSuccess);
+  }
   launch_kernel(TD_KERNEL(copy_kernel), 1, 32, 0, out.stream(), src, out.get(), 1);
   cudaError_t err = cudaStreamSynchronize(out.stream());
   std::string result = err == cudaSuccess ? "ok" : std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
-  if (err == cudaSuccess) EXPECT_EQ(out.download(), std::vector<float>{1.f});
+  if (err == cudaSuccess) {
+    EXPECT_EQ(out.download(), std::vector<float>{1.f});
+  }
   cudaGetLastError();
   return Outcome{result, reader};
 }
