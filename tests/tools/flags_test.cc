@@ -91,7 +91,8 @@ TEST(Flags, TheLastOfARepeatedFlagCountsAndIntegersAreDecimal) {
 }
 
 void expect_usage_error(std::vector<std::string> args, const std::string& message) {
-  EXPECT_EXIT(Example().parse(args), ::testing::ExitedWithCode(2), "example: " + message + "\n\\(run example --help");
+  EXPECT_EXIT(Example().parse(args), ::testing::ExitedWithCode(2),
+              "example: " + message + "\nusage: example \\[flags\\]\n\\(run example --help");
 }
 
 TEST(Flags, BadValuesAreUsageErrors) {

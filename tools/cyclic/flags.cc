@@ -6,16 +6,10 @@
 namespace tandem {
 namespace cyclic_tool {
 
-namespace {
-const char kProgram[] = "cyclic";
-}  // namespace
-
-void usage_error(const std::string& message) { flags::usage_error(kProgram, message); }
-
 Flags parse_flags(int argc, char** argv) {
   Flags f;
   flags::Parser p(
-      kProgram, "cyclic [flags]",
+      "cyclic", "cyclic [flags]",
       "Trains a ResNet with Cyclic Data Parallelism (Fournier & Oyallon 2024) or plain DP on CPU threads or GPUs:\n"
       "N micro-batches per round through a model cut into S stages, under the DP, CDP-v1 or CDP-v2 update rule.\n"
       "Logs loss, accuracy and step time, activation-memory and communication curves, and writes a trace.");

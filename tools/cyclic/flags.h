@@ -43,8 +43,6 @@ struct Flags {
 // Parses argv; prints the usage and exits 0 for --help, prints the problem and exits 2 for a bad flag or value
 // (tools/flags/flags.h).
 Flags parse_flags(int argc, char** argv);
-// Prints "cyclic: <message>" and a hint to --help to stderr and exits 2 (usage and configuration errors).
-[[noreturn]] void usage_error(const std::string& message);
 
 }  // namespace cyclic_tool
 }  // namespace tandem

@@ -76,6 +76,15 @@ class HelpLayout : public CLI::Formatter {
   std::string usage_, about_;
 };
 
+// The program's name and usage line, for usage_error (set by the latest Parser).
+struct CommandLine {
+  std::string program = "tandem", usage;
+};
+CommandLine& command_line() {
+  static CommandLine c;
+  return c;
+}
+
 }  // namespace
 
 struct Parser::Impl {
@@ -112,22 +121,24 @@ struct Parser::Impl {
       // CLI11 says "<flag>: 1 required <VALUE> missing" for a flag at the end of the line without its value.
       const std::string what = e.what();
       const size_t colon = what.find(':');
-      usage_error(program, what.find("missing") != std::string::npos && colon != std::string::npos
+      usage_error(what.find("missing") != std::string::npos && colon != std::string::npos
                                ? what.substr(0, colon) + " needs a value"
                                : what);
     } catch (const CLI::ParseError& e) {
-      usage_error(program, e.what());
+      usage_error(e.what());
     } catch (const BadValue& e) {
-      usage_error(program, e.message);
+      usage_error(e.message);
     } catch (const Error& e) {
-      usage_error(program, e.message());
+      usage_error(e.message());
     }
     return app.remaining();
   }
 };
 
-Parser::Parser(std::string program, std::string usage, std::string about)
-    : impl_(std::make_unique<Impl>(std::move(program), std::move(usage), std::move(about))) {}
+Parser::Parser(std::string program, std::string usage, std::string about) {
+  command_line() = {program, usage};
+  impl_ = std::make_unique<Impl>(std::move(program), std::move(usage), std::move(about));
+}
 
 Parser::~Parser() = default;
 
@@ -205,10 +216,13 @@ std::vector<std::string> Parser::parse_known(int argc, const char* const* argv,
 
 std::string Parser::help() const { return impl_->app.help(); }
 
-void Parser::fail(const std::string& message) const { usage_error(impl_->program, message); }
+void Parser::fail(const std::string& message) const { usage_error(message); }
 
-void usage_error(const std::string& program, const std::string& message) {
-  std::fprintf(stderr, "%s: %s\n(run %s --help for the flags)\n", program.c_str(), message.c_str(), program.c_str());
+void usage_error(const std::string& message) {
+  const CommandLine& c = command_line();
+  std::fprintf(stderr, "%s: %s\n", c.program.c_str(), message.c_str());
+  if (!c.usage.empty()) std::fprintf(stderr, "usage: %s\n", c.usage.c_str());
+  std::fprintf(stderr, "(run %s --help for the flags)\n", c.program.c_str());
   std::exit(2);
 }
 

@@ -1,6 +1,6 @@
 // The command lines of Tandem's programs: flags declared once (name, value, help text, bounds) and parsed by
 // CLI11, with one usage convention: --help prints the text and exits 0; an unknown flag, a missing value or a
-// bad one prints "<program>: <what is wrong>" and a pointer to --help, and exits 2.
+// bad one prints "<program>: <what is wrong>", the usage line and a pointer to --help, and exits 2.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +15,8 @@ namespace flags {
 
 class Parser {
  public:
-  // `usage`: what --help prints after "usage: " (the program's name first); `about`: the paragraphs after it.
+  // `usage`: what --help and usage errors print after "usage: " (the program's name first); `about`: the
+  // paragraphs --help prints after it. The program's one parser: usage_error() speaks for it.
   Parser(std::string program, std::string usage, std::string about);
   ~Parser();
   Parser(const Parser&) = delete;
@@ -56,7 +57,7 @@ class Parser {
   std::vector<std::string> parse_known(int argc, const char* const* argv, const std::function<void()>& after_help);
   // What --help prints.
   std::string help() const;
-  // usage_error with this program's name.
+  // usage_error(message).
   [[noreturn]] void fail(const std::string& message) const;
 
  private:
@@ -64,8 +65,9 @@ class Parser {
   std::unique_ptr<Impl> impl_;
 };
 
-// Prints "<program>: <message>" and a pointer to --help to stderr and exits 2 (a usage or configuration error).
-[[noreturn]] void usage_error(const std::string& program, const std::string& message);
+// Prints "<program>: <message>", the usage line and a pointer to --help to stderr and exits 2: a usage or
+// configuration error, also one found after parsing (program and usage: the latest Parser's).
+[[noreturn]] void usage_error(const std::string& message);
 
 }  // namespace flags
 }  // namespace tandem

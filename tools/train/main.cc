@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
   try {
     trainer = std::make_unique<tandem::train::Trainer>(o, std::cout);
   } catch (const tandem::ValueError& e) {
-    tandem::flags::usage_error(tandem::train::kProgram, e.message());  // a flag's value does not fit (spec, schedule, checkpoint)
+    tandem::flags::usage_error(e.message());  // a flag's value does not fit (spec, schedule, checkpoint)
   } catch (const tandem::Error& e) {
     std::fprintf(stderr, "train: %s\n", e.message().c_str());
     return 1;
