@@ -88,13 +88,12 @@ CommandLine& command_line() {
 }  // namespace
 
 struct Parser::Impl {
-  std::string program;
   CLI::App app;
   std::shared_ptr<HelpLayout> layout;
   size_t widest = 11;  // the longest "  --name VALUE" so far (at least "  -h,--help")
 
-  Impl(std::string p, std::string usage, std::string about)
-      : program(std::move(p)), layout(std::make_shared<HelpLayout>(std::move(usage), std::move(about))) {
+  Impl(std::string usage, std::string about)
+      : layout(std::make_shared<HelpLayout>(std::move(usage), std::move(about))) {
     app.formatter(layout);
     app.option_defaults()->group("flags")->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     app.allow_extras(true);  // unknown arguments are reported (or handed on) by Parser, in its words
@@ -122,8 +121,8 @@ struct Parser::Impl {
       const std::string what = e.what();
       const size_t colon = what.find(':');
       usage_error(what.find("missing") != std::string::npos && colon != std::string::npos
-                               ? what.substr(0, colon) + " needs a value"
-                               : what);
+                      ? what.substr(0, colon) + " needs a value"
+                      : what);
     } catch (const CLI::ParseError& e) {
       usage_error(e.what());
     } catch (const BadValue& e) {
@@ -136,8 +135,8 @@ struct Parser::Impl {
 };
 
 Parser::Parser(std::string program, std::string usage, std::string about) {
-  command_line() = {program, usage};
-  impl_ = std::make_unique<Impl>(std::move(program), std::move(usage), std::move(about));
+  command_line() = {std::move(program), usage};
+  impl_ = std::make_unique<Impl>(std::move(usage), std::move(about));
 }
 
 Parser::~Parser() = default;
