@@ -15,6 +15,7 @@
 #include "runtime/stream.h"
 #include "runtime/tensor.h"
 #include "runtime/tensor_desc.h"
+#include "tools/flags/flags.h"
 
 namespace tandem {
 namespace {
@@ -234,18 +235,18 @@ void register_benchmarks() {
 }  // namespace tandem
 
 int main(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a != "--help" && a != "-h") continue;
-    std::printf(
-        "usage: kernels_bench [Google Benchmark flags, e.g. --benchmark_filter=REGEX]\n\n"
-        "Times the CUDA backend's elementwise, reduction, softmax and copy kernels on GPU 0 with CUDA events\n"
-        "and reports bytes/s and the percentage of the device's copy bandwidth (measured at start-up with a\n"
-        "1 GiB device-to-device copy). Goals on an H100: >= 85%% for elementwise ops, >= 75%% for reductions and\n"
-        "softmax. Without a GPU it says so and exits 0. Google Benchmark's own flags follow.\n\n");
-    benchmark::Initialize(&argc, argv);  // prints its flags and exits
-    return 0;
-  }
+  // No flags of its own: everything is Google Benchmark's, handed on after --help.
+  tandem::flags::Parser(
+      "kernels_bench", "kernels_bench [Google Benchmark flags, e.g. --benchmark_filter=REGEX]",
+      "Times the CUDA backend's elementwise, reduction, softmax and copy kernels on GPU 0 with CUDA events\n"
+      "and reports bytes/s and the percentage of the device's copy bandwidth (measured at start-up with a\n"
+      "1 GiB device-to-device copy). Goals on an H100: >= 85% for elementwise ops, >= 75% for reductions and\n"
+      "softmax. Without a GPU it says so and exits 0. Google Benchmark's own flags follow.")
+      .parse_known(argc, argv, [&] {
+        char* help[] = {argv[0], const_cast<char*>("--help")};
+        int n = 2;
+        benchmark::Initialize(&n, help);  // prints its flags and exits
+      });
   if (!tandem::cuda_available()) {
     std::printf("kernels_bench: no CUDA GPU here (%s); nothing to measure\n",
                 tandem::cuda_unavailable_reason().c_str());

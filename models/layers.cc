@@ -265,6 +265,19 @@ Shape Flatten::output_shape(const Shape& input) const {
   return {input[0], n};
 }
 
+// ---- FLOPs ----
+
+double Conv2d::flops(const Shape& input) const {
+  const double per_output =
+      static_cast<double>(spec_.in_channels / spec_.groups) * spec_.kernel * spec_.kernel + (spec_.bias ? 1 : 0);
+  return static_cast<double>(shape_numel(output_shape(input))) * per_output;
+}
+
+double Linear::flops(const Shape& input) const {
+  const double rows = static_cast<double>(shape_numel(input)) / static_cast<double>(in_);
+  return rows * static_cast<double>(out_) * (in_ + (bias.defined() ? 1 : 0));
+}
+
 // ---- Residual ----
 
 Residual::Residual(ModulePtr body, ModulePtr shortcut, bool relu_after)

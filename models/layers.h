@@ -11,6 +11,9 @@
 namespace tandem {
 namespace models {
 
+// FLOPs of layers that do one operation per input element (batch norm, pooling).
+inline double per_element_flops(const Shape& input) { return static_cast<double>(shape_numel(input)); }
+
 struct Conv2dSpec {
   int64_t in_channels = 0;
   int64_t out_channels = 0;
@@ -27,6 +30,7 @@ class Conv2d : public Module {
   Conv2d(const Conv2dSpec& spec, Generator& gen);
   Tensor forward(const Tensor& x) override;
   Shape output_shape(const Shape& input) const override;
+  double flops(const Shape& input) const override;
   std::string describe() const override;
   const Conv2dSpec& spec() const { return spec_; }
   bool is_depthwise() const { return spec_.groups > 1 && spec_.groups == spec_.in_channels; }
@@ -51,6 +55,7 @@ class BatchNorm2d : public Module {
   BatchNorm2d(int64_t channels, const BatchNormSpec& spec = {});
   Tensor forward(const Tensor& x) override;
   Shape output_shape(const Shape& input) const override;
+  double flops(const Shape& input) const override { return per_element_flops(input); }
   std::string describe() const override;
   void set_frozen(bool frozen);
   bool frozen() const { return frozen_; }
@@ -76,6 +81,7 @@ class Linear : public Module {
   Linear(int64_t in_features, int64_t out_features, bool bias, Generator& gen);
   Tensor forward(const Tensor& x) override;
   Shape output_shape(const Shape& input) const override;
+  double flops(const Shape& input) const override;
   std::string describe() const override;
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }
@@ -106,6 +112,7 @@ class MaxPool2d : public Module {
   MaxPool2d(int64_t kernel, int64_t stride, int64_t padding = 0, bool ceil_mode = false);
   Tensor forward(const Tensor& x) override;
   Shape output_shape(const Shape& input) const override;
+  double flops(const Shape& input) const override { return per_element_flops(input); }
   std::string describe() const override;
 
  private:
@@ -118,6 +125,7 @@ class AvgPool2d : public Module {
             bool count_include_pad = true);
   Tensor forward(const Tensor& x) override;
   Shape output_shape(const Shape& input) const override;
+  double flops(const Shape& input) const override { return per_element_flops(input); }
   std::string describe() const override;
 
  private:
@@ -130,6 +138,7 @@ class GlobalAvgPool : public Module {
   GlobalAvgPool() : Module("GlobalAvgPool") {}
   Tensor forward(const Tensor& x) override;
   Shape output_shape(const Shape& input) const override;
+  double flops(const Shape& input) const override { return per_element_flops(input); }
 };
 
 // Adaptive average pooling to size x size where the input's H and W are multiples of `size` (so the
@@ -139,6 +148,7 @@ class AdaptiveAvgPoolFlatten : public Module {
   explicit AdaptiveAvgPoolFlatten(int64_t size);
   Tensor forward(const Tensor& x) override;
   Shape output_shape(const Shape& input) const override;
+  double flops(const Shape& input) const override { return per_element_flops(input); }
   std::string describe() const override;
 
  private:
@@ -181,6 +191,7 @@ class Residual : public Module {
   Residual(ModulePtr body, ModulePtr shortcut = nullptr, bool relu_after = false);
   Tensor forward(const Tensor& x) override;
   Shape output_shape(const Shape& input) const override;
+  double flops(const Shape& input) const override { return chain_flops(input, shortcut_.get()); }
 
  private:
   ModulePtr body_, shortcut_;

@@ -256,5 +256,17 @@ void Module::to(DType dtype) {
   replace_state([&](const Tensor& t) { return is_compute_float(t.dtype()) ? t.to(dtype) : t; });
 }
 
+double Module::chain_flops(const Shape& input, const Module* branch) const {
+  double total = 0;
+  Shape s = input;
+  for (const auto& child : children_) {
+    const bool side = child.second.get() == branch;
+    const Shape& in = side ? input : s;
+    total += child.second->flops(in);
+    if (!side) s = child.second->output_shape(in);
+  }
+  return total;
+}
+
 }  // namespace models
 }  // namespace tandem

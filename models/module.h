@@ -34,6 +34,14 @@ class Module {
   // The output shape for an input of shape `input`, without running anything. Throws ShapeError when the
   // input does not fit (wrong rank or channel count, spatial size too small).
   virtual Shape output_shape(const Shape& input) const = 0;
+  // Multiply-accumulates of one forward on `input` (a sample: batch 1), for cost models such as Cyclic DP's
+  // stage balancing: convolutions and linear layers count theirs (bias included), batch norm and pooling one
+  // per input element, activations, additions and reshapes nothing. A composite sums its children's; this
+  // default runs them as a chain in registration order (no children: 0).
+  virtual double flops(const Shape& input) const { return chain_flops(input, nullptr); }
+  // Whether a partitioner may cut between this module's children, each a unit of its own: a plain chain of
+  // layers grouped for naming (torchvision's layer1..layer4). Whole models and blocks stay one unit.
+  virtual bool splits_into_units() const { return false; }
   // "Conv2d(3, 64, kernel 7, stride 2)" and the like, for errors and printing.
   virtual std::string describe() const { return type_name_; }
   const std::string& type_name() const { return type_name_; }
@@ -85,6 +93,9 @@ class Module {
   void add_child(const std::string& name, ModulePtr child);
   // Sets this module's own mode flag without touching its children (a wrapper adopting its items' mode).
   void set_own_training_flag(bool on) { training_ = on; }
+  // The children's FLOPs in registration order, each on its predecessor's output starting from `input`, except
+  // `branch` (when given), which takes `input` itself and leaves the chain alone: a residual block's shortcut.
+  double chain_flops(const Shape& input, const Module* branch) const;
   // Called after load_state_dict changed this module's buffers (host mirrors refresh here).
   virtual void on_state_loaded() {}
 

@@ -24,6 +24,9 @@ class Sequential : public Module {
   // Chains the items' shapes; a misfit names the item ("item 'layer2' (Conv2d(...)): ...").
   Shape output_shape(const Shape& input) const override;
 
+  // A plain Sequential is a chain a partitioner may cut; subclasses (whole networks) are not, unless they say so.
+  bool splits_into_units() const override { return is_plain_; }
+
   size_t size() const { return named_children().size(); }
   bool empty() const { return named_children().empty(); }
   const ModulePtr& at(size_t i) const { return named_children().at(i).second; }
@@ -34,10 +37,11 @@ class Sequential : public Module {
   void set_label(std::string label) { label_ = std::move(label); }
 
  protected:
-  explicit Sequential(std::string type_name) : Module(std::move(type_name)) {}
+  explicit Sequential(std::string type_name) : Module(std::move(type_name)), is_plain_(false) {}
 
  private:
   std::string label_;
+  bool is_plain_ = true;
 };
 
 }  // namespace models

@@ -63,18 +63,18 @@ class AccumulateGrad : public Node {
 };
 
 std::shared_ptr<Node> grad_accumulator(const Tensor& leaf) {
-  auto node = leaf.impl()->grad_accumulator.lock();
+  std::shared_ptr<Node> node = leaf.grad_accumulator();
   if (!node) {
     node = std::make_shared<AccumulateGrad>(leaf.impl_ptr());
     node->outputs().push_back({leaf.shape(), leaf.dtype(), leaf.device()});
-    leaf.impl()->grad_accumulator = node;
+    Tensor(leaf).set_grad_accumulator(node);
   }
   return node;
 }
 
 Edge edge_of(const Tensor& t) {
   if (!t.defined() || !t.requires_grad()) return Edge{};
-  if (t.grad_fn()) return Edge{t.grad_fn(), t.impl()->output_nr};
+  if (t.grad_fn()) return Edge{t.grad_fn(), t.output_nr()};
   return Edge{grad_accumulator(t), 0};
 }
 }  // namespace
@@ -113,12 +113,10 @@ void record(const std::string& name, const std::vector<Tensor>& inputs, const st
   auto node = std::make_shared<FunctionNode>(name, std::move(fn), needs);
   for (const Tensor& t : inputs) node->next_edges().push_back(edge_of(t));
   for (size_t i = 0; i < outputs.size(); ++i) {
-    const Tensor& o = outputs[i];
+    Tensor o = outputs[i];  // a handle: autograd's fields are the shared tensor's
     node->outputs().push_back({o.shape(), o.dtype(), o.device()});
     if (!is_compute_float(o.dtype())) continue;  // integer outputs (indices) carry no gradient
-    o.impl()->grad_fn = node;
-    o.impl()->output_nr = static_cast<int>(i);
-    o.impl()->requires_grad = true;
+    o.set_grad_fn(node, static_cast<int>(i));
   }
 }
 

@@ -274,5 +274,23 @@ int64_t Adam::planned_state_bytes() const {
   return n;
 }
 
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec, const NamedTensors& params) {
+  if (spec.kind == "sgd") {
+    SgdOptions o;
+    o.lr = spec.lr;
+    o.momentum = spec.momentum;
+    o.nesterov = spec.nesterov && spec.momentum > 0;
+    o.weight_decay = spec.weight_decay;
+    return std::make_unique<Sgd>(single_group(params), o);
+  }
+  if (spec.kind == "adam" || spec.kind == "adamw") {
+    AdamOptions o = spec.kind == "adamw" ? adamw_options(spec.lr, spec.weight_decay) : AdamOptions{};
+    o.lr = spec.lr;
+    o.weight_decay = spec.weight_decay;
+    return std::make_unique<Adam>(single_group(params), o);
+  }
+  TD_THROW(ValueError, "unknown optimizer '", spec.kind, "' (known: sgd, adam, adamw)");
+}
+
 }  // namespace optim
 }  // namespace tandem

@@ -1,6 +1,7 @@
 // Optimizers: SGD (momentum, Nesterov, dampening, weight decay), Adam and AdamW over parameter groups.
 // Updates run through the fused sgd_step_ / adam_step_ of nn_ops.h: one call per group (and per device,
-// dtype and state age within it). Parameters without a gradient are skipped, as in PyTorch.
+// dtype and state age within it). Parameters without a gradient are skipped, as in PyTorch. make_optimizer
+// builds one from a spec (kind and hyperparameters), as tools:train and Pipe-BD's blocks do.
 #pragma once
 
 #include <map>
@@ -112,6 +113,19 @@ class Adam : public Optimizer {
 
 // One group holding every parameter of `params`.
 std::vector<ParamGroup> single_group(const NamedTensors& params);
+
+// An optimizer as programs and strategies name it: its kind and the hyperparameters they expose.
+struct OptimizerSpec {
+  std::string kind = "sgd";  // sgd | adam | adamw
+  double lr = 0.1;
+  double momentum = 0.9;     // sgd
+  bool nesterov = true;      // sgd; applies only with momentum > 0
+  double weight_decay = 0;   // sgd and adam: added to the gradient; adamw: decoupled
+};
+
+// The optimizer `spec` names over one group of `params` (Adam and AdamW with PyTorch's betas and eps).
+// An unknown kind throws ValueError.
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec, const NamedTensors& params);
 
 }  // namespace optim
 }  // namespace tandem

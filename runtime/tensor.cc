@@ -100,13 +100,9 @@ Tensor empty(const Shape& shape, TensorOptions opts) {
   TD_CHECK_SHAPE(static_cast<int64_t>(shape.size()) <= kMaxDims, "tensors have at most ", kMaxDims, " dims, got ",
                  shape_str(shape));
   Device device = opts.resolved_device();
-  auto impl = std::make_shared<TensorImpl>();
   size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(opts.dtype);
-  impl->storage = Storage::allocate(bytes, device, current_stream(device), opts.pinned);
-  impl->shape = shape;
-  impl->strides = contiguous_strides(shape);
-  impl->dtype = opts.dtype;
-  Tensor t(std::move(impl));
+  Tensor t(std::make_shared<TensorImpl>(Storage::allocate(bytes, device, current_stream(device), opts.pinned), 0,
+                                        shape, contiguous_strides(shape), opts.dtype));
   if (opts.requires_grad) t.set_requires_grad(true);
   return t;
 }
@@ -156,13 +152,7 @@ template Tensor from_vector<uint8_t>(const std::vector<uint8_t>&, const Shape&, 
 namespace {
 // A view sharing t's storage with new geometry; no autograd.
 Tensor make_view(const Tensor& t, Shape shape, Shape strides, int64_t offset) {
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = t.storage();
-  impl->offset = offset;
-  impl->shape = std::move(shape);
-  impl->strides = std::move(strides);
-  impl->dtype = t.dtype();
-  return Tensor(std::move(impl));
+  return Tensor(std::make_shared<TensorImpl>(t.storage(), offset, std::move(shape), std::move(strides), t.dtype()));
 }
 
 Shape infer_shape(const Shape& requested, int64_t numel) {
@@ -488,6 +478,24 @@ Tensor& Tensor::copy_(const Tensor& src) {
   return *this;
 }
 
+Tensor& Tensor::set_storage_(Storage storage, int64_t offset) {
+  TD_DEFINED();
+  if (storage.data() != nullptr) {
+    TD_CHECK_DEVICE(storage.device() == device() || impl_->storage.data() == nullptr, "set_storage_: storage on ",
+                    storage.device(), ", tensor on ", device());
+    int64_t last = offset;  // the furthest element the geometry reaches
+    for (size_t d = 0; d < impl_->shape.size(); ++d)
+      if (impl_->shape[d] > 0) last += (impl_->shape[d] - 1) * impl_->strides[d];
+    const int64_t need = numel() == 0 ? 0 : (last + 1) * static_cast<int64_t>(dtype_size(dtype()));
+    TD_CHECK(offset >= 0 && need <= static_cast<int64_t>(storage.nbytes()), "set_storage_: a tensor of shape ",
+             shape_str(shape()), " from element ", offset, " needs ", need, " bytes; the storage has ",
+             storage.nbytes());
+  }
+  impl_->storage = std::move(storage);
+  impl_->offset = offset;
+  return *this;
+}
+
 Tensor& Tensor::fill_(double value) {
   TD_DEFINED();
   autograd::check_inplace(*this, "fill_");
@@ -569,6 +577,25 @@ void Tensor::set_grad(const Tensor& g) {
 }
 
 void Tensor::zero_grad() { TD_DEFINED(); impl_->grad.reset(); }
+
+void Tensor::set_grad_fn(std::shared_ptr<autograd::Node> fn, int output_nr) {
+  TD_DEFINED();
+  impl_->grad_fn = std::move(fn);
+  impl_->output_nr = output_nr;
+  impl_->requires_grad = true;
+}
+
+int Tensor::output_nr() const { TD_DEFINED(); return impl_->output_nr; }
+
+std::shared_ptr<autograd::Node> Tensor::grad_accumulator() const {
+  TD_DEFINED();
+  return impl_->grad_accumulator.lock();
+}
+
+void Tensor::set_grad_accumulator(const std::shared_ptr<autograd::Node>& node) {
+  TD_DEFINED();
+  impl_->grad_accumulator = node;
+}
 
 Tensor Tensor::detach() const { return make_view(*this, shape(), strides(), storage_offset()); }
 

@@ -43,7 +43,16 @@ struct TensorOptions {
 
 class Tensor;
 
-struct TensorImpl {
+// The state one or more Tensor handles share. Only Tensor reads and writes it: everything else goes through
+// Tensor's operations.
+class TensorImpl {
+ public:
+  TensorImpl(Storage storage, int64_t offset, Shape shape, Shape strides, DType dtype)
+      : storage(std::move(storage)), offset(offset), shape(std::move(shape)), strides(std::move(strides)),
+        dtype(dtype) {}
+
+ private:
+  friend class Tensor;
   Storage storage;
   int64_t offset = 0;  // in elements
   Shape shape;
@@ -113,6 +122,11 @@ class Tensor {
   Tensor& copy_(const Tensor& src);  // any device or dtype; src broadcast to this shape
   Tensor& fill_(double value);
   Tensor& zero_() { return fill_(0.0); }
+  // Points this tensor, and every handle sharing it, at `storage` from element `offset` (shape, strides and
+  // dtype unchanged; views made earlier keep what they had): parameters living in one flat buffer. The
+  // storage must be on this tensor's device and hold its elements. An empty Storage drops the memory; the
+  // tensor then has no data until it is pointed at some again.
+  Tensor& set_storage_(Storage storage, int64_t offset = 0);
   // Host copies of the elements in row-major order, converted to T.
   template <typename T>
   std::vector<T> to_vector() const;
@@ -128,6 +142,12 @@ class Tensor {
   Tensor grad() const;        // accumulated gradient of a leaf (undefined before the first backward)
   void set_grad(const Tensor& g);
   void zero_grad();           // drops the gradient
+  // Autograd's bookkeeping (runtime/autograd.cc): makes this tensor output `output_nr` of `fn` (and so
+  // requiring grad), and the node that accumulates a leaf's gradient (held weakly: the graph owns it).
+  void set_grad_fn(std::shared_ptr<autograd::Node> fn, int output_nr);
+  int output_nr() const;
+  std::shared_ptr<autograd::Node> grad_accumulator() const;
+  void set_grad_accumulator(const std::shared_ptr<autograd::Node>& node);
   Tensor detach() const;      // same storage, no autograd history
   // Backpropagates from this tensor: a scalar, or with `gradient` of the same shape.
   void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;

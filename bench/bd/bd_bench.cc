@@ -2,9 +2,7 @@
 // MobileNetV2 -> supernet; compression: ResNet-18 -> depthwise-separable), measured on the workers and
 // projected by the simulator to more workers.
 #include <cstdio>
-#include <cstdlib>
 #include <exception>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -13,34 +11,12 @@
 #include "runtime/error.h"
 #include "runtime/files.h"
 #include "runtime/json.h"
+#include "tools/flags/flags.h"
 
 namespace tandem {
 namespace {
 
 using namespace parallel::bd;
-
-const char kUsage[] =
-    "usage: bd_bench [--workload nas|compression|both] [--input 32|224] [--batch N] [--workers SPEC] [--steps N]\n"
-    "                [--nas-teacher SPEC] [--compression-teacher SPEC] [--cells N] [--project W1,W2,...]\n"
-    "                [--profile-trials N] [--plan-model tandem|pipe-bd] [--json PATH]\n"
-    "\n"
-    "Runs DP, LS, TR, TR+DPU and TR+DPU+AHD for --steps steps per block on synthetic images of the input size,\n"
-    "same models, data and hyperparameters, and prints each one's time per epoch and speedup over DP (measured,\n"
-    "and simulated from the profile), then the simulator's projection of the speedups to more workers.\n"
-    "\n"
-    "  --workload W          nas (MobileNetV2 teacher -> MBConv supernet student, 6 blocks), compression\n"
-    "                        (ResNet-18 teacher -> depthwise-separable student, 4 blocks) or both (default)\n"
-    "  --input S             32 (CIFAR variants, default) or 224 (ImageNet variants)\n"
-    "  --batch N             global batch (default 256)\n"
-    "  --workers SPEC        default best:4 (cuda:0/4, four SM partitions of GPU 0, when a GPU is present)\n"
-    "  --steps N             steps per block per run (default 8)\n"
-    "  --nas-teacher SPEC    override the NAS teacher (default mobilenet_v2:cifar,classes=10 / mobilenet_v2)\n"
-    "  --compression-teacher SPEC  override (default resnet18:cifar,classes=10 / resnet18)\n"
-    "  --cells N             cells per supernet block (default 2)\n"
-    "  --project LIST        worker counts for the simulator's projection (default 4,8,16,64)\n"
-    "  --profile-trials N    timed trials per profile entry (default 5)\n"
-    "  --plan-model M        the planners' cost model, tandem or pipe-bd (the paper code's; see tools:distill)\n"
-    "  --json PATH           write everything (reports, profiles, projections) as JSON for tools/plots\n";
 
 struct Options {
   std::string workload = "both";
@@ -53,56 +29,38 @@ struct Options {
   std::string json;
 };
 
-[[noreturn]] void usage_error(const std::string& m) {
-  std::fprintf(stderr, "bd_bench: %s\n\n%s", m.c_str(), kUsage);
-  std::exit(2);
-}
-
-int64_t integer(const std::string& flag, const std::string& v, int64_t min) {
-  char* end = nullptr;
-  long long x = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || x < min) usage_error(flag + " needs an integer >= " + std::to_string(min));
-  return x;
-}
-
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "--help" || flag == "-h") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    }
-    if (i + 1 >= argc) usage_error(flag + " needs a value");
-    const std::string v = argv[++i];
-    if (flag == "--workload") o.workload = v;
-    else if (flag == "--input") o.input = integer(flag, v, 8);
-    else if (flag == "--batch") o.batch = integer(flag, v, 1);
-    else if (flag == "--workers") o.workers = v;
-    else if (flag == "--steps") o.steps = integer(flag, v, 1);
-    else if (flag == "--nas-teacher") o.nas_teacher = v;
-    else if (flag == "--compression-teacher") o.compression_teacher = v;
-    else if (flag == "--cells") o.cells = integer(flag, v, 1);
-    else if (flag == "--profile-trials") o.trials = static_cast<int>(integer(flag, v, 1));
-    else if (flag == "--json") o.json = v;
-    else if (flag == "--plan-model") {
-      try {
-        o.plan_model = parse_plan_model(v);
-      } catch (const Error& e) {
-        usage_error(e.message());
-      }
-    }
-    else if (flag == "--project") {
-      o.project.clear();
-      std::stringstream items(v);
-      std::string item;
-      while (std::getline(items, item, ',')) o.project.push_back(static_cast<int>(integer(flag, item, 1)));
-    } else {
-      usage_error("unknown option '" + flag + "'");
-    }
-  }
+  flags::Parser p(
+      "bd_bench",
+      "bd_bench [--workload nas|compression|both] [--input 32|224] [--batch N] [--workers SPEC] [--steps N]\n"
+      "                [--nas-teacher SPEC] [--compression-teacher SPEC] [--cells N] [--project W1,W2,...]\n"
+      "                [--profile-trials N] [--plan-model tandem|pipe-bd] [--json PATH]",
+      "Runs DP, LS, TR, TR+DPU and TR+DPU+AHD for --steps steps per block on synthetic images of the input size,\n"
+      "same models, data and hyperparameters, and prints each one's time per epoch and speedup over DP (measured,\n"
+      "and simulated from the profile), then the simulator's projection of the speedups to more workers.");
+  p.text("--workload", "W", &o.workload,
+         "nas (MobileNetV2 teacher -> MBConv supernet student, 6 blocks), compression\n"
+         "(ResNet-18 teacher -> depthwise-separable student, 4 blocks) or both (default)");
+  p.integer("--input", "S", &o.input, "32 (CIFAR variants, default) or 224 (ImageNet variants)", 8);
+  p.integer("--batch", "N", &o.batch, "global batch (default 256)", 1);
+  p.text("--workers", "SPEC", &o.workers, "default best:4 (cuda:0/4, four SM partitions of GPU 0, when a GPU is present)");
+  p.integer("--steps", "N", &o.steps, "steps per block per run (default 8)", 1);
+  p.text("--nas-teacher", "SPEC", &o.nas_teacher,
+         "override the NAS teacher (default mobilenet_v2:cifar,classes=10 / mobilenet_v2)");
+  p.text("--compression-teacher", "SPEC", &o.compression_teacher,
+         "override (default resnet18:cifar,classes=10 / resnet18)");
+  p.integer("--cells", "N", &o.cells, "cells per supernet block (default 2)", 1);
+  std::vector<int64_t> project(o.project.begin(), o.project.end());
+  p.integers("--project", "LIST", &project, "worker counts for the simulator's projection (default 4,8,16,64)", 1);
+  p.integer("--profile-trials", "N", &o.trials, "timed trials per profile entry (default 5)", 1);
+  p.custom("--plan-model", "M", [&](const std::string& v) { o.plan_model = parse_plan_model(v); },
+           "the planners' cost model, tandem or pipe-bd (the paper code's; see tools:distill)");
+  p.text("--json", "PATH", &o.json, "write everything (reports, profiles, projections) as JSON for tools/plots");
+  p.parse(argc, argv);
+  o.project.assign(project.begin(), project.end());
   if (o.workload != "nas" && o.workload != "compression" && o.workload != "both")
-    usage_error("--workload must be nas, compression or both");
+    p.fail("--workload must be nas, compression or both");
   return o;
 }
 

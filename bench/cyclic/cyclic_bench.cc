@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "runtime/error.h"
 #include "runtime/rng.h"
 #include "runtime/stream.h"
+#include "tools/flags/flags.h"
 
 namespace tandem {
 namespace {
@@ -61,52 +63,41 @@ std::vector<size_t> memory_balanced_split(const ModelFactory& factory, const Sha
   return balanced_split(units, stages);
 }
 
-const char kUsage[] =
-    "usage: cyclic_bench [--model SPEC] [--batch B] [--size HW] [--rounds K] [--reps R] [--configs NxS,...]\n"
-    "  defaults: resnet18:cifar,width=8, batch 16, 32x32 inputs, 16 timed rounds, 3 repetitions, configs 2x2,4x4\n";
+// "NxS" -> the DP-workers configs of N micro-batches and S stages, balanced by FLOPs and by memory.
+void add_config(const std::string& c, std::vector<Config>& list) {
+  int n = 0, s = 0;
+  char rest = 0;
+  TD_CHECK(std::sscanf(c.c_str(), "%dx%d%c", &n, &s, &rest) == 2 && n >= 1 && s >= 1, "--configs: bad config '", c,
+           "' (want NxS, e.g. 4x4)");
+  list.push_back({n, s, Mode::DpWorkers, false});
+  list.push_back({n, s, Mode::DpWorkers, true});
+}
 
 int run(int argc, char** argv) {
-  std::string model = "resnet18:cifar,width=8", configs = "2x2,4x4";
+  std::string model = "resnet18:cifar,width=8";
   int64_t batch = 16, size = 32, rounds = 16, reps = 3;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n%s", a.c_str(), kUsage);
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--model") model = value();
-    else if (a == "--batch") batch = std::atoll(value().c_str());
-    else if (a == "--size") size = std::atoll(value().c_str());
-    else if (a == "--rounds") rounds = std::atoll(value().c_str());
-    else if (a == "--reps") reps = std::atoll(value().c_str());
-    else if (a == "--configs") configs = value();
-    else {
-      std::fputs(kUsage, a == "--help" ? stdout : stderr);
-      return a == "--help" ? 0 : 2;
-    }
-  }
+  std::vector<Config> list;
+  flags::Parser p("cyclic_bench", "cyclic_bench [--model SPEC] [--batch B] [--size HW] [--rounds K] [--reps R] "
+                                  "[--configs NxS,...]", "");
+  p.text("--model", "SPEC", &model, "default resnet18:cifar,width=8");
+  p.integer("--batch", "B", &batch, "micro-batch (default 16)", 1);
+  p.integer("--size", "HW", &size, "HWxHW inputs (default 32x32)", 1);
+  p.integer("--rounds", "K", &rounds, "timed rounds (default 16)", 1);
+  p.integer("--reps", "R", &reps, "repetitions (default 3)", 1);
+  p.custom("--configs", "NxS,...", [&](const std::string& v) {
+    list.clear();
+    std::stringstream items(v);
+    for (std::string c; std::getline(items, c, ',');) add_config(c, list);
+  }, "micro-batches x stages (default 2x2,4x4)");
+  p.parse(argc, argv);
+  if (list.empty())
+    for (const char* c : {"2x2", "4x4"}) add_config(c, list);
   auto spec = models::parse_model_spec(model);
   spec.second.num_classes = 10;
   ModelFactory factory = [spec] {
     return std::static_pointer_cast<models::Sequential>(models::make_model(spec.first, spec.second));
   };
   const Shape input{batch, spec.second.in_channels, size, size};
-  std::vector<Config> list;
-  for (size_t p = 0; p < configs.size();) {
-    size_t comma = configs.find(',', p);
-    std::string c = configs.substr(p, comma == std::string::npos ? std::string::npos : comma - p);
-    int n = 0, s = 0;
-    if (std::sscanf(c.c_str(), "%dx%d", &n, &s) != 2) {
-      std::fprintf(stderr, "bad config '%s' (want NxS)\n", c.c_str());
-      return 2;
-    }
-    list.push_back({n, s, Mode::DpWorkers, false});
-    list.push_back({n, s, Mode::DpWorkers, true});
-    p = comma == std::string::npos ? configs.size() : comma + 1;
-  }
   std::printf("cyclic_bench: %s, micro-batch %lld x %lldx%lld, %lld timed rounds x %lld repetitions, load average "
               "%.1f on this machine\n\n",
               model.c_str(), static_cast<long long>(batch), static_cast<long long>(size), static_cast<long long>(size),

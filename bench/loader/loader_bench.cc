@@ -19,6 +19,7 @@
 #include "data/transforms.h"
 #include "runtime/philox.h"
 #include "tests/data_loading/dataset_files.h"
+#include "tools/flags/flags.h"
 
 namespace tandem {
 namespace {
@@ -211,19 +212,14 @@ void run() {
 }  // namespace tandem
 
 int main(int argc, char** argv) {
-  if (argc > 1) {
-    const std::string a = argv[1];
-    const bool help = a == "--help" || a == "-h";
-    std::fprintf(help ? stdout : stderr,
-                 "%susage: loader_bench\n\n"
-                 "Measures the data loader's images/s with its real readers, transforms and worker threads on files\n"
-                 "it writes to a temporary folder: CIFAR-10 binary 32x32 with crop+flip+normalize (0, 1, 2 and 4\n"
-                 "workers; goal >= 20,000 images/s on 2 cores) and packed JPEGs of 224x224 and 375x500 with decode\n"
-                 "+ random resized crop 224 + flip + normalize; then the per-image CPU time of read, decode and\n"
-                 "augment on one thread, which bounds the loader. Takes no flags.\n",
-                 help ? "" : ("loader_bench: unknown argument '" + a + "'\n").c_str());
-    return help ? 0 : 2;
-  }
+  tandem::flags::Parser(
+      "loader_bench", "loader_bench",
+      "Measures the data loader's images/s with its real readers, transforms and worker threads on files\n"
+      "it writes to a temporary folder: CIFAR-10 binary 32x32 with crop+flip+normalize (0, 1, 2 and 4\n"
+      "workers; goal >= 20,000 images/s on 2 cores) and packed JPEGs of 224x224 and 375x500 with decode\n"
+      "+ random resized crop 224 + flip + normalize; then the per-image CPU time of read, decode and\n"
+      "augment on one thread, which bounds the loader. Takes no flags.")
+      .parse(argc, argv);
   tandem::run();
   for (const std::string& dir : tandem::temp_dirs) std::filesystem::remove_all(dir);
   return 0;

@@ -15,9 +15,7 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -31,6 +29,7 @@
 #include "runtime/parallel_for.h"
 #include "runtime/rng.h"
 #include "runtime/stream.h"
+#include "tools/flags/flags.h"
 
 namespace tandem {
 namespace {
@@ -52,14 +51,6 @@ struct Result {
   double ms_per_iter, images_per_s;
 };
 std::vector<Result> g_results;
-
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(item);
-  return out;
-}
 
 // One timed unit of work for a model, mode, size and batch.
 struct Case {
@@ -152,32 +143,31 @@ void print_table() {
 
 int main(int argc, char** argv) {
   using tandem::g_config;
+  tandem::flags::Parser p(
+      "models_bench",
+      "models_bench [--device=DEV] [--batch=N] [--sizes=32,224] [--models=A,B] [--modes=M,...] [--nchw]\n"
+      "                    [--min-time=S] [Google Benchmark flags]",
+      "Images/s of zoo models (default resnet18,resnet50,mobilenet_v2) per mode: fwd (eval forward, no\n"
+      "autograd), fwd_bwd (training forward, cross-entropy, backward), step (fwd_bwd + SGD step).\n"
+      "--benchmark_out=FILE.json feeds bench/torch/speed.py, which times the same cases in PyTorch\n"
+      "(tools/tandem bench-cpu: both side by side on the CPU).");
+  p.custom("--device", "DEV", [](const std::string& v) { g_config.device = tandem::Device::parse(v); },
+           "the best device by default (GPU: batch 256 at 32x32 and 224x224, channels-last\n"
+           "unless --nchw; CPU: batch 8 at 32x32)");
+  p.integer("--batch", "N", &g_config.batch, "batch (default: by device, as above)", 0);
+  p.integers("--sizes", "LIST", &g_config.sizes, "input sizes (default: by device, as above)", 1);
+  p.words("--models", "A,B", &g_config.models, "zoo models (default resnet18,resnet50,mobilenet_v2)");
+  p.words("--modes", "M,...", &g_config.modes, "fwd, fwd_bwd, step (default all three)");
+  p.flag("--nchw", &g_config.channels_last, false, "NCHW inputs on the GPU");
+  p.number("--min-time", "S", &g_config.min_time_s, "timed seconds per case at least (default 1)", 0);
+  p.footer("Google Benchmark's flags follow.");
+  std::vector<std::string> rest_args = p.parse_known(argc, argv, [&] {
+    char* help[] = {argv[0], const_cast<char*>("--help")};
+    int n = 2;
+    benchmark::Initialize(&n, help);  // prints its flags and exits
+  });
   std::vector<char*> rest{argv[0]};
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&](const char* flag) { return a.substr(std::strlen(flag)); };
-    if (a.rfind("--device=", 0) == 0) g_config.device = tandem::Device::parse(value("--device="));
-    else if (a.rfind("--batch=", 0) == 0) g_config.batch = std::stoll(value("--batch="));
-    else if (a.rfind("--sizes=", 0) == 0)
-      for (const auto& s : tandem::split_list(value("--sizes="))) g_config.sizes.push_back(std::stoll(s));
-    else if (a.rfind("--models=", 0) == 0) g_config.models = tandem::split_list(value("--models="));
-    else if (a.rfind("--modes=", 0) == 0) g_config.modes = tandem::split_list(value("--modes="));
-    else if (a == "--nchw") g_config.channels_last = false;
-    else if (a.rfind("--min-time=", 0) == 0) g_config.min_time_s = std::stod(value("--min-time="));
-    else if (a == "--help" || a == "-h") {
-      std::printf(
-          "usage: models_bench [--device=DEV] [--batch=N] [--sizes=32,224] [--models=A,B] [--modes=M,...] [--nchw]\n"
-          "                    [--min-time=S] [Google Benchmark flags]\n\n"
-          "Images/s of zoo models (default resnet18,resnet50,mobilenet_v2) per mode: fwd (eval forward, no\n"
-          "autograd), fwd_bwd (training forward, cross-entropy, backward), step (fwd_bwd + SGD step). DEV: the\n"
-          "best device (GPU: batch 256 at 32x32 and 224x224, channels-last unless --nchw; CPU: batch 8 at\n"
-          "32x32). --min-time=S: timed seconds per case at least (default 1).\n"
-          "--benchmark_out=FILE.json feeds bench/torch/speed.py, which times the same cases in PyTorch\n"
-          "(tools/tandem bench-cpu: both side by side on the CPU).\n"
-          "Google Benchmark's flags follow.\n\n");
-      rest.push_back(argv[i]);
-    } else rest.push_back(argv[i]);
-  }
+  for (std::string& a : rest_args) rest.push_back(&a[0]);
   if (g_config.sizes.empty())
     g_config.sizes = g_config.device.is_cuda() ? std::vector<int64_t>{32, 224} : std::vector<int64_t>{32};
   int rest_argc = static_cast<int>(rest.size());

@@ -17,6 +17,7 @@ class BasicBlock : public Module {
   BasicBlock(int64_t in, int64_t planes, int64_t stride, bool separable, Generator& gen);
   Tensor forward(const Tensor& x) override;
   Shape output_shape(const Shape& input) const override;
+  double flops(const Shape& input) const override { return chain_flops(input, downsample_.get()); }
 
  private:
   ModulePtr conv1_, bn1_, conv2_, bn2_, downsample_;
@@ -29,6 +30,7 @@ class Bottleneck : public Module {
   Bottleneck(int64_t in, int64_t planes, int64_t stride, bool separable, Generator& gen);
   Tensor forward(const Tensor& x) override;
   Shape output_shape(const Shape& input) const override;
+  double flops(const Shape& input) const override { return chain_flops(input, downsample_.get()); }
 
  private:
   ModulePtr conv1_, bn1_, conv2_, bn2_, conv3_, bn3_, downsample_;

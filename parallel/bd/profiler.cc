@@ -130,7 +130,7 @@ BlockProfile profile_blocks(const RunContext& ctx, const ProfileOptions& o, Work
       {
         MemoryScope scope(tracker);
         models::ModulePtr student = w.make_students({b})[0];
-        auto opt = make_optimizer(ctx.train.optimizer, student->named_parameters(models::ParamKind::Weight));
+        auto opt = optim::make_optimizer(ctx.train.optimizer, student->named_parameters(models::ParamKind::Weight));
         at(1, g, b) = median_time(worker, o, [&] {
           student->zero_grad();
           loss_of(b, k, student->forward(acts[b]), acts[b + 1]).backward();

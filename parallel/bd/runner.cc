@@ -28,24 +28,6 @@ namespace tandem {
 namespace parallel {
 namespace bd {
 
-std::unique_ptr<optim::Optimizer> make_optimizer(const OptimizerSpec& spec, const NamedTensors& params) {
-  if (spec.kind == "sgd") {
-    optim::SgdOptions o;
-    o.lr = spec.lr;
-    o.momentum = spec.momentum;
-    o.nesterov = spec.nesterov && spec.momentum > 0;
-    o.weight_decay = spec.weight_decay;
-    return std::make_unique<optim::Sgd>(optim::single_group(params), o);
-  }
-  if (spec.kind == "adam" || spec.kind == "adamw") {
-    optim::AdamOptions o = spec.kind == "adamw" ? optim::adamw_options(spec.lr, spec.weight_decay) : optim::AdamOptions{};
-    o.lr = spec.lr;
-    o.weight_decay = spec.weight_decay;
-    return std::make_unique<optim::Adam>(optim::single_group(params), o);
-  }
-  TD_THROW(ValueError, "unknown optimizer '", spec.kind, "' (known: sgd, adam, adamw)");
-}
-
 int64_t steps_per_epoch(const RunContext& ctx) {
   TD_CHECK(ctx.dataset != nullptr && ctx.workload != nullptr, "a run needs a dataset and a workload");
   const int64_t n = ctx.dataset->size(), b = ctx.train.batch;
@@ -209,7 +191,7 @@ class RankRunner {
       BlockTrainer& t = students_[mine[i]];
       t.module = students[i];
       t.params = t.module->named_parameters(models::ParamKind::Weight);
-      t.opt = make_optimizer(ctx_.train.optimizer, t.params);
+      t.opt = optim::make_optimizer(ctx_.train.optimizer, t.params);
       t.sched = std::make_unique<optim::LrScheduler>(*t.opt, optim::parse_lr_schedule(ctx_.train.lr_schedule, spe_, steps_));
       t.loss_acc = zeros({}, TensorOptions(DType::F32).with_device(worker_.device));
       t.saver = saver;

@@ -3,33 +3,22 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <string>
 
 #include "parallel/bd/workload.h"
 #include "runtime/optim.h"
-#include "runtime/safetensors.h"
 
 namespace tandem {
 namespace parallel {
 namespace bd {
-
-// Each student block gets its own optimizer of this kind (and its own state).
-struct OptimizerSpec {
-  std::string kind = "sgd";  // sgd | adam | adamw
-  double lr = 0.025;
-  double momentum = 0.9;     // sgd
-  bool nesterov = true;      // sgd (needs momentum > 0)
-  double weight_decay = 4e-5;
-};
-std::unique_ptr<optim::Optimizer> make_optimizer(const OptimizerSpec& spec, const NamedTensors& params);
 
 struct TrainOptions {
   int64_t batch = 256;           // global batch B (every strategy's step covers the same B rows)
   int64_t epochs = 1;            // epochs per block
   int64_t stop_after = 0;        // stop after this many epochs of this run (0: run to `epochs`); resume later
   int64_t steps_per_epoch = 0;   // 0: every full batch of the data; else at most this many
-  OptimizerSpec optimizer;
+  // Each student block gets its own optimizer of this kind (and its own state): optim::make_optimizer.
+  optim::OptimizerSpec optimizer = {"sgd", /*lr=*/0.025, /*momentum=*/0.9, /*nesterov=*/true, /*weight_decay=*/4e-5};
   std::string lr_schedule = "cosine";  // optim::parse_lr_schedule spec, stepped once per optimizer step
   TeacherBn teacher_bn = TeacherBn::Eval;
   uint64_t data_seed = 0;        // shuffling and augmentation

@@ -1,4 +1,4 @@
-// Units, FLOP counting and stage splits.
+// Units and stage splits.
 #include "parallel/cyclic/partition.h"
 
 #include <algorithm>
@@ -6,49 +6,11 @@
 #include <limits>
 #include <sstream>
 
-#include "models/layers.h"
 #include "runtime/error.h"
 
 namespace tandem {
 namespace parallel {
 namespace cyclic {
-
-namespace {
-bool is_plain_sequential(const models::Module& m) {
-  return m.type_name() == "Sequential" && dynamic_cast<const models::Sequential*>(&m) != nullptr;
-}
-}  // namespace
-
-double count_flops(const models::Module& m, const Shape& input) {
-  using namespace models;
-  if (auto* c = dynamic_cast<const Conv2d*>(&m)) {
-    Shape out = c->output_shape(input);
-    const Conv2dSpec& s = c->spec();
-    double per_output = static_cast<double>(s.in_channels / s.groups) * s.kernel * s.kernel + (s.bias ? 1 : 0);
-    return static_cast<double>(shape_numel(out)) * per_output;
-  }
-  if (auto* l = dynamic_cast<const Linear*>(&m)) {
-    double rows = static_cast<double>(shape_numel(input)) / static_cast<double>(l->in_features());
-    return rows * static_cast<double>(l->out_features()) * (l->in_features() + (l->bias.defined() ? 1 : 0));
-  }
-  if (dynamic_cast<const BatchNorm2d*>(&m) || dynamic_cast<const MaxPool2d*>(&m) ||
-      dynamic_cast<const AvgPool2d*>(&m) || dynamic_cast<const GlobalAvgPool*>(&m) ||
-      dynamic_cast<const AdaptiveAvgPoolFlatten*>(&m))
-    return static_cast<double>(shape_numel(input));
-  const auto& children = m.named_children();
-  if (children.empty()) return 0;
-  // A Sequential chains its items; other composites (residual blocks) run their children on the main path in
-  // order, except the shortcut ("downsample" / "shortcut"), which takes the block's input.
-  double total = 0;
-  Shape s = input;
-  for (const auto& child : children) {
-    bool shortcut = !is_plain_sequential(m) && (child.first == "downsample" || child.first == "shortcut");
-    const Shape& in = shortcut ? input : s;
-    total += count_flops(*child.second, in);
-    if (!shortcut) s = child.second->output_shape(in);
-  }
-  return total;
-}
 
 std::vector<Unit> model_units(const models::Sequential& model, const Shape& sample) {
   TD_CHECK(!model.empty(), "model_units: the model has no items");
@@ -56,10 +18,10 @@ std::vector<Unit> model_units(const models::Sequential& model, const Shape& samp
   Shape s = sample;
   for (size_t i = 0; i < model.size(); ++i) {
     const models::ModulePtr& item = model.at(i);
-    auto* seq = dynamic_cast<const models::Sequential*>(item.get());
+    const models::NamedModules& children = item->named_children();
     std::vector<std::pair<std::string, models::ModulePtr>> parts;
-    if (seq && is_plain_sequential(*seq) && seq->size() > 1) {
-      for (size_t j = 0; j < seq->size(); ++j) parts.push_back({model.name_at(i) + "." + seq->name_at(j), seq->at(j)});
+    if (item->splits_into_units() && children.size() > 1) {
+      for (const auto& child : children) parts.push_back({model.name_at(i) + "." + child.first, child.second});
     } else {
       parts.push_back({model.name_at(i), item});
     }
@@ -73,7 +35,7 @@ std::vector<Unit> model_units(const models::Sequential& model, const Shape& samp
       } catch (const ShapeError& e) {
         TD_THROW(ShapeError, "unit '", u.name, "' does not accept ", shape_str(s), ": ", e.message());
       }
-      u.flops = count_flops(*u.module, s);
+      u.flops = u.module->flops(s);
       s = u.output;
       units.push_back(std::move(u));
     }

@@ -3,10 +3,10 @@
 //
 // The official code assigns FLOPs to parameter tensors (a bias gets the square root of its layer's FLOPs) and
 // cuts the list of tensors; here a stage must be an executable piece of the model, so cuts fall between units:
-// the model's top-level items, with plain Sequential items (ResNet's layer1..layer4) opened into their children
-// (the residual blocks). A unit's FLOPs are its layers' multiply-accumulates for one sample (convolutions and
-// linear layers; batch norm and pooling count one per input element; activations, additions and reshapes
-// nothing), biases included in their layer, so the square-root heuristic has nothing to decide.
+// the model's top-level items, with those that split into units (plain Sequentials: ResNet's layer1..layer4)
+// opened into their children (the residual blocks). A unit's FLOPs are its module's (Module::flops: layers'
+// multiply-accumulates for one sample, biases included in their layer), so the square-root heuristic has
+// nothing to decide.
 #pragma once
 
 #include <cstdint>
@@ -30,9 +30,6 @@ struct Unit {
 
 // The units of `model` for inputs of shape `sample` ([1, C, H, W]); ShapeError if the input does not fit.
 std::vector<Unit> model_units(const models::Sequential& model, const Shape& sample);
-
-// Multiply-accumulates of one forward of `module` on `input` (see above).
-double count_flops(const models::Module& module, const Shape& input);
 
 // Stage starts (unit indices, the first 0) of the contiguous split into `stages` stages that minimizes the
 // largest stage's FLOPs (ties: the earliest cuts). ValueError when stages > units.

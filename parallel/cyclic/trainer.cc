@@ -31,16 +31,15 @@ using Key3 = std::tuple<int64_t, int, int>;  // (round, micro, stage)
 // later rebinding never changes a pending backward.
 void bind_params(const std::vector<Tensor>& params, const Tensor& flat) {
   int64_t offset = flat.storage_offset();
-  for (const Tensor& p : params) {
+  for (Tensor p : params) {  // handles: the module's parameters are the same tensors
     TD_ASSERT(p.is_contiguous(), "bind: parameter is not contiguous");
-    p.impl()->storage = flat.storage();
-    p.impl()->offset = offset;
+    p.set_storage_(flat.storage(), offset);
     offset += p.numel();
   }
 }
 // Drops the module's hold on its parameter memory (zero: stages this worker does not own, between uses).
 void unbind_params(const std::vector<Tensor>& params) {
-  for (const Tensor& p : params) p.impl()->storage = Storage();
+  for (Tensor p : params) p.set_storage_(Storage());
 }
 
 // Views of `flat` shaped like `like`, one per tensor.

@@ -31,7 +31,7 @@ base=(--teacher "resnet18:cifar,width=4,classes=10" --student separable --datase
       --batch 8 --profile-trials 1)
 
 expect_exit 0 "usage: distill" -- "$distill" --help
-expect_exit 2 "unknown option '--bogus'" -- "$distill" "${base[@]}" --bogus
+expect_exit 2 "unknown flag '--bogus'" -- "$distill" "${base[@]}" --bogus
 expect_exit 2 "--batch needs an integer" -- "$distill" "${base[@]}" --batch x
 expect_exit 2 "--teacher is required" -- "$distill" --dataset synthetic
 expect_exit 2 "unknown strategy 'fast'" -- "$distill" "${base[@]}" --strategy fast

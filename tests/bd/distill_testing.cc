@@ -111,7 +111,7 @@ BlockWeights reference_run(const RunContext& ctx, const std::vector<int>& replic
       Copy c;
       c.module = w.make_students({b})[0];
       c.params = c.module->named_parameters(models::ParamKind::Weight);
-      c.opt = make_optimizer(ctx.train.optimizer, c.params);
+      c.opt = optim::make_optimizer(ctx.train.optimizer, c.params);
       c.sched = std::make_unique<optim::LrScheduler>(
           *c.opt, optim::parse_lr_schedule(ctx.train.lr_schedule, spe, spe * ctx.train.epochs));
       copies[b].push_back(std::move(c));

@@ -43,13 +43,13 @@ TEST(PackTool, HelpAndUsageErrors) {
   Result none = pack("");
   EXPECT_EQ(none.rc, 2);
   EXPECT_NE(none.output.find("--input is required"), std::string::npos) << none.output;
-  EXPECT_NE(none.output.find("usage:"), std::string::npos);
+  EXPECT_NE(none.output.find("run pack --help"), std::string::npos);
   Result bad = pack("--input synthetic --output /tmp/x --shards zero");
   EXPECT_EQ(bad.rc, 2);
-  EXPECT_NE(bad.output.find("--shards needs a positive integer"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("--shards needs an integer >= 1, got 'zero'"), std::string::npos) << bad.output;
   Result flag = pack("--input synthetic --output /tmp/x --colour 3");
   EXPECT_EQ(flag.rc, 2);
-  EXPECT_NE(flag.output.find("unknown flag --colour"), std::string::npos) << flag.output;
+  EXPECT_NE(flag.output.find("unknown flag '--colour'"), std::string::npos) << flag.output;
   Result missing = pack("--input cifar10:/nonexistent/cifar --output /tmp/x");
   EXPECT_EQ(missing.rc, 1);
   EXPECT_NE(missing.output.find("/nonexistent/cifar"), std::string::npos) << missing.output;

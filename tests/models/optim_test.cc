@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <memory>
 
 #include "runtime/autograd.h"
 #include "runtime/error.h"
@@ -250,6 +252,68 @@ TEST(Optimizers, RefusesBadInput) {
   }
   Adam adam(f.groups, AdamOptions{});
   EXPECT_THROW(adam.load_state_dict({{"a.exp_avg", zeros({3, 2}, DType::F64)}}), ValueError);  // incomplete
+}
+
+// make_optimizer builds the optimizer its spec names: the same updates, bit for bit, as the class made by hand
+// with the documented options (Nesterov only with momentum; AdamW's decay decoupled).
+void expect_same_steps(const OptimizerSpec& spec, const std::function<std::unique_ptr<Optimizer>(const NamedTensors&)>& by_hand) {
+  const uint64_t seed = fresh_seed();
+  std::vector<std::vector<double>> results;
+  for (int built = 0; built < 2; ++built) {
+    Generator gen(seed);
+    Fixture f(gen);
+    NamedTensors params = {{"a", f.a}, {"b", f.b}, {"c", f.c}};
+    std::unique_ptr<Optimizer> opt = built == 0 ? make_optimizer(spec, params) : by_hand(params);
+    EXPECT_EQ(opt->name(), spec.kind);
+    EXPECT_EQ(opt->lr(0), spec.lr);
+    EXPECT_EQ(opt->weight_decay(0), spec.weight_decay);
+    for (int step = 0; step < 3; ++step) {
+      for (Tensor p : f.params()) p.set_grad(randn(p.shape(), gen, DType::F64));
+      opt->step();
+    }
+    std::vector<double> all;
+    for (const Tensor& p : f.params())
+      for (double x : p.to_vector<double>()) all.push_back(x);
+    results.push_back(all);
+  }
+  EXPECT_EQ(results[0], results[1]) << spec.kind;
+}
+
+TEST(MakeOptimizer, BuildsWhatItsSpecNames) {
+  expect_same_steps({"sgd", 0.1, 0.9, true, 5e-4}, [](const NamedTensors& p) {
+    SgdOptions o;
+    o.lr = 0.1, o.momentum = 0.9, o.nesterov = true, o.weight_decay = 5e-4;
+    return std::make_unique<Sgd>(single_group(p), o);
+  });
+  expect_same_steps({"sgd", 0.05, 0.8, false, 0}, [](const NamedTensors& p) {
+    SgdOptions o;
+    o.lr = 0.05, o.momentum = 0.8;
+    return std::make_unique<Sgd>(single_group(p), o);
+  });
+  // Nesterov needs momentum: without it the spec's Nesterov is no error, plain SGD runs.
+  expect_same_steps({"sgd", 0.2, 0, true, 1e-3}, [](const NamedTensors& p) {
+    SgdOptions o;
+    o.lr = 0.2, o.weight_decay = 1e-3;
+    return std::make_unique<Sgd>(single_group(p), o);
+  });
+  expect_same_steps({"adam", 0.01, 0.9, true, 0.05}, [](const NamedTensors& p) {
+    AdamOptions o;  // PyTorch's betas (0.9, 0.999) and eps 1e-8
+    o.lr = 0.01, o.weight_decay = 0.05;
+    return std::make_unique<Adam>(single_group(p), o);
+  });
+  expect_same_steps({"adamw", 0.02, 0.9, true, 0.1}, [](const NamedTensors& p) {
+    AdamOptions o;
+    o.lr = 0.02, o.weight_decay = 0.1, o.decoupled_weight_decay = true;
+    return std::make_unique<Adam>(single_group(p), o);
+  });
+  Generator gen(fresh_seed());
+  Fixture f(gen);
+  try {
+    make_optimizer({"lamb"}, {{"a", f.a}});
+    ADD_FAILURE() << "an unknown kind was accepted";
+  } catch (const ValueError& e) {
+    EXPECT_NE(e.message().find("unknown optimizer 'lamb' (known: sgd, adam, adamw)"), std::string::npos) << e.what();
+  }
 }
 
 // ---- schedules ----

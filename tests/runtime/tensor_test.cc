@@ -1,5 +1,6 @@
 // Tensor basics: views sharing storage and version counters, view metadata, contiguous/clone, factories,
-// from_vector/to_vector for every dtype, conversions between dtypes, printing, zero-sized tensors.
+// from_vector/to_vector for every dtype, conversions between dtypes, printing, zero-sized tensors, rebinding
+// to another storage.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 
 #include "runtime/error.h"
 #include "runtime/ops.h"
+#include "runtime/rng.h"
 #include "tests/testing.h"
 
 namespace tandem {
@@ -183,6 +185,32 @@ TEST(TensorBasics, StrAndPrinting) {
   EXPECT_NE(long_str.find("0 1 2 3 4 5 6 7 8 9 ... (90 more)"), std::string::npos) << long_str;
   EXPECT_EQ(shape_str({}), "[]");
   EXPECT_EQ(shape_str({3, 1, 2}), "[3, 1, 2]");
+}
+
+// set_storage_ repoints a tensor (every handle of it) at another storage, as Cyclic DP binds parameters to
+// slices of one flat buffer; earlier views keep their memory; a storage too small or an offset before it is
+// refused; an empty storage drops the memory.
+TEST(TensorBasics, SetStoragePointsEveryHandleAtTheNewMemory) {
+  Generator gen(testing::fresh_seed());
+  Tensor flat = randn({10}, gen);
+  Tensor p = zeros({2, 3});
+  Tensor handle = p;  // a copy of the handle, as a module's member and its parameter list hold
+  Tensor old_view = p.view({6});
+  p.set_storage_(flat.storage(), 4);
+  EXPECT_EQ(handle.storage_offset(), 4);
+  EXPECT_EQ(handle.to_vector<float>(), flat.narrow(0, 4, 6).to_vector<float>());
+  flat.fill_(2.0);  // writes through the buffer are the tensor's
+  EXPECT_EQ(handle.to_vector<float>(), std::vector<float>(6, 2.0f));
+  EXPECT_EQ(old_view.to_vector<float>(), std::vector<float>(6, 0.0f));  // a view keeps what it had
+  EXPECT_EQ(p.version(), flat.version());                                // the buffer's version counter now
+  EXPECT_THROW(p.set_storage_(flat.storage(), 5), ValueError);          // elements 5..10 of 10
+  EXPECT_THROW(p.set_storage_(flat.storage(), -1), ValueError);
+  EXPECT_EQ(handle.storage_offset(), 4);                                 // a refused call changes nothing
+  p.set_storage_(Storage());
+  EXPECT_EQ(handle.storage().data(), nullptr);
+  EXPECT_EQ(handle.shape(), (Shape{2, 3}));
+  p.set_storage_(flat.storage(), 0);
+  EXPECT_EQ(handle.to_vector<float>(), std::vector<float>(6, 2.0f));
 }
 
 TEST(TensorBasics, ZeroSizedTensorsWork) {

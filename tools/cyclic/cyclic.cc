@@ -30,6 +30,7 @@
 #include "runtime/safetensors.h"
 #include "runtime/stream.h"
 #include "tools/cyclic/flags.h"
+#include "tools/flags/flags.h"
 
 namespace tandem {
 namespace cyclic_tool {
@@ -237,11 +238,11 @@ int run(const Flags& f) {
   const int N = f.micro_batches, S = f.stages;
   const int64_t rounds_per_epoch = loader.batches_per_epoch() / N;
   if (rounds_per_epoch < 1)
-    usage_error("the training set (" + std::to_string(train_set->size()) + " samples) is too small for " +
+    flags::usage_error("the training set (" + std::to_string(train_set->size()) + " samples) is too small for " +
                 std::to_string(N) + " micro-batches of " + std::to_string(f.batch));
   int64_t total_rounds = static_cast<int64_t>(std::ceil(f.epochs * static_cast<double>(rounds_per_epoch)));
   if (f.max_rounds > 0) total_rounds = std::min(total_rounds, f.max_rounds);
-  if (total_rounds < 1) usage_error("nothing to train: --epochs gives no round");
+  if (total_rounds < 1) flags::usage_error("nothing to train: --epochs gives no round");
 
   Shape image = loader.image_shape();
   Shape micro_input{f.batch, image[0], image[1], image[2]};
@@ -414,13 +415,13 @@ int run(const Flags& f) {
 
 int main(int argc, char** argv) {
   using namespace tandem;
-  cyclic_tool::Flags flags = cyclic_tool::parse_flags(argc, argv);
+  const cyclic_tool::Flags parsed = cyclic_tool::parse_flags(argc, argv);
   try {
-    return cyclic_tool::run(flags);
+    return cyclic_tool::run(parsed);
   } catch (const ValueError& e) {
-    cyclic_tool::usage_error(e.message());
+    flags::usage_error(e.message());
   } catch (const ShapeError& e) {
-    cyclic_tool::usage_error(e.message());
+    flags::usage_error(e.message());
   } catch (const Error& e) {
     std::fprintf(stderr, "cyclic: %s\n", e.what());
     return 1;

@@ -1,4 +1,4 @@
-// tools:cyclic's command line: the flags, their defaults (the paper's CIFAR-10 recipe) and the usage text.
+// tools:cyclic's command line: the flags, their defaults (the paper's CIFAR-10 recipe) and their help.
 #pragma once
 
 #include <cstdint>
@@ -40,13 +40,9 @@ struct Flags {
   int64_t simulate_rounds = 3;
 };
 
-extern const char kUsage[];
-
-// Parses argv; prints the usage and exits 0 for --help, prints the problem and the usage and exits 2 for a bad
-// flag or value.
+// Parses argv; prints the usage and exits 0 for --help, prints the problem and exits 2 for a bad flag or value
+// (tools/flags/flags.h).
 Flags parse_flags(int argc, char** argv);
-// Prints "cyclic: <message>" and a hint to --help to stderr and exits 2 (usage and configuration errors).
-[[noreturn]] void usage_error(const std::string& message);
 
 }  // namespace cyclic_tool
 }  // namespace tandem

@@ -4,7 +4,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <exception>
 #include <iostream>
 #include <memory>
@@ -21,30 +20,11 @@
 #include "runtime/files.h"
 #include "runtime/ops.h"
 #include "runtime/safetensors.h"
+#include "tools/flags/flags.h"
 #include "tools/train/trainer.h"
 
 namespace tandem {
 namespace {
-
-const char kUsage[] =
-    "usage: tools/tandem demo [--epochs N] [--teacher-epochs N] [--workers SPEC] [--subset N] [--test-subset N]\n"
-    "                         [--batch N] [--cache-dir DIR] [--seed N]\n"
-    "\n"
-    "Pipe-BD on Fashion-MNIST: trains a ResNet-18 teacher (CIFAR variant, width 8) on a subset of the training\n"
-    "images (cached and reused on later runs), distills it block by block into a depthwise-separable student\n"
-    "with DP, LS, TR, TR+DPU and TR+DPU+AHD on 4 workers (4 SM partitions of GPU 0 when a GPU is present, else 4\n"
-    "CPU threads), and prints each strategy's time per epoch, speedup over DP and student accuracy next to the\n"
-    "teacher's.\n"
-    "\n"
-    "  --epochs N          distillation epochs per block (default 2)\n"
-    "  --teacher-epochs N  teacher training epochs (default 3)\n"
-    "  --workers SPEC      worker spec (default best:4: cuda:0/4 with a GPU, else cpu:4)\n"
-    "  --subset N          training images per epoch (default 2048; 0: all 60000)\n"
-    "  --test-subset N     test images for the accuracies (default 2000; 0: all 10000)\n"
-    "  --batch N           batch size (default 32)\n"
-    "  --cache-dir DIR     where the teacher and the runs are kept (default ~/.cache/tandem/pipe-bd-demo)\n"
-    "  --seed N            data order and student initialization (default 0)\n"
-    "  --help              this text\n";
 
 struct Options {
   int64_t epochs = 2, teacher_epochs = 3, subset = 2048, test_subset = 2000, batch = 32;
@@ -53,42 +33,29 @@ struct Options {
   uint64_t seed = 0;
 };
 
-[[noreturn]] void usage_error(const std::string& message) {
-  std::fprintf(stderr, "demo: %s\n\n%s", message.c_str(), kUsage);
-  std::exit(2);
-}
-
-int64_t integer(const std::string& flag, const std::string& v, int64_t min) {
-  char* end = nullptr;
-  long long x = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || x < min)
-    usage_error(flag + " needs an integer of at least " + std::to_string(min) + ", got '" + v + "'");
-  return x;
-}
-
 Options parse(int argc, char** argv) {
   Options o;
   const char* home = std::getenv("HOME");
   o.cache_dir = std::string(home ? home : "/tmp") + "/.cache/tandem/pipe-bd-demo";
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "--help" || flag == "-h") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    }
-    if (i + 1 >= argc) usage_error(flag == "--" || flag.rfind("--", 0) != 0 ? "unexpected argument '" + flag + "'"
-                                                                          : flag + " needs a value");
-    const std::string v = argv[++i];
-    if (flag == "--epochs") o.epochs = integer(flag, v, 1);
-    else if (flag == "--teacher-epochs") o.teacher_epochs = integer(flag, v, 1);
-    else if (flag == "--workers") o.workers = v;
-    else if (flag == "--subset") o.subset = integer(flag, v, 0);
-    else if (flag == "--test-subset") o.test_subset = integer(flag, v, 0);
-    else if (flag == "--batch") o.batch = integer(flag, v, 4);
-    else if (flag == "--cache-dir") o.cache_dir = v;
-    else if (flag == "--seed") o.seed = static_cast<uint64_t>(integer(flag, v, 0));
-    else usage_error("unknown option '" + flag + "'");
-  }
+  flags::Parser p(
+      "demo",
+      "tools/tandem demo [--epochs N] [--teacher-epochs N] [--workers SPEC] [--subset N] [--test-subset N]\n"
+      "                         [--batch N] [--cache-dir DIR] [--seed N]",
+      "Pipe-BD on Fashion-MNIST: trains a ResNet-18 teacher (CIFAR variant, width 8) on a subset of the training\n"
+      "images (cached and reused on later runs), distills it block by block into a depthwise-separable student\n"
+      "with DP, LS, TR, TR+DPU and TR+DPU+AHD on 4 workers (4 SM partitions of GPU 0 when a GPU is present, else 4\n"
+      "CPU threads), and prints each strategy's time per epoch, speedup over DP and student accuracy next to the\n"
+      "teacher's.");
+  p.integer("--epochs", "N", &o.epochs, "distillation epochs per block (default 2)", 1);
+  p.integer("--teacher-epochs", "N", &o.teacher_epochs, "teacher training epochs (default 3)", 1);
+  p.text("--workers", "SPEC", &o.workers, "worker spec (default best:4: cuda:0/4 with a GPU, else cpu:4)");
+  p.integer("--subset", "N", &o.subset, "training images per epoch (default 2048; 0: all 60000)", 0);
+  p.integer("--test-subset", "N", &o.test_subset, "test images for the accuracies (default 2000; 0: all 10000)", 0);
+  p.integer("--batch", "N", &o.batch, "batch size (default 32)", 4);
+  p.text("--cache-dir", "DIR", &o.cache_dir,
+         "where the teacher and the runs are kept (default ~/.cache/tandem/pipe-bd-demo)");
+  p.integer("--seed", "N", &o.seed, "data order and student initialization (default 0)");
+  p.parse(argc, argv);
   return o;
 }
 

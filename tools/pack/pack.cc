@@ -1,7 +1,5 @@
 // tools:pack: writes any dataset open_dataset reads into .tdrec shards (format: data/record_file.h).
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <exception>
 #include <memory>
 #include <string>
@@ -15,24 +13,10 @@
 #include "data/split.h"
 #include "runtime/error.h"
 #include "runtime/progress.h"
+#include "tools/flags/flags.h"
 
 namespace tandem {
 namespace {
-
-const char kUsage[] =
-    "usage: pack --input SPEC --output PREFIX [--split train|test] [--shards N | --shard-mb MB]\n"
-    "\n"
-    "Writes the dataset SPEC (any spec open_dataset reads, e.g. folder:DIR, cifar10:DIR, fashion-mnist,\n"
-    "synthetic:n=1000) as record shards PREFIX-00000-of-0000N.tdrec. Image folders keep their JPEG/PNG bytes\n"
-    "(each is decoded once to check it); other datasets are stored as raw 8-bit pixels. Read the result with\n"
-    "the dataset spec packed:PREFIX (or packed:DIR for PREFIXes DIR/train and DIR/val).\n"
-    "\n"
-    "  --input SPEC     the dataset to pack\n"
-    "  --output PREFIX  path prefix of the shard files (its directory must exist)\n"
-    "  --split S        train (default) or test: which split of SPEC to read\n"
-    "  --shards N       number of shards (default: by size, see --shard-mb)\n"
-    "  --shard-mb MB    target shard size in MiB when --shards is not given (default 256)\n"
-    "  --help           this text\n";
 
 struct Args {
   std::string input, output, split = "train";
@@ -40,46 +24,23 @@ struct Args {
   int64_t shard_mb = 256;
 };
 
-[[noreturn]] void usage_error(const std::string& message) {
-  std::fprintf(stderr, "pack: %s\n\n%s", message.c_str(), kUsage);
-  std::exit(2);
-}
-
-int64_t positive(const std::string& flag, const std::string& value) {
-  char* end = nullptr;
-  long long v = std::strtoll(value.c_str(), &end, 10);
-  if (value.empty() || *end != '\0' || v <= 0) usage_error(flag + " needs a positive integer, got '" + value + "'");
-  return v;
-}
-
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i];
-    if (flag == "--help" || flag == "-h") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    }
-    std::string value;
-    size_t eq = flag.find('=');
-    if (eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    } else {
-      usage_error(flag + " needs a value");
-    }
-    if (flag == "--input") a.input = value;
-    else if (flag == "--output") a.output = value;
-    else if (flag == "--split") a.split = value;
-    else if (flag == "--shards") a.shards = positive(flag, value);
-    else if (flag == "--shard-mb") a.shard_mb = positive(flag, value);
-    else usage_error("unknown flag " + flag);
-  }
-  if (a.input.empty()) usage_error("--input is required");
-  if (a.output.empty()) usage_error("--output is required");
-  if (a.split != "train" && a.split != "test") usage_error("--split must be train or test, got '" + a.split + "'");
+  flags::Parser p(
+      "pack", "pack --input SPEC --output PREFIX [--split train|test] [--shards N | --shard-mb MB]",
+      "Writes the dataset SPEC (any spec open_dataset reads, e.g. folder:DIR, cifar10:DIR, fashion-mnist,\n"
+      "synthetic:n=1000) as record shards PREFIX-00000-of-0000N.tdrec. Image folders keep their JPEG/PNG bytes\n"
+      "(each is decoded once to check it); other datasets are stored as raw 8-bit pixels. Read the result with\n"
+      "the dataset spec packed:PREFIX (or packed:DIR for PREFIXes DIR/train and DIR/val).");
+  p.text("--input", "SPEC", &a.input, "the dataset to pack");
+  p.text("--output", "PREFIX", &a.output, "path prefix of the shard files (its directory must exist)");
+  p.text("--split", "S", &a.split, "train (default) or test: which split of SPEC to read");
+  p.integer("--shards", "N", &a.shards, "number of shards (default: by size, see --shard-mb)", 1);
+  p.integer("--shard-mb", "MB", &a.shard_mb, "target shard size in MiB when --shards is not given (default 256)", 1);
+  p.parse(argc, argv);
+  if (a.input.empty()) p.fail("--input is required");
+  if (a.output.empty()) p.fail("--output is required");
+  if (a.split != "train" && a.split != "test") p.fail("--split must be train or test, got '" + a.split + "'");
   return a;
 }
 

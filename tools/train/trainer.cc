@@ -121,22 +121,8 @@ Trainer::Trainer(const TrainOptions& o, std::ostream& log) : s_(std::make_unique
   s_->model = models::make_model(spec.first, spec.second);
   s_->model->to(s_->device);
 
-  std::vector<optim::ParamGroup> groups = optim::single_group(s_->model->named_parameters());
-  if (o.optimizer == "sgd") {
-    optim::SgdOptions so;
-    so.lr = o.lr;
-    so.momentum = o.momentum;
-    so.nesterov = o.momentum > 0;
-    so.weight_decay = o.weight_decay;
-    s_->optimizer = std::make_unique<optim::Sgd>(groups, so);
-  } else if (o.optimizer == "adam" || o.optimizer == "adamw") {
-    optim::AdamOptions ao = o.optimizer == "adamw" ? optim::adamw_options(o.lr, o.weight_decay) : optim::AdamOptions{};
-    ao.lr = o.lr;
-    ao.weight_decay = o.weight_decay;
-    s_->optimizer = std::make_unique<optim::Adam>(groups, ao);
-  } else {
-    TD_THROW(ValueError, "unknown optimizer '", o.optimizer, "' (known: sgd, adam, adamw)");
-  }
+  s_->optimizer = optim::make_optimizer({o.optimizer, o.lr, o.momentum, /*nesterov=*/true, o.weight_decay},
+                                        s_->model->named_parameters());
   s_->scheduler = std::make_unique<optim::LrScheduler>(
       *s_->optimizer, optim::parse_lr_schedule(o.schedule, s_->steps_per_epoch, s_->steps_per_epoch * o.epochs));
 

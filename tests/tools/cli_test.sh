@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Every program's command line (tools/flags): --help exits 0 and lists each flag the program had before CLI11
+# took over its parsing; a bad number and an unknown flag exit 2 naming the flag and the value.
+set -u
+failures=0
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+# expect BIN CODE TEXT ARGS...: BIN ARGS exits with CODE and says TEXT (stdout or stderr).
+expect() {
+  local bin="$1" code="$2" text="$3"
+  shift 3
+  local output rc
+  output="$("$bin" "$@" 2>&1)"
+  rc=$?
+  [ "$rc" -eq "$code" ] || fail "$(basename "$bin") $* exited $rc, expected $code: $output"
+  case "$output" in
+    *"$text"*) ;;
+    *) fail "$(basename "$bin") $* did not say '$text': $output" ;;
+  esac
+}
+
+# help BIN NAME FLAG...: --help starts with "usage: NAME" and lists every FLAG.
+help() {
+  local bin="$1" name="$2"
+  shift 2
+  local output
+  output="$("$bin" --help 2>&1)" || fail "$name --help exited $?"
+  case "$output" in
+    "usage: $name"*) ;;
+    *) fail "$name --help does not start with 'usage: $name': $output" ;;
+  esac
+  for flag in "$@"; do
+    grep -qE -- "^ +$flag( |$)" <<<"$output" || fail "$name --help does not list $flag"
+  done
+}
+
+train="$1" cyclic="$2" distill="$3" demo="$4" pack="$5" bd_bench="$6" cyclic_bench="$7" models_bench="$8"
+loader_bench="$9" kernels_bench="${10}"
+
+help "$train" train --model --dataset --epochs --stop-after --batch --lr --optimizer --momentum --weight-decay \
+  --label-smoothing --schedule --transform --device --checkpoint --resume --seed --workers --steps-per-epoch \
+  --log-every --no-eval --eval-only
+expect "$train" 2 "train: --epochs needs an integer >= 1, got '1.5'" --epochs 1.5
+expect "$train" 2 "train: --lr needs a number >= 0, got 'fast'" --lr fast
+expect "$train" 2 "train: unknown flag '--colour'" --colour red
+expect "$train" 2 "train: --batch needs a value" --batch
+
+help "$cyclic" cyclic --model --dataset --train-transform --test-transform --subset --test-subset --rule \
+  --micro-batches --stages --mode --sync --split --workers --batch --lr --momentum --weight-decay --nesterov \
+  --lr-schedule --epochs --max-rounds --seed --out --log-every --record-rounds --eval-every --checkpoint --resume \
+  --loader-threads --simulate --simulate-rounds
+expect "$cyclic" 2 "cyclic: --batch needs an integer >= 1, got '8x'" --batch 8x
+expect "$cyclic" 2 "cyclic: --eval-every needs a number >= 0, got '-1'" --eval-every=-1
+expect "$cyclic" 2 "cyclic: unknown flag '--colour'" --colour red
+
+help "$distill" distill --teacher --teacher-weights --student --cells --student-seed --dataset --subset --augment \
+  --batch --epochs --stop-after --steps-per-epoch --optimizer --lr --momentum --no-nesterov --weight-decay \
+  --lr-schedule --teacher-bn --seed --loader-threads --strategy --workers --comm --memory-limit --plan-model --plan \
+  --profile --profile-trials --out --resume
+expect "$distill" 2 "distill: --cells needs an integer >= 1, got '0'" --teacher resnet18 --dataset synthetic --cells 0
+expect "$distill" 2 "distill: unknown flag '--colour'" --teacher resnet18 --dataset synthetic --colour red
+
+help "$demo" "tools/tandem demo" --epochs --teacher-epochs --workers --subset --test-subset --batch --cache-dir --seed
+expect "$demo" 2 "demo: --batch needs an integer >= 4, got '2'" --batch 2
+expect "$demo" 2 "demo: --seed needs an integer >= 0, got 'one'" --seed one
+expect "$demo" 2 "demo: unknown flag '--colour'" --colour red
+expect "$demo" 2 "demo: unexpected argument 'now'" now
+
+help "$pack" pack --input --output --split --shards --shard-mb
+expect "$pack" 2 "pack: --shard-mb needs an integer >= 1, got '1e3'" --input synthetic --output x --shard-mb 1e3
+expect "$pack" 2 "pack: unknown flag '--colour'" --input synthetic --output x --colour red
+
+help "$bd_bench" bd_bench --workload --input --batch --workers --steps --nas-teacher --compression-teacher --cells \
+  --project --profile-trials --plan-model --json
+expect "$bd_bench" 2 "bd_bench: --project needs an integer >= 1, got 'x'" --project 4,x
+expect "$bd_bench" 2 "bd_bench: unknown plan model 'paper'" --plan-model paper
+expect "$bd_bench" 2 "bd_bench: unknown flag '--colour'" --colour red
+
+help "$cyclic_bench" cyclic_bench --model --batch --size --rounds --reps --configs
+expect "$cyclic_bench" 2 "cyclic_bench: --rounds needs an integer >= 1, got 'many'" --rounds many
+expect "$cyclic_bench" 2 "cyclic_bench: --configs: bad config '4x'" --configs 2x2,4x
+expect "$cyclic_bench" 2 "cyclic_bench: unknown flag '--colour'" --colour red
+
+help "$models_bench" models_bench --device --batch --sizes --models --modes --nchw --min-time
+expect "$models_bench" 0 "--benchmark_filter" --help  # Google Benchmark's flags follow its own
+expect "$models_bench" 2 "models_bench: --sizes needs an integer >= 1, got 'big'" --sizes=32,big
+expect "$models_bench" 2 "models_bench: --min-time needs a number >= 0, got 'x'" --min-time=x
+
+help "$loader_bench" loader_bench
+expect "$loader_bench" 2 "loader_bench: unknown flag '--colour'" --colour red
+
+help "$kernels_bench" kernels_bench
+expect "$kernels_bench" 0 "--benchmark_filter" --help
+
+if [ "$failures" -gt 0 ]; then
+  echo "$failures check(s) failed"
+  exit 1
+fi
+echo "all command-line checks passed"
