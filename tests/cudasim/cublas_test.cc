@@ -233,27 +233,8 @@ TEST(CudasimCublas, StreamOfAnotherDeviceIsRefused) {
 }
 
 TEST(CudasimCublas, HandleHoldsDeviceMemoryUntilDestroyed) {
-  ASSERT_EQ(cudaSetDevice(2), cudaSuccess);
-  size_t free0 = 0, free1 = 0, total = 0;
-  ASSERT_EQ(cudaMemGetInfo(&free0, &total), cudaSuccess);
-  std::vector<cublasHandle_t> handles;
-  cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
-  while (handles.size() < 100000) {
-    cublasHandle_t h;
-    st = cublasCreate(&h);
-    if (st != CUBLAS_STATUS_SUCCESS) break;
-    if (handles.empty()) {
-      ASSERT_EQ(cudaMemGetInfo(&free1, &total), cudaSuccess);
-      EXPECT_LT(free1, free0) << "a handle holds no device memory";
-    }
-    handles.push_back(h);
-  }
-  EXPECT_EQ(st, CUBLAS_STATUS_ALLOC_FAILED);
-  EXPECT_LE(handles.size(), total / (free0 - free1));
-  for (cublasHandle_t h : handles) EXPECT_EQ(cublasDestroy(h), CUBLAS_STATUS_SUCCESS);
-  ASSERT_EQ(cudaMemGetInfo(&free1, &total), cudaSuccess);
-  EXPECT_EQ(free1, free0);
-  cudaSetDevice(0);
+  cudasim_testing::expect_handles_hold_device_memory(cublasCreate, cublasDestroy, CUBLAS_STATUS_SUCCESS,
+                                                     CUBLAS_STATUS_ALLOC_FAILED);
 }
 
 // A GPU faults on memory its kernels may not touch; the device's error is sticky. cuda:1 and cuda:3 are

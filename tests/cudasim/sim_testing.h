@@ -177,4 +177,32 @@ struct ThreadOrderGuard {
   ~ThreadOrderGuard() { tandem_cudasim_set_thread_order(-1); }
 };
 
+// A library handle (cuBLAS, cuDNN) holds device memory: handles are made on cuda:2 until creation fails with
+// `alloc_failed`, each takes memory, and destroying them all gives every byte back.
+template <typename Handle, typename Status>
+void expect_handles_hold_device_memory(Status (*create)(Handle*), Status (*destroy)(Handle), Status ok,
+                                       Status alloc_failed) {
+  ASSERT_EQ(cudaSetDevice(2), cudaSuccess);
+  size_t free0 = 0, free1 = 0, total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free0, &total), cudaSuccess);
+  std::vector<Handle> handles;
+  Status st = ok;
+  while (handles.size() < 100000) {
+    Handle h;
+    st = create(&h);
+    if (st != ok) break;
+    if (handles.empty()) {
+      ASSERT_EQ(cudaMemGetInfo(&free1, &total), cudaSuccess);
+      EXPECT_LT(free1, free0) << "a handle holds no device memory";
+    }
+    handles.push_back(h);
+  }
+  EXPECT_EQ(st, alloc_failed);
+  EXPECT_LE(handles.size(), total / (free0 - free1));
+  for (Handle h : handles) EXPECT_EQ(destroy(h), ok);
+  ASSERT_EQ(cudaMemGetInfo(&free1, &total), cudaSuccess);
+  EXPECT_EQ(free1, free0);
+  cudaSetDevice(0);
+}
+
 }  // namespace cudasim_testing
