@@ -24,7 +24,8 @@ struct Case {
 };
 
 // Shapes of the model zoo's layers, shrunk, and the odd ones: a batch that does not split evenly, one image,
-// a strided 1x1 (its right padding is negative in oneDNN's terms), groups, depthwise, channels-last.
+// a strided 1x1 (its right padding is negative in oneDNN's terms), groups, depthwise, channels-last, and deep
+// layers with more weights than activations (split by channels, into unequal pieces for 48).
 std::vector<Case> cases() {
   return {
       {"stem 7x7/2", 3, 3, 20, 18, 8, 7, 2, 3, 1, false, false},
@@ -37,6 +38,9 @@ std::vector<Case> cases() {
       {"depthwise/2", 2, 32, 9, 9, 32, 3, 2, 1, 32, false, false},
       {"3x3 channels-last", 3, 16, 8, 8, 24, 3, 1, 1, 1, true, true},
       {"depthwise channels-last", 2, 8, 7, 7, 8, 3, 2, 1, 8, false, true},
+      {"deep 3x3", 2, 32, 4, 4, 48, 3, 1, 1, 1, true, false},
+      {"deep 3x3 channels-last", 3, 48, 3, 3, 32, 3, 1, 1, 1, false, true},
+      {"deep 1x1, one image", 1, 64, 2, 2, 32, 1, 1, 0, 1, true, false},
   };
 }
 

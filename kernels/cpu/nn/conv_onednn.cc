@@ -1,9 +1,10 @@
 // oneDNN convolution for the CPU backend: a primitive per shape, built once and cached, run single-threaded on
-// pieces of the batch fixed by the shapes, the pieces spread over Tandem's pool.
-// Why: measured side by side, oneDNN's JIT kernels (AVX-512 on this CPU) are several times faster than im2col +
-// Tandem's GEMM, and they are what PyTorch's CPU convolutions run. Why single-threaded calls: oneDNN's own
+// pieces of the work fixed by the shapes (images, or output or input channels), the pieces spread over Tandem's
+// pool.
+// Why oneDNN: measured side by side, its JIT kernels (AVX-512 on this CPU) are several times faster than im2col
+// + Tandem's GEMM, and they are what PyTorch's CPU convolutions run. Why single-threaded calls: oneDNN's own
 // threads (OpenMP in Debian's build) would make its reductions depend on the thread count and spin beside
-// Tandem's pool; a split fixed by the shapes keeps every result the same whatever the number of threads.
+// Tandem's pool; pieces fixed by the shapes keep every result the same whatever the number of threads.
 #include "kernels/cpu/nn/conv_onednn.h"
 
 #include <omp.h>
@@ -27,9 +28,10 @@ namespace {
 using dnnl::memory;
 using Dims = memory::dims;
 
-// At most this many pieces of the batch per call (the pieces run in parallel; more pieces, less reuse of the
-// weights in each).
-constexpr int64_t kMaxPieces = 2;
+// Pieces per call (they run in parallel; more pieces, less reuse of the data each one reads).
+constexpr int64_t kPieces = 2;
+// Channels of a piece come in multiples of this (oneDNN's blocks of 16 floats).
+constexpr int64_t kChannelBlock = 16;
 
 enum class Op { forward, backward_data, backward_weight };
 
@@ -46,20 +48,24 @@ dnnl::stream& this_thread_stream() {
   return s;
 }
 
-// Tandem's layouts as oneDNN descriptors (explicit strides, so NCHW and NHWC are the same code).
-memory::desc activation_md(const Conv2dGeometry& g, int64_t n, int64_t c, int64_t h, int64_t w) {
-  Dims strides = g.channels_last ? Dims{h * w * c, 1, w * c, c} : Dims{c * h * w, h * w, w, 1};
+// A piece: images [n0, n0 + n), input channels [c0, c0 + c) and output channels [o0, o0 + o) of g.
+struct Piece {
+  int64_t n0, n, c0, c, o0, o;
+};
+
+// Tandem's layouts as oneDNN descriptors, with explicit strides: NCHW and NHWC, whole tensors or channel slices.
+memory::desc activation_md(const Conv2dGeometry& g, int64_t n, int64_t c, int64_t c_total, int64_t h, int64_t w) {
+  Dims strides = g.channels_last ? Dims{h * w * c_total, 1, w * c_total, c_total}
+                                 : Dims{c_total * h * w, h * w, w, 1};
   return memory::desc({n, c, h, w}, memory::data_type::f32, strides);
 }
 
-memory::desc weight_md(const Conv2dGeometry& g) {
-  const int64_t og = g.o / g.groups, cg = g.c / g.groups, kh = g.kh, kw = g.kw;
-  if (g.groups == 1) {
-    Dims strides = g.channels_last ? Dims{kh * kw * cg, 1, kw * cg, cg} : Dims{cg * kh * kw, kh * kw, kw, 1};
-    return memory::desc({og, cg, kh, kw}, memory::data_type::f32, strides);
-  }
-  Dims strides = g.channels_last ? Dims{og * kh * kw * cg, kh * kw * cg, 1, kw * cg, cg}
-                                 : Dims{og * cg * kh * kw, cg * kh * kw, kh * kw, kw, 1};
+memory::desc weight_md(const Conv2dGeometry& g, const Piece& p) {
+  const int64_t cg = g.c / g.groups, kh = g.kh, kw = g.kw;
+  Dims strides = g.channels_last ? Dims{kh * kw * cg, 1, kw * cg, cg} : Dims{cg * kh * kw, kh * kw, kw, 1};
+  if (g.groups == 1) return memory::desc({p.o, p.c, kh, kw}, memory::data_type::f32, strides);
+  const int64_t og = g.o / g.groups;
+  strides.insert(strides.begin(), og * cg * kh * kw);
   return memory::desc({g.groups, og, cg, kh, kw}, memory::data_type::f32, strides);
 }
 
@@ -76,8 +82,9 @@ struct Operand {
 
 Operand operand(const memory::desc& user, const memory::desc& prim, bool input) {
   Operand o{user, prim, {}};
-  if (!o.same()) o.reorder = input ? dnnl::reorder(dnnl::reorder::primitive_desc(engine(), user, engine(), prim))
-                                   : dnnl::reorder(dnnl::reorder::primitive_desc(engine(), prim, engine(), user));
+  if (!o.same())
+    o.reorder = input ? dnnl::reorder(dnnl::reorder::primitive_desc(engine(), user, engine(), prim))
+                      : dnnl::reorder(dnnl::reorder::primitive_desc(engine(), prim, engine(), user));
   return o;
 }
 
@@ -91,12 +98,12 @@ struct Plan {
   size_t scratch_bytes = 0;
 };
 
-// The plan for `images` images of g, or null where oneDNN has no implementation for it.
-std::shared_ptr<Plan> make_plan(const Conv2dGeometry& g, int64_t images, Op op, bool bias) {
-  const memory::desc x = activation_md(g, images, g.c, g.h, g.w);
-  const memory::desc y = activation_md(g, images, g.o, g.oh, g.ow);
-  const memory::desc w = weight_md(g);
-  const memory::desc b({g.o}, memory::data_type::f32, memory::format_tag::x);
+// The plan for piece p of g, or null where oneDNN has no implementation for it.
+std::shared_ptr<Plan> make_plan(const Conv2dGeometry& g, const Piece& p, Op op, bool bias) {
+  const memory::desc x = activation_md(g, p.n, p.c, g.c, g.h, g.w);
+  const memory::desc y = activation_md(g, p.n, p.o, g.o, g.oh, g.ow);
+  const memory::desc w = weight_md(g, p);
+  const memory::desc b({p.o}, memory::data_type::f32, memory::format_tag::x);
   const Dims strides{g.stride_h, g.stride_w}, dilates{g.dilation_h - 1, g.dilation_w - 1};
   const Dims pad_l{g.pad_h, g.pad_w};
   const Dims pad_r{(g.oh - 1) * g.stride_h + (g.kh - 1) * g.dilation_h + 1 - g.h - g.pad_h,
@@ -148,33 +155,41 @@ std::shared_ptr<Plan> make_plan(const Conv2dGeometry& g, int64_t images, Op op, 
 }
 
 // Plans by shape, built once: building one costs far more than running it.
-std::shared_ptr<Plan> plan_for(const Conv2dGeometry& g, int64_t images, Op op, bool bias) {
+std::shared_ptr<Plan> plan_for(const Conv2dGeometry& g, const Piece& p, Op op, bool bias) {
   static std::mutex mu;
   static std::map<std::vector<int64_t>, std::shared_ptr<Plan>> cache;
-  std::vector<int64_t> key{static_cast<int64_t>(op), bias, g.channels_last, images, g.c, g.h, g.w, g.o, g.kh,
-                           g.kw, g.oh, g.ow, g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dilation_h,
-                           g.dilation_w, g.groups};
+  const std::vector<int64_t> key{static_cast<int64_t>(op), bias, g.channels_last, p.n, p.c, p.o, g.c, g.h, g.w,
+                                 g.o, g.kh, g.kw, g.oh, g.ow, g.stride_h, g.stride_w, g.pad_h, g.pad_w,
+                                 g.dilation_h, g.dilation_w, g.groups};
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache.find(key);
     if (it != cache.end()) return it->second;
   }
   this_thread_stream();  // the building thread's OpenMP setting decides the plan's threads
-  auto plan = make_plan(g, images, op, bias);
+  auto plan = make_plan(g, p, op, bias);
   std::lock_guard<std::mutex> lock(mu);
   return cache.emplace(key, plan).first->second;
 }
 
-// Scratch buffers of the calling thread, reused across calls.
+// A growable buffer that is never zero-filled (its contents are always written before being read).
+struct Buffer {
+  std::unique_ptr<float[]> data;
+  size_t floats = 0;
+  float* get(size_t bytes) {
+    size_t need = (bytes + sizeof(float) - 1) / sizeof(float);
+    if (need > floats) data.reset(new float[need]), floats = need;
+    return data.get();
+  }
+};
+
+// Scratch of the calling thread, reused across calls: slots 0-3 for run(), 4 and 5 for run_pieces().
 float* scratch(int slot, size_t bytes) {
-  thread_local std::vector<float> bufs[5];
-  auto& b = bufs[slot];
-  if (b.size() * sizeof(float) < bytes) b.resize((bytes + sizeof(float) - 1) / sizeof(float));
-  return b.data();
+  thread_local Buffer bufs[6];
+  return bufs[slot].get(bytes);
 }
 
-// Runs the plan on one piece: in0 and in1 in Tandem's layout (in1 already in the primitive's when
-// in1_prim is set), out in Tandem's layout.
+// Runs the plan: in0, in1 and out in Tandem's layout, or in1 already in the primitive's when in1_prim is set.
 void run(const Plan& p, const float* in0, const float* in1, const float* in1_prim, const float* bias, float* out) {
   dnnl::stream& s = this_thread_stream();
   auto bind = [&](const Operand& o, const float* user, int slot) {
@@ -189,56 +204,90 @@ void run(const Plan& p, const float* in0, const float* in1, const float* in1_pri
   memory out_user(p.out.user, engine(), out);
   memory o = p.out.same() ? out_user : memory(p.out.prim, engine(), scratch(2, p.out.prim.get_size()));
   std::unordered_map<int, memory> args{{p.in0_arg, a}, {p.in1_arg, b}, {p.out_arg, o}};
-  if (p.scratch_bytes) args.emplace(DNNL_ARG_SCRATCHPAD, memory(memory::desc({static_cast<int64_t>(p.scratch_bytes)},
-                                                                              memory::data_type::u8,
-                                                                              memory::format_tag::x),
-                                                                 engine(), scratch(3, p.scratch_bytes)));
+  if (p.scratch_bytes) {
+    memory::desc md({static_cast<int64_t>(p.scratch_bytes)}, memory::data_type::u8, memory::format_tag::x);
+    args.emplace(DNNL_ARG_SCRATCHPAD, memory(md, engine(), scratch(3, p.scratch_bytes)));
+  }
   if (bias) args.emplace(DNNL_ARG_BIAS, memory(p.bias, engine(), const_cast<float*>(bias)));
   p.prim.execute(s, args);
   if (!p.out.same()) p.out.reorder.execute(s, o, out_user);
   s.wait();
 }
 
-// The batch in pieces fixed by the shapes: piece i holds images [i * per, min(n, (i + 1) * per)).
-struct Pieces {
-  int64_t count, per;
-};
+enum class Split { images, out_channels, in_channels };
 
-Pieces pieces_of(const Conv2dGeometry& g) {
-  const int64_t count = std::min(g.n, kMaxPieces);
-  const int64_t per = (g.n + count - 1) / count;
-  return {(g.n + per - 1) / per, per};
+// The pieces of g split along `split`, fixed by the shapes alone.
+std::vector<Piece> pieces_of(const Conv2dGeometry& g, Split split) {
+  std::vector<Piece> out;
+  if (split == Split::images) {
+    const int64_t per = (g.n + kPieces - 1) / kPieces;
+    for (int64_t n0 = 0; n0 < g.n; n0 += per) out.push_back({n0, std::min(per, g.n - n0), 0, g.c, 0, g.o});
+    return out;
+  }
+  const int64_t total = split == Split::out_channels ? g.o : g.c;
+  const int64_t per = (total / kChannelBlock + kPieces - 1) / kPieces * kChannelBlock;
+  for (int64_t k0 = 0; k0 < total; k0 += per) {
+    const int64_t k = std::min(per, total - k0);
+    out.push_back(split == Split::out_channels ? Piece{0, g.n, 0, g.c, k0, k} : Piece{0, g.n, k0, k, 0, g.o});
+  }
+  return out;
 }
 
-// Runs op over the pieces (image strides in elements; in1_image 0: in1 is the weights, shared by all pieces),
-// writing piece i to outs[i] when outs is given, else into out.
-bool run_pieces(const Conv2dGeometry& g, Op op, const float* in0, int64_t in0_image, const float* in1,
-                int64_t in1_image, const float* bias, float* out, int64_t out_image, float* const* outs) {
-  if (!cpu_onednn()) return false;
-  const Pieces pc = pieces_of(g);
-  const int64_t last = g.n - (pc.count - 1) * pc.per;
-  std::vector<std::shared_ptr<Plan>> plans{plan_for(g, pc.per, op, bias != nullptr),
-                                           plan_for(g, last, op, bias != nullptr)};
-  if (!plans[0] || !plans[1]) return false;
-  // Shared weights go to the primitive's layout once, for every piece whose plan wants that layout.
-  const float* shared = nullptr;
-  std::vector<float> shared_buf;
-  if (in1_image == 0 && !plans[0]->in1.same()) {
-    shared_buf.resize(plans[0]->in1.prim.get_size() / sizeof(float));
-    dnnl::stream& s = this_thread_stream();
-    memory u(plans[0]->in1.user, engine(), const_cast<float*>(in1));
-    memory m(plans[0]->in1.prim, engine(), shared_buf.data());
-    plans[0]->in1.reorder.execute(s, u, m);
-    s.wait();
-    shared = shared_buf.data();
+// Channels can be split where there are no groups and at least one block of them per piece.
+bool channel_splittable(const Conv2dGeometry& g, int64_t channels) {
+  return g.groups == 1 && channels % kChannelBlock == 0 && channels >= kPieces * kChannelBlock;
+}
+
+// Elements of the input, output and weights.
+int64_t x_size(const Conv2dGeometry& g) { return g.n * g.c * g.h * g.w; }
+int64_t y_size(const Conv2dGeometry& g) { return g.n * g.o * g.oh * g.ow; }
+int64_t w_size(const Conv2dGeometry& g) { return g.o * (g.c / g.groups) * g.kh * g.kw; }
+
+// Offsets, in elements, of a piece's first element in x (c: input channels) or y (c: output channels), and w.
+int64_t activation_offset(const Conv2dGeometry& g, int64_t n0, int64_t c0, int64_t c, int64_t hw) {
+  return n0 * c * hw + c0 * (g.channels_last ? 1 : hw);
+}
+int64_t weight_offset(const Conv2dGeometry& g, const Piece& p) {
+  const int64_t taps = g.kh * g.kw, cg = g.c / g.groups;
+  return p.o0 * cg * taps + p.c0 * (g.channels_last ? 1 : taps);
+}
+
+// Runs op over the pieces, piece i writing to outs[i] when outs is given.
+bool run_pieces(const Conv2dGeometry& g, Op op, const std::vector<Piece>& pieces, const float* x, const float* w,
+                const float* y, const float* bias, float* out, float* const* outs) {
+  std::vector<std::shared_ptr<Plan>> plans;
+  for (const Piece& p : pieces) {
+    plans.push_back(plan_for(g, p, op, bias != nullptr));
+    if (!plans.back()) return false;
   }
-  parallel_for(0, pc.count, 1, [&](int64_t lo, int64_t hi) {
+  const int64_t hw = g.h * g.w, ohw = g.oh * g.ow;
+  // Weights shared whole by every piece go to the primitive's layout once.
+  const float* shared = nullptr;
+  const Plan& first = *plans[0];
+  if (op != Op::backward_weight && pieces[0].o == g.o && pieces[0].c == g.c && !first.in1.same()) {
+    dnnl::stream& s = this_thread_stream();
+    float* buf = scratch(4, first.in1.prim.get_size());
+    memory u(first.in1.user, engine(), const_cast<float*>(w));
+    memory m(first.in1.prim, engine(), buf);
+    first.in1.reorder.execute(s, u, m);
+    s.wait();
+    shared = buf;
+  }
+  parallel_for(0, static_cast<int64_t>(pieces.size()), 1, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) {
-      const Plan& p = *plans[i == pc.count - 1 ? 1 : 0];
-      const int64_t n0 = i * pc.per;
-      const float* in1_prim = shared && p.in1.prim == plans[0]->in1.prim ? shared : nullptr;
-      run(p, in0 + n0 * in0_image, in1 + n0 * in1_image, in1_prim, bias,
-          outs ? outs[i] : out + n0 * out_image);
+      const Piece& p = pieces[i];
+      const Plan& plan = *plans[i];
+      const float* xp = x + activation_offset(g, p.n0, p.c0, g.c, hw);
+      const float* yp = y + activation_offset(g, p.n0, p.o0, g.o, ohw);
+      const float* wp = w + weight_offset(g, p);
+      const float* w_prim = shared && plan.in1.prim == first.in1.prim ? shared : nullptr;
+      float* o = outs ? outs[i] : out;
+      if (op == Op::forward)
+        run(plan, xp, wp, w_prim, bias ? bias + p.o0 : nullptr, o + activation_offset(g, p.n0, p.o0, g.o, ohw));
+      else if (op == Op::backward_data)
+        run(plan, yp, wp, w_prim, nullptr, o + activation_offset(g, p.n0, p.c0, g.c, hw));
+      else
+        run(plan, xp, yp, nullptr, nullptr, outs ? o : o + weight_offset(g, p));
     }
   });
   return true;
@@ -246,32 +295,35 @@ bool run_pieces(const Conv2dGeometry& g, Op op, const float* in0, int64_t in0_im
 
 }  // namespace
 
+// Forward and backward data split by channels where the weights outweigh the activations (each piece then
+// reads all the activations and its share of the weights), else by images.
 bool onednn_conv_forward(const Conv2dGeometry& g, const float* x, const float* w, const float* bias, float* y) {
-  return run_pieces(g, Op::forward, x, g.c * g.h * g.w, w, 0, bias, y, g.o * g.oh * g.ow, nullptr);
+  if (!cpu_onednn()) return false;
+  const Split split = channel_splittable(g, g.o) && w_size(g) > x_size(g) ? Split::out_channels : Split::images;
+  return run_pieces(g, Op::forward, pieces_of(g, split), x, w, nullptr, bias, y, nullptr);
 }
 
 bool onednn_conv_backward_data(const Conv2dGeometry& g, const float* dy, const float* w, float* dx) {
-  return run_pieces(g, Op::backward_data, dy, g.o * g.oh * g.ow, w, 0, nullptr, dx, g.c * g.h * g.w, nullptr);
+  if (!cpu_onednn()) return false;
+  const Split split = channel_splittable(g, g.c) && w_size(g) > y_size(g) ? Split::in_channels : Split::images;
+  return run_pieces(g, Op::backward_data, pieces_of(g, split), nullptr, w, dy, nullptr, dx, nullptr);
 }
 
+// Split by output channels, each piece a slice of dw; else by images, one gradient per piece summed in piece
+// order.
 bool onednn_conv_backward_weight(const Conv2dGeometry& g, const float* x, const float* dy, float* dw) {
-  const Pieces pc = pieces_of(g);
-  const int64_t wsize = g.o * (g.c / g.groups) * g.kh * g.kw;
-  if (pc.count == 1)
-    return run_pieces(g, Op::backward_weight, x, g.c * g.h * g.w, dy, g.o * g.oh * g.ow, nullptr, dw, 0, nullptr);
-  // One gradient per piece, summed in piece order.
-  std::vector<float> parts(static_cast<size_t>(pc.count * wsize));
-  std::vector<float*> outs(static_cast<size_t>(pc.count));
-  for (int64_t i = 0; i < pc.count; ++i) outs[i] = parts.data() + i * wsize;
-  if (!run_pieces(g, Op::backward_weight, x, g.c * g.h * g.w, dy, g.o * g.oh * g.ow, nullptr, dw, 0, outs.data()))
-    return false;
-  parallel_for(0, wsize, 4096, [&](int64_t lo, int64_t hi) {
-    for (int64_t j = lo; j < hi; ++j) {
-      float s = parts[j];
-      for (int64_t i = 1; i < pc.count; ++i) s += parts[i * wsize + j];
-      dw[j] = s;
-    }
-  });
+  if (!cpu_onednn()) return false;
+  const std::vector<Piece> pieces = pieces_of(g, channel_splittable(g, g.o) ? Split::out_channels : Split::images);
+  if (pieces.size() == 1 || pieces[0].o < g.o)
+    return run_pieces(g, Op::backward_weight, pieces, x, nullptr, dy, nullptr, dw, nullptr);
+  const int64_t wsize = w_size(g);
+  float* parts = scratch(5, pieces.size() * wsize * sizeof(float));
+  std::vector<float*> outs;
+  for (size_t i = 0; i < pieces.size(); ++i) outs.push_back(parts + i * wsize);
+  if (!run_pieces(g, Op::backward_weight, pieces, x, nullptr, dy, nullptr, dw, outs.data())) return false;
+  std::copy(parts, parts + wsize, dw);
+  for (size_t i = 1; i < pieces.size(); ++i)
+    for (int64_t j = 0; j < wsize; ++j) dw[j] += parts[i * wsize + j];
   return true;
 }
 
