@@ -7,8 +7,6 @@
 // Tandem's pool; pieces fixed by the shapes keep every result the same whatever the number of threads.
 #include "kernels/cpu/nn/conv_onednn.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <dnnl.hpp>
 #include <map>
@@ -17,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kernels/cpu/onednn.h"
 #include "runtime/config.h"
 #include "runtime/parallel_for.h"
 
@@ -40,11 +39,9 @@ dnnl::engine& engine() {
   return e;
 }
 
-// oneDNN sizes its parallel regions from the calling thread's OpenMP setting: one thread, every call.
 dnnl::stream& this_thread_stream() {
-  thread_local bool one_thread = (omp_set_num_threads(1), true);
+  onednn_single_threaded();
   thread_local dnnl::stream s(engine());
-  (void)one_thread;
   return s;
 }
 
