@@ -274,9 +274,10 @@ bool run_pieces(const Conv2dGeometry& g, Op op, const std::vector<Piece>& pieces
     for (int64_t i = lo; i < hi; ++i) {
       const Piece& p = pieces[i];
       const Plan& plan = *plans[i];
-      const float* xp = x + activation_offset(g, p.n0, p.c0, g.c, hw);
-      const float* yp = y + activation_offset(g, p.n0, p.o0, g.o, ohw);
-      const float* wp = w + weight_offset(g, p);
+      // Each op leaves one of x, w, y null: no offset is applied to it.
+      const float* xp = x ? x + activation_offset(g, p.n0, p.c0, g.c, hw) : nullptr;
+      const float* yp = y ? y + activation_offset(g, p.n0, p.o0, g.o, ohw) : nullptr;
+      const float* wp = w ? w + weight_offset(g, p) : nullptr;
       const float* w_prim = shared && plan.in1.prim == first.in1.prim ? shared : nullptr;
       float* o = outs ? outs[i] : out;
       if (op == Op::forward)
