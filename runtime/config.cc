@@ -20,11 +20,17 @@ std::atomic<bool>& determ() {
   static std::atomic<bool> f(env_flag("TANDEM_DETERMINISTIC", false));
   return f;
 }
+std::atomic<bool>& onednn() {
+  static std::atomic<bool> f(env_flag("TANDEM_ONEDNN", true));
+  return f;
+}
 }  // namespace
 
 bool allow_tf32() { return tf32().load(std::memory_order_relaxed); }
 void set_allow_tf32(bool on) { tf32().store(on); }
 bool deterministic() { return determ().load(std::memory_order_relaxed); }
 void set_deterministic(bool on) { determ().store(on); }
+bool cpu_onednn() { return onednn().load(std::memory_order_relaxed); }
+void set_cpu_onednn(bool on) { onednn().store(on); }
 
 }  // namespace tandem

@@ -1,4 +1,5 @@
-// Process-wide numeric switches: TF32 for f32 matrix products and convolutions, and deterministic mode.
+// Process-wide numeric switches: TF32 for f32 matrix products and convolutions, deterministic mode, and
+// oneDNN behind the CPU backend.
 #pragma once
 
 namespace tandem {
@@ -11,5 +12,10 @@ void set_allow_tf32(bool on);
 // Off by default; TANDEM_DETERMINISTIC=1 turns it on.
 bool deterministic();
 void set_deterministic(bool on);
+
+// The CPU backend runs f32 convolutions through oneDNN (on by default; TANDEM_ONEDNN=0 turns it off, and
+// Tandem's own plain kernels, the reference the tests compare oneDNN with, run everything).
+bool cpu_onednn();
+void set_cpu_onednn(bool on);
 
 }  // namespace tandem

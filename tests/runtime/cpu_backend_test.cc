@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/backend.h"
+#include "runtime/config.h"
 #include "runtime/error.h"
 #include "runtime/rng.h"
 #include "tests/testing.h"
@@ -64,6 +65,21 @@ TEST(CpuGemm, AlphaBetaPaddedLeadingDimsAndBatchStrides) {
     for (bool ta : {false, true})
       for (bool tb : {false, true})
         for (const GemmCase& g : cases) check_gemm(t, ta, tb, g);
+}
+
+// f32 goes through oneDNN (kernels/cpu/onednn.cc) in two pieces from 2^20 multiply-adds, by rows or by columns
+// of C, whichever are more: both paths, oneDNN's and the plain gemm_cpu, against the f64 loop on such shapes.
+TEST(CpuGemm, OneDnnAndPlainKernelsOnShapesSplitInPieces) {
+  const GemmCase cases[] = {{201, 40, 150, 2, 1.0, 0.0, false},  // by rows, odd
+                            {8, 1000, 512, 1, 1.0, 0.0, false},  // by columns: a fully connected layer
+                            {64, 77, 300, 1, -1.5, 0.5, false}};
+  for (bool onednn : {true, false}) {
+    set_cpu_onednn(onednn);
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (const GemmCase& g : cases) check_gemm(DType::F32, ta, tb, g);
+  }
+  set_cpu_onednn(true);
 }
 
 TEST(CpuGemm, BetaZeroOverwritesNaN) {

@@ -1,10 +1,12 @@
 // CPU convolution: im2col + GEMM per group over chunks of images; a direct path when every output channel
 // reads a single input channel (depthwise, or one input channel); NHWC through NCHW scratch copies.
 // Results never depend on the number of threads: work is split into chunks fixed by the shapes alone.
+// f32 goes to oneDNN first (conv_onednn.h); these kernels run the rest and are the reference it is tested against.
 #include <algorithm>
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/nn/conv_onednn.h"
 #include "kernels/cpu/nn/cpu_nn_backend.h"
 #include "kernels/dispatch.h"
 #include "runtime/parallel_for.h"
@@ -415,6 +417,10 @@ template void nhwc_to_nchw<double>(const double*, double*, int64_t, int64_t, int
 
 void CpuNNBackend::conv2d_forward(const Conv2dGeometry& g, const void* x, const void* w, const void* bias, void* y,
                                   const Stream&) {
+  if (g.dtype == DType::F32 &&
+      onednn_conv_forward(g, static_cast<const float*>(x), static_cast<const float*>(w),
+                          static_cast<const float*>(bias), static_cast<float*>(y)))
+    return;
   TD_DISPATCH_FLOAT(g.dtype, "conv2d", {
     conv_forward(g, static_cast<const scalar_t*>(x), static_cast<const scalar_t*>(w),
                  static_cast<const scalar_t*>(bias), static_cast<scalar_t*>(y));
@@ -423,6 +429,9 @@ void CpuNNBackend::conv2d_forward(const Conv2dGeometry& g, const void* x, const 
 
 void CpuNNBackend::conv2d_backward_data(const Conv2dGeometry& g, const void* dy, const void* w, void* dx,
                                         const Stream&) {
+  if (g.dtype == DType::F32 && onednn_conv_backward_data(g, static_cast<const float*>(dy),
+                                                         static_cast<const float*>(w), static_cast<float*>(dx)))
+    return;
   TD_DISPATCH_FLOAT(g.dtype, "conv2d backward", {
     conv_backward_data(g, static_cast<const scalar_t*>(dy), static_cast<const scalar_t*>(w),
                        static_cast<scalar_t*>(dx));
@@ -431,6 +440,9 @@ void CpuNNBackend::conv2d_backward_data(const Conv2dGeometry& g, const void* dy,
 
 void CpuNNBackend::conv2d_backward_weight(const Conv2dGeometry& g, const void* x, const void* dy, void* dw,
                                           const Stream&) {
+  if (g.dtype == DType::F32 && onednn_conv_backward_weight(g, static_cast<const float*>(x),
+                                                           static_cast<const float*>(dy), static_cast<float*>(dw)))
+    return;
   TD_DISPATCH_FLOAT(g.dtype, "conv2d backward", {
     conv_backward_weight(g, static_cast<const scalar_t*>(x), static_cast<const scalar_t*>(dy),
                          static_cast<scalar_t*>(dw));

@@ -12,27 +12,54 @@ namespace cpu {
 namespace {
 constexpr int64_t kGrain = 1 << 15;
 
+struct SgdScalars {
+  double lr, mom, damp, wd;
+};
+
+// One span of one parameter, the hyperparameters' branches resolved at compile time so that the loop
+// vectorizes (the same operations per element, so the same results, as a scalar loop).
+template <typename T, bool Decay, bool Momentum, bool First, bool Nesterov>
+void sgd_span(T* __restrict p, const T* __restrict g, T* __restrict buf, int64_t lo, int64_t hi,
+              const SgdScalars& s) {
+  const T lr = static_cast<T>(s.lr), mom = static_cast<T>(s.mom), damp = static_cast<T>(s.damp),
+          wd = static_cast<T>(s.wd);
+  for (int64_t i = lo; i < hi; ++i) {
+    T d = g[i];
+    if (Decay) d += wd * p[i];
+    if (Momentum) {
+      T b = First ? d : mom * buf[i] + damp * d;
+      buf[i] = b;
+      d = Nesterov ? d + mom * b : b;
+    }
+    p[i] -= lr * d;
+  }
+}
+
+template <typename T>
+using SgdSpan = void (*)(T*, const T*, T*, int64_t, int64_t, const SgdScalars&);
+
+// The sgd_span for the flags (decay, momentum, first step, nesterov).
+template <typename T, bool... Chosen>
+SgdSpan<T> pick_sgd_span(const bool (&flags)[4]) {
+  if constexpr (sizeof...(Chosen) == 4) {
+    return &sgd_span<T, Chosen...>;
+  } else {
+    return flags[sizeof...(Chosen)] ? pick_sgd_span<T, Chosen..., true>(flags)
+                                    : pick_sgd_span<T, Chosen..., false>(flags);
+  }
+}
+
 template <typename T>
 void sgd(int64_t count, void* const* params, const void* const* grads, void* const* bufs, const int64_t* numels,
          const SgdHyper& h) {
-  const T lr = static_cast<T>(h.lr), mom = static_cast<T>(h.momentum), damp = static_cast<T>(1.0 - h.dampening),
-          wd = static_cast<T>(h.weight_decay);
+  const SgdScalars s{h.lr, h.momentum, 1.0 - h.dampening, h.weight_decay};
+  const bool flags[4] = {h.weight_decay != 0, h.momentum != 0, h.first_step, h.nesterov};
+  const SgdSpan<T> span = pick_sgd_span<T>(flags);
   for (int64_t t = 0; t < count; ++t) {
     T* p = static_cast<T*>(params[t]);
     const T* g = static_cast<const T*>(grads[t]);
     T* buf = h.momentum != 0 ? static_cast<T*>(bufs[t]) : nullptr;
-    parallel_for(0, numels[t], kGrain, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) {
-        T d = g[i];
-        if (h.weight_decay != 0) d += wd * p[i];
-        if (buf) {
-          T b = h.first_step ? d : mom * buf[i] + damp * d;
-          buf[i] = b;
-          d = h.nesterov ? d + mom * b : b;
-        }
-        p[i] -= lr * d;
-      }
-    });
+    parallel_for(0, numels[t], kGrain, [&](int64_t lo, int64_t hi) { span(p, g, buf, lo, hi, s); });
   }
 }
 
