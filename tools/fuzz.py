@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 READERS = ["idx", "cifar", "image", "packed", "safetensors", "checkpoint"]
@@ -44,7 +45,7 @@ EXCLUDE = ["runtime/progress.cc"]
 CUDA = "/usr/local/cuda"
 CXXFLAGS = ["-std=c++17", "-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
             "-fno-sanitize-recover=all", "-I" + ROOT, "-I" + CUDA + "/include", "-pthread"]
-LIBS = ["-ljpeg", "-lpng", "-lz", "-L" + CUDA + "/lib64", "-Wl,-rpath," + CUDA + "/lib64", "-lcudart", "-pthread"]
+LIBS = ["-ljpeg", "-lpng", "-lz", "-ldnnl", "-lgomp", "-L" + CUDA + "/lib64", "-Wl,-rpath," + CUDA + "/lib64", "-lcudart", "-pthread"]
 # Crash kinds libFuzzer writes as artifacts (slow-unit-* are reports, not failures).
 FAILURE_PREFIXES = ("crash-", "leak-", "timeout-", "oom-")
 
@@ -79,8 +80,13 @@ def compile_one(clang, src, extra, obj_dir):
     if up_to_date(obj, dep):
         return obj, None
     cmd = [clang] + CXXFLAGS + extra + ["-MMD", "-MF", dep, "-c", os.path.join(ROOT, src), "-o", obj]
+    started = time.time()
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    return obj, (p.stdout if p.returncode != 0 else None)
+    if p.returncode != 0:
+        return obj, p.stdout
+    # The object is as old as the sources it was compiled from: one edited during the compilation is newer.
+    os.utime(obj, (started, started))
+    return obj, None
 
 
 def build(clang, readers, out_dir, jobs):
