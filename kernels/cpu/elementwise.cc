@@ -1,9 +1,11 @@
-// CPU elementwise kernels: fill, copy/cast, unary ops and their derivatives, binary ops, where.
-#include <cmath>
+// CPU elementwise kernels: fill, copy/cast, unary ops and their derivatives, binary ops, where (the formulas
+// are kernels/elementwise_ops.h's).
+#include <type_traits>
 
 #include "kernels/cpu/cpu_backend.h"
-#include "kernels/strided.h"
 #include "kernels/dispatch.h"
+#include "kernels/elementwise_ops.h"
+#include "kernels/strided.h"
 #include "runtime/half.h"
 #include "runtime/parallel_for.h"
 
@@ -56,76 +58,6 @@ void copy_to(DType src_t, const void* src, const StridedDesc& sd, void* dst, con
   }
 }
 
-template <typename T>
-T apply_unary(UnaryOp op, T x, UnaryParams p) {
-  switch (op) {
-    case UnaryOp::Neg: return -x;
-    case UnaryOp::Exp: return std::exp(x);
-    case UnaryOp::Log: return std::log(x);
-    case UnaryOp::Sqrt: return std::sqrt(x);
-    case UnaryOp::Relu: return x < T(0) ? T(0) : x;  // NaN propagates
-    case UnaryOp::Relu6: return x < T(0) ? T(0) : (x > T(6) ? T(6) : x);
-    case UnaryOp::Sigmoid: return T(1) / (T(1) + std::exp(-x));
-    case UnaryOp::Tanh: return std::tanh(x);
-    case UnaryOp::Abs: return std::abs(x);
-    case UnaryOp::Pow: return static_cast<T>(std::pow(x, static_cast<T>(p.a)));
-    case UnaryOp::Clamp: return x < T(p.a) ? T(p.a) : (x > T(p.b) ? T(p.b) : x);
-    case UnaryOp::AddScalar: return x + static_cast<T>(p.a);
-    case UnaryOp::MulScalar: return x * static_cast<T>(p.a);
-    case UnaryOp::RSubScalar: return static_cast<T>(p.a) - x;
-    case UnaryOp::RDivScalar: return static_cast<T>(p.a) / x;
-  }
-  return x;
-}
-
-// d op / dx times g, from x or y as unary_backward_reads_output says.
-template <typename T>
-T apply_unary_grad(UnaryOp op, T x, T y, T g, UnaryParams p) {
-  switch (op) {
-    case UnaryOp::Neg: return -g;
-    case UnaryOp::Exp: return g * y;
-    case UnaryOp::Log: return g / x;
-    case UnaryOp::Sqrt: return g / (T(2) * y);
-    case UnaryOp::Relu: return y > T(0) ? g : T(0);
-    case UnaryOp::Relu6: return (y > T(0) && y < T(6)) ? g : T(0);
-    case UnaryOp::Sigmoid: return g * y * (T(1) - y);
-    case UnaryOp::Tanh: return g * (T(1) - y * y);
-    case UnaryOp::Abs: return x > T(0) ? g : (x < T(0) ? -g : T(0));
-    case UnaryOp::Pow: return g * static_cast<T>(p.a) * static_cast<T>(std::pow(x, static_cast<T>(p.a - 1)));
-    case UnaryOp::Clamp: return (x >= T(p.a) && x <= T(p.b)) ? g : T(0);
-    case UnaryOp::AddScalar: return g;
-    case UnaryOp::MulScalar: return g * static_cast<T>(p.a);
-    case UnaryOp::RSubScalar: return -g;
-    case UnaryOp::RDivScalar: return -g * static_cast<T>(p.a) / (x * x);
-  }
-  return g;
-}
-
-template <typename T>
-T apply_binary(BinaryOp op, T a, T b) {
-  switch (op) {
-    case BinaryOp::Add: return a + b;
-    case BinaryOp::Sub: return a - b;
-    case BinaryOp::Mul: return a * b;
-    case BinaryOp::Div: return a / b;
-    case BinaryOp::Maximum: return (a != a || a > b) ? a : b;  // NaN propagates
-    case BinaryOp::Minimum: return (a != a || a < b) ? a : b;
-    default: return a;
-  }
-}
-
-template <typename T>
-uint8_t apply_compare(BinaryOp op, T a, T b) {
-  switch (op) {
-    case BinaryOp::Eq: return a == b;
-    case BinaryOp::Ne: return a != b;
-    case BinaryOp::Lt: return a < b;
-    case BinaryOp::Le: return a <= b;
-    case BinaryOp::Gt: return a > b;
-    case BinaryOp::Ge: return a >= b;
-    default: return 0;
-  }
-}
 }  // namespace
 
 void CpuBackend::fill(DType t, void* dst, const StridedDesc& d, double value, const Stream&) {
@@ -165,8 +97,12 @@ void CpuBackend::unary(UnaryOp op, DType t, const void* x, void* y, int64_t n, U
   TD_DISPATCH_FLOAT(t, "unary op", {
     const scalar_t* xp = static_cast<const scalar_t*>(x);
     scalar_t* yp = static_cast<scalar_t*>(y);
-    parallel_for(0, n, kGrain, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) yp[i] = apply_unary<scalar_t>(op, xp[i], p);
+    const elementwise::Scalars<scalar_t> s = elementwise::scalars_of<scalar_t>(p);
+    elementwise::visit_unary(op, [&](auto f) {
+      using F = decltype(f);
+      parallel_for(0, n, kGrain, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) yp[i] = F::value(xp[i], s);
+      });
     });
   });
 }
@@ -178,9 +114,13 @@ void CpuBackend::unary_backward(UnaryOp op, DType t, const void* x, const void* 
     const scalar_t* yp = static_cast<const scalar_t*>(y);
     const scalar_t* gp = static_cast<const scalar_t*>(gy);
     scalar_t* out = static_cast<scalar_t*>(gx);
-    parallel_for(0, n, kGrain, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i)
-        out[i] = apply_unary_grad<scalar_t>(op, xp ? xp[i] : scalar_t(0), yp ? yp[i] : scalar_t(0), gp[i], p);
+    const elementwise::Scalars<scalar_t> s = elementwise::scalars_of<scalar_t>(p);
+    elementwise::visit_unary(op, [&](auto f) {
+      using F = decltype(f);
+      parallel_for(0, n, kGrain, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i)
+          out[i] = F::grad(xp ? xp[i] : scalar_t(0), yp ? yp[i] : scalar_t(0), gp[i], s);
+      });
     });
   });
 }
@@ -195,7 +135,7 @@ void CpuBackend::binary(BinaryOp op, DType t, const void* a, const StridedDesc& 
       uint8_t* op_ = static_cast<uint8_t*>(out);
       strided::for_each_run(it, [&](const int64_t* off, int64_t n, const int64_t* st) {
         for (int64_t i = 0; i < n; ++i)
-          op_[off[0] + i * st[0]] = apply_compare<scalar_t>(op, ap[off[1] + i * st[1]], bp[off[2] + i * st[2]]);
+          op_[off[0] + i * st[0]] = elementwise::compare(op, ap[off[1] + i * st[1]], bp[off[2] + i * st[2]]);
       });
     });
     return;
@@ -204,18 +144,21 @@ void CpuBackend::binary(BinaryOp op, DType t, const void* a, const StridedDesc& 
     const scalar_t* ap = static_cast<const scalar_t*>(a);
     const scalar_t* bp = static_cast<const scalar_t*>(b);
     scalar_t* o = static_cast<scalar_t*>(out);
-    if (it.ndim == 1 && it.strides[0][0] == 1) {
-      // One flat run (the common case): split it over threads.
-      int64_t sa = it.strides[1][0], sb = it.strides[2][0];
-      parallel_for(0, it.shape[0], kGrain, [&](int64_t lo, int64_t hi) {
-        for (int64_t i = lo; i < hi; ++i) o[i] = apply_binary<scalar_t>(op, ap[i * sa], bp[i * sb]);
-      });
-    } else {
-      strided::for_each_run(it, [&](const int64_t* off, int64_t n, const int64_t* st) {
-        for (int64_t i = 0; i < n; ++i)
-          o[off[0] + i * st[0]] = apply_binary<scalar_t>(op, ap[off[1] + i * st[1]], bp[off[2] + i * st[2]]);
-      });
-    }
+    elementwise::visit_binary(op, [&](auto f) {
+      using F = decltype(f);
+      if (it.ndim == 1 && it.strides[0][0] == 1) {
+        // One flat run (the common case): split it over threads.
+        int64_t sa = it.strides[1][0], sb = it.strides[2][0];
+        parallel_for(0, it.shape[0], kGrain, [&](int64_t lo, int64_t hi) {
+          for (int64_t i = lo; i < hi; ++i) o[i] = F::value(ap[i * sa], bp[i * sb]);
+        });
+      } else {
+        strided::for_each_run(it, [&](const int64_t* off, int64_t n, const int64_t* st) {
+          for (int64_t i = 0; i < n; ++i)
+            o[off[0] + i * st[0]] = F::value(ap[off[1] + i * st[1]], bp[off[2] + i * st[2]]);
+        });
+      }
+    });
   });
 }
 

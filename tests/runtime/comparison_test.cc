@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "runtime/ops.h"
@@ -25,7 +26,8 @@ TEST(Comparison, AnInfiniteReferenceIsMatchedOnlyByTheSameInfinity) {
   EXPECT_EQ(compare_values({kInf, -kInf, 3.0}, {kInf, -kInf, 3.0}).error, 0.0);
   EXPECT_NONFATAL_FAILURE(expect_close(from_vector<double>({1, 2}, {2}), from_vector<double>({1, kInf}, {2}), 1e-3),
                           "relative error inf");
-  expect_close(from_vector<float>({1, kInf}, {2}), from_vector<float>({1, kInf}, {2}), 0.0, "equal infinities");
+  const float inf = std::numeric_limits<float>::infinity();
+  expect_close(from_vector<float>({1, inf}, {2}), from_vector<float>({1, inf}, {2}), 0.0, "equal infinities");
 }
 
 TEST(Comparison, NaNMatchesOnlyNaN) {
