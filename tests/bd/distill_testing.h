@@ -47,11 +47,13 @@ BlockWeights reference_run(const RunContext& ctx, const std::vector<int>& replic
 // the weights after it by the learning rate times that. Later steps carry the difference through the students'
 // ReLUs, and once one lies within it of its kink, a flipped decision moves the weights by a whole element's
 // gradient (seen on the compression workload: 1e-5 after 3 steps, 1.6e-3 after 6). Runs with replicated blocks
-// therefore take 2 steps, where over 100 in-process runs the weights differed from the reference by at most 3e-7
-// (max_weight_error), or 4 steps on the NAS workload, where over 30 runs DP differed by at most 1.2e-7 (two
-// replicas on even shares round alike: bitwise); 1e-5 leaves 30 times these. Dropping the weighting of uneven
-// shares (3, 3 and 2 rows) errs by 1.4e-2, and a lost, doubled or misrouted step by more.
-constexpr double kReplicatedTolerance = 1e-5;
+// therefore take 2 steps, or 4 steps on the NAS workload (two replicas on even shares round alike: bitwise).
+// Measured (max_weight_error) with the CPU backend's f32 convolutions on oneDNN: 80 comparisons over 20 runs at
+// most 1.5e-7, but one seed (TANDEM_TEST_SEED=9033407419949401214, compression, replicated TR+DPU+AHD) 1.0e-4,
+// an outlier of the kind above already at the second step (1e-5 failed it). 1e-3 leaves 10 times the worst seen;
+// dropping the weighting of uneven shares (3, 3 and 2 rows) errs by 1.4e-2, and a lost, doubled or misrouted step
+// by more.
+constexpr double kReplicatedTolerance = 1e-3;
 
 // Compares a strategy's weights with reference_run for the same layout (DP: every block on all workers with
 // loader shards; pipelines: each block as replicated as its stage; LS: none): bitwise for unreplicated blocks,
