@@ -1,7 +1,9 @@
 // Whole-number checks of checkpoint tensors before they are converted to integer types.
 #include "runtime/whole_number.h"
 
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <vector>
 
@@ -30,7 +32,8 @@ void check_converts_exactly(const Tensor& t, DType to, const std::string& what) 
   if (is_floating(t.dtype())) {
     const std::vector<double> v = t.detach().to(Device::cpu()).to(DType::F64).contiguous().to_vector<double>();
     for (size_t i = 0; i < v.size(); ++i)
-      TD_CHECK(std::isfinite(v[i]) && std::floor(v[i]) == v[i] && v[i] >= lo && (exclusive_hi ? v[i] < hi : v[i] <= hi),
+      TD_CHECK(std::isfinite(v[i]) && std::floor(v[i]) == v[i] && v[i] >= lo &&
+                   (exclusive_hi ? v[i] < hi : v[i] <= hi),
                what, ": element ", i, " is ", v[i], ", not a whole number that fits ", dtype_name(to));
   } else if (to != DType::I64) {
     const std::vector<int64_t> v = t.detach().to(Device::cpu()).to(DType::I64).contiguous().to_vector<int64_t>();
@@ -38,6 +41,15 @@ void check_converts_exactly(const Tensor& t, DType to, const std::string& what) 
       TD_CHECK(v[i] >= lo && v[i] <= hi, what, ": element ", i, " is ", v[i], ", outside the range of ",
                dtype_name(to));
   }
+}
+
+bool parse_count(const std::string& text, int64_t* out) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0 || v < 0) return false;
+  *out = v;
+  return true;
 }
 
 int64_t whole_number(const Tensor& t, const std::string& what) {

@@ -3,7 +3,6 @@
 #include "parallel/bd/runner.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -23,6 +22,7 @@
 #include "runtime/lr_schedule.h"
 #include "runtime/ops.h"
 #include "runtime/progress.h"
+#include "runtime/whole_number.h"
 
 namespace tandem {
 namespace parallel {
@@ -55,10 +55,8 @@ std::string meta(const SafetensorsMetadata& m, const std::string& key, const std
 
 int64_t meta_int(const SafetensorsMetadata& m, const std::string& key, const std::string& path) {
   const std::string v = meta(m, key, path);
-  char* end = nullptr;
-  errno = 0;
-  long long x = std::strtoll(v.c_str(), &end, 10);
-  TD_CHECK_IO(!v.empty() && *end == '\0' && errno == 0 && x >= 0, path, ": bad '", key, "' value '", v, "'");
+  int64_t x = 0;
+  TD_CHECK_IO(parse_count(v, &x), path, ": bad '", key, "' value '", v, "'");
   return x;
 }
 

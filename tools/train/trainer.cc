@@ -1,7 +1,6 @@
 // The supervised training loop.
 #include "tools/train/trainer.h"
 
-#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <algorithm>
@@ -22,6 +21,7 @@
 #include "runtime/ops.h"
 #include "runtime/optim.h"
 #include "runtime/progress.h"
+#include "runtime/whole_number.h"
 
 namespace tandem {
 namespace train {
@@ -62,11 +62,8 @@ int64_t count_correct(const Tensor& logits, const Tensor& labels) {
 int64_t metadata_int(const SafetensorsMetadata& m, const std::string& key, const std::string& path) {
   auto it = m.find(key);
   TD_CHECK(it != m.end(), "checkpoint '", path, "' has no '", key, "' entry (not written by tools:train?)");
-  char* end = nullptr;
-  errno = 0;
-  long long v = std::strtoll(it->second.c_str(), &end, 10);
-  TD_CHECK(!it->second.empty() && *end == '\0' && errno == 0 && v >= 0, "checkpoint '", path, "': bad '", key,
-           "' value '", it->second, "'");
+  int64_t v = 0;
+  TD_CHECK(parse_count(it->second, &v), "checkpoint '", path, "': bad '", key, "' value '", it->second, "'");
   return v;
 }
 
