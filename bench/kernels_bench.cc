@@ -9,12 +9,12 @@
 #include <functional>
 #include <string>
 
-#include "runtime/backend.h"
-#include "runtime/cuda_check.h"
-#include "runtime/rng.h"
-#include "runtime/stream.h"
-#include "runtime/tensor.h"
-#include "runtime/tensor_desc.h"
+#include "runtime/tensor/backend.h"
+#include "runtime/base/cuda_check.h"
+#include "runtime/tensor/rng.h"
+#include "runtime/memory/stream.h"
+#include "runtime/tensor/tensor.h"
+#include "runtime/tensor/tensor_desc.h"
 #include "tools/flags/flags.h"
 
 namespace tandem {

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "data/file_io.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace tandem {
 namespace data {

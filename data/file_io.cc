@@ -12,7 +12,7 @@
 #include <climits>
 #include <cstring>
 
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace tandem {
 namespace data {

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "data/file_io.h"
-#include "runtime/checked_math.h"
-#include "runtime/error.h"
+#include "runtime/base/checked_math.h"
+#include "runtime/base/error.h"
 
 namespace tandem {
 namespace data {

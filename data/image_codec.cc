@@ -10,7 +10,7 @@
 #include <jerror.h>
 #include <png.h>
 
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace tandem {
 namespace data {

@@ -7,7 +7,7 @@
 
 #include "data/file_io.h"
 #include "data/image_codec.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace tandem {
 namespace data {

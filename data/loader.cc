@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "data/split.h"
-#include "runtime/error.h"
-#include "runtime/parallel_for.h"
-#include "runtime/philox.h"
-#include "runtime/rng.h"
-#include "runtime/stream.h"
+#include "runtime/base/error.h"
+#include "runtime/base/parallel_for.h"
+#include "runtime/base/philox.h"
+#include "runtime/tensor/rng.h"
+#include "runtime/memory/stream.h"
 
 namespace tandem {
 namespace data {

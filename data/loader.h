@@ -8,8 +8,8 @@
 
 #include "data/dataset.h"
 #include "data/transforms.h"
-#include "runtime/device.h"
-#include "runtime/tensor.h"
+#include "runtime/base/device.h"
+#include "runtime/tensor/tensor.h"
 
 namespace tandem {
 namespace data {

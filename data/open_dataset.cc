@@ -7,7 +7,7 @@
 #include "data/image_folder.h"
 #include "data/record_file.h"
 #include "data/synthetic.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace tandem {
 namespace data {

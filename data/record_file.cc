@@ -9,8 +9,8 @@
 
 #include "data/file_io.h"
 #include "data/image_codec.h"
-#include "runtime/checked_math.h"
-#include "runtime/error.h"
+#include "runtime/base/checked_math.h"
+#include "runtime/base/error.h"
 
 namespace tandem {
 namespace data {

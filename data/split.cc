@@ -1,7 +1,7 @@
 // rows_for: the balanced contiguous split of a batch over a group.
 #include "data/split.h"
 
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace tandem {
 namespace data {

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <sstream>
 
-#include "runtime/error.h"
-#include "runtime/philox.h"
+#include "runtime/base/error.h"
+#include "runtime/base/philox.h"
 
 namespace tandem {
 namespace data {

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <sstream>
 
-#include "runtime/error.h"
-#include "runtime/philox.h"
+#include "runtime/base/error.h"
+#include "runtime/base/philox.h"
 
 namespace tandem {
 namespace data {

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "data/dataset.h"
-#include "runtime/rng.h"
-#include "runtime/tensor.h"
+#include "runtime/tensor/rng.h"
+#include "runtime/tensor/tensor.h"
 
 namespace tandem {
 namespace data {

@@ -3,8 +3,8 @@
 
 #include <cstdint>
 
-#include "runtime/dtype.h"
-#include "runtime/error.h"
+#include "runtime/base/dtype.h"
+#include "runtime/base/error.h"
 
 #define TD_DISPATCH_CASE(DT, T, ...) \
   case ::tandem::DType::DT: {        \

@@ -1,14 +1,14 @@
 // The elementwise formulas, written once for the CPU backend, the CUDA kernels and the simulated GPU: each
 // unary op's value and derivative, each binary op and comparison, with their NaN rules. A new elementwise op is
-// its enum value (runtime/backend.h), a struct here with its formula and derivative, its line in the visit
+// its enum value (runtime/tensor/backend.h), a struct here with its formula and derivative, its line in the visit
 // function, and its test case (tests/runtime/op_cases_elementwise.cc).
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 
-#include "runtime/backend.h"
-#include "runtime/hostdevice.h"
+#include "runtime/tensor/backend.h"
+#include "runtime/base/hostdevice.h"
 
 // A visit function is host-and-device code that calls what it is given: a device-only lambda in a kernel.
 #if defined(__CUDACC__)

@@ -6,7 +6,7 @@
 #include <array>
 #include <cstdint>
 
-#include "runtime/backend.h"
+#include "runtime/tensor/backend.h"
 
 namespace tandem {
 namespace strided {

@@ -2,7 +2,7 @@
 #include "models/blocks.h"
 
 #include "models/registry.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace tandem {
 namespace models {

@@ -1,7 +1,7 @@
 // Training checkpoints: one safetensors file with prefixed optimizer, scheduler and generator state.
 #include "models/checkpoint.h"
 
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace tandem {
 namespace models {

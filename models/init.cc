@@ -3,8 +3,8 @@
 
 #include <cmath>
 
-#include "runtime/autograd.h"
-#include "runtime/error.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/base/error.h"
 
 namespace tandem {
 namespace models {

@@ -1,8 +1,8 @@
 // Weight initializations of PyTorch and torchvision, drawn from a seeded Generator (in place, no autograd).
 #pragma once
 
-#include "runtime/rng.h"
-#include "runtime/tensor.h"
+#include "runtime/tensor/rng.h"
+#include "runtime/tensor/tensor.h"
 
 namespace tandem {
 namespace models {

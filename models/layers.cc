@@ -4,9 +4,9 @@
 #include <sstream>
 
 #include "models/init.h"
-#include "runtime/autograd.h"
-#include "runtime/error.h"
-#include "runtime/ops.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/base/error.h"
+#include "runtime/tensor/ops.h"
 
 namespace tandem {
 namespace models {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "models/module.h"
-#include "runtime/nn_ops.h"
+#include "runtime/nn/nn_ops.h"
 
 namespace tandem {
 namespace models {

@@ -1,8 +1,8 @@
 // Loss functions.
 #include "models/losses.h"
 
-#include "runtime/error.h"
-#include "runtime/ops.h"
+#include "runtime/base/error.h"
+#include "runtime/tensor/ops.h"
 
 namespace tandem {
 namespace models {

@@ -2,7 +2,7 @@
 // integer labels (and label smoothing), soft-target cross-entropy for distillation, and KL divergence.
 #pragma once
 
-#include "runtime/tensor.h"
+#include "runtime/tensor/tensor.h"
 
 namespace tandem {
 namespace models {

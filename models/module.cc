@@ -7,10 +7,10 @@
 #include <set>
 #include <sstream>
 
-#include "runtime/autograd.h"
-#include "runtime/error.h"
-#include "runtime/memory.h"
-#include "runtime/whole_number.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/base/error.h"
+#include "runtime/memory/memory.h"
+#include "runtime/tensor/whole_number.h"
 
 namespace tandem {
 namespace models {

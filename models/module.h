@@ -8,9 +8,9 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/rng.h"
-#include "runtime/safetensors.h"
-#include "runtime/tensor.h"
+#include "runtime/tensor/rng.h"
+#include "runtime/formats/safetensors.h"
+#include "runtime/tensor/tensor.h"
 
 namespace tandem {
 namespace models {

@@ -10,7 +10,7 @@
 #include "models/zoo/mobilenet_v2.h"
 #include "models/zoo/resnet.h"
 #include "models/zoo/vgg.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace tandem {
 namespace models {

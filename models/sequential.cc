@@ -1,7 +1,7 @@
 // Sequential containers.
 #include "models/sequential.h"
 
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace tandem {
 namespace models {

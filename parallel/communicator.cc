@@ -3,7 +3,7 @@
 
 #include <utility>
 
-#include "runtime/stream.h"
+#include "runtime/memory/stream.h"
 
 namespace tandem {
 namespace parallel {

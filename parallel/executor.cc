@@ -9,10 +9,10 @@
 #include <optional>
 #include <thread>
 
-#include "runtime/autograd.h"
-#include "runtime/error.h"
-#include "runtime/parallel_for.h"
-#include "runtime/stream_check.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/base/error.h"
+#include "runtime/base/parallel_for.h"
+#include "runtime/memory/stream_check.h"
 
 namespace tandem {
 namespace parallel {

@@ -13,12 +13,12 @@
 #include <string>
 #include <utility>
 
-#include "runtime/autograd.h"
-#include "runtime/cuda_check.h"
-#include "runtime/error.h"
-#include "runtime/nn_ops.h"
-#include "runtime/ops.h"
-#include "runtime/storage.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/base/cuda_check.h"
+#include "runtime/base/error.h"
+#include "runtime/nn/nn_ops.h"
+#include "runtime/tensor/ops.h"
+#include "runtime/memory/storage.h"
 
 namespace tandem {
 namespace parallel {

@@ -3,8 +3,8 @@
 
 #include <vector>
 
-#include "runtime/device.h"
-#include "runtime/stream.h"
+#include "runtime/base/device.h"
+#include "runtime/memory/stream.h"
 
 namespace tandem {
 namespace parallel {

@@ -3,7 +3,7 @@
 
 #include "kernels/cuda/kernel_launch.cuh"
 #include "parallel/local_comm.h"
-#include "runtime/cuda_check.h"
+#include "runtime/base/cuda_check.h"
 
 namespace tandem {
 namespace parallel {

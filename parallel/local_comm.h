@@ -8,10 +8,10 @@
 #include <type_traits>
 #include <vector>
 
-#include "runtime/device.h"
-#include "runtime/dtype.h"
-#include "runtime/half.h"
-#include "runtime/hostdevice.h"
+#include "runtime/base/device.h"
+#include "runtime/base/dtype.h"
+#include "runtime/base/half.h"
+#include "runtime/base/hostdevice.h"
 
 struct CUstream_st;
 

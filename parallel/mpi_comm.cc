@@ -13,10 +13,11 @@
 #include "parallel/local_comm.h"
 #include "parallel/nccl_comm.h"
 #include "parallel/worker.h"
-#include "runtime/autograd.h"
-#include "runtime/error.h"
-#include "runtime/memory.h"
-#include "runtime/stream_check.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/base/error.h"
+#include "runtime/memory/memory.h"
+#include "runtime/memory/stream_check.h"
+#include "runtime/tensor/tensor_access.h"
 
 namespace tandem {
 namespace parallel {

@@ -9,13 +9,14 @@
 #include <set>
 
 #include "parallel/local_comm.h"
-#include "runtime/autograd.h"
-#include "runtime/cuda_check.h"
-#include "runtime/error.h"
-#include "runtime/memory.h"
-#include "runtime/storage.h"
-#include "runtime/stream.h"
-#include "runtime/stream_check.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/base/cuda_check.h"
+#include "runtime/base/error.h"
+#include "runtime/memory/memory.h"
+#include "runtime/memory/storage.h"
+#include "runtime/memory/stream.h"
+#include "runtime/memory/stream_check.h"
+#include "runtime/tensor/tensor_access.h"
 
 namespace tandem {
 namespace parallel {

@@ -5,7 +5,7 @@
 #include <queue>
 #include <sstream>
 
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace tandem {
 namespace parallel {

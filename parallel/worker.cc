@@ -9,9 +9,9 @@
 #include <thread>
 
 #include "parallel/green_context.h"
-#include "runtime/error.h"
-#include "runtime/parallel_for.h"
-#include "runtime/stream_check.h"
+#include "runtime/base/error.h"
+#include "runtime/base/parallel_for.h"
+#include "runtime/memory/stream_check.h"
 
 namespace tandem {
 namespace parallel {

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "runtime/device.h"
-#include "runtime/error.h"
-#include "runtime/memory.h"
-#include "runtime/stream.h"
+#include "runtime/base/device.h"
+#include "runtime/base/error.h"
+#include "runtime/memory/memory.h"
+#include "runtime/memory/stream.h"
 
 namespace tandem {
 namespace parallel {

@@ -1,6 +1,7 @@
 // The layer rule of DESIGN.md as a test: every #include of the product's folders (runtime, kernels, models,
-// data, parallel, tools) names a file of its own folder or of a folder below it, and no backend of kernels/
-// and no method of parallel/ includes a sibling's files.
+// data, parallel, tools) names a file of its own folder or of a folder below it, runtime/'s packages include
+// only their own or earlier ones, and no backend of kernels/ and no method of parallel/ includes a sibling's
+// files.
 #include <gtest/gtest.h>
 
 #include <climits>
@@ -21,6 +22,12 @@ namespace fs = std::filesystem;
 // The folders in layer order, each with the lower folders it may not use all the same ("knows nothing of").
 const std::vector<std::string> kLayers = {"runtime", "kernels", "models", "data", "parallel", "tools"};
 const std::map<std::string, std::set<std::string>> kForbiddenBelow = {{"data", {"models"}}};
+
+// Subfolders in layer order within their folder (runtime/BUILD says what each holds): one may include its own
+// files and those of the subfolders before it.
+const std::map<std::string, std::vector<std::string>> kSublayers = {
+    {"runtime", {"base", "memory", "tensor", "nn", "formats", "optim", "progress"}},
+};
 
 // Subfolders that are siblings: neither may include the other's files (files directly in the folder are
 // shared by all of them and may include none of them).
@@ -43,11 +50,12 @@ std::vector<std::string> split_path(const std::string& p) {
   return parts;
 }
 
-int rank_of(const std::string& folder) {
-  for (size_t i = 0; i < kLayers.size(); ++i)
-    if (kLayers[i] == folder) return static_cast<int>(i);
+int index_in(const std::vector<std::string>& order, const std::string& name) {
+  for (size_t i = 0; i < order.size(); ++i)
+    if (order[i] == name) return static_cast<int>(i);
   return -1;
 }
+int rank_of(const std::string& folder) { return index_in(kLayers, folder); }
 
 // Why FILE (a path from the repository root) may not include INCLUDED (as written between the quotes), or ""
 // when it may.
@@ -60,6 +68,17 @@ std::string layer_violation(const std::string& file, const std::string& included
   auto forbidden = kForbiddenBelow.find(from[0]);
   if (forbidden != kForbiddenBelow.end() && forbidden->second.count(to[0]))
     return from[0] + "/ knows nothing of " + to[0] + "/";
+  auto sublayers = kSublayers.find(from[0]);
+  if (to_rank == from_rank && sublayers != kSublayers.end()) {
+    const std::vector<std::string>& order = sublayers->second;
+    const int from_sub = from.size() > 2 ? index_in(order, from[1]) : -1;
+    const int to_sub = to.size() > 2 ? index_in(order, to[1]) : -1;
+    if (from_sub < 0 || to_sub < 0)
+      return from[0] + "/'s files live in its packages (" + (from_sub < 0 ? file : included) + " is in none)";
+    if (to_sub > from_sub)
+      return from[0] + "/" + from[1] + "/ is below " + to[0] + "/" + to[1] + "/ and may not include it";
+    return "";
+  }
   auto siblings = kSiblings.find(from[0]);
   if (to_rank != from_rank || siblings == kSiblings.end()) return "";
   const std::string from_sub = from.size() > 2 && siblings->second.count(from[1]) ? from[1] : "";
@@ -71,27 +90,34 @@ std::string layer_violation(const std::string& file, const std::string& included
 }
 
 TEST(LayerRule, AllowsIncludesOfTheSameOrALowerLayer) {
-  EXPECT_EQ(layer_violation("models/zoo/resnet.cc", "runtime/tensor.h"), "");
+  EXPECT_EQ(layer_violation("models/zoo/resnet.cc", "runtime/tensor/tensor.h"), "");
   EXPECT_EQ(layer_violation("parallel/bd/runner.cc", "data/loader.h"), "");
   EXPECT_EQ(layer_violation("kernels/cpu/gemm.cc", "kernels/dispatch.h"), "");
   EXPECT_EQ(layer_violation("kernels/cuda/gemm.cc", "kernels/cublas/handle.h"), "");
   EXPECT_EQ(layer_violation("parallel/cyclic/trainer.cc", "parallel/executor.h"), "");
   EXPECT_EQ(layer_violation("tools/demo/demo.cc", "parallel/bd/session.h"), "");
   EXPECT_EQ(layer_violation("tests/bd/x_test.cc", "tools/train/trainer.h"), "");
+  EXPECT_EQ(layer_violation("runtime/optim/optim.cc", "runtime/nn/nn_ops.h"), "");
+  EXPECT_EQ(layer_violation("runtime/tensor/tensor.h", "runtime/memory/storage.h"), "");
+  EXPECT_EQ(layer_violation("runtime/nn/nn_conv.cc", "runtime/nn/nn_ops.h"), "");
 }
 
 // The checker is proven on the bugs it exists to catch.
 TEST(LayerRule, RefusesUpwardAndSidewaysIncludes) {
-  EXPECT_NE(layer_violation("runtime/tensor.cc", "models/module.h"), "");
+  EXPECT_NE(layer_violation("runtime/tensor/tensor.cc", "models/module.h"), "");
   EXPECT_NE(layer_violation("kernels/cpu/conv.cc", "parallel/worker.h"), "");
   EXPECT_NE(layer_violation("models/layers.cc", "data/loader.h"), "");
   EXPECT_NE(layer_violation("data/loader.cc", "models/module.h"), "");
-  EXPECT_NE(layer_violation("runtime/ops.h", "tests/testing.h"), "");
+  EXPECT_NE(layer_violation("runtime/tensor/ops.h", "tests/testing.h"), "");
   EXPECT_NE(layer_violation("kernels/cuda/launch.h", "kernels/cpu/strided.h"), "");
   EXPECT_NE(layer_violation("kernels/cpu/gemm.cc", "kernels/cublas/handle.h"), "");
   EXPECT_NE(layer_violation("kernels/dispatch.h", "kernels/cuda/launch.h"), "");
   EXPECT_NE(layer_violation("parallel/bd/runner.cc", "parallel/cyclic/rules.h"), "");
   EXPECT_NE(layer_violation("parallel/executor.cc", "parallel/bd/plan.h"), "");
+  EXPECT_NE(layer_violation("runtime/memory/storage.cc", "runtime/tensor/tensor.h"), "");
+  EXPECT_NE(layer_violation("runtime/base/error.h", "runtime/memory/stream.h"), "");
+  EXPECT_NE(layer_violation("runtime/tensor/tensor.cc", "runtime/optim/optim.h"), "");
+  EXPECT_NE(layer_violation("runtime/nn/nn_ops.h", "runtime/stray.h"), "");
 }
 
 // The repository's root: the runfile tests/testing.h is a link into the source tree.

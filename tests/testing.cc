@@ -9,8 +9,8 @@
 #include <cstring>
 #include <functional>
 
-#include "runtime/config.h"
-#include "runtime/stream_check.h"
+#include "runtime/base/config.h"
+#include "runtime/memory/stream_check.h"
 
 namespace tandem {
 namespace testing {

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/device.h"
-#include "runtime/rng.h"
-#include "runtime/tensor.h"
+#include "runtime/base/device.h"
+#include "runtime/tensor/rng.h"
+#include "runtime/tensor/tensor.h"
 
 // Skips the test (never passes it) when no CUDA GPU is usable.
 #define TD_REQUIRE_GPU()                                                                     \
@@ -62,7 +62,7 @@ void expect_close(const Tensor& a, const Tensor& b, double tol, const std::strin
 // EXPECT bitwise equality of two tensors' elements (same dtype and shape).
 void expect_bitwise_equal(const Tensor& a, const Tensor& b, const std::string& what = "");
 
-// TF32 and deterministic mode (runtime/config.h) as given while in scope, as they were after.
+// TF32 and deterministic mode (runtime/base/config.h) as given while in scope, as they were after.
 class NumericsGuard {
  public:
   NumericsGuard(bool tf32, bool deterministic_mode);

@@ -41,7 +41,7 @@ SOURCES = [
     "tests/data_loading/dataset_files.cc",
     "tests/fuzz/fuzz_readers.cc",
 ]
-EXCLUDE = ["runtime/progress.cc"]
+EXCLUDE = ["runtime/progress/progress.cc"]
 CUDA = "/usr/local/cuda"
 CXXFLAGS = ["-std=c++17", "-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
             "-fno-sanitize-recover=all", "-I" + ROOT, "-I" + CUDA + "/include", "-pthread"]

@@ -8,9 +8,9 @@
 
 #include "parallel/bd/projection.h"
 #include "parallel/bd/session.h"
-#include "runtime/error.h"
-#include "runtime/files.h"
-#include "runtime/json.h"
+#include "runtime/base/error.h"
+#include "runtime/base/files.h"
+#include "runtime/formats/json.h"
 #include "tools/flags/flags.h"
 
 namespace tandem {

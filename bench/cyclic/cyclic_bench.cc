@@ -15,9 +15,9 @@
 #include "parallel/cyclic/profile.h"
 #include "parallel/cyclic/trainer.h"
 #include "parallel/simulator.h"
-#include "runtime/error.h"
-#include "runtime/rng.h"
-#include "runtime/stream.h"
+#include "runtime/base/error.h"
+#include "runtime/tensor/rng.h"
+#include "runtime/memory/stream.h"
 #include "tools/flags/flags.h"
 
 namespace tandem {

@@ -17,7 +17,7 @@
 #include "data/loader.h"
 #include "data/record_file.h"
 #include "data/transforms.h"
-#include "runtime/philox.h"
+#include "runtime/base/philox.h"
 #include "tests/data_loading/dataset_files.h"
 #include "tools/flags/flags.h"
 

@@ -21,14 +21,14 @@
 
 #include "models/losses.h"
 #include "models/registry.h"
-#include "runtime/autograd.h"
-#include "runtime/config.h"
-#include "runtime/nn_ops.h"
-#include "runtime/ops.h"
-#include "runtime/optim.h"
-#include "runtime/parallel_for.h"
-#include "runtime/rng.h"
-#include "runtime/stream.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/base/config.h"
+#include "runtime/nn/nn_ops.h"
+#include "runtime/tensor/ops.h"
+#include "runtime/optim/optim.h"
+#include "runtime/base/parallel_for.h"
+#include "runtime/tensor/rng.h"
+#include "runtime/memory/stream.h"
 #include "tools/flags/flags.h"
 
 namespace tandem {

@@ -1,7 +1,7 @@
 // The CPU backend: the reference kernels (simple, deterministic, accumulating in double where it matters).
 #pragma once
 
-#include "runtime/backend.h"
+#include "runtime/tensor/backend.h"
 
 namespace tandem {
 namespace cpu {

@@ -6,8 +6,8 @@
 #include "kernels/dispatch.h"
 #include "kernels/elementwise_ops.h"
 #include "kernels/strided.h"
-#include "runtime/half.h"
-#include "runtime/parallel_for.h"
+#include "runtime/base/half.h"
+#include "runtime/base/parallel_for.h"
 
 namespace tandem {
 namespace cpu {

@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <dnnl.h>
 
-#include "runtime/config.h"
-#include "runtime/error.h"
-#include "runtime/parallel_for.h"
+#include "runtime/base/config.h"
+#include "runtime/base/error.h"
+#include "runtime/base/parallel_for.h"
 
 namespace tandem {
 namespace cpu {

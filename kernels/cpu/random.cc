@@ -1,8 +1,8 @@
 // CPU Philox random fills (bit-identical to the CUDA kernels).
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/dispatch.h"
-#include "runtime/parallel_for.h"
-#include "runtime/philox.h"
+#include "runtime/base/parallel_for.h"
+#include "runtime/base/philox.h"
 
 namespace tandem {
 namespace cpu {

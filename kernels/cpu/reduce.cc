@@ -5,7 +5,7 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/dispatch.h"
-#include "runtime/parallel_for.h"
+#include "runtime/base/parallel_for.h"
 
 namespace tandem {
 namespace cpu {

@@ -3,7 +3,7 @@
 
 #include <cublas_v2.h>
 
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace tandem {
 namespace detail {

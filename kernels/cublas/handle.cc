@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "kernels/cublas/cublas_check.h"
-#include "runtime/storage.h"
+#include "runtime/memory/storage.h"
 
 namespace tandem {
 

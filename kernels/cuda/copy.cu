@@ -8,8 +8,8 @@
 #include "kernels/cuda/kernel_launch.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/dispatch.h"
-#include "runtime/cuda_check.h"
-#include "runtime/half.h"
+#include "runtime/base/cuda_check.h"
+#include "runtime/base/half.h"
 
 namespace tandem {
 namespace cuda {

@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
-#include "runtime/backend.h"
-#include "runtime/device_errors.h"
+#include "runtime/tensor/backend.h"
+#include "runtime/base/device_errors.h"
 
 namespace tandem {
 namespace cuda {

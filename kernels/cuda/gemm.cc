@@ -6,7 +6,7 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/dispatch.h"
-#include "runtime/config.h"
+#include "runtime/base/config.h"
 
 namespace tandem {
 namespace cuda {

@@ -5,9 +5,9 @@
 #include <mutex>
 #include <vector>
 
-#include "runtime/cuda_check.h"
-#include "runtime/error.h"
-#include "runtime/memory.h"
+#include "runtime/base/cuda_check.h"
+#include "runtime/base/error.h"
+#include "runtime/memory/memory.h"
 
 namespace tandem {
 namespace cuda {

@@ -5,7 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/elementwise_ops.h"
-#include "runtime/backend.h"
+#include "runtime/tensor/backend.h"
 
 namespace tandem {
 namespace cuda {

@@ -1,12 +1,12 @@
-// CUDA Philox random fills, bit-identical to kernels/cpu/random.cc (same helpers from runtime/philox.h, in
+// CUDA Philox random fills, bit-identical to kernels/cpu/random.cc (same helpers from runtime/base/philox.h, in
 // the same order).
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/kernel_launch.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/dispatch.h"
-#include "runtime/cuda_check.h"
-#include "runtime/philox.h"
+#include "runtime/base/cuda_check.h"
+#include "runtime/base/philox.h"
 
 namespace tandem {
 namespace cuda {

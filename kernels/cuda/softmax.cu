@@ -10,7 +10,7 @@
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/math.cuh"
 #include "kernels/dispatch.h"
-#include "runtime/cuda_check.h"
+#include "runtime/base/cuda_check.h"
 
 namespace tandem {
 namespace cuda {

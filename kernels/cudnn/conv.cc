@@ -14,9 +14,9 @@
 #include "kernels/cudnn/conv_choice.h"
 #include "kernels/cudnn/cudnn_check.h"
 #include "kernels/cudnn/handle.h"
-#include "runtime/config.h"
-#include "runtime/error.h"
-#include "runtime/storage.h"
+#include "runtime/base/config.h"
+#include "runtime/base/error.h"
+#include "runtime/memory/storage.h"
 
 namespace tandem {
 namespace cudnn {

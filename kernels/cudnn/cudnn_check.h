@@ -3,7 +3,7 @@
 
 #include <cudnn.h>
 
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace tandem {
 namespace detail {

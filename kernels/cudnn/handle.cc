@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "kernels/cudnn/cudnn_check.h"
-#include "runtime/storage.h"
+#include "runtime/memory/storage.h"
 
 namespace tandem {
 

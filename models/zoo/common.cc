@@ -2,7 +2,7 @@
 #include "models/zoo/common.h"
 
 #include "models/init.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace tandem {
 namespace models {

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <sstream>
 
-#include "runtime/error.h"
-#include "runtime/ops.h"
+#include "runtime/base/error.h"
+#include "runtime/tensor/ops.h"
 
 namespace tandem {
 namespace models {

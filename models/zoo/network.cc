@@ -1,7 +1,7 @@
 // Network: block partitions of a flat chain of items.
 #include "models/zoo/network.h"
 
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace tandem {
 namespace models {

@@ -1,8 +1,8 @@
 // ResNet: residual blocks and the network factory.
 #include "models/zoo/resnet.h"
 
-#include "runtime/error.h"
-#include "runtime/ops.h"
+#include "runtime/base/error.h"
+#include "runtime/tensor/ops.h"
 
 namespace tandem {
 namespace models {

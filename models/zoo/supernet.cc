@@ -7,9 +7,9 @@
 #include "models/layers.h"
 #include "models/zoo/common.h"
 #include "models/zoo/mobilenet_v2.h"
-#include "runtime/autograd.h"
-#include "runtime/error.h"
-#include "runtime/ops.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/base/error.h"
+#include "runtime/tensor/ops.h"
 
 namespace tandem {
 namespace models {

@@ -1,7 +1,7 @@
 // VGG-16-BN factory.
 #include "models/zoo/vgg.h"
 
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace tandem {
 namespace models {

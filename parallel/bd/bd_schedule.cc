@@ -6,7 +6,7 @@
 #include <string>
 
 #include "data/split.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace tandem {
 namespace parallel {

@@ -8,7 +8,7 @@
 #include <numeric>
 #include <sstream>
 
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace tandem {
 namespace parallel {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/json.h"
+#include "runtime/formats/json.h"
 
 namespace tandem {
 namespace parallel {

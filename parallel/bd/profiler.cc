@@ -7,10 +7,10 @@
 #include "data/loader.h"
 #include "data/split.h"
 #include "models/losses.h"
-#include "runtime/autograd.h"
-#include "runtime/error.h"
-#include "runtime/ops.h"
-#include "runtime/rng.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/base/error.h"
+#include "runtime/tensor/ops.h"
+#include "runtime/tensor/rng.h"
 
 namespace tandem {
 namespace parallel {

@@ -5,7 +5,7 @@
 
 #include "parallel/bd/bd_schedule.h"
 #include "parallel/simulator.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace tandem {
 namespace parallel {

@@ -16,13 +16,13 @@
 #include "models/losses.h"
 #include "parallel/simulator.h"
 #include "parallel/trace.h"
-#include "runtime/autograd.h"
-#include "runtime/checked_math.h"
-#include "runtime/error.h"
-#include "runtime/lr_schedule.h"
-#include "runtime/ops.h"
-#include "runtime/progress.h"
-#include "runtime/whole_number.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/base/checked_math.h"
+#include "runtime/base/error.h"
+#include "runtime/optim/lr_schedule.h"
+#include "runtime/tensor/ops.h"
+#include "runtime/progress/progress.h"
+#include "runtime/tensor/whole_number.h"
 
 namespace tandem {
 namespace parallel {

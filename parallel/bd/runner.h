@@ -34,7 +34,7 @@ struct RunContext {
   bool resume = false;  // continue from the block checkpoints in out_dir
   // Progress lines (rank 0 only): one per epoch end of a block rank 0 trains.
   std::function<void(const std::string&)> log;
-  // Rank 0 shows the live display of runtime/progress.h on stderr: its block updates done of its total,
+  // Rank 0 shows the live display of runtime/progress/progress.h on stderr: its block updates done of its total,
   // batch rows per second and the time left.
   bool live_progress = false;
 };

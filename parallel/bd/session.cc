@@ -16,8 +16,8 @@
 #include "parallel/nccl_comm.h"
 #include "parallel/simulator.h"
 #include "parallel/worker.h"
-#include "runtime/error.h"
-#include "runtime/files.h"
+#include "runtime/base/error.h"
+#include "runtime/base/files.h"
 
 namespace tandem {
 namespace parallel {

@@ -13,7 +13,7 @@
 #include "parallel/bd/strategy.h"
 #include "parallel/bd/train_options.h"
 #include "parallel/bd/workload.h"
-#include "runtime/json.h"
+#include "runtime/formats/json.h"
 
 namespace tandem {
 namespace parallel {

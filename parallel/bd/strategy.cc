@@ -3,7 +3,7 @@
 
 #include <sstream>
 
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace tandem {
 namespace parallel {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "parallel/bd/workload.h"
-#include "runtime/optim.h"
+#include "runtime/optim/optim.h"
 
 namespace tandem {
 namespace parallel {

@@ -7,7 +7,7 @@
 #include "models/checkpoint.h"
 #include "models/layers.h"
 #include "models/registry.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace tandem {
 namespace parallel {

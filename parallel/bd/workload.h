@@ -9,7 +9,7 @@
 
 #include "models/module.h"
 #include "models/zoo/network.h"
-#include "runtime/tensor.h"
+#include "runtime/tensor/tensor.h"
 
 namespace tandem {
 namespace parallel {

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <map>
 
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace tandem {
 namespace parallel {

@@ -8,7 +8,7 @@
 #include "parallel/communicator.h"
 #include "parallel/cyclic/timeline.h"
 #include "parallel/executor.h"
-#include "runtime/memory.h"
+#include "runtime/memory/memory.h"
 
 namespace tandem {
 namespace parallel {

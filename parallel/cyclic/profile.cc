@@ -5,10 +5,10 @@
 #include <limits>
 
 #include "models/losses.h"
-#include "runtime/error.h"
-#include "runtime/memory.h"
-#include "runtime/rng.h"
-#include "runtime/stream.h"
+#include "runtime/base/error.h"
+#include "runtime/memory/memory.h"
+#include "runtime/tensor/rng.h"
+#include "runtime/memory/stream.h"
 
 namespace tandem {
 namespace parallel {

@@ -1,7 +1,7 @@
 // Names, parsing and staleness of the cyclic-DP rules and modes.
 #include "parallel/cyclic/rules.h"
 
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace tandem {
 namespace parallel {

@@ -7,7 +7,7 @@
 #include <numeric>
 #include <string>
 
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace tandem {
 namespace parallel {

@@ -12,11 +12,11 @@
 #include "parallel/cyclic/profile.h"
 #include "parallel/local_comm.h"
 #include "parallel/nccl_comm.h"
-#include "runtime/autograd.h"
-#include "runtime/error.h"
-#include "runtime/nn_ops.h"
-#include "runtime/ops.h"
-#include "runtime/whole_number.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/base/error.h"
+#include "runtime/nn/nn_ops.h"
+#include "runtime/tensor/ops.h"
+#include "runtime/tensor/whole_number.h"
 
 namespace tandem {
 namespace parallel {

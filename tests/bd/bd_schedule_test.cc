@@ -11,8 +11,8 @@
 #include "parallel/bd/bd_schedule.h"
 #include "parallel/bd/projection.h"
 #include "parallel/simulator.h"
-#include "runtime/error.h"
-#include "runtime/rng.h"
+#include "runtime/base/error.h"
+#include "runtime/tensor/rng.h"
 #include "tests/testing.h"
 
 namespace tandem {

@@ -11,9 +11,9 @@
 #include "models/losses.h"
 #include "parallel/communicator.h"
 #include "parallel/worker.h"
-#include "runtime/autograd.h"
-#include "runtime/lr_schedule.h"
-#include "runtime/ops.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/optim/lr_schedule.h"
+#include "runtime/tensor/ops.h"
 #include "tests/testing.h"
 
 namespace tandem {

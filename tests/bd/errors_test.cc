@@ -7,7 +7,7 @@
 #include "parallel/bd/session.h"
 #include "parallel/bd/strategy.h"
 #include "parallel/bd/workload.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 #include "tests/bd/distill_testing.h"
 #include "tests/testing.h"
 

@@ -15,7 +15,7 @@
 #include "parallel/communicator.h"
 #include "parallel/mpi_comm.h"
 #include "parallel/worker.h"
-#include "runtime/safetensors.h"
+#include "runtime/formats/safetensors.h"
 #include "tests/bd/distill_testing.h"
 #include "tests/parallel/mpi_testing.h"
 #include "tests/testing.h"

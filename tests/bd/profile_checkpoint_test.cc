@@ -12,9 +12,9 @@
 #include "parallel/bd/session.h"
 #include "parallel/communicator.h"
 #include "parallel/worker.h"
-#include "runtime/json.h"
-#include "runtime/lr_schedule.h"
-#include "runtime/safetensors.h"
+#include "runtime/formats/json.h"
+#include "runtime/optim/lr_schedule.h"
+#include "runtime/formats/safetensors.h"
 #include "tests/bd/distill_testing.h"
 #include "tests/testing.h"
 

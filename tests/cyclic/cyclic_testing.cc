@@ -5,8 +5,8 @@
 
 #include "models/layers.h"
 #include "models/registry.h"
-#include "runtime/error.h"
-#include "runtime/rng.h"
+#include "runtime/base/error.h"
+#include "runtime/tensor/rng.h"
 
 namespace tandem {
 namespace parallel {

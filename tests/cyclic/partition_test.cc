@@ -15,7 +15,7 @@
 #include "models/sequential.h"
 #include "models/zoo/resnet.h"
 #include "parallel/cyclic/partition.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 #include "tests/testing.h"
 
 namespace tandem {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "parallel/cyclic/trainer.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 #include "tests/cyclic/cyclic_testing.h"
 #include "tests/testing.h"
 

@@ -12,7 +12,7 @@
 #include "parallel/cyclic/accounting.h"
 #include "parallel/cyclic/timeline.h"
 #include "parallel/simulator.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace tandem {
 namespace parallel {

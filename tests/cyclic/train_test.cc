@@ -11,7 +11,7 @@
 #include "models/losses.h"
 #include "parallel/cyclic/trainer.h"
 #include "tests/cyclic/cyclic_testing.h"
-#include "runtime/autograd.h"
+#include "runtime/tensor/autograd.h"
 #include "tests/testing.h"
 
 namespace tandem {

@@ -16,7 +16,7 @@
 #include <jpeglib.h>
 #include <png.h>
 
-#include "runtime/philox.h"
+#include "runtime/base/philox.h"
 
 namespace tandem {
 namespace testdata {

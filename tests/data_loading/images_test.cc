@@ -11,7 +11,7 @@
 #include "data/image_codec.h"
 #include "data/image_folder.h"
 #include "data/record_file.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 #include "tests/data_loading/dataset_files.h"
 #include "tests/testing.h"
 

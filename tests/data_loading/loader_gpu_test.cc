@@ -8,8 +8,8 @@
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/synthetic.h"
-#include "runtime/error.h"
-#include "runtime/stream.h"
+#include "runtime/base/error.h"
+#include "runtime/memory/stream.h"
 #include "tests/testing.h"
 
 namespace tandem {

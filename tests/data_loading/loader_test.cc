@@ -12,8 +12,8 @@
 #include "data/loader.h"
 #include "data/split.h"
 #include "data/synthetic.h"
-#include "runtime/error.h"
-#include "runtime/ops.h"
+#include "runtime/base/error.h"
+#include "runtime/tensor/ops.h"
 #include "tests/testing.h"
 
 namespace tandem {

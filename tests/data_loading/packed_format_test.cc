@@ -9,7 +9,7 @@
 
 #include "data/dataset.h"
 #include "data/record_file.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 #include "tests/data_loading/dataset_files.h"
 #include "tests/testing.h"
 

@@ -9,8 +9,8 @@
 #include "data/dataset.h"
 #include "data/file_io.h"
 #include "data/idx.h"
-#include "runtime/error.h"
-#include "runtime/philox.h"
+#include "runtime/base/error.h"
+#include "runtime/base/philox.h"
 #include "tests/data_loading/dataset_files.h"
 #include "tests/testing.h"
 

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "data/transforms.h"
-#include "runtime/error.h"
-#include "runtime/philox.h"
+#include "runtime/base/error.h"
+#include "runtime/base/philox.h"
 #include "tests/testing.h"
 
 namespace tandem {

@@ -15,10 +15,10 @@
 #include "models/checkpoint.h"
 #include "models/layers.h"
 #include "models/sequential.h"
-#include "runtime/error.h"
-#include "runtime/ops.h"
-#include "runtime/rng.h"
-#include "runtime/safetensors.h"
+#include "runtime/base/error.h"
+#include "runtime/tensor/ops.h"
+#include "runtime/tensor/rng.h"
+#include "runtime/formats/safetensors.h"
 #include "tests/data_loading/dataset_files.h"
 
 namespace tandem {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 #include "tests/data_loading/dataset_files.h"
 #include "tests/fuzz/fuzz_readers.h"
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/tensor_desc.h"
+#include "runtime/tensor/tensor_desc.h"
 #include "tests/kernels/kernel_compare.h"
 #include "tests/testing.h"
 

@@ -8,7 +8,7 @@
 #include <future>
 #include <string>
 
-#include "runtime/config.h"
+#include "runtime/base/config.h"
 #include "tests/kernels/kernel_compare.h"
 #include "tests/testing.h"
 

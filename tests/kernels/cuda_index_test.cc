@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/error.h"
-#include "runtime/ops.h"
+#include "runtime/base/error.h"
+#include "runtime/tensor/ops.h"
 #include "tests/kernels/kernel_compare.h"
 #include "tests/testing.h"
 

@@ -5,11 +5,11 @@
 #include <string>
 
 #include "kernels/cuda/cuda_backend.h"
-#include "runtime/backend.h"
-#include "runtime/error.h"
-#include "runtime/stream.h"
-#include "runtime/stream_check.h"
-#include "runtime/tensor.h"
+#include "runtime/tensor/backend.h"
+#include "runtime/base/error.h"
+#include "runtime/memory/stream.h"
+#include "runtime/memory/stream_check.h"
+#include "runtime/tensor/tensor.h"
 #include "tests/testing.h"
 
 namespace tandem {

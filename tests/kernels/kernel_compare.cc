@@ -7,9 +7,9 @@
 #include <cstring>
 #include <vector>
 
-#include "runtime/cuda_check.h"
-#include "runtime/rng.h"
-#include "runtime/stream.h"
+#include "runtime/base/cuda_check.h"
+#include "runtime/tensor/rng.h"
+#include "runtime/memory/stream.h"
 #include "tests/testing.h"
 
 namespace tandem {

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/backend.h"
-#include "runtime/tensor.h"
+#include "runtime/tensor/backend.h"
+#include "runtime/tensor/tensor.h"
 
 namespace tandem {
 namespace testing {

@@ -7,8 +7,8 @@
 
 #include "models/checkpoint.h"
 #include "models/registry.h"
-#include "runtime/error.h"
-#include "runtime/ops.h"
+#include "runtime/base/error.h"
+#include "runtime/tensor/ops.h"
 #include "tests/testing.h"
 
 namespace tandem {

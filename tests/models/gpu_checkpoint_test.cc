@@ -10,10 +10,10 @@
 
 #include "models/checkpoint.h"
 #include "models/registry.h"
-#include "runtime/config.h"
-#include "runtime/ops.h"
-#include "runtime/rng.h"
-#include "runtime/safetensors.h"
+#include "runtime/base/config.h"
+#include "runtime/tensor/ops.h"
+#include "runtime/tensor/rng.h"
+#include "runtime/formats/safetensors.h"
 #include "tests/testing.h"
 #include "tools/train/trainer.h"
 

@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "runtime/autograd.h"
-#include "runtime/ops.h"
-#include "runtime/rng.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/tensor/ops.h"
+#include "runtime/tensor/rng.h"
 
 namespace tandem {
 namespace testing {

@@ -4,8 +4,8 @@
 #include <functional>
 
 #include "models/module.h"
-#include "runtime/safetensors.h"
-#include "runtime/tensor.h"
+#include "runtime/formats/safetensors.h"
+#include "runtime/tensor/tensor.h"
 
 namespace tandem {
 namespace testing {

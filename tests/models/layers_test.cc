@@ -7,9 +7,9 @@
 #include "models/init.h"
 #include "models/layers.h"
 #include "models/sequential.h"
-#include "runtime/autograd.h"
-#include "runtime/error.h"
-#include "runtime/ops.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/base/error.h"
+#include "runtime/tensor/ops.h"
 #include "tests/models/gradcheck.h"
 #include "tests/testing.h"
 

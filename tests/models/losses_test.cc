@@ -4,9 +4,9 @@
 #include <cmath>
 
 #include "models/losses.h"
-#include "runtime/error.h"
-#include "runtime/ops.h"
-#include "runtime/rng.h"
+#include "runtime/base/error.h"
+#include "runtime/tensor/ops.h"
+#include "runtime/tensor/rng.h"
 #include "tests/models/gradcheck.h"
 #include "tests/testing.h"
 

@@ -4,10 +4,10 @@
 
 #include "models/layers.h"
 #include "models/sequential.h"
-#include "runtime/autograd.h"
-#include "runtime/error.h"
-#include "runtime/memory.h"
-#include "runtime/ops.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/base/error.h"
+#include "runtime/memory/memory.h"
+#include "runtime/tensor/ops.h"
 #include "tests/testing.h"
 
 namespace tandem {

@@ -6,12 +6,12 @@
 #include <functional>
 #include <memory>
 
-#include "runtime/autograd.h"
-#include "runtime/error.h"
-#include "runtime/lr_schedule.h"
-#include "runtime/memory.h"
-#include "runtime/optim.h"
-#include "runtime/rng.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/base/error.h"
+#include "runtime/optim/lr_schedule.h"
+#include "runtime/memory/memory.h"
+#include "runtime/optim/optim.h"
+#include "runtime/tensor/rng.h"
 #include "tests/testing.h"
 
 namespace tandem {

@@ -16,9 +16,9 @@
 #include "data/file_io.h"
 #include "models/losses.h"
 #include "models/registry.h"
-#include "runtime/config.h"
-#include "runtime/error.h"
-#include "runtime/safetensors.h"
+#include "runtime/base/config.h"
+#include "runtime/base/error.h"
+#include "runtime/formats/safetensors.h"
 #include "tests/testing.h"
 
 namespace tandem {

@@ -6,9 +6,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "runtime/error.h"
-#include "runtime/rng.h"
-#include "runtime/safetensors.h"
+#include "runtime/base/error.h"
+#include "runtime/tensor/rng.h"
+#include "runtime/formats/safetensors.h"
 #include "tests/testing.h"
 
 namespace tandem {

@@ -4,7 +4,7 @@
 
 #include <sstream>
 
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 #include "tests/testing.h"
 #include "tools/train/trainer.h"
 

@@ -10,9 +10,9 @@
 #include "models/zoo/mobilenet_v2.h"
 #include "models/zoo/resnet.h"
 #include "models/zoo/supernet.h"
-#include "runtime/autograd.h"
-#include "runtime/error.h"
-#include "runtime/ops.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/base/error.h"
+#include "runtime/tensor/ops.h"
 #include "tests/models/gradcheck.h"
 #include "tests/testing.h"
 

@@ -4,9 +4,9 @@
 
 #include <cmath>
 
-#include "runtime/error.h"
-#include "runtime/nn_ops.h"
-#include "runtime/ops.h"
+#include "runtime/base/error.h"
+#include "runtime/nn/nn_ops.h"
+#include "runtime/tensor/ops.h"
 #include "tests/nn/nn_test_util.h"
 #include "tests/testing.h"
 

@@ -4,11 +4,11 @@
 #include <gtest/gtest.h>
 
 #include "kernels/cpu/nn/conv_onednn.h"
-#include "runtime/autograd.h"
-#include "runtime/config.h"
-#include "runtime/nn_ops.h"
-#include "runtime/ops.h"
-#include "runtime/parallel_for.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/base/config.h"
+#include "runtime/nn/nn_ops.h"
+#include "runtime/tensor/ops.h"
+#include "runtime/base/parallel_for.h"
 #include "tests/nn/nn_test_util.h"
 #include "tests/testing.h"
 

@@ -2,11 +2,11 @@
 // formats, thread-count independence and error paths.
 #include <gtest/gtest.h>
 
-#include "runtime/autograd.h"
-#include "runtime/error.h"
-#include "runtime/nn_ops.h"
-#include "runtime/ops.h"
-#include "runtime/parallel_for.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/base/error.h"
+#include "runtime/nn/nn_ops.h"
+#include "runtime/tensor/ops.h"
+#include "runtime/base/parallel_for.h"
 #include "tests/nn/nn_test_util.h"
 #include "tests/testing.h"
 

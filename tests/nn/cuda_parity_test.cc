@@ -5,12 +5,12 @@
 
 #include <functional>
 
-#include "runtime/autograd.h"
-#include "runtime/config.h"
-#include "runtime/error.h"
-#include "runtime/nn_backend.h"
-#include "runtime/nn_ops.h"
-#include "runtime/ops.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/base/config.h"
+#include "runtime/base/error.h"
+#include "runtime/nn/nn_backend.h"
+#include "runtime/nn/nn_ops.h"
+#include "runtime/tensor/ops.h"
 #include "tests/nn/nn_test_util.h"
 #include "tests/testing.h"
 

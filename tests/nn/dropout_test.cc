@@ -2,10 +2,10 @@
 // the identity cases and error paths.
 #include <gtest/gtest.h>
 
-#include "runtime/error.h"
-#include "runtime/nn_ops.h"
-#include "runtime/ops.h"
-#include "runtime/philox.h"
+#include "runtime/base/error.h"
+#include "runtime/nn/nn_ops.h"
+#include "runtime/tensor/ops.h"
+#include "runtime/base/philox.h"
 #include "tests/nn/nn_test_util.h"
 #include "tests/testing.h"
 

@@ -5,8 +5,8 @@
 
 #include <cmath>
 
-#include "runtime/autograd.h"
-#include "runtime/ops.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/tensor/ops.h"
 #include "tests/testing.h"
 
 namespace tandem {

@@ -4,8 +4,8 @@
 #include <functional>
 #include <vector>
 
-#include "runtime/rng.h"
-#include "runtime/tensor.h"
+#include "runtime/tensor/rng.h"
+#include "runtime/tensor/tensor.h"
 
 namespace tandem {
 namespace testing {

@@ -4,10 +4,10 @@
 
 #include <cmath>
 
-#include "runtime/autograd.h"
-#include "runtime/error.h"
-#include "runtime/nn_ops.h"
-#include "runtime/ops.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/base/error.h"
+#include "runtime/nn/nn_ops.h"
+#include "runtime/tensor/ops.h"
 #include "tests/nn/nn_test_util.h"
 #include "tests/testing.h"
 

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <limits>
 
-#include "runtime/error.h"
-#include "runtime/nn_ops.h"
-#include "runtime/ops.h"
+#include "runtime/base/error.h"
+#include "runtime/nn/nn_ops.h"
+#include "runtime/tensor/ops.h"
 #include "tests/nn/nn_test_util.h"
 #include "tests/testing.h"
 

@@ -1,7 +1,7 @@
 // Helpers for the communicator tests.
 #include "tests/parallel/comm_testing.h"
 
-#include "runtime/rng.h"
+#include "runtime/tensor/rng.h"
 
 namespace tandem {
 namespace parallel {

@@ -6,7 +6,7 @@
 
 #include "parallel/communicator.h"
 #include "parallel/worker.h"
-#include "runtime/tensor.h"
+#include "runtime/tensor/tensor.h"
 
 namespace tandem {
 namespace parallel {

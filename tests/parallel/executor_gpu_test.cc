@@ -10,7 +10,7 @@
 #include "parallel/executor.h"
 #include "parallel/schedule.h"
 #include "parallel/worker.h"
-#include "runtime/cuda_check.h"
+#include "runtime/base/cuda_check.h"
 #include "tests/testing.h"
 
 namespace tandem {

@@ -9,7 +9,7 @@
 #include "parallel/communicator.h"
 #include "parallel/nccl_comm.h"
 #include "parallel/worker.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 #include "tests/parallel/comm_testing.h"
 #include "tests/testing.h"
 

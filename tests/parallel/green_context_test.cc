@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "parallel/green_context.h"
-#include "runtime/nn_ops.h"
-#include "runtime/ops.h"
-#include "runtime/rng.h"
+#include "runtime/nn/nn_ops.h"
+#include "runtime/tensor/ops.h"
+#include "runtime/tensor/rng.h"
 #include "tests/testing.h"
 
 namespace tandem {

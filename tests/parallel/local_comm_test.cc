@@ -7,7 +7,7 @@
 
 #include "parallel/communicator.h"
 #include "parallel/worker.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 #include "tests/parallel/comm_testing.h"
 #include "tests/testing.h"
 

@@ -11,7 +11,7 @@
 #include "parallel/communicator.h"
 #include "parallel/mpi_comm.h"
 #include "parallel/worker.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 #include "tests/parallel/comm_testing.h"
 #include "tests/parallel/mpi_testing.h"
 #include "tests/testing.h"

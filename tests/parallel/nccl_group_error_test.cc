@@ -9,8 +9,8 @@
 
 #include "parallel/nccl_comm.h"
 #include "parallel/worker.h"
-#include "runtime/backend.h"
-#include "runtime/error.h"
+#include "runtime/tensor/backend.h"
+#include "runtime/base/error.h"
 #include "tests/testing.h"
 
 namespace tandem {

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "parallel/bd/plan.h"
-#include "runtime/error.h"
-#include "runtime/rng.h"
+#include "runtime/base/error.h"
+#include "runtime/tensor/rng.h"
 #include "tests/testing.h"
 
 namespace tandem {

@@ -13,10 +13,10 @@
 #include "parallel/simulator.h"
 #include "parallel/trace.h"
 #include "parallel/worker.h"
-#include "runtime/error.h"
-#include "runtime/json.h"
-#include "runtime/ops.h"
-#include "runtime/rng.h"
+#include "runtime/base/error.h"
+#include "runtime/formats/json.h"
+#include "runtime/tensor/ops.h"
+#include "runtime/tensor/rng.h"
 #include "tests/testing.h"
 
 namespace tandem {

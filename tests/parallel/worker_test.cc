@@ -8,8 +8,8 @@
 #include <thread>
 
 #include "parallel/worker.h"
-#include "runtime/error.h"
-#include "runtime/parallel_for.h"
+#include "runtime/base/error.h"
+#include "runtime/base/parallel_for.h"
 #include "tests/testing.h"
 
 namespace tandem {

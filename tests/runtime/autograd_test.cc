@@ -7,9 +7,9 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/autograd.h"
-#include "runtime/error.h"
-#include "runtime/ops.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/base/error.h"
+#include "runtime/tensor/ops.h"
 #include "tests/testing.h"
 
 namespace tandem {

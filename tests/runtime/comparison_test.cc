@@ -6,7 +6,7 @@
 #include <limits>
 #include <vector>
 
-#include "runtime/ops.h"
+#include "runtime/tensor/ops.h"
 #include "tests/testing.h"
 
 namespace tandem {

@@ -7,10 +7,10 @@
 #include <limits>
 #include <vector>
 
-#include "runtime/backend.h"
-#include "runtime/config.h"
-#include "runtime/error.h"
-#include "runtime/rng.h"
+#include "runtime/tensor/backend.h"
+#include "runtime/base/config.h"
+#include "runtime/base/error.h"
+#include "runtime/tensor/rng.h"
 #include "tests/testing.h"
 
 namespace tandem {

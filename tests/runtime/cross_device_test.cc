@@ -9,9 +9,9 @@
 #include <chrono>
 #include <thread>
 
-#include "runtime/error.h"
-#include "runtime/ops.h"
-#include "runtime/stream.h"
+#include "runtime/base/error.h"
+#include "runtime/tensor/ops.h"
+#include "runtime/memory/stream.h"
 #include "tests/testing.h"
 
 namespace tandem {

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/backend.h"
-#include "runtime/config.h"
-#include "runtime/ops.h"
+#include "runtime/tensor/backend.h"
+#include "runtime/base/config.h"
+#include "runtime/tensor/ops.h"
 #include "tests/kernels/kernel_compare.h"
 #include "tests/testing.h"
 

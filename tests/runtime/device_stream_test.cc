@@ -10,11 +10,11 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/cuda_check.h"
-#include "runtime/error.h"
-#include "runtime/ops.h"
-#include "runtime/parallel_for.h"
-#include "runtime/stream.h"
+#include "runtime/base/cuda_check.h"
+#include "runtime/base/error.h"
+#include "runtime/tensor/ops.h"
+#include "runtime/base/parallel_for.h"
+#include "runtime/memory/stream.h"
 #include "tests/testing.h"
 
 namespace tandem {

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/backend.h"
-#include "runtime/error.h"
-#include "runtime/ops.h"
+#include "runtime/tensor/backend.h"
+#include "runtime/base/error.h"
+#include "runtime/tensor/ops.h"
 #include "tests/testing.h"
 
 namespace tandem {

@@ -8,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-#include "runtime/tensor.h"
+#include "runtime/tensor/tensor.h"
 #include "tests/testing.h"
 
 namespace tandem {

@@ -7,11 +7,11 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/error.h"
-#include "runtime/memory.h"
-#include "runtime/ops.h"
-#include "runtime/storage.h"
-#include "runtime/tensor.h"
+#include "runtime/base/error.h"
+#include "runtime/memory/memory.h"
+#include "runtime/tensor/ops.h"
+#include "runtime/memory/storage.h"
+#include "runtime/tensor/tensor.h"
 #include "tests/testing.h"
 
 namespace tandem {

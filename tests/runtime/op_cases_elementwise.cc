@@ -2,7 +2,7 @@
 // where, masked_fill, and the in-place add_ / mul_.
 #include <cmath>
 
-#include "runtime/ops.h"
+#include "runtime/tensor/ops.h"
 #include "tests/runtime/op_cases.h"
 
 namespace tandem {

@@ -1,6 +1,6 @@
 // Op cases for joining and splitting (concat, split, chunk along each dim) and indexing (index_select,
 // gather, one_hot).
-#include "runtime/ops.h"
+#include "runtime/tensor/ops.h"
 #include "tests/runtime/op_cases.h"
 
 namespace tandem {

@@ -1,5 +1,5 @@
 // Op cases for matmul (2-D, N-D @ 2-D, batched, transposed and strided operands) and linear.
-#include "runtime/ops.h"
+#include "runtime/tensor/ops.h"
 #include "tests/runtime/op_cases.h"
 
 namespace tandem {

@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "runtime/ops.h"
+#include "runtime/tensor/ops.h"
 #include "tests/runtime/op_cases.h"
 
 namespace tandem {

@@ -1,6 +1,6 @@
 // Op cases for Tensor's views (view, reshape, permute, transpose, slice, narrow, select, unsqueeze, squeeze,
 // flatten, expand) and copies (contiguous, clone, to(dtype), copy_, fill_).
-#include "runtime/ops.h"
+#include "runtime/tensor/ops.h"
 #include "tests/runtime/op_cases.h"
 
 namespace tandem {

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "runtime/autograd.h"
-#include "runtime/config.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/base/config.h"
 
 namespace tandem {
 namespace testing {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/rng.h"
-#include "runtime/tensor.h"
+#include "runtime/tensor/rng.h"
+#include "runtime/tensor/tensor.h"
 #include "tests/runtime/reference.h"
 #include "tests/testing.h"
 

@@ -1,4 +1,4 @@
-// Every op of runtime/ops.h and every Tensor view/copy, one parametrized test per case: forward against a
+// Every op of runtime/tensor/ops.h and every Tensor view/copy, one parametrized test per case: forward against a
 // double-precision reference (f32 and f64), gradients by finite differences, and CUDA against the CPU.
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Progress: the text of its lines, rates and time left on an injected clock, terminal and plain-line output.
-#include "runtime/progress.h"
+#include "runtime/progress/progress.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 #include "tests/testing.h"
 
 namespace tandem {

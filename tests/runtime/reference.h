@@ -6,7 +6,7 @@
 #include <optional>
 #include <vector>
 
-#include "runtime/dtype.h"
+#include "runtime/base/dtype.h"
 
 namespace tandem {
 namespace ref {

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <vector>
 
-#include "runtime/error.h"
-#include "runtime/philox.h"
-#include "runtime/rng.h"
+#include "runtime/base/error.h"
+#include "runtime/base/philox.h"
+#include "runtime/tensor/rng.h"
 #include "tests/testing.h"
 
 namespace tandem {

@@ -3,9 +3,9 @@
 
 #include <cmath>
 
-#include "runtime/autograd.h"
-#include "runtime/ops.h"
-#include "runtime/rng.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/tensor/ops.h"
+#include "runtime/tensor/rng.h"
 #include "tests/testing.h"
 
 namespace tandem {

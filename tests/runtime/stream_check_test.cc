@@ -7,11 +7,11 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/error.h"
-#include "runtime/ops.h"
-#include "runtime/rng.h"
-#include "runtime/stream.h"
-#include "runtime/stream_check.h"
+#include "runtime/base/error.h"
+#include "runtime/tensor/ops.h"
+#include "runtime/tensor/rng.h"
+#include "runtime/memory/stream.h"
+#include "runtime/memory/stream_check.h"
 #include "tests/testing.h"
 
 namespace tandem {

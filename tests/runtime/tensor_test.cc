@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/error.h"
-#include "runtime/ops.h"
-#include "runtime/rng.h"
+#include "runtime/base/error.h"
+#include "runtime/tensor/ops.h"
+#include "runtime/tensor/rng.h"
 #include "tests/testing.h"
 
 namespace tandem {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 #include "tests/testing.h"
 
 namespace tandem {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "parallel/bd/session.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 #include "tools/flags/flags.h"
 
 namespace tandem {

@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 
 namespace tandem {
 namespace flags {

@@ -11,8 +11,8 @@
 #include "data/image_folder.h"
 #include "data/record_file.h"
 #include "data/split.h"
-#include "runtime/error.h"
-#include "runtime/progress.h"
+#include "runtime/base/error.h"
+#include "runtime/progress/progress.h"
 #include "tools/flags/flags.h"
 
 namespace tandem {

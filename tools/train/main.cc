@@ -6,7 +6,7 @@
 #include <string>
 
 #include "models/registry.h"
-#include "runtime/error.h"
+#include "runtime/base/error.h"
 #include "tools/flags/flags.h"
 #include "tools/train/trainer.h"
 

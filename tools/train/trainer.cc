@@ -14,14 +14,14 @@
 #include "models/checkpoint.h"
 #include "models/losses.h"
 #include "models/registry.h"
-#include "runtime/autograd.h"
-#include "runtime/checked_math.h"
-#include "runtime/error.h"
-#include "runtime/lr_schedule.h"
-#include "runtime/ops.h"
-#include "runtime/optim.h"
-#include "runtime/progress.h"
-#include "runtime/whole_number.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/base/checked_math.h"
+#include "runtime/base/error.h"
+#include "runtime/optim/lr_schedule.h"
+#include "runtime/tensor/ops.h"
+#include "runtime/optim/optim.h"
+#include "runtime/progress/progress.h"
+#include "runtime/tensor/whole_number.h"
 
 namespace tandem {
 namespace train {

@@ -24,7 +24,7 @@ struct TrainOptions {
   double momentum = 0.9;
   double weight_decay = 5e-4;
   double label_smoothing = 0.0;
-  std::string schedule = "cosine";  // runtime/lr_schedule.h spec
+  std::string schedule = "cosine";  // runtime/optim/lr_schedule.h spec
   std::string device;               // empty: the best device present
   std::string checkpoint;           // written at the end of every epoch (atomically)
   std::string resume;               // continue from this checkpoint
@@ -32,7 +32,7 @@ struct TrainOptions {
   int workers = 2;               // loader threads
   int64_t steps_per_epoch = 0;   // 0: the whole training split
   int64_t log_every = 50;        // progress line every N steps (0: none)
-  bool live_progress = false;    // the live display of runtime/progress.h on stderr (steps, images/s, time left)
+  bool live_progress = false;    // the live display of runtime/progress/progress.h on stderr (steps, images/s, time left)
   bool evaluate = true;          // test accuracy after each epoch
   std::string eval_only;         // weights to evaluate on the test split (no training): a Tandem checkpoint
                                  // or a torchvision-layout safetensors file

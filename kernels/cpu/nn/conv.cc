@@ -9,7 +9,7 @@
 #include "kernels/cpu/nn/conv_onednn.h"
 #include "kernels/cpu/nn/cpu_nn_backend.h"
 #include "kernels/dispatch.h"
-#include "runtime/parallel_for.h"
+#include "runtime/base/parallel_for.h"
 
 namespace tandem {
 namespace cpu {

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "kernels/cpu/onednn.h"
-#include "runtime/config.h"
-#include "runtime/parallel_for.h"
+#include "runtime/base/config.h"
+#include "runtime/base/parallel_for.h"
 
 namespace tandem {
 namespace cpu {

@@ -1,7 +1,7 @@
 // Float32 convolution through oneDNN behind the CPU backend; conv.cc's plain kernels stay the reference.
 #pragma once
 
-#include "runtime/nn_backend.h"
+#include "runtime/nn/nn_backend.h"
 
 namespace tandem {
 namespace cpu {

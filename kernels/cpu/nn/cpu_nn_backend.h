@@ -2,7 +2,7 @@
 // and optimizer kernels; deterministic whatever the number of threads.
 #pragma once
 
-#include "runtime/nn_backend.h"
+#include "runtime/nn/nn_backend.h"
 
 namespace tandem {
 namespace cpu {

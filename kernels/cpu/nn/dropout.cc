@@ -1,8 +1,8 @@
 // CPU dropout: Philox masks (bit-identical to the CUDA ones) and the masked scaling.
 #include "kernels/cpu/nn/cpu_nn_backend.h"
 #include "kernels/dispatch.h"
-#include "runtime/parallel_for.h"
-#include "runtime/philox.h"
+#include "runtime/base/parallel_for.h"
+#include "runtime/base/philox.h"
 
 namespace tandem {
 namespace cpu {

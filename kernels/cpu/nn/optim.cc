@@ -1,10 +1,10 @@
-// CPU fused SGD and Adam/AdamW steps (PyTorch's formulas, see runtime/nn_ops.h), computed in the
+// CPU fused SGD and Adam/AdamW steps (PyTorch's formulas, see runtime/nn/nn_ops.h), computed in the
 // parameters' dtype like the CUDA kernels.
 #include <cmath>
 
 #include "kernels/cpu/nn/cpu_nn_backend.h"
 #include "kernels/dispatch.h"
-#include "runtime/parallel_for.h"
+#include "runtime/base/parallel_for.h"
 
 namespace tandem {
 namespace cpu {

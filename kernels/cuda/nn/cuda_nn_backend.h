@@ -4,7 +4,7 @@
 // two-pass splits chosen from the shape alone, pooling backward gathers (no atomics).
 #pragma once
 
-#include "runtime/nn_backend.h"
+#include "runtime/nn/nn_backend.h"
 
 namespace tandem {
 namespace cuda {

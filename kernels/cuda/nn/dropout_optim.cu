@@ -8,8 +8,8 @@
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/nn/cuda_nn_backend.h"
 #include "kernels/dispatch.h"
-#include "runtime/cuda_check.h"
-#include "runtime/philox.h"
+#include "runtime/base/cuda_check.h"
+#include "runtime/base/philox.h"
 
 namespace tandem {
 namespace cuda {

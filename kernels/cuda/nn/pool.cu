@@ -9,7 +9,7 @@
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/nn/cuda_nn_backend.h"
 #include "kernels/dispatch.h"
-#include "runtime/cuda_check.h"
+#include "runtime/base/cuda_check.h"
 
 namespace tandem {
 namespace cuda {

@@ -1,0 +1,185 @@
+// Storage allocation: 64-byte aligned host memory, pinned host memory, and a stream-ordered CUDA pool.
+#include "runtime/memory/storage.h"
+
+#include <cstdlib>
+#include <mutex>
+#include <vector>
+
+#include "runtime/base/cuda_check.h"
+#include "runtime/base/error.h"
+#include "runtime/memory/stream_check.h"
+
+namespace tandem {
+
+namespace {
+constexpr size_t kCpuAlignment = 64;
+
+// One cudaMallocAsync pool per device, with a release threshold high enough that freed memory
+// stays cached in the pool instead of going back to the driver at each synchronization.
+cudaMemPool_t device_pool(int device) {
+  static std::mutex mu;
+  static std::vector<cudaMemPool_t> pools;
+  std::lock_guard<std::mutex> lock(mu);
+  if (pools.size() <= static_cast<size_t>(device)) pools.resize(device + 1, nullptr);
+  if (pools[device] == nullptr) {
+    cudaMemPool_t pool = nullptr;
+    TD_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
+    uint64_t threshold = UINT64_MAX;
+    TD_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
+    pools[device] = pool;
+  }
+  return pools[device];
+}
+
+// Orders `free_stream` after the work queued so far on `user`, a CUDA stream of any device. The event is made
+// on the user's device: cudaEventRecord refuses an event of another device (cudaStreamWaitEvent accepts one).
+cudaError_t order_after(const Stream& user, const Stream& free_stream) {
+  int previous = 0;
+  cudaError_t err = cudaGetDevice(&previous);
+  if (err != cudaSuccess) return err;
+  const int device = user.device().index;
+  if (device != previous && (err = cudaSetDevice(device)) != cudaSuccess) return err;
+  cudaEvent_t ev = nullptr;
+  err = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+  if (err == cudaSuccess) err = cudaEventRecord(ev, user.cuda());
+  if (err == cudaSuccess) err = cudaStreamWaitEvent(free_stream.cuda(), ev, 0);
+  if (ev != nullptr) {
+    const cudaError_t destroyed = cudaEventDestroy(ev);
+    if (err == cudaSuccess) err = destroyed;
+  }
+  if (device != previous) {
+    const cudaError_t restored = cudaSetDevice(previous);
+    if (err == cudaSuccess) err = restored;
+  }
+  return err;
+}
+}  // namespace
+
+struct Storage::Impl {
+  void* data = nullptr;
+  size_t nbytes = 0;
+  Device device;
+  bool pinned = false;
+  bool cuda_host = false;  // allocated by cudaHostAlloc
+  MemoryCategory category = MemoryCategory::Activations;
+  std::vector<std::shared_ptr<MemoryTracker>> scopes;  // charged besides the device tracker
+  Stream stream;                                       // allocation (and free) stream
+  std::vector<Stream> used_on;                         // other streams that used it
+  std::atomic<uint64_t> version{0};
+  uint64_t check_id = 0;                               // the stream checker's allocation id (0: unchecked)
+  std::mutex mu;
+
+  ~Impl() {
+    if (check_id != 0) stream_check::on_free(check_id, stream, used_on);
+    if (nbytes > 0) {
+      device_memory(device).on_free(category, static_cast<int64_t>(nbytes));
+      for (auto& t : scopes) t->on_free(category, static_cast<int64_t>(nbytes));
+    }
+    if (data == nullptr) return;
+    if (device.is_cpu()) {
+      if (cuda_host)
+        ignore_cuda_error(cudaFreeHost(data), "cudaFreeHost");
+      else
+        std::free(data);
+      return;
+    }
+    // The free is ordered after all work queued so far on every stream that used the memory.
+    for (const Stream& s : used_on)
+      ignore_cuda_error(order_after(s, stream), "ordering a free after a stream that used the memory");
+    ignore_cuda_error(cudaFreeAsync(data, stream.cuda()), "cudaFreeAsync");
+  }
+};
+
+Storage Storage::allocate(size_t nbytes, Device device, const Stream& stream, bool pinned) {
+  auto impl = std::make_shared<Impl>();
+  impl->device = device;
+  impl->nbytes = nbytes;
+  impl->category = current_memory_category();
+  impl->stream = stream;
+  if (device.is_cpu()) {
+    if (nbytes > 0) {
+      if (pinned && cuda_available()) {
+        TD_CUDA_CHECK(cudaHostAlloc(&impl->data, nbytes, cudaHostAllocPortable));
+        impl->cuda_host = true;
+        impl->pinned = true;
+      } else {
+        size_t rounded = (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
+        impl->data = std::aligned_alloc(kCpuAlignment, rounded);
+        TD_CHECK_T(BackendError, impl->data != nullptr, "out of host memory allocating ", nbytes, " bytes");
+      }
+    }
+  } else {
+    check_device_available(device);
+    TD_CHECK_DEVICE(stream.device() == device, "allocation on ", device, " ordered on a stream of ",
+                    stream.device());
+    if (nbytes > 0) {
+      cudaError_t err = cudaMallocFromPoolAsync(&impl->data, nbytes, device_pool(device.index), stream.cuda());
+      if (err == cudaErrorMemoryAllocation) {
+        // Give back what the pool keeps of frees that have run (other streams' frees become reusable only
+        // then), and try once more.
+        cudaGetLastError();
+        release_cached_memory(device);
+        err = cudaMallocFromPoolAsync(&impl->data, nbytes, device_pool(device.index), stream.cuda());
+      }
+      if (err == cudaErrorMemoryAllocation) {
+        cudaGetLastError();
+        auto c = device_memory(device).counters();
+        TD_THROW(BackendError, "out of memory on ", device, " allocating ", nbytes, " bytes (", c.total_current,
+                 " bytes in use by Tandem)");
+      }
+      TD_CUDA_CHECK(err);
+    }
+  }
+  if (stream_check::enabled())
+    impl->check_id = stream_check::on_allocate(impl->data, nbytes, device, impl->category, stream);
+  if (nbytes > 0) {
+    device_memory(device).on_alloc(impl->category, static_cast<int64_t>(nbytes));
+    impl->scopes = current_memory_scopes();
+    for (auto& t : impl->scopes) t->on_alloc(impl->category, static_cast<int64_t>(nbytes));
+  }
+  Storage s;
+  s.impl_ = std::move(impl);
+  return s;
+}
+
+void release_cached_memory(Device device) {
+  if (!device.is_cuda()) return;
+  // No synchronization: it could wait for streams that wait for this thread (a collective in flight).
+  TD_CUDA_CHECK(cudaMemPoolTrimTo(device_pool(device.index), 0));
+}
+
+void* Storage::data() const { return impl_ ? impl_->data : nullptr; }
+size_t Storage::nbytes() const { return impl_ ? impl_->nbytes : 0; }
+Device Storage::device() const { return impl_ ? impl_->device : Device::cpu(); }
+bool Storage::pinned() const { return impl_ && impl_->pinned; }
+MemoryCategory Storage::category() const { return impl_ ? impl_->category : MemoryCategory::Activations; }
+
+void Storage::set_category(MemoryCategory c) const {
+  if (!impl_ || impl_->category == c) return;
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto n = static_cast<int64_t>(impl_->nbytes);
+  if (n > 0) {
+    device_memory(impl_->device).on_move(impl_->category, c, n);
+    for (auto& t : impl_->scopes) t->on_move(impl_->category, c, n);
+  }
+  impl_->category = c;
+  if (impl_->check_id != 0) stream_check::on_set_category(impl_->check_id, c);
+}
+
+void Storage::record_stream(const Stream& stream) const {
+  // On the CPU the free does not wait, but the stream checker holds it to the same pledge as on a GPU.
+  if (!impl_ || stream == impl_->stream) return;
+  TD_CHECK_DEVICE(impl_->device.is_cpu() || stream.device().is_cuda(), "record_stream: memory of ", impl_->device,
+                  " cannot be used on a CPU stream, which orders nothing on the GPU (its free could not wait for it)");
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  for (const Stream& s : impl_->used_on)
+    if (s == stream) return;
+  impl_->used_on.push_back(stream);
+}
+
+uint64_t Storage::version() const { return impl_ ? impl_->version.load() : 0; }
+void Storage::bump_version() const {
+  if (impl_) impl_->version.fetch_add(1);
+}
+
+}  // namespace tandem

@@ -1,0 +1,296 @@
+// SGD, Adam and AdamW: state bookkeeping around the fused update ops.
+#include "runtime/optim/optim.h"
+
+#include <set>
+#include <tuple>
+
+#include "runtime/tensor/autograd.h"
+#include "runtime/base/error.h"
+#include "runtime/memory/memory.h"
+#include "runtime/nn/nn_ops.h"
+#include "runtime/tensor/whole_number.h"
+
+namespace tandem {
+namespace optim {
+
+namespace {
+
+// Tensors of one fused call: same device, dtype and a shared property (first step, step count).
+struct Bucket {
+  Device device;
+  DType dtype;
+  int64_t key;
+  std::vector<Tensor> params, grads, a, b;
+  std::vector<std::string> names;
+};
+
+Bucket& bucket_for(std::vector<Bucket>& buckets, const Tensor& p, int64_t key) {
+  for (Bucket& b : buckets)
+    if (b.device == p.device() && b.dtype == p.dtype() && b.key == key) return b;
+  buckets.push_back(Bucket{p.device(), p.dtype(), key, {}, {}, {}, {}, {}});
+  return buckets.back();
+}
+
+Tensor state_like(const Tensor& p, bool zero) {
+  MemoryCategoryGuard guard(MemoryCategory::OptimizerState);
+  Tensor t = empty(p.shape(), TensorOptions(p.dtype()).with_device(p.device()));
+  if (zero) t.fill_(0.0);
+  return t;
+}
+
+// Copies a checkpoint tensor into fresh state for parameter p, checking its shape.
+Tensor restore_like(const Tensor& p, const Tensor& saved, const std::string& key) {
+  TD_CHECK_SHAPE(saved.shape() == p.shape(), "optimizer state '", key, "' has shape ", shape_str(saved.shape()),
+                 " but the parameter has shape ", shape_str(p.shape()));
+  Tensor t = state_like(p, false);
+  t.copy_(saved);
+  return t;
+}
+
+// Splits "<param>.<field>" at the last dot.
+std::pair<std::string, std::string> split_key(const std::string& key) {
+  size_t dot = key.rfind('.');
+  TD_CHECK(dot != std::string::npos && dot > 0, "optimizer state key '", key, "' is not '<param>.<field>'");
+  return {key.substr(0, dot), key.substr(dot + 1)};
+}
+
+void check_hyper(double lr, double weight_decay, const char* who) {
+  TD_CHECK(lr >= 0, who, ": learning rate must be non-negative, got ", lr);
+  TD_CHECK(weight_decay >= 0, who, ": weight decay must be non-negative, got ", weight_decay);
+}
+
+}  // namespace
+
+std::vector<ParamGroup> single_group(const NamedTensors& params) {
+  ParamGroup g;
+  g.params = params;
+  return {g};
+}
+
+Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr, double weight_decay, const char* who) {
+  check_hyper(lr, weight_decay, who);
+  std::set<std::string> names;
+  std::set<const TensorImpl*> tensors;
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    ParamGroup& pg = groups[gi];
+    Group g;
+    g.lr = g.initial_lr = pg.lr.value_or(lr);
+    g.weight_decay = pg.weight_decay.value_or(weight_decay);
+    check_hyper(g.lr, g.weight_decay, who);
+    for (auto& p : pg.params) {
+      TD_CHECK(p.second.defined(), who, ": parameter '", p.first, "' of group ", gi, " is undefined");
+      TD_CHECK(p.second.is_leaf(), who, ": parameter '", p.first, "' is not a leaf tensor");
+      TD_CHECK_DTYPE(is_compute_float(p.second.dtype()), who, ": parameter '", p.first, "' is ",
+                     dtype_name(p.second.dtype()), "; optimizers update f32 and f64 parameters");
+      TD_CHECK(names.insert(p.first).second, who, ": parameter name '", p.first, "' appears twice");
+      TD_CHECK(tensors.insert(p.second.impl()).second, who, ": parameter '", p.first,
+               "' is the same tensor as another parameter");
+    }
+    g.params = std::move(pg.params);
+    groups_.push_back(std::move(g));
+  }
+}
+
+void Optimizer::zero_grad() {
+  for (auto& g : groups_)
+    for (auto& p : g.params) p.second.zero_grad();
+}
+
+void Optimizer::set_lr(size_t g, double lr) {
+  TD_CHECK(lr >= 0, name(), ": learning rate must be non-negative, got ", lr);
+  groups_.at(g).lr = lr;
+}
+
+// ---- SGD ----
+
+Sgd::Sgd(std::vector<ParamGroup> groups, const SgdOptions& o)
+    : Optimizer(std::move(groups), o.lr, o.weight_decay, "SGD"), o_(o) {
+  TD_CHECK(o.momentum >= 0 && o.dampening >= 0, "SGD: momentum and dampening must be non-negative, got ",
+           o.momentum, " and ", o.dampening);
+  TD_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0),
+           "SGD: Nesterov momentum needs momentum > 0 and dampening 0");
+}
+
+void Sgd::step() {
+  autograd::NoGradGuard ng;
+  for (const Group& g : groups_) {
+    std::vector<Bucket> buckets;
+    for (const auto& p : g.params) {
+      Tensor grad = p.second.grad();
+      if (!grad.defined()) continue;
+      // Fresh momentum buffers are set to the first update by the fused op (first_step), so they go to
+      // their own call.
+      auto it = momentum_.find(p.first);
+      bool first = o_.momentum != 0 && it == momentum_.end();
+      if (first) it = momentum_.emplace(p.first, state_like(p.second, false)).first;
+      Bucket& b = bucket_for(buckets, p.second, first);
+      if (o_.momentum != 0) b.a.push_back(it->second);
+      b.params.push_back(p.second);
+      b.grads.push_back(grad);
+    }
+    for (Bucket& b : buckets) {
+      SgdHyper h;
+      h.lr = g.lr;
+      h.momentum = o_.momentum;
+      h.dampening = o_.dampening;
+      h.weight_decay = g.weight_decay;
+      h.nesterov = o_.nesterov;
+      h.first_step = b.key != 0;
+      sgd_step_(b.params, b.grads, b.a, h);
+    }
+  }
+}
+
+NamedTensors Sgd::state_dict() const {
+  NamedTensors out;
+  for (const Group& g : groups_)
+    for (const auto& p : g.params) {
+      auto it = momentum_.find(p.first);
+      if (it != momentum_.end()) out.emplace_back(p.first + ".momentum_buffer", it->second);
+    }
+  return out;
+}
+
+void Sgd::load_state_dict(const NamedTensors& state) {
+  std::map<std::string, Tensor> params;
+  for (const Group& g : groups_)
+    for (const auto& p : g.params) params.emplace(p.first, p.second);
+  std::map<std::string, Tensor> restored;
+  for (const auto& kv : state) {
+    auto nf = split_key(kv.first);
+    auto it = params.find(nf.first);
+    TD_CHECK(it != params.end(), "SGD state key '", kv.first, "' names no parameter of this optimizer");
+    TD_CHECK(nf.second == "momentum_buffer", "SGD state key '", kv.first, "': unknown field '", nf.second, "'");
+    TD_CHECK(o_.momentum != 0, "SGD state key '", kv.first, "' holds a momentum buffer but momentum is 0");
+    restored[nf.first] = restore_like(it->second, kv.second, kv.first);
+  }
+  momentum_ = std::move(restored);
+}
+
+int64_t Sgd::planned_state_bytes() const {
+  if (o_.momentum == 0) return 0;
+  int64_t n = 0;
+  for (const Group& g : groups_)
+    for (const auto& p : g.params) n += static_cast<int64_t>(p.second.nbytes());
+  return n;
+}
+
+// ---- Adam / AdamW ----
+
+AdamOptions adamw_options(double lr, double weight_decay) {
+  AdamOptions o;
+  o.lr = lr;
+  o.weight_decay = weight_decay;
+  o.decoupled_weight_decay = true;
+  return o;
+}
+
+Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& o)
+    : Optimizer(std::move(groups), o.lr, o.weight_decay, o.decoupled_weight_decay ? "AdamW" : "Adam"), o_(o) {
+  TD_CHECK(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1, name(), ": betas must be in [0, 1), got ",
+           o.beta1, ", ", o.beta2);
+  TD_CHECK(o.eps >= 0, name(), ": eps must be non-negative, got ", o.eps);
+}
+
+void Adam::step() {
+  autograd::NoGradGuard ng;
+  for (const Group& g : groups_) {
+    std::vector<Bucket> buckets;
+    for (const auto& p : g.params) {
+      Tensor grad = p.second.grad();
+      if (!grad.defined()) continue;
+      auto it = state_.find(p.first);
+      if (it == state_.end())
+        it = state_.emplace(p.first, State{state_like(p.second, true), state_like(p.second, true), 0}).first;
+      State& s = it->second;
+      ++s.step;
+      Bucket& b = bucket_for(buckets, p.second, s.step);
+      b.params.push_back(p.second);
+      b.grads.push_back(grad);
+      b.a.push_back(s.exp_avg);
+      b.b.push_back(s.exp_avg_sq);
+    }
+    for (Bucket& b : buckets) {
+      AdamHyper h;
+      h.lr = g.lr;
+      h.beta1 = o_.beta1;
+      h.beta2 = o_.beta2;
+      h.eps = o_.eps;
+      h.weight_decay = g.weight_decay;
+      h.decoupled_weight_decay = o_.decoupled_weight_decay;
+      h.step = b.key;
+      adam_step_(b.params, b.grads, b.a, b.b, h);
+    }
+  }
+}
+
+NamedTensors Adam::state_dict() const {
+  NamedTensors out;
+  for (const Group& g : groups_)
+    for (const auto& p : g.params) {
+      auto it = state_.find(p.first);
+      if (it == state_.end()) continue;
+      out.emplace_back(p.first + ".exp_avg", it->second.exp_avg);
+      out.emplace_back(p.first + ".exp_avg_sq", it->second.exp_avg_sq);
+      out.emplace_back(p.first + ".step", scalar_tensor(static_cast<double>(it->second.step),
+                                                        TensorOptions(DType::I64).with_device(Device::cpu())));
+    }
+  return out;
+}
+
+void Adam::load_state_dict(const NamedTensors& state) {
+  std::map<std::string, Tensor> params;
+  for (const Group& g : groups_)
+    for (const auto& p : g.params) params.emplace(p.first, p.second);
+  std::map<std::string, State> restored;
+  std::map<std::string, int> fields_seen;
+  for (const auto& kv : state) {
+    auto nf = split_key(kv.first);
+    auto it = params.find(nf.first);
+    TD_CHECK(it != params.end(), name(), " state key '", kv.first, "' names no parameter of this optimizer");
+    State& s = restored[nf.first];
+    if (nf.second == "exp_avg") {
+      s.exp_avg = restore_like(it->second, kv.second, kv.first);
+    } else if (nf.second == "exp_avg_sq") {
+      s.exp_avg_sq = restore_like(it->second, kv.second, kv.first);
+    } else if (nf.second == "step") {
+      s.step = whole_number(kv.second, name() + " state key '" + kv.first + "'");
+      TD_CHECK(s.step > 0, name(), " state key '", kv.first, "' holds step ", s.step, "; it must be positive");
+    } else {
+      TD_THROW(ValueError, name(), " state key '", kv.first, "': unknown field '", nf.second, "'");
+    }
+    ++fields_seen[nf.first];
+  }
+  for (const auto& f : fields_seen)
+    TD_CHECK(f.second == 3 && restored[f.first].exp_avg.defined() && restored[f.first].exp_avg_sq.defined(),
+             name(), " state of parameter '", f.first, "' is incomplete: it needs exp_avg, exp_avg_sq and step");
+  state_ = std::move(restored);
+}
+
+int64_t Adam::planned_state_bytes() const {
+  int64_t n = 0;
+  for (const Group& g : groups_)
+    for (const auto& p : g.params) n += 2 * static_cast<int64_t>(p.second.nbytes());
+  return n;
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec, const NamedTensors& params) {
+  if (spec.kind == "sgd") {
+    SgdOptions o;
+    o.lr = spec.lr;
+    o.momentum = spec.momentum;
+    o.nesterov = spec.nesterov && spec.momentum > 0;
+    o.weight_decay = spec.weight_decay;
+    return std::make_unique<Sgd>(single_group(params), o);
+  }
+  if (spec.kind == "adam" || spec.kind == "adamw") {
+    AdamOptions o = spec.kind == "adamw" ? adamw_options(spec.lr, spec.weight_decay) : AdamOptions{};
+    o.lr = spec.lr;
+    o.weight_decay = spec.weight_decay;
+    return std::make_unique<Adam>(single_group(params), o);
+  }
+  TD_THROW(ValueError, "unknown optimizer '", spec.kind, "' (known: sgd, adam, adamw)");
+}
+
+}  // namespace optim
+}  // namespace tandem

@@ -1,0 +1,93 @@
+// Autograd: define-by-run graph nodes, saved tensors with version checks, grad mode, and the backward engine.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/tensor/tensor.h"
+
+namespace tandem {
+namespace autograd {
+
+// Grad mode is per thread: each worker thread builds and runs its own graphs.
+bool grad_enabled();
+void set_grad_enabled(bool on);
+
+class NoGradGuard {
+ public:
+  NoGradGuard() : previous_(grad_enabled()) { set_grad_enabled(false); }
+  ~NoGradGuard() { set_grad_enabled(previous_); }
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// A tensor kept for backward. Unpacking it checks that it was not modified in place since.
+class SavedTensor {
+ public:
+  SavedTensor() = default;
+  explicit SavedTensor(const Tensor& t);
+  Tensor unpack(const std::string& op) const;  // throws AutogradError on a version mismatch
+  bool defined() const { return tensor_.defined(); }
+
+ private:
+  Tensor tensor_;  // detached: holding the grad_fn of an output would make a cycle
+  uint64_t version_ = 0;
+};
+
+class Node;
+struct Edge {
+  std::shared_ptr<Node> fn;
+  int input_nr = 0;
+  bool valid() const { return fn != nullptr; }
+};
+
+struct OutputMeta {
+  Shape shape;
+  DType dtype;
+  Device device;
+};
+
+// A function in the backward graph: maps gradients of its forward outputs to gradients of its inputs.
+class Node {
+ public:
+  explicit Node(std::string name);
+  virtual ~Node() = default;
+  const std::string& name() const { return name_; }
+  uint64_t sequence_nr() const { return sequence_nr_; }
+  std::vector<Edge>& next_edges() { return next_edges_; }
+  std::vector<OutputMeta>& outputs() { return outputs_; }
+  // grads[i] is the gradient of forward output i (zeros when it received none); returns one gradient per
+  // next edge (undefined where that input needs none).
+  virtual std::vector<Tensor> apply(std::vector<Tensor>& grads) = 0;
+  // Frees what apply() needs (saved tensors); apply() afterwards throws.
+  virtual void release() {}
+
+ private:
+  std::string name_;
+  uint64_t sequence_nr_;
+  std::vector<Edge> next_edges_;
+  std::vector<OutputMeta> outputs_;
+};
+
+// Backward function of a recorded op: (output grads, which inputs need a grad) -> input grads.
+using BackwardFn = std::function<std::vector<Tensor>(std::vector<Tensor>& grads, const std::vector<bool>& needs)>;
+
+// True when grad mode is on and any of `inputs` requires grad.
+bool any_requires_grad(const std::vector<Tensor>& inputs);
+// If any input requires grad (and grad mode is on), makes a node running `fn` the grad_fn of `outputs`.
+void record(const std::string& name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+            BackwardFn fn);
+
+// Runs backward from `roots` seeded with `grads`, accumulating into the .grad of reachable leaves.
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph = false);
+
+// Refuses an in-place change of `t` while grad mode is on and `t` is part of a graph.
+void check_inplace(const Tensor& t, const char* op);
+
+}  // namespace autograd
+}  // namespace tandem
