@@ -57,7 +57,7 @@ void expect_finite_differences(const std::function<double()>& loss, const NamedT
     };
     const std::vector<int64_t> at = probes_of(t.numel(), check.max_probes);
     std::vector<double> numeric, coarse;
-    double magnitude = 0;
+    double magnitude = check.magnitude_floor;
     for (int64_t i : at) {
       numeric.push_back(central_difference(i, check.step));
       magnitude = std::max(magnitude, std::abs(numeric.back()));
@@ -75,7 +75,7 @@ void expect_finite_differences(const std::function<double()>& loss, const NamedT
     EXPECT_LE(skipped, std::max<int64_t>(1, static_cast<int64_t>(at.size()) / 4))
         << name << ": " << skipped << " of " << at.size() << " probes straddle a kink; too rough to check";
     if (kept.empty()) continue;
-    const Discrepancy d = compare_values(got, want);
+    const Discrepancy d = compare_values(got, want, magnitude > check.magnitude_floor ? 0.0 : magnitude);
     EXPECT_LE(d.error, check.tol) << name << " of shape " << shape_str(t.shape()) << ": element " << kept[d.at]
                                   << " has autograd " << got[d.at] << ", finite difference " << want[d.at]
                                   << " (error " << d.error << " of the gradient's magnitude)";

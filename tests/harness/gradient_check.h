@@ -12,7 +12,7 @@ namespace tandem {
 namespace testing {
 
 // The rule, for each tensor checked: over its checked elements i,
-//   max_i |autograd_i - numeric_i| <= tol * max_i |numeric_i|
+//   max_i |autograd_i - numeric_i| <= tol * max(magnitude_floor, max_i |numeric_i|)
 // (compare_values of tests/testing.h: the error relative to the gradient's magnitude), numeric_i being the
 // central difference (L(x + step e_i) - L(x - step e_i)) / (2 step) in f64. Its truncation error (of order
 // step^2) and rounding (about 1e-16 of L over the step) both sit far below 1e-6 of the gradient's magnitude
@@ -20,11 +20,15 @@ namespace testing {
 struct GradientCheck {
   double tol = 1e-6;
   double step = 1e-6;
+  // A module's loss sums many outputs, and one of its tensors may have a gradient near zero (a batch norm's
+  // weight feeding another train-mode batch norm): the differences' rounding, of the loss's scale, is then
+  // no longer small against that gradient, so module checks hold such a tensor to tol absolutely (floor 1).
+  double magnitude_floor = 0;
   // Elements checked per tensor, spread evenly over it from first to last (0: every element): for modules
   // with many parameters, where every element would cost two evaluations of the whole module.
   int64_t max_probes = 0;
   // For inputs drawn without keeping away from kinks (relu, max): an element whose differences with steps
-  // `step` and step / 4 disagree by more than tol times the gradient's magnitude straddles a kink and is
+  // `step` and step / 4 disagree by more than the rule allows straddles a kink and is
   // skipped; at most a quarter of the probes (at least one) may be. A wrong gradient makes both steps agree
   // on a value autograd does not give, so it is still caught.
   bool skip_kinks = false;

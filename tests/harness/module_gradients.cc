@@ -28,6 +28,7 @@ void expect_module_gradients(models::Module& module, const Tensor& x_in, uint64_
   GradientCheck check;
   check.max_probes = max_probes;
   check.skip_kinks = true;
+  check.magnitude_floor = 1;
   expect_gradients_match(loss, wrt, check);
 }
 

@@ -10,9 +10,10 @@ namespace tandem {
 namespace testing {
 
 // Checks the gradients of loss = sum(module(x) * w), w a fixed random tensor drawn from `seed`, with respect to
-// x and every parameter that requires grad, probing up to `max_probes` elements of each with kink skipping
-// (GradientCheck of gradient_check.h). The module must hold f64 parameters; its generator states are
-// restored before each evaluation so that random choices (dropout masks, sampled paths) repeat.
+// x and every parameter that requires grad, probing up to `max_probes` elements of each, with kink skipping and
+// a magnitude floor of 1 (GradientCheck of gradient_check.h). The module must hold f64 parameters; its
+// generator states are restored before each evaluation so that random choices (dropout masks, sampled paths)
+// repeat.
 void expect_module_gradients(models::Module& module, const Tensor& x, uint64_t seed, int64_t max_probes = 16);
 
 }  // namespace testing

@@ -10,7 +10,7 @@
 #include "runtime/autograd.h"
 #include "runtime/error.h"
 #include "runtime/ops.h"
-#include "tests/models/gradcheck.h"
+#include "tests/harness/module_gradients.h"
 #include "tests/testing.h"
 
 namespace tandem {

@@ -7,7 +7,7 @@
 #include "runtime/error.h"
 #include "runtime/ops.h"
 #include "runtime/rng.h"
-#include "tests/models/gradcheck.h"
+#include "tests/harness/gradient_check.h"
 #include "tests/testing.h"
 
 namespace tandem {
