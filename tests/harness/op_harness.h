@@ -78,6 +78,13 @@ void check_gradient(const OpCase& c);
 // The op on cuda:0 against the CPU on the same inputs (outputs and gradients), TF32 off.
 void check_cuda_matches_cpu(const OpCase& c, DType dtype);
 
+// The parametrized tests of every case (op_tests.cc): INSTANTIATE_TEST_SUITE_P(Family, OpTest, ValuesIn(cases),
+// case_name) runs forward in f32 and f64 and CUDA against the CPU; the same with OpGradientTest and
+// differentiable(cases) checks gradients.
+class OpTest : public ::testing::TestWithParam<OpCase> {};
+class OpGradientTest : public ::testing::TestWithParam<OpCase> {};
+std::vector<OpCase> differentiable(std::vector<OpCase> cases);  // those with grad set
+
 // Test-name generator for INSTANTIATE_TEST_SUITE_P, and how GoogleTest prints a case.
 std::string case_name(const ::testing::TestParamInfo<OpCase>& info);
 void PrintTo(const OpCase& c, std::ostream* os);
