@@ -96,7 +96,8 @@ void expect_gradients_match(const std::function<Tensor()>& loss, const NamedTens
   for (const auto& kv : checked) {
     const Tensor g = kv.second.grad();
     // No gradient at all is a zero gradient (a parameter the loss does not reach); the differences say so.
-    autograd.push_back(g.defined() ? g.to_vector<double>() : std::vector<double>(static_cast<size_t>(kv.second.numel())));
+    const size_t n = static_cast<size_t>(kv.second.numel());
+    autograd.push_back(g.defined() ? g.to_vector<double>() : std::vector<double>(n, 0.0));
     if (g.defined()) {
       EXPECT_EQ(g.shape(), kv.second.shape()) << kv.first << ": gradient shape";
     }

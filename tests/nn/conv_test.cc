@@ -13,10 +13,10 @@
 namespace tandem {
 namespace {
 
-
 // The weight gradient sums its chunks' partial GEMMs in at most 8 slots (kernels/cpu/nn/conv.cc); the op case
-// for it (conv2d_more_chunks_than_weight_slots, nn_cases_conv.cc) checks gradients shrunk to one chunk. At full size (10 images of 33x33: 1089 output columns each, so one image
-// per chunk of about 1024 columns) its 10 chunks share the slots: the weight and bias gradients by finite
+// for it (conv2d_more_chunks_than_weight_slots, nn_cases_conv.cc) checks gradients shrunk to one chunk. At full
+// size (10 images of 33x33: 1089 output columns each, so one image per chunk of about 1024 columns) its 10
+// chunks share the slots: the weight and bias gradients by finite
 // differences there (the input's 21780 elements would each cost two forwards, and its gradient has no slots).
 TEST(Conv2d, WeightGradientOverMoreChunksThanSlotsMatchesFiniteDifferences) {
   Conv2dOptions o;

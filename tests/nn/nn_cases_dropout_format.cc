@@ -31,7 +31,8 @@ std::vector<OpCase> dropout_format_cases() {
         [p](const HV& in) {
           const uint64_t seed = static_cast<uint64_t>(in[1].v[0]);
           HostTensor y = in[0];
-          for (int64_t i = 0; i < y.numel(); ++i) y.v[i] = philox_kept(seed, 0, i, p) ? y.v[i] * (1.0 / (1.0 - p)) : 0.0;
+          for (int64_t i = 0; i < y.numel(); ++i)
+            y.v[i] = philox_kept(seed, 0, i, p) ? y.v[i] * (1.0 / (1.0 - p)) : 0.0;
           return HV{y};
         }));
   }

@@ -102,7 +102,9 @@ std::vector<OpCase> pool_cases() {
       }
     cs.push_back(make_case(
         "global_avg_pool2d" + format, {float_in({3, 4, 5, 6})},
-        [cl](const TV& in, DType) { return in_format(in[0], cl, [](const Tensor& x) { return global_avg_pool2d(x); }); },
+        [cl](const TV& in, DType) {
+          return in_format(in[0], cl, [](const Tensor& x) { return global_avg_pool2d(x); });
+        },
         [](const HV& in) {
           HostTensor y = ref::reduce(in[0], {2, 3}, false, 0.0, [](double a, double v) { return a + v; });
           return HV{ref::map(y, [](double s) { return s / 30.0; })};
