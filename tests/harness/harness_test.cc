@@ -1,5 +1,6 @@
 // The harness's checkers fed the bugs they are for: a backward scaled by 1.01 (by the OpCase gradient check,
-// the tensor-function form and the probing, kink-skipping form), and a forward off by 1e-3.
+// the tensor-function form and the probing, kink-skipping form), a forward off by 1e-3 and an op that writes
+// its input.
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
@@ -70,6 +71,19 @@ TEST(ForwardCheck, WrongForwardFails) {
       [](const HV& in) { return HV{in[0]}; });
   EXPECT_NONFATAL_FAILURE(check_forward(off, DType::F64), "relative error");
   EXPECT_NONFATAL_FAILURE(check_forward(off, DType::F32), "relative error");
+}
+
+// An op that writes into its input: its output is right, the input check catches it.
+TEST(ForwardCheck, OpWritingItsInputFails) {
+  static OpCase writes = make_case(
+      "writes_input", {float_in({3, 4})},
+      [](const TV& in, DType) {
+        Tensor x = in[0];
+        x.fill_(1.0);
+        return TV{x.clone()};
+      },
+      [](const HV& in) { return HV{ref::map(in[0], [](double) { return 1.0; })}; }, false);
+  EXPECT_NONFATAL_FAILURE(check_forward(writes, DType::F64), "input 0 changed by the op");
 }
 
 }  // namespace

@@ -184,6 +184,17 @@ void expect_matches(const Tensor& got, const std::vector<double>& want, const Sh
                           << " (relative error " << d.error << ")";
 }
 
+// Runs the case and EXPECTs its inputs bitwise as they were: an op writes only its outputs.
+std::vector<Tensor> run_keeping_inputs(const OpCase& c, const std::vector<Tensor>& in, DType dtype) {
+  std::vector<Tensor> before;
+  for (const Tensor& t : in) before.push_back(t.clone());
+  std::vector<Tensor> outs = c.run(in, dtype);
+  for (size_t i = 0; i < in.size(); ++i)
+    expect_bitwise_equal(in[i], before[i], c.name + ": input " + std::to_string(i) + " changed by the op on " +
+                                               in[i].device().str());
+  return outs;
+}
+
 // Relative to the output's magnitude (compare_values): an f32 op rounds its result, and its inputs' products and
 // partial sums, to about 6e-8 of that magnitude; the CPU accumulates in double, so 1e-5 (some 170 such roundings)
 // fails any wrong element larger than 1e-5 of the largest. f64 results are held to 1e-12 unless a case says.
@@ -251,7 +262,7 @@ void check_forward(const OpCase& c, DType dtype) {
   std::vector<Tensor> in = make_inputs(c, host, dtype, Device::cpu(), false);
   std::vector<HostTensor> seen;  // the values the op sees (f64 copies of the converted inputs)
   for (const Tensor& t : in) seen.emplace_back(t.shape(), t.to_vector<double>());
-  std::vector<Tensor> outs = c.run(in, dtype);
+  std::vector<Tensor> outs = run_keeping_inputs(c, in, dtype);
   std::vector<HostTensor> want = c.reference(seen);
   ASSERT_EQ(outs.size(), want.size()) << c.name << ": number of outputs";
   for (size_t i = 0; i < outs.size(); ++i) {
@@ -318,8 +329,8 @@ void check_cuda_matches_cpu(const OpCase& c, DType dtype) {
   Generator gen(fresh_seed());
   std::vector<HostTensor> host = draw_inputs(c, gen);
   Device gpu = Device::cuda(0);
-  std::vector<Tensor> cpu_out = c.run(make_inputs(c, host, dtype, Device::cpu(), false), dtype);
-  std::vector<Tensor> gpu_out = c.run(make_inputs(c, host, dtype, gpu, false), dtype);
+  std::vector<Tensor> cpu_out = run_keeping_inputs(c, make_inputs(c, host, dtype, Device::cpu(), false), dtype);
+  std::vector<Tensor> gpu_out = run_keeping_inputs(c, make_inputs(c, host, dtype, gpu, false), dtype);
   ASSERT_EQ(cpu_out.size(), gpu_out.size()) << c.name;
   for (size_t i = 0; i < cpu_out.size(); ++i) {
     EXPECT_EQ(gpu_out[i].device(), gpu) << c.name << " output " << i;

@@ -70,7 +70,8 @@ struct OpCase {
 };
 OpCase make_case(std::string name, std::vector<InputSpec> inputs, OpFn run, RefFn reference, bool grad = true);
 
-// Forward on the CPU against the reference, in `dtype`.
+// Forward on the CPU against the reference, in `dtype`; the op must leave its inputs bitwise unchanged (here
+// and in check_cuda_matches_cpu).
 void check_forward(const OpCase& c, DType dtype);
 // Autograd against central finite differences in f64 by the one checker (gradient_check.h, its rule and
 // tolerance 1e-6), also: each input alone requiring grad, and the f32 gradients against the f64 ones.
