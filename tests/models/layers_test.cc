@@ -10,7 +10,7 @@
 #include "runtime/tensor/autograd.h"
 #include "runtime/base/error.h"
 #include "runtime/tensor/ops.h"
-#include "tests/models/gradcheck.h"
+#include "tests/harness/module_gradients.h"
 #include "tests/testing.h"
 
 namespace tandem {

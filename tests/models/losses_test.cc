@@ -7,7 +7,7 @@
 #include "runtime/base/error.h"
 #include "runtime/tensor/ops.h"
 #include "runtime/tensor/rng.h"
-#include "tests/models/gradcheck.h"
+#include "tests/harness/gradient_check.h"
 #include "tests/testing.h"
 
 namespace tandem {

@@ -9,13 +9,11 @@
 #include "runtime/nn/nn_ops.h"
 #include "runtime/tensor/ops.h"
 #include "runtime/base/parallel_for.h"
-#include "tests/nn/nn_test_util.h"
 #include "tests/testing.h"
 
 namespace tandem {
 namespace {
 
-using testing::random_input;
 
 struct Case {
   const char* what;
@@ -74,11 +72,11 @@ TEST(Conv2dOneDnn, MatchesPlainKernelsAndF64) {
   for (const Case& k : cases()) {
     SCOPED_TRACE(k.what);
     Generator gen(testing::fresh_seed());
-    Tensor x = random_input({k.n, k.c, k.h, k.w}, gen, DType::F32);
-    Tensor w = random_input({k.o, k.c / k.groups, k.k, k.k}, gen, DType::F32);
-    Tensor b = random_input({k.o}, gen, DType::F32);
+    Tensor x = randn({k.n, k.c, k.h, k.w}, gen, DType::F32);
+    Tensor w = randn({k.o, k.c / k.groups, k.k, k.k}, gen, DType::F32);
+    Tensor b = randn({k.o}, gen, DType::F32);
     Tensor y_shape = conv2d(x, w, Tensor(), options(k));
-    Tensor r = random_input(y_shape.shape(), gen, DType::F32);
+    Tensor r = randn(y_shape.shape(), gen, DType::F32);
     auto lib = run(k, x, w, b, r, true);
     auto plain = run(k, x, w, b, r, false);
     auto exact = run(k, x.to(DType::F64), w.to(DType::F64), b.to(DType::F64), r.to(DType::F64), false);
@@ -94,8 +92,8 @@ TEST(Conv2dOneDnn, MatchesPlainKernelsAndF64) {
 // pixel (what a mistaken padding gives) is far outside its tolerance.
 TEST(Conv2dOneDnn, ToleranceCatchesAShiftedWindow) {
   Generator gen(testing::fresh_seed());
-  Tensor x = random_input({2, 8, 10, 10}, gen, DType::F32);
-  Tensor w = random_input({8, 8, 1, 1}, gen, DType::F32);
+  Tensor x = randn({2, 8, 10, 10}, gen, DType::F32);
+  Tensor w = randn({8, 8, 1, 1}, gen, DType::F32);
   Conv2dOptions o;
   o.stride_h = o.stride_w = 2;
   Tensor good = conv2d(x, w, Tensor(), o);
@@ -132,10 +130,10 @@ TEST(Conv2dOneDnn, ResultsDoNotDependOnThreadCount) {
   for (const Case& k : cases()) {
     SCOPED_TRACE(k.what);
     Generator gen(testing::fresh_seed());
-    Tensor x = random_input({k.n, k.c, k.h, k.w}, gen, DType::F32);
-    Tensor w = random_input({k.o, k.c / k.groups, k.k, k.k}, gen, DType::F32);
-    Tensor b = random_input({k.o}, gen, DType::F32);
-    Tensor r = random_input(conv2d(x, w, Tensor(), options(k)).shape(), gen, DType::F32);
+    Tensor x = randn({k.n, k.c, k.h, k.w}, gen, DType::F32);
+    Tensor w = randn({k.o, k.c / k.groups, k.k, k.k}, gen, DType::F32);
+    Tensor b = randn({k.o}, gen, DType::F32);
+    Tensor r = randn(conv2d(x, w, Tensor(), options(k)).shape(), gen, DType::F32);
     const int threads = intra_op_threads();
     set_intra_op_threads(1);
     auto one = run(k, x, w, b, r, true);

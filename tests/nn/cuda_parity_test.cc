@@ -11,13 +11,11 @@
 #include "runtime/nn/nn_backend.h"
 #include "runtime/nn/nn_ops.h"
 #include "runtime/tensor/ops.h"
-#include "tests/nn/nn_test_util.h"
 #include "tests/testing.h"
 
 namespace tandem {
 namespace {
 
-using testing::random_input;
 
 Device gpu() { return Device::cuda(0); }
 
@@ -46,7 +44,7 @@ Result run(const Fn& f, const std::vector<Tensor>& inputs, uint64_t seed, Device
     EXPECT_TRUE(is_channels_last(y)) << "output format on " << device;
   }
   Generator gen(seed);
-  y.backward(random_input(y.shape(), gen, y.dtype()).to(device));
+  y.backward(randn(y.shape(), gen, y.dtype()).to(device));
   Result r{y.to(Device::cpu()), {}};
   for (const Tensor& t : in) r.grads.push_back(t.defined() ? t.grad().to(Device::cpu()) : Tensor());
   return r;
@@ -112,8 +110,8 @@ TEST(CudaParity, Conv2d) {
     for (bool cl : {false, true})
       for (const ConvCase& k : conv_cases()) {
         Generator gen(testing::fresh_seed());
-        std::vector<Tensor> in = {random_input(k.x, gen, dtype), random_input(k.w, gen, dtype),
-                                  k.bias ? random_input({k.w[0]}, gen, dtype) : Tensor()};
+        std::vector<Tensor> in = {randn(k.x, gen, dtype), randn(k.w, gen, dtype),
+                                  k.bias ? randn({k.w[0]}, gen, dtype) : Tensor()};
         Conv2dOptions o = k.o;
         expect_parity([o](const std::vector<Tensor>& t) { return conv2d(t[0], t[1], t[2], o); }, in, cl,
                       dtype == DType::F32 ? 1e-4 : 1e-10, "conv2d " + shape_str(k.x) + " * " + shape_str(k.w));
@@ -124,7 +122,7 @@ TEST(CudaParity, Conv2dWithTf32StaysClose) {
   TD_REQUIRE_GPU();
   testing::NumericsGuard sw(true, false);
   Generator gen(testing::fresh_seed());
-  std::vector<Tensor> in = {random_input({8, 32, 16, 16}, gen, DType::F32), random_input({32, 32, 3, 3}, gen, DType::F32),
+  std::vector<Tensor> in = {randn({8, 32, 16, 16}, gen, DType::F32), randn({32, 32, 3, 3}, gen, DType::F32),
                             Tensor()};
   Conv2dOptions o = conv_options(1, 1, 1, 1);
   expect_parity([o](const std::vector<Tensor>& t) { return conv2d(t[0], t[1], t[2], o); }, in, false, 5e-2,
@@ -136,8 +134,8 @@ TEST(CudaParity, Conv2dIsRepeatableInDeterministicMode) {
   testing::NumericsGuard sw(false, true);
   for (bool cl : {false, true}) {
     Generator gen(testing::fresh_seed());
-    std::vector<Tensor> in = {random_input({16, 32, 20, 20}, gen, DType::F32),
-                              random_input({32, 32, 3, 3}, gen, DType::F32), random_input({32}, gen, DType::F32)};
+    std::vector<Tensor> in = {randn({16, 32, 20, 20}, gen, DType::F32),
+                              randn({32, 32, 3, 3}, gen, DType::F32), randn({32}, gen, DType::F32)};
     Conv2dOptions o = conv_options(1, 1, 1, 1);
     expect_repeatable([o](const std::vector<Tensor>& t) { return conv2d(t[0], t[1], t[2], o); }, in, cl,
                       "deterministic conv2d");
@@ -188,10 +186,10 @@ TEST(CudaParity, BatchNorm) {
             if (cl && s.size() != 4) continue;
             Generator gen(testing::fresh_seed());
             const int64_t c = s[1];
-            std::vector<Tensor> in = {add(random_input(s, gen, dtype), 3.0),
-                                      affine ? random_input({c}, gen, dtype) : Tensor(),
-                                      affine ? random_input({c}, gen, dtype) : Tensor()};
-            Tensor rm = random_input({c}, gen, dtype), rv = add(rand({c}, gen, TensorOptions(dtype)), 0.5);
+            std::vector<Tensor> in = {add(randn(s, gen, dtype), 3.0),
+                                      affine ? randn({c}, gen, dtype) : Tensor(),
+                                      affine ? randn({c}, gen, dtype) : Tensor()};
+            Tensor rm = randn({c}, gen, dtype), rv = add(rand({c}, gen, TensorOptions(dtype)), 0.5);
             Tensor rm_gpu = rm.to(gpu()).clone(), rv_gpu = rv.to(gpu()).clone();
             Tensor rm_cpu = rm.clone(), rv_cpu = rv.clone();
             Fn f = [&](const std::vector<Tensor>& t) {
@@ -224,7 +222,7 @@ TEST(CudaParity, Pooling) {
           o.ceil_mode = ceil;
           o.count_include_pad = include;
           Generator gen(testing::fresh_seed());
-          std::vector<Tensor> in = {random_input({3, 5, 10, 9}, gen, dtype)};
+          std::vector<Tensor> in = {randn({3, 5, 10, 9}, gen, dtype)};
           // The GPU's gathers add the same terms in the same order as the CPU's scatters: bitwise equal.
           expect_parity([o](const std::vector<Tensor>& t) { return max_pool2d(t[0], o); }, in, cl, 0, "max_pool2d",
                         true);
@@ -234,7 +232,7 @@ TEST(CudaParity, Pooling) {
   Generator gen(testing::fresh_seed());
   for (bool cl : {false, true})
     expect_parity([](const std::vector<Tensor>& t) { return global_avg_pool2d(t[0]); },
-                  {random_input({4, 6, 7, 7}, gen, DType::F32)}, cl, 0, "global_avg_pool2d", true);
+                  {randn({4, 6, 7, 7}, gen, DType::F32)}, cl, 0, "global_avg_pool2d", true);
 }
 
 TEST(CudaParity, DropoutMasksAreBitIdentical) {
@@ -248,7 +246,7 @@ TEST(CudaParity, DropoutMasksAreBitIdentical) {
             Generator gen(seed, 3);
             return dropout(t[0], 0.35, true, gen);
           },
-          {random_input({4, 5, 6, 7}, data, dtype)}, cl, 0, "dropout", true);
+          {randn({4, 5, 6, 7}, data, dtype)}, cl, 0, "dropout", true);
     }
 }
 
@@ -260,8 +258,8 @@ TEST(CudaParity, OptimizerSteps) {
     std::vector<Tensor> p, g;
     for (int i = 0; i < 200; ++i) {
       int64_t n = i % 50 == 0 ? 20000 : 1 + static_cast<int64_t>(gen.integer(3000));
-      p.push_back(random_input({n}, gen, dtype));
-      g.push_back(random_input({n}, gen, dtype));
+      p.push_back(randn({n}, gen, dtype));
+      g.push_back(randn({n}, gen, dtype));
     }
     auto to_gpu = [](const std::vector<Tensor>& ts) {
       std::vector<Tensor> out;
@@ -315,7 +313,7 @@ TEST(CudaParity, OptimizerSteps) {
 TEST(CudaParity, MixedDevicesAreRejected) {
   TD_REQUIRE_GPU();
   Generator gen(testing::fresh_seed());
-  Tensor x = random_input({2, 3, 8, 8}, gen, DType::F32), w = random_input({4, 3, 3, 3}, gen, DType::F32);
+  Tensor x = randn({2, 3, 8, 8}, gen, DType::F32), w = randn({4, 3, 3, 3}, gen, DType::F32);
   EXPECT_THROW(conv2d(x, w.to(gpu()), Tensor(), Conv2dOptions()), DeviceError);
   Tensor c = ones({3});
   EXPECT_THROW(batch_norm(x.to(gpu()), c, c, Tensor(), Tensor(), true, 0.1, 1e-5), DeviceError);

@@ -8,20 +8,17 @@
 #include "runtime/base/error.h"
 #include "runtime/nn/nn_ops.h"
 #include "runtime/tensor/ops.h"
-#include "tests/nn/nn_test_util.h"
 #include "tests/testing.h"
 
 namespace tandem {
 namespace {
 
-using testing::random_input;
-using testing::values;
 
 const std::vector<Shape> kShapes = {{3, 4}, {7}, {2, 3, 2, 2}};
 
 std::vector<Tensor> random_list(Generator& gen, DType dtype) {
   std::vector<Tensor> out;
-  for (const Shape& s : kShapes) out.push_back(random_input(s, gen, dtype));
+  for (const Shape& s : kShapes) out.push_back(randn(s, gen, dtype));
   return out;
 }
 
@@ -36,7 +33,7 @@ void check_sgd(const SgdHyper& base, DType dtype, double tol) {
   std::vector<Tensor> params = random_list(gen, dtype), bufs = zeros_list(dtype);
   std::vector<std::vector<double>> p, buf;
   for (size_t t = 0; t < params.size(); ++t) {
-    p.push_back(values(params[t]));
+    p.push_back(params[t].to_vector<double>());
     buf.push_back(std::vector<double>(p[t].size(), 0.0));
   }
   for (int step = 1; step <= 4; ++step) {
@@ -45,7 +42,7 @@ void check_sgd(const SgdHyper& base, DType dtype, double tol) {
     h.first_step = step == 1;
     sgd_step_(params, grads, base.momentum != 0 ? bufs : std::vector<Tensor>{}, h);
     for (size_t t = 0; t < params.size(); ++t) {
-      std::vector<double> g = values(grads[t]);
+      std::vector<double> g = grads[t].to_vector<double>();
       for (size_t i = 0; i < g.size(); ++i) {
         double d = g[i] + h.weight_decay * p[t][i];
         if (h.momentum != 0) {
@@ -86,7 +83,7 @@ void check_adam(const AdamHyper& base, DType dtype, double tol) {
   std::vector<Tensor> params = random_list(gen, dtype), m = zeros_list(dtype), v = zeros_list(dtype);
   std::vector<std::vector<double>> p, mr, vr;
   for (size_t t = 0; t < params.size(); ++t) {
-    p.push_back(values(params[t]));
+    p.push_back(params[t].to_vector<double>());
     mr.push_back(std::vector<double>(p[t].size(), 0.0));
     vr.push_back(std::vector<double>(p[t].size(), 0.0));
   }
@@ -98,7 +95,7 @@ void check_adam(const AdamHyper& base, DType dtype, double tol) {
     adam_step_(params, grads, m, v, h);
     EXPECT_GT(params[0].version(), before);
     for (size_t t = 0; t < params.size(); ++t) {
-      std::vector<double> g = values(grads[t]);
+      std::vector<double> g = grads[t].to_vector<double>();
       for (size_t i = 0; i < g.size(); ++i) {
         double gi = g[i];
         if (h.decoupled_weight_decay)
@@ -149,7 +146,7 @@ TEST(OptimizerSteps, RejectMismatchedLists) {
   EXPECT_THROW(sgd_step_(p, {g[0].to(DType::F64), g[1], g[2]}, b, h), DTypeError);
   EXPECT_THROW(sgd_step_(p, g, b, sgd(0.1, 0.9, 0.5, 0, true)), ValueError);   // nesterov with dampening
   EXPECT_THROW(sgd_step_(p, g, b, sgd(-1, 0, 0, 0, false)), ValueError);
-  std::vector<Tensor> pt = {random_input({4, 3}, gen, DType::F32).t()};
+  std::vector<Tensor> pt = {randn({4, 3}, gen, DType::F32).t()};
   EXPECT_THROW(sgd_step_(pt, {zeros({3, 4})}, {}, sgd(0.1, 0, 0, 0, false)), ValueError);  // not contiguous
   AdamHyper a = adam(1e-3, 0, false);
   EXPECT_THROW(adam_step_(p, g, b, {b[0], b[1]}, a), ValueError);

@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "tests/runtime/op_harness.h"
+#include "tests/harness/op_harness.h"
 
 namespace tandem {
 namespace testing {

@@ -1,11 +1,12 @@
 // The op harness's input samplers and its forward, finite-difference and CUDA-vs-CPU checks.
-#include "tests/runtime/op_harness.h"
+#include "tests/harness/op_harness.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "runtime/tensor/autograd.h"
 #include "runtime/base/config.h"
+#include "tests/harness/gradient_check.h"
 
 namespace tandem {
 namespace testing {
@@ -183,10 +184,21 @@ void expect_matches(const Tensor& got, const std::vector<double>& want, const Sh
                           << " (relative error " << d.error << ")";
 }
 
+// Runs the case and EXPECTs its inputs bitwise as they were: an op writes only its outputs.
+std::vector<Tensor> run_keeping_inputs(const OpCase& c, const std::vector<Tensor>& in, DType dtype) {
+  std::vector<Tensor> before;
+  for (const Tensor& t : in) before.push_back(t.clone());
+  std::vector<Tensor> outs = c.run(in, dtype);
+  for (size_t i = 0; i < in.size(); ++i)
+    expect_bitwise_equal(in[i], before[i], c.name + ": input " + std::to_string(i) + " changed by the op on " +
+                                               in[i].device().str());
+  return outs;
+}
+
 // Relative to the output's magnitude (compare_values): an f32 op rounds its result, and its inputs' products and
 // partial sums, to about 6e-8 of that magnitude; the CPU accumulates in double, so 1e-5 (some 170 such roundings)
-// fails any wrong element larger than 1e-5 of the largest. f64 results are held to 1e-12.
-double forward_tol(const OpCase& c, DType dtype) { return dtype == DType::F32 ? c.tol_f32 : 1e-12; }
+// fails any wrong element larger than 1e-5 of the largest. f64 results are held to 1e-12 unless a case says.
+double forward_tol(const OpCase& c, DType dtype) { return dtype == DType::F32 ? c.tol_f32 : c.tol_f64; }
 
 std::vector<Tensor> float_outputs(const std::vector<Tensor>& outs) {
   std::vector<Tensor> f;
@@ -250,7 +262,7 @@ void check_forward(const OpCase& c, DType dtype) {
   std::vector<Tensor> in = make_inputs(c, host, dtype, Device::cpu(), false);
   std::vector<HostTensor> seen;  // the values the op sees (f64 copies of the converted inputs)
   for (const Tensor& t : in) seen.emplace_back(t.shape(), t.to_vector<double>());
-  std::vector<Tensor> outs = c.run(in, dtype);
+  std::vector<Tensor> outs = run_keeping_inputs(c, in, dtype);
   std::vector<HostTensor> want = c.reference(seen);
   ASSERT_EQ(outs.size(), want.size()) << c.name << ": number of outputs";
   for (size_t i = 0; i < outs.size(); ++i) {
@@ -273,28 +285,20 @@ void check_gradient(const OpCase& c) {
   ASSERT_FALSE(ks.empty()) << c.name << ": no input to differentiate with respect to";
 
   std::vector<Tensor> in = autograd_run(c, host, DType::F64, Device::cpu(), w);
-  const double eps = c.fd_step;
+  std::vector<Tensor> nudged = make_inputs(c, host, DType::F64, Device::cpu(), false);  // the differences' inputs
+  NamedTensors wrt;
+  std::vector<std::vector<double>> analytic;
   for (size_t k : ks) {
     Tensor g = in[k].grad();
     ASSERT_TRUE(g.defined()) << c.name << ": input " << k << " received no gradient";
     ASSERT_EQ(g.shape(), in[k].shape()) << c.name << ": gradient shape of input " << k;
     EXPECT_EQ(g.dtype(), DType::F64);
-    std::vector<double> analytic = g.to_vector<double>();
-    std::vector<double> numeric(analytic.size());
-    for (size_t j = 0; j < analytic.size(); ++j) {
-      std::vector<HostTensor> plus = host, minus = host;
-      plus[k].v[j] += eps;
-      minus[k].v[j] -= eps;
-      double lp = projection(c.run(make_inputs(c, plus, DType::F64, Device::cpu(), false), DType::F64), w);
-      double lm = projection(c.run(make_inputs(c, minus, DType::F64, Device::cpu(), false), DType::F64), w);
-      numeric[j] = (lp - lm) / (2 * eps);
-    }
-    // Central differences in f64: truncation error of order step^2 (1e-12 at the default step) and rounding of
-    // about 1e-16 of the projection divided by the step, both far below 1e-6 of the gradient's magnitude.
-    const Discrepancy d = compare_values(analytic, numeric);
-    EXPECT_LE(d.error, 1e-6) << c.name << ": d/d(input " << k << ")[" << d.at << "]: autograd " << analytic[d.at]
-                             << ", finite difference " << numeric[d.at];
+    wrt.emplace_back(c.name + ": d/d(input " + std::to_string(k) + ")", nudged[k]);
+    analytic.push_back(g.to_vector<double>());
   }
+  GradientCheck check;
+  check.step = c.fd_step;
+  expect_finite_differences([&] { return projection(c.run(nudged, DType::F64), w); }, wrt, analytic, check);
 
   // Each input alone requiring grad takes the paths that skip the other inputs' gradients.
   if (ks.size() > 1) {
@@ -325,8 +329,8 @@ void check_cuda_matches_cpu(const OpCase& c, DType dtype) {
   Generator gen(fresh_seed());
   std::vector<HostTensor> host = draw_inputs(c, gen);
   Device gpu = Device::cuda(0);
-  std::vector<Tensor> cpu_out = c.run(make_inputs(c, host, dtype, Device::cpu(), false), dtype);
-  std::vector<Tensor> gpu_out = c.run(make_inputs(c, host, dtype, gpu, false), dtype);
+  std::vector<Tensor> cpu_out = run_keeping_inputs(c, make_inputs(c, host, dtype, Device::cpu(), false), dtype);
+  std::vector<Tensor> gpu_out = run_keeping_inputs(c, make_inputs(c, host, dtype, gpu, false), dtype);
   ASSERT_EQ(cpu_out.size(), gpu_out.size()) << c.name;
   for (size_t i = 0; i < cpu_out.size(); ++i) {
     EXPECT_EQ(gpu_out[i].device(), gpu) << c.name << " output " << i;

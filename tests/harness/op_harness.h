@@ -1,6 +1,6 @@
 // The op test harness: an OpCase describes one op call (inputs, the call, a double-precision reference);
 // the checks run it forward against the reference in f32 and f64, check its gradients by central finite
-// differences in f64, and compare CUDA with the CPU when a GPU is present.
+// differences in f64 (tests/harness/gradient_check.h), and compare CUDA with the CPU when a GPU is present.
 #pragma once
 
 #include <functional>
@@ -10,7 +10,7 @@
 
 #include "runtime/tensor/rng.h"
 #include "runtime/tensor/tensor.h"
-#include "tests/runtime/reference.h"
+#include "tests/harness/reference.h"
 #include "tests/testing.h"
 
 namespace tandem {
@@ -64,18 +64,27 @@ struct OpCase {
   OpFn run;
   RefFn reference;
   bool grad = true;       // check gradients (every float output must then require grad)
-  double tol_f32 = 1e-5;  // forward tolerance in f32 (relative to the output's magnitude, see compare_values)
-  double fd_step = 1e-6;  // the finite differences' step in f64
+  double tol_f32 = 1e-5;   // forward tolerance in f32 (relative to the output's magnitude, see compare_values)
+  double tol_f64 = 1e-12;  // the same in f64
+  double fd_step = 1e-6;   // the finite differences' step in f64 (GradientCheck of gradient_check.h)
 };
 OpCase make_case(std::string name, std::vector<InputSpec> inputs, OpFn run, RefFn reference, bool grad = true);
 
-// Forward on the CPU against the reference, in `dtype`.
+// Forward on the CPU against the reference, in `dtype`; the op must leave its inputs bitwise unchanged (here
+// and in check_cuda_matches_cpu).
 void check_forward(const OpCase& c, DType dtype);
-// Autograd against central finite differences in f64 (also: each input alone requiring grad, and the f32
-// gradients against the f64 ones).
+// Autograd against central finite differences in f64 by the one checker (gradient_check.h, its rule and
+// tolerance 1e-6), also: each input alone requiring grad, and the f32 gradients against the f64 ones.
 void check_gradient(const OpCase& c);
 // The op on cuda:0 against the CPU on the same inputs (outputs and gradients), TF32 off.
 void check_cuda_matches_cpu(const OpCase& c, DType dtype);
+
+// The parametrized tests of every case (op_tests.cc): INSTANTIATE_TEST_SUITE_P(Family, OpTest, ValuesIn(cases),
+// case_name) runs forward in f32 and f64 and CUDA against the CPU; the same with OpGradientTest and
+// differentiable(cases) checks gradients.
+class OpTest : public ::testing::TestWithParam<OpCase> {};
+class OpGradientTest : public ::testing::TestWithParam<OpCase> {};
+std::vector<OpCase> differentiable(std::vector<OpCase> cases);  // those with grad set
 
 // Test-name generator for INSTANTIATE_TEST_SUITE_P, and how GoogleTest prints a case.
 std::string case_name(const ::testing::TestParamInfo<OpCase>& info);

@@ -1,5 +1,5 @@
 // Double-precision reference ops: every output element computed by a direct loop over indices.
-#include "tests/runtime/reference.h"
+#include "tests/harness/reference.h"
 
 #include <cmath>
 #include <limits>

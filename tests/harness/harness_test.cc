@@ -1,0 +1,91 @@
+// The harness's checkers fed the bugs they are for: a backward scaled by 1.01 (by the OpCase gradient check,
+// the tensor-function form and the probing, kink-skipping form), a forward off by 1e-3 and an op that writes
+// its input.
+#include <gtest/gtest-spi.h>
+#include <gtest/gtest.h>
+
+#include "runtime/tensor/ops.h"
+#include "runtime/tensor/rng.h"
+#include "tests/harness/gradient_check.h"
+#include "tests/harness/op_harness.h"
+
+namespace tandem {
+namespace testing {
+namespace {
+
+using TV = std::vector<Tensor>;
+using HV = std::vector<HostTensor>;
+
+// x * 1.01 - detach(x) * 0.01: the identity forward (to rounding), with a gradient 1.01 times too large.
+Tensor scaled_backward(const Tensor& x) { return add(mul(x, 1.01), mul(x.detach(), -0.01)); }
+
+OpCase identity_case(bool wrong_gradient) {
+  return make_case(
+      wrong_gradient ? "scaled_backward" : "identity", {float_in({3, 4})},
+      [wrong_gradient](const TV& in, DType) { return TV{wrong_gradient ? scaled_backward(in[0]) : mul(in[0], 1.0)}; },
+      [](const HV& in) { return HV{in[0]}; });
+}
+
+TEST(GradientCheck, OpCaseWithRightGradientPasses) {
+  check_forward(identity_case(false), DType::F64);
+  check_gradient(identity_case(false));
+}
+
+TEST(GradientCheck, OpCaseWithScaledBackwardFails) {
+  check_forward(identity_case(true), DType::F64);  // the forward is right
+  EXPECT_NONFATAL_FAILURE(check_gradient(identity_case(true)), "finite difference");
+}
+
+TEST(GradientCheck, TensorFunctionWithScaledBackwardFails) {
+  static Tensor x;
+  Generator gen(fresh_seed());
+  x = randn({2, 5}, gen, TensorOptions(DType::F64).with_device(Device::cpu())).set_requires_grad();
+  expect_gradients_match([](const TV& in) { return mul(in[0], in[0]); }, {x});
+  EXPECT_NONFATAL_FAILURE(
+      expect_gradients_match([](const TV& in) { return mul(scaled_backward(in[0]), in[0]); }, {x}),
+      "finite difference");
+}
+
+// relu(x) with one probe within a step of its kink: skipped, so the check passes; a gradient scaled by 1.01 is
+// still caught by the other probes; without skipping, the kink's probe fails.
+TEST(GradientCheck, KinkSkippingStillCatchesAScaledBackward) {
+  Generator gen(fresh_seed());
+  std::vector<double> v(64);
+  for (double& e : v) e = 0.1 + gen.uniform();
+  v[0] = 1e-7;
+  static Tensor x;
+  x = from_vector<double>(v, {64}, Device::cpu()).set_requires_grad();
+  static GradientCheck skipping, plain;
+  skipping.max_probes = plain.max_probes = 16;
+  skipping.skip_kinks = true;
+  expect_gradients_match([] { return sum(relu(x)); }, {{"x", x}}, skipping);
+  EXPECT_NONFATAL_FAILURE(expect_gradients_match([] { return sum(relu(scaled_backward(x))); }, {{"x", x}}, skipping),
+                          "finite difference");
+  EXPECT_NONFATAL_FAILURE(expect_gradients_match([] { return sum(relu(x)); }, {{"x", x}}, plain),
+                          "finite difference");
+}
+
+TEST(ForwardCheck, WrongForwardFails) {
+  static OpCase off = make_case(
+      "off_by_1e-3", {float_in({3, 4})}, [](const TV& in, DType) { return TV{mul(in[0], 1.001)}; },
+      [](const HV& in) { return HV{in[0]}; });
+  EXPECT_NONFATAL_FAILURE(check_forward(off, DType::F64), "relative error");
+  EXPECT_NONFATAL_FAILURE(check_forward(off, DType::F32), "relative error");
+}
+
+// An op that writes into its input: its output is right, the input check catches it.
+TEST(ForwardCheck, OpWritingItsInputFails) {
+  static OpCase writes = make_case(
+      "writes_input", {float_in({3, 4})},
+      [](const TV& in, DType) {
+        Tensor x = in[0];
+        x.fill_(1.0);
+        return TV{x.clone()};
+      },
+      [](const HV& in) { return HV{ref::map(in[0], [](double) { return 1.0; })}; }, false);
+  EXPECT_NONFATAL_FAILURE(check_forward(writes, DType::F64), "input 0 changed by the op");
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace tandem
