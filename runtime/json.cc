@@ -4,7 +4,6 @@
 #include <cctype>
 #include <cmath>
 #include <cstddef>
-#include <cstring>
 #include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -62,8 +61,8 @@ std::string explanation(const Json::exception& e) {
 // ',' is due): that token is walked back to its first byte.
 size_t error_byte(const std::string& text, const Json::parse_error& e) {
   const size_t last = e.byte;
-  if (last == 0 || last > text.size() || std::string(e.what()).find("; last read: '") != std::string::npos)
-    return last;
+  const bool inside_token = std::string(e.what()).find("; last read: '") != std::string::npos;  // the lexer's
+  if (last == 0 || last > text.size() || inside_token) return last;
   size_t first = last - 1;  // 0-based
   const auto c = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
   if (text[first] == '"') {
@@ -78,7 +77,10 @@ size_t error_byte(const std::string& text, const Json::parse_error& e) {
   } else if (std::isalpha(c(first))) {  // true, false, null
     while (first > 0 && std::isalpha(c(first - 1))) --first;
   } else if (std::isdigit(c(first))) {  // a number
-    while (first > 0 && (std::isdigit(c(first - 1)) || std::strchr("+-.eE", text[first - 1]) != nullptr)) --first;
+    const auto in_number = [&](size_t i) {
+      return std::isdigit(c(i)) || std::string("+-.eE").find(text[i]) != std::string::npos;
+    };
+    while (first > 0 && in_number(first - 1)) --first;
   }
   return first + 1;
 }

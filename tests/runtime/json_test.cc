@@ -94,7 +94,8 @@ TEST(Json, NumbersBeyondADoubleAreRefusedAndIntegersAreExact) {
                       "3.0, 1e3, 2.5, 1e300, 9007199254740993.0, -0]");
   EXPECT_EQ(json_int(j[0], "max"), max);  // exact, not rounded through a double
   EXPECT_EQ(json_int(j[1], "min"), min);
-  EXPECT_MENTIONS(value_error_of([&] { json_int(j[2], "2^63"); }), "2^63 should be an integer but is 9223372036854775808");
+  EXPECT_MENTIONS(value_error_of([&] { json_int(j[2], "2^63"); }),
+                  "2^63 should be an integer but is 9223372036854775808");
   EXPECT_MENTIONS(value_error_of([&] { json_int(j[3], "2^64"); }), "2^64 should be an integer");
   EXPECT_EQ(json_number(j[3], "2^64"), 18446744073709551616.0);
   EXPECT_EQ(json_int(j[4], "3.0"), 3);  // integral values written as floats
@@ -143,7 +144,8 @@ TEST(Json, WritesCompactAndIndentedTextWithSortedKeys) {
 TEST(Json, WrittenTextReadsBackToTheSameValues) {
   std::mt19937_64 gen(tandem::testing::fresh_seed());
   std::uniform_real_distribution<double> real(-1e6, 1e6);
-  std::uniform_int_distribution<int64_t> whole(std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
+  std::uniform_int_distribution<int64_t> whole(std::numeric_limits<int64_t>::min(),
+                                               std::numeric_limits<int64_t>::max());
   std::uniform_int_distribution<int> byte(1, 127);
   Json j = Json::object();
   for (int i = 0; i < 50; ++i) {
