@@ -3,6 +3,7 @@
 // projected by the simulator to more workers.
 #include <cstdio>
 #include <exception>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -129,7 +130,7 @@ Json run_workload(const Options& o, const std::string& name) {
     e["layout"] = p.layout;
     e["makespan_s"] = p.makespan_s;
     e["speedup"] = p.speedup;
-    e["peak_memory"] = static_cast<double>(p.peak_memory);
+    e["peak_memory"] = p.peak_memory;
     pj.push_back(e);
   }
   std::printf("\n");
@@ -153,7 +154,7 @@ int run(const Options& o) {
     if (o.workload == "both" || o.workload == w) list.push_back(run_workload(o, w));
   out["workloads"] = list;
   if (!o.json.empty()) {
-    write_text(o.json, out.dump(1));
+    write_text(o.json, dump_json(out, 1));
     std::printf("wrote %s\n", o.json.c_str());
   }
   return 0;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <sstream>
 
@@ -26,9 +27,9 @@ Json matrix_json(const std::vector<std::vector<double>>& m) {
 }
 std::vector<std::vector<double>> matrix_from(const Json& j, const std::string& what) {
   std::vector<std::vector<double>> m;
-  for (const Json& row : j.as_array(what)) {
+  for (const Json& row : json_array(j, what)) {
     std::vector<double> r;
-    for (const Json& v : row.as_array(what)) r.push_back(v.as_number(what));
+    for (const Json& v : json_array(row, what)) r.push_back(json_number(v, what));
     m.push_back(r);
   }
   return m;
@@ -54,7 +55,7 @@ Json BlockProfile::to_json() const {
   Json mem = Json::array();
   for (const auto& row : memory) {
     Json r = Json::array();
-    for (int64_t v : row) r.push_back(static_cast<double>(v));
+    for (int64_t v : row) r.push_back(v);
     mem.push_back(r);
   }
   j["memory"] = mem;
@@ -72,18 +73,18 @@ Json BlockProfile::to_json() const {
 
 BlockProfile BlockProfile::from_json(const Json& j) {
   BlockProfile p;
-  p.teacher_s = matrix_from(j.at("teacher_s"), "teacher_s");
-  p.student_s = matrix_from(j.at("student_s"), "student_s");
-  p.allreduce_s = matrix_from(j.at("allreduce_s"), "allreduce_s");
-  for (const auto& row : matrix_from(j.at("memory"), "memory")) {
+  p.teacher_s = matrix_from(json_at(j, "teacher_s"), "teacher_s");
+  p.student_s = matrix_from(json_at(j, "student_s"), "student_s");
+  p.allreduce_s = matrix_from(json_at(j, "allreduce_s"), "allreduce_s");
+  for (const auto& row : matrix_from(json_at(j, "memory"), "memory")) {
     std::vector<int64_t> r;
     for (double v : row) r.push_back(static_cast<int64_t>(v));
     p.memory.push_back(r);
   }
-  for (const Json& v : j.at("relay_s").as_array("relay_s")) p.relay_s.push_back(v.as_number("relay_s"));
-  if (j.has("load_s"))
-    for (const Json& v : j.at("load_s").as_array("load_s")) p.load_s.push_back(v.as_number("load_s"));
-  if (j.has("batch")) p.batch = j.at("batch").as_int("batch");
+  for (const Json& v : json_array(json_at(j, "relay_s"), "relay_s")) p.relay_s.push_back(json_number(v, "relay_s"));
+  if (j.contains("load_s"))
+    for (const Json& v : json_array(json_at(j, "load_s"), "load_s")) p.load_s.push_back(json_number(v, "load_s"));
+  if (j.contains("batch")) p.batch = json_int(json_at(j, "batch"), "batch");
   size_t k = p.relay_s.size(), g = p.teacher_s.size();
   TD_CHECK(k > 0 && g > 0, "a block profile needs at least one block and one replication factor");
   for (const auto* m : {&p.teacher_s, &p.student_s, &p.allreduce_s}) {
@@ -136,21 +137,21 @@ Json Plan::to_json() const {
   }
   j["stages"] = st;
   j["bottleneck_s"] = bottleneck_s;
-  j["peak_memory"] = static_cast<double>(peak_memory);
+  j["peak_memory"] = peak_memory;
   return j;
 }
 
 Plan Plan::from_json(const Json& j, int blocks, int workers) {
   Plan p;
-  for (const Json& s : j.at("stages").as_array("stages")) {
+  for (const Json& s : json_array(json_at(j, "stages"), "stages")) {
     Stage st;
-    st.first = static_cast<int>(s.at("first").as_int("stage first"));
-    st.last = static_cast<int>(s.at("last").as_int("stage last"));
-    st.replicas = static_cast<int>(s.at("replicas").as_int("stage replicas"));
+    st.first = static_cast<int>(json_int(json_at(s, "first"), "stage first"));
+    st.last = static_cast<int>(json_int(json_at(s, "last"), "stage last"));
+    st.replicas = static_cast<int>(json_int(json_at(s, "replicas"), "stage replicas"));
     p.stages.push_back(st);
   }
-  if (j.has("bottleneck_s")) p.bottleneck_s = j.at("bottleneck_s").as_number("bottleneck_s");
-  if (j.has("peak_memory")) p.peak_memory = j.at("peak_memory").as_int("peak_memory");
+  if (j.contains("bottleneck_s")) p.bottleneck_s = json_number(json_at(j, "bottleneck_s"), "bottleneck_s");
+  if (j.contains("peak_memory")) p.peak_memory = json_int(json_at(j, "peak_memory"), "peak_memory");
   TD_CHECK(!p.stages.empty(), "a plan needs at least one stage");
   int expect = 0;
   for (size_t i = 0; i < p.stages.size(); ++i) {

@@ -7,6 +7,7 @@
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "data/dataset.h"
@@ -100,12 +101,12 @@ SessionReport run_session(const SessionOptions& o, const std::function<void(cons
            "a memory limit needs the tandem plan model: the pipe-bd model (the paper's planner) has none");
   BlockProfile given_profile;
   if (!o.profile_path.empty()) {
-    given_profile = BlockProfile::from_json(Json::parse(read_text(o.profile_path)));
+    given_profile = BlockProfile::from_json(parse_json(read_text(o.profile_path)));
     TD_CHECK(given_profile.blocks() == k, "the profile ", o.profile_path, " has ", given_profile.blocks(),
              " blocks but the teacher has ", k);
   }
   Plan given_plan;
-  if (!o.plan_path.empty()) given_plan = Plan::from_json(Json::parse(read_text(o.plan_path)), k, w_count);
+  if (!o.plan_path.empty()) given_plan = Plan::from_json(parse_json(read_text(o.plan_path)), k, w_count);
   if (!o.out_dir.empty()) make_dirs(o.out_dir);
 
   SessionReport report;
@@ -140,8 +141,8 @@ SessionReport run_session(const SessionOptions& o, const std::function<void(cons
                hybrid.peak_memory, " bytes per worker, over the memory limit of ", o.memory_limit);
     }
     if (root && !o.out_dir.empty()) {
-      write_text(o.out_dir + "/profile.json", profile.to_json().dump(1));
-      write_text(o.out_dir + "/plan.json", hybrid.to_json().dump(1));
+      write_text(o.out_dir + "/profile.json", dump_json(profile.to_json(), 1));
+      write_text(o.out_dir + "/plan.json", dump_json(hybrid.to_json(), 1));
     }
     if (!pipeline.stages.empty()) say("pipeline plan (TR, TR+DPU): " + pipeline.describe());
     say(std::string("hybrid plan (TR+DPU+AHD)") + (o.plan_path.empty() ? "" : " from " + o.plan_path) + ", " +
@@ -202,7 +203,7 @@ SessionReport run_session(const SessionOptions& o, const std::function<void(cons
       rank_main(w, *comms[r], signals.empty() ? nullptr : signals[r].get());
     });
   }
-  if (report.root && !o.out_dir.empty()) write_text(o.out_dir + "/summary.json", report_json(report).dump(1));
+  if (report.root && !o.out_dir.empty()) write_text(o.out_dir + "/summary.json", dump_json(report_json(report), 1));
   return report;
 }
 

@@ -1,6 +1,7 @@
 // Strategy names and layouts.
 #include "parallel/bd/strategy.h"
 
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "runtime/base/error.h"

@@ -1,316 +1,200 @@
-// JSON parsing and writing.
+// Json's strict parser (nlohmann's, plus limits and byte positions in its errors), typed reads and writer.
 #include "runtime/formats/json.h"
 
+#include <cctype>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
+#include <cstddef>
+#include <iterator>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <vector>
 
 #include "runtime/base/error.h"
 
 namespace tandem {
 
-Json Json::array(std::vector<Json> items) {
-  Json j;
-  j.type_ = Type::Array;
-  j.array_ = std::make_shared<std::vector<Json>>(std::move(items));
-  return j;
-}
-
-Json Json::object() {
-  Json j;
-  j.type_ = Type::Object;
-  j.object_ = std::make_shared<std::map<std::string, Json>>();
-  return j;
-}
-
 namespace {
-const char* type_name(Json::Type t) {
-  switch (t) {
-    case Json::Type::Null: return "null";
-    case Json::Type::Bool: return "a boolean";
-    case Json::Type::Number: return "a number";
-    case Json::Type::String: return "a string";
-    case Json::Type::Array: return "an array";
-    case Json::Type::Object: return "an object";
+
+constexpr int kMaxDepth = 200;
+
+// The text as nlohmann's parser reads it, recording how far it has read: the parse callback, which refuses
+// duplicate keys and deep nesting, is not told the position itself.
+class TrackedChars {
+ public:
+  using iterator_category = std::input_iterator_tag;
+  using value_type = char;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const char*;
+  using reference = const char&;
+  TrackedChars(const char* p, const char** read_to) : p_(p), read_to_(read_to) {}
+  reference operator*() const { return *p_; }
+  TrackedChars& operator++() {
+    *read_to_ = ++p_;
+    return *this;
+  }
+  TrackedChars operator++(int) {
+    TrackedChars before = *this;
+    ++*this;
+    return before;
+  }
+  bool operator==(const TrackedChars& o) const { return p_ == o.p_; }
+  bool operator!=(const TrackedChars& o) const { return p_ != o.p_; }
+
+ private:
+  const char* p_;
+  const char** read_to_;
+};
+
+// nlohmann's explanation without its "[json.exception.parse_error.101] parse error at line 1, column 9: " prefix
+// (the callers give the byte).
+std::string explanation(const Json::exception& e) {
+  std::string s = e.what();
+  size_t end = s.find("] ");
+  if (end != std::string::npos) s.erase(0, end + 2);
+  if (s.compare(0, 12, "parse error ") == 0 && s.find(": ") != std::string::npos) s.erase(0, s.find(": ") + 2);
+  return s;
+}
+
+// Where a parse error starts, counting from 1. nlohmann gives the last byte it read: the offending byte inside a
+// token it could not read, but the last byte of a well-formed token that does not belong there (a string where a
+// ',' is due): that token is walked back to its first byte.
+size_t error_byte(const std::string& text, const Json::parse_error& e) {
+  const size_t last = e.byte;
+  const bool inside_token = std::string(e.what()).find("; last read: '") != std::string::npos;  // the lexer's
+  if (last == 0 || last > text.size() || inside_token) return last;
+  size_t first = last - 1;  // 0-based
+  const auto c = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
+  if (text[first] == '"') {
+    // Back to the opening quote: the first one before it that no backslash escapes.
+    while (first > 0) {
+      --first;
+      if (text[first] != '"') continue;
+      size_t slashes = 0;
+      while (slashes < first && text[first - 1 - slashes] == '\\') ++slashes;
+      if (slashes % 2 == 0) break;
+    }
+  } else if (std::isalpha(c(first))) {  // true, false, null
+    while (first > 0 && std::isalpha(c(first - 1))) --first;
+  } else if (std::isdigit(c(first))) {  // a number
+    const auto in_number = [&](size_t i) {
+      return std::isdigit(c(i)) || std::string("+-.eE").find(text[i]) != std::string::npos;
+    };
+    while (first > 0 && in_number(first - 1)) --first;
+  }
+  return first + 1;
+}
+
+const char* type_name(const Json& v) {
+  switch (v.type()) {
+    case Json::value_t::null: return "null";
+    case Json::value_t::boolean: return "a boolean";
+    case Json::value_t::number_integer:
+    case Json::value_t::number_unsigned:
+    case Json::value_t::number_float: return "a number";
+    case Json::value_t::string: return "a string";
+    case Json::value_t::array: return "an array";
+    case Json::value_t::object: return "an object";
+    case Json::value_t::binary: return "binary data";
+    case Json::value_t::discarded: return "a discarded value";
   }
   return "?";
 }
+
+void check_finite(const Json& v) {
+  if (v.is_number_float()) {
+    TD_CHECK(std::isfinite(v.get<double>()), "JSON cannot hold the number ", v.get<double>());
+  } else if (v.is_structured()) {
+    for (const Json& item : v) check_finite(item);
+  }
+}
+
 }  // namespace
 
-#define TD_JSON_EXPECT(T, name)                                                                       \
-  TD_CHECK(type_ == Type::T, what, " should be " name " but is ", type_name(type_))
+Json parse_json(const std::string& text) {
+  const char* read_to = text.data();
+  const auto at = [&] { return static_cast<size_t>(read_to - text.data()); };
+  std::vector<std::set<std::string>> keys;  // the keys seen so far in each object being read, innermost last
+  const auto check = [&](int depth, Json::parse_event_t event, Json& parsed) {
+    switch (event) {
+      case Json::parse_event_t::object_start:
+        keys.emplace_back();
+        [[fallthrough]];
+      case Json::parse_event_t::array_start:
+        if (depth > kMaxDepth)
+          TD_THROW(ValueError, "invalid JSON at byte ", at(), ": nested deeper than ", kMaxDepth, " levels");
+        break;
+      case Json::parse_event_t::key: {
+        const std::string& key = parsed.get_ref<const std::string&>();
+        if (!keys.back().insert(key).second)
+          TD_THROW(ValueError, "invalid JSON at byte ", at(), ": duplicate key '", key, "'");
+        break;
+      }
+      case Json::parse_event_t::object_end: keys.pop_back(); break;
+      default: break;
+    }
+    return true;
+  };
+  try {
+    const char* end = text.data() + text.size();
+    return Json::parse(TrackedChars(text.data(), &read_to), TrackedChars(end, &read_to), check);
+  } catch (const Json::parse_error& e) {
+    TD_THROW(ValueError, "invalid JSON at byte ", error_byte(text, e), ": ", explanation(e));
+  } catch (const Json::exception& e) {  // a number beyond a double (out_of_range 406) names the number itself
+    TD_THROW(ValueError, "invalid JSON: ", explanation(e));
+  }
+}
 
-bool Json::as_bool(const std::string& what) const { TD_JSON_EXPECT(Bool, "a boolean"); return bool_; }
-double Json::as_number(const std::string& what) const { TD_JSON_EXPECT(Number, "a number"); return number_; }
-int64_t Json::as_int(const std::string& what) const {
-  TD_JSON_EXPECT(Number, "an integer");
-  TD_CHECK(std::floor(number_) == number_ && std::abs(number_) < 9.007199254740992e15, what,
-           " should be an integer but is ", number_);
-  return static_cast<int64_t>(number_);
+std::string dump_json(const Json& value, int indent) {
+  check_finite(value);
+  try {
+    return value.dump(indent);
+  } catch (const Json::type_error& e) {  // a string that is not UTF-8
+    TD_THROW(ValueError, "cannot write JSON: ", explanation(e));
+  }
 }
-const std::string& Json::as_string(const std::string& what) const { TD_JSON_EXPECT(String, "a string"); return string_; }
-const std::vector<Json>& Json::as_array(const std::string& what) const { TD_JSON_EXPECT(Array, "an array"); return *array_; }
-const std::map<std::string, Json>& Json::as_object(const std::string& what) const {
-  TD_JSON_EXPECT(Object, "an object");
-  return *object_;
+
+#define TD_JSON_EXPECT(test, name) TD_CHECK(value.test(), what, " should be " name " but is ", type_name(value))
+
+const Json& json_object(const Json& value, const std::string& what) {
+  TD_JSON_EXPECT(is_object, "an object");
+  return value;
 }
+const Json& json_array(const Json& value, const std::string& what) {
+  TD_JSON_EXPECT(is_array, "an array");
+  return value;
+}
+const std::string& json_string(const Json& value, const std::string& what) {
+  TD_JSON_EXPECT(is_string, "a string");
+  return value.get_ref<const std::string&>();
+}
+double json_number(const Json& value, const std::string& what) {
+  TD_JSON_EXPECT(is_number, "a number");
+  return value.get<double>();
+}
+int64_t json_int(const Json& value, const std::string& what) {
+  TD_JSON_EXPECT(is_number, "an integer");
+  if (value.is_number_unsigned()) {
+    const uint64_t u = value.get<uint64_t>();
+    TD_CHECK(u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()), what, " should be an integer but is ",
+             u, ", more than 2^63-1");
+    return static_cast<int64_t>(u);
+  }
+  if (value.is_number_integer()) return value.get<int64_t>();
+  // Written as a float ("3.0", "1e3"): accepted when integral and exact in a double.
+  const double d = value.get<double>();
+  TD_CHECK(std::floor(d) == d && std::abs(d) < 9007199254740992.0, what, " should be an integer but is ",
+           value.dump());
+  return static_cast<int64_t>(d);
+}
+
 #undef TD_JSON_EXPECT
 
-bool Json::has(const std::string& key) const { return type_ == Type::Object && object_->count(key) > 0; }
-
-const Json& Json::at(const std::string& key) const {
-  const auto& o = as_object("JSON value holding '" + key + "'");
-  auto it = o.find(key);
-  TD_CHECK(it != o.end(), "missing key '", key, "'");
-  return it->second;
+const Json& json_at(const Json& object, const std::string& key) {
+  json_object(object, "JSON value holding '" + key + "'");
+  auto it = object.find(key);
+  TD_CHECK(it != object.end(), "missing key '", key, "'");
+  return *it;
 }
-
-Json& Json::operator[](const std::string& key) {
-  if (type_ == Type::Null) *this = object();
-  TD_CHECK(type_ == Type::Object, "cannot set key '", key, "' on ", type_name(type_));
-  return (*object_)[key];
-}
-
-void Json::push_back(Json v) {
-  if (type_ == Type::Null) *this = array();
-  TD_CHECK(type_ == Type::Array, "cannot append to ", type_name(type_));
-  array_->push_back(std::move(v));
-}
-
-size_t Json::size() const {
-  if (type_ == Type::Array) return array_->size();
-  if (type_ == Type::Object) return object_->size();
-  return 0;
-}
-
-const Json& Json::operator[](size_t i) const {
-  const auto& a = as_array("indexed value");
-  TD_CHECK_INDEX(i < a.size(), "JSON array index ", i, " out of range (size ", a.size(), ")");
-  return a[i];
-}
-
-namespace {
-void dump_string(std::string& out, const std::string& s) {
-  out += '"';
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  out += '"';
-}
-void newline(std::string& out, int indent, int depth) {
-  if (indent < 0) return;
-  out += '\n';
-  out.append(static_cast<size_t>(indent * depth), ' ');
-}
-}  // namespace
-
-void Json::dump_to(std::string& out, int indent, int depth) const {
-  switch (type_) {
-    case Type::Null: out += "null"; break;
-    case Type::Bool: out += bool_ ? "true" : "false"; break;
-    case Type::Number: {
-      TD_CHECK(std::isfinite(number_), "JSON cannot hold the number ", number_);
-      char buf[32];
-      if (std::floor(number_) == number_ && std::abs(number_) < 1e15)
-        std::snprintf(buf, sizeof buf, "%.0f", number_);
-      else
-        std::snprintf(buf, sizeof buf, "%.17g", number_);
-      out += buf;
-      break;
-    }
-    case Type::String: dump_string(out, string_); break;
-    case Type::Array: {
-      out += '[';
-      for (size_t i = 0; i < array_->size(); ++i) {
-        if (i) out += ',';
-        newline(out, indent, depth + 1);
-        (*array_)[i].dump_to(out, indent, depth + 1);
-      }
-      if (!array_->empty()) newline(out, indent, depth);
-      out += ']';
-      break;
-    }
-    case Type::Object: {
-      out += '{';
-      bool first = true;
-      for (const auto& [k, v] : *object_) {
-        if (!first) out += ',';
-        first = false;
-        newline(out, indent, depth + 1);
-        dump_string(out, k);
-        out += indent < 0 ? ":" : ": ";
-        v.dump_to(out, indent, depth + 1);
-      }
-      if (!object_->empty()) newline(out, indent, depth);
-      out += '}';
-      break;
-    }
-  }
-}
-
-std::string Json::dump(int indent) const {
-  std::string out;
-  dump_to(out, indent, 0);
-  return out;
-}
-
-namespace {
-class Parser {
- public:
-  explicit Parser(const std::string& t) : t_(t) {}
-  Json parse_document() {
-    Json v = value(0);
-    skip_ws();
-    if (pos_ != t_.size()) fail("unexpected text after the JSON value");
-    return v;
-  }
-
- private:
-  [[noreturn]] void fail(const std::string& why) {
-    TD_THROW(ValueError, "invalid JSON at byte ", pos_, ": ", why);
-  }
-  void skip_ws() {
-    while (pos_ < t_.size() && (t_[pos_] == ' ' || t_[pos_] == '\n' || t_[pos_] == '\t' || t_[pos_] == '\r')) ++pos_;
-  }
-  char peek() {
-    skip_ws();
-    if (pos_ >= t_.size()) fail("unexpected end of text");
-    return t_[pos_];
-  }
-  void expect(char c) {
-    if (peek() != c) fail(std::string("expected '") + c + "'");
-    ++pos_;
-  }
-  bool literal(const char* word) {
-    size_t n = std::char_traits<char>::length(word);
-    if (t_.compare(pos_, n, word) == 0) {
-      pos_ += n;
-      return true;
-    }
-    return false;
-  }
-  Json value(int depth) {
-    if (depth > 200) fail("nesting too deep");
-    char c = peek();
-    if (c == '{') return object(depth);
-    if (c == '[') return array(depth);
-    if (c == '"') return Json(string());
-    if (literal("true")) return Json(true);
-    if (literal("false")) return Json(false);
-    if (literal("null")) return Json();
-    if (c == '-' || (c >= '0' && c <= '9')) return number();
-    fail(std::string("unexpected character '") + c + "'");
-  }
-  Json object(int depth) {
-    expect('{');
-    Json o = Json::object();
-    if (peek() == '}') {
-      ++pos_;
-      return o;
-    }
-    for (;;) {
-      if (peek() != '"') fail("expected a string key");
-      std::string k = string();
-      if (o.has(k)) fail("duplicate key '" + k + "'");
-      expect(':');
-      o[k] = value(depth + 1);
-      char c = peek();
-      ++pos_;
-      if (c == '}') return o;
-      if (c != ',') fail("expected ',' or '}'");
-    }
-  }
-  Json array(int depth) {
-    expect('[');
-    Json a = Json::array();
-    if (peek() == ']') {
-      ++pos_;
-      return a;
-    }
-    for (;;) {
-      a.push_back(value(depth + 1));
-      char c = peek();
-      ++pos_;
-      if (c == ']') return a;
-      if (c != ',') fail("expected ',' or ']'");
-    }
-  }
-  std::string string() {
-    expect('"');
-    std::string s;
-    while (pos_ < t_.size()) {
-      char c = t_[pos_++];
-      if (c == '"') return s;
-      if (static_cast<unsigned char>(c) < 0x20) fail("control character in a string");
-      if (c != '\\') {
-        s += c;
-        continue;
-      }
-      if (pos_ >= t_.size()) break;
-      char e = t_[pos_++];
-      switch (e) {
-        case '"': s += '"'; break;
-        case '\\': s += '\\'; break;
-        case '/': s += '/'; break;
-        case 'b': s += '\b'; break;
-        case 'f': s += '\f'; break;
-        case 'n': s += '\n'; break;
-        case 'r': s += '\r'; break;
-        case 't': s += '\t'; break;
-        case 'u': {
-          if (pos_ + 4 > t_.size()) fail("truncated \\u escape");
-          unsigned cp = static_cast<unsigned>(std::strtoul(t_.substr(pos_, 4).c_str(), nullptr, 16));
-          pos_ += 4;
-          // UTF-8 encode (surrogate pairs are not combined: plain BMP code points suffice here).
-          if (cp < 0x80) {
-            s += static_cast<char>(cp);
-          } else if (cp < 0x800) {
-            s += static_cast<char>(0xC0 | (cp >> 6));
-            s += static_cast<char>(0x80 | (cp & 0x3F));
-          } else {
-            s += static_cast<char>(0xE0 | (cp >> 12));
-            s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-            s += static_cast<char>(0x80 | (cp & 0x3F));
-          }
-          break;
-        }
-        default: fail(std::string("bad escape '\\") + e + "'");
-      }
-    }
-    fail("unterminated string");
-  }
-  Json number() {
-    size_t start = pos_;
-    if (t_[pos_] == '-') ++pos_;
-    while (pos_ < t_.size() && std::string("0123456789.eE+-").find(t_[pos_]) != std::string::npos) ++pos_;
-    std::string text = t_.substr(start, pos_ - start);
-    char* end = nullptr;
-    double v = std::strtod(text.c_str(), &end);
-    if (end == nullptr || *end != '\0' || text.empty() || text == "-") {
-      pos_ = start;
-      fail("malformed number '" + text + "'");
-    }
-    return Json(v);
-  }
-  const std::string& t_;
-  size_t pos_ = 0;
-};
-}  // namespace
-
-Json Json::parse(const std::string& text) { return Parser(text).parse_document(); }
 
 }  // namespace tandem

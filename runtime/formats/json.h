@@ -1,64 +1,29 @@
-// Json: a small JSON value with a strict parser and a writer, for plans, configs and file headers.
+// Json: nlohmann::json with a strict parser, typed reads and a checked writer (<nlohmann/json.hpp> in .cc files only).
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <cstdint>
-#include <map>
-#include <memory>
 #include <string>
-#include <vector>
 
 namespace tandem {
 
-class Json {
- public:
-  enum class Type { Null, Bool, Number, String, Array, Object };
+using Json = nlohmann::json;
 
-  Json() = default;
-  Json(std::nullptr_t) {}                                          // NOLINT
-  Json(bool b) : type_(Type::Bool), bool_(b) {}                    // NOLINT
-  Json(double d) : type_(Type::Number), number_(d) {}              // NOLINT
-  Json(int v) : Json(static_cast<double>(v)) {}                    // NOLINT
-  Json(int64_t v) : Json(static_cast<double>(v)) {}                // NOLINT
-  Json(const char* s) : type_(Type::String), string_(s) {}         // NOLINT
-  Json(std::string s) : type_(Type::String), string_(std::move(s)) {}  // NOLINT
-  static Json array(std::vector<Json> items = {});
-  static Json object();
+// Parses one complete JSON text, refusing duplicate keys, nesting deeper than 200 levels, numbers beyond a
+// double and trailing text. Throws ValueError "invalid JSON at byte N: ..." (N counts from 1).
+Json parse_json(const std::string& text);
 
-  Type type() const { return type_; }
-  bool is_null() const { return type_ == Type::Null; }
-  bool is_object() const { return type_ == Type::Object; }
-  bool is_array() const { return type_ == Type::Array; }
+// Compact (indent < 0) or pretty text. Throws ValueError for a NaN or infinity (nlohmann would write null) and
+// for a string that is not UTF-8.
+std::string dump_json(const Json& value, int indent = -1);
 
-  // Typed access; throws ValueError naming `what` (e.g. the key path) on a type mismatch.
-  bool as_bool(const std::string& what = "value") const;
-  double as_number(const std::string& what = "value") const;
-  int64_t as_int(const std::string& what = "value") const;  // must be integral
-  const std::string& as_string(const std::string& what = "value") const;
-  const std::vector<Json>& as_array(const std::string& what = "value") const;
-  const std::map<std::string, Json>& as_object(const std::string& what = "value") const;
-
-  // Objects: key access (at() throws ValueError for a missing key), insertion keeps keys sorted.
-  bool has(const std::string& key) const;
-  const Json& at(const std::string& key) const;
-  Json& operator[](const std::string& key);  // makes this an object if null
-  // Arrays.
-  void push_back(Json v);  // makes this an array if null
-  size_t size() const;
-  const Json& operator[](size_t i) const;
-
-  // Compact (indent < 0) or pretty JSON text.
-  std::string dump(int indent = -1) const;
-  // Parses a complete JSON text; throws ValueError with the byte offset of the first error.
-  static Json parse(const std::string& text);
-
- private:
-  void dump_to(std::string& out, int indent, int depth) const;
-  Type type_ = Type::Null;
-  bool bool_ = false;
-  double number_ = 0;
-  std::string string_;
-  std::shared_ptr<std::vector<Json>> array_;
-  std::shared_ptr<std::map<std::string, Json>> object_;
-};
+// Typed reads: each throws ValueError naming `what` (e.g. "tensor 'w' dtype") when the value has another type.
+const Json& json_at(const Json& object, const std::string& key);  // and when the key is missing
+const Json& json_object(const Json& value, const std::string& what);
+const Json& json_array(const Json& value, const std::string& what);
+const std::string& json_string(const Json& value, const std::string& what);
+double json_number(const Json& value, const std::string& what);
+int64_t json_int(const Json& value, const std::string& what);  // integral, exact in an int64
 
 }  // namespace tandem

@@ -1,4 +1,4 @@
-// Safetensors reader and writer (the header is JSON, read and written with runtime/formats/json.h).
+// Safetensors reader and writer (the header is JSON, nlohmann::json through runtime/formats/json.h's strict parser).
 #include "runtime/formats/safetensors.h"
 
 #include <fcntl.h>
@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "runtime/tensor/autograd.h"
@@ -155,7 +156,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
     offset += h.nbytes();
     host.push_back(h);
   }
-  std::string text = header.dump();
+  std::string text = dump_json(header);
   text.append((8 - text.size() % 8) % 8, ' ');
 
   std::string tmp = path + ".tmp";
@@ -213,27 +214,27 @@ SafetensorsContents load_safetensors(const std::string& path) {
   };
   std::vector<Entry> entries;
   try {
-    Json root = Json::parse(text);  // refuses duplicate keys
-    for (const auto& m : root.as_object("the header")) {
-      const std::string& name = m.first;
-      const Json& v = m.second;
+    Json root = parse_json(text);  // refuses duplicate keys
+    for (const auto& m : json_object(root, "the header").items()) {
+      const std::string& name = m.key();
+      const Json& v = m.value();
       if (name == "__metadata__") {
-        for (const auto& kv : v.as_object("__metadata__"))
-          out.metadata[kv.first] = kv.second.as_string("__metadata__ value of '" + kv.first + "'");
+        for (const auto& kv : json_object(v, "__metadata__").items())
+          out.metadata[kv.key()] = json_string(kv.value(), "__metadata__ value of '" + kv.key() + "'");
         continue;
       }
       const std::string tensor = "tensor '" + name + "'";
       Entry e;
       e.name = name;
-      e.dtype = parse_st_dtype(v.at("dtype").as_string(tensor + " dtype"), what + ", " + tensor);
-      for (const Json& d : v.at("shape").as_array(tensor + " shape")) {
-        int64_t n = d.as_int(tensor + " dimension");
+      e.dtype = parse_st_dtype(json_string(json_at(v, "dtype"), tensor + " dtype"), what + ", " + tensor);
+      for (const Json& d : json_array(json_at(v, "shape"), tensor + " shape")) {
+        int64_t n = json_int(d, tensor + " dimension");
         TD_CHECK(n >= 0, tensor, " has a negative dimension ", n);
         e.shape.push_back(n);
       }
-      const auto& offs = v.at("data_offsets").as_array(tensor + " data_offsets");
+      const Json& offs = json_array(json_at(v, "data_offsets"), tensor + " data_offsets");
       TD_CHECK(offs.size() == 2, tensor, " needs \"data_offsets\": [begin, end]");
-      int64_t begin = offs[0].as_int(tensor + " data offset"), end = offs[1].as_int(tensor + " data offset");
+      int64_t begin = json_int(offs[0], tensor + " data offset"), end = json_int(offs[1], tensor + " data offset");
       TD_CHECK(begin >= 0 && end >= 0, tensor, " has a negative data offset");
       e.begin = static_cast<uint64_t>(begin);
       e.end = static_cast<uint64_t>(end);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
@@ -64,7 +65,7 @@ TEST(Profiler, MeasuresEveryBlockAndFactorAndEveryRankGetsTheSameProfile) {
   EXPECT_EQ(p.relay_s[3], 0);
   ASSERT_EQ(p.load_s.size(), 2u);
   EXPECT_GT(p.load_s[0], 0);
-  EXPECT_EQ(BlockProfile::from_json(Json::parse(json[0])).to_json().dump(), json[0]);
+  EXPECT_EQ(BlockProfile::from_json(parse_json(json[0])).to_json().dump(), json[0]);
   Plan plan = plan_hybrid(p, 2);
   EXPECT_EQ(plan.workers(), 2);
 }
@@ -134,7 +135,7 @@ TEST(Checkpoints, TheStitchedStudentLoadsIntoItsRegistryModelAsATrainingCheckpoi
   std::ifstream f(ctx.out_dir + "/trace.json");
   std::stringstream text;
   text << f.rdbuf();
-  Json trace = Json::parse(text.str());
+  Json trace = parse_json(text.str());
   EXPECT_GT(trace.at("traceEvents").size(), 10u);
 }
 

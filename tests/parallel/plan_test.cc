@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <limits>
+#include <nlohmann/json.hpp>
 
 #include "parallel/bd/plan.h"
 #include "runtime/base/error.h"
@@ -152,7 +153,7 @@ TEST(Plan, JsonRoundTripAndHandWrittenPlans) {
   Generator gen(tandem::testing::fresh_seed());
   BlockProfile p = random_profile(6, 4, gen);
   Plan plan = plan_hybrid(p, 4);
-  Plan back = Plan::from_json(Json::parse(plan.to_json().dump()), 6, 4);
+  Plan back = Plan::from_json(parse_json(plan.to_json().dump()), 6, 4);
   ASSERT_EQ(back.stages.size(), plan.stages.size());
   for (size_t i = 0; i < plan.stages.size(); ++i) {
     EXPECT_EQ(back.stages[i].first, plan.stages[i].first);
@@ -160,15 +161,15 @@ TEST(Plan, JsonRoundTripAndHandWrittenPlans) {
     EXPECT_EQ(back.stages[i].replicas, plan.stages[i].replicas);
   }
   // The poster's A6000 plan: [3,1] with stages {0,1,2}, {3,4,5}.
-  Plan hand = Plan::from_json(Json::parse(R"({"stages":[{"first":0,"last":2,"replicas":3},
+  Plan hand = Plan::from_json(parse_json(R"({"stages":[{"first":0,"last":2,"replicas":3},
                                                         {"first":3,"last":5,"replicas":1}]})"), 6, 4);
   EXPECT_EQ(hand.stage_ranks(), (std::vector<std::vector<int>>{{0, 1, 2}, {3}}));
-  EXPECT_THROW(Plan::from_json(Json::parse(R"({"stages":[{"first":0,"last":1,"replicas":2},
+  EXPECT_THROW(Plan::from_json(parse_json(R"({"stages":[{"first":0,"last":1,"replicas":2},
                                                          {"first":3,"last":5,"replicas":2}]})"), 6, 4),
                ValueError);  // a gap
-  EXPECT_THROW(Plan::from_json(Json::parse(R"({"stages":[{"first":0,"last":5,"replicas":3}]})"), 6, 4),
+  EXPECT_THROW(Plan::from_json(parse_json(R"({"stages":[{"first":0,"last":5,"replicas":3}]})"), 6, 4),
                ValueError);  // 3 workers for 4
-  BlockProfile q = BlockProfile::from_json(Json::parse(p.to_json().dump()));
+  BlockProfile q = BlockProfile::from_json(parse_json(p.to_json().dump()));
   EXPECT_EQ(q.blocks(), 6);
   EXPECT_DOUBLE_EQ(q.student_s[2][3], p.student_s[2][3]);
 }

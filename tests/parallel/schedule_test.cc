@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "parallel/communicator.h"
@@ -148,13 +149,13 @@ TEST(Simulator, RendezvousSendsWaitForTheirReceiverAndCrossedSendsDeadlock) {
 TEST(Trace, JsonHasOneEventPerInstructionAndRelayFlows) {
   Schedule s = pipeline(1, 0.5, 2);
   SimResult r = simulate(s);
-  Json j = Json::parse(trace_json(s, r.times, {"w0", "w1"}));
+  Json j = parse_json(trace_json(s, r.times, {"w0", "w1"}));
   int complete = 0, flows = 0, meta = 0;
-  for (const Json& e : j.at("traceEvents").as_array()) {
-    const std::string& ph = e.at("ph").as_string();
+  for (const Json& e : json_array(json_at(j, "traceEvents"), "traceEvents")) {
+    const std::string& ph = json_string(json_at(e, "ph"), "ph");
     if (ph == "X") {
       ++complete;
-      EXPECT_GE(e.at("dur").as_number(), 0.0);
+      EXPECT_GE(json_number(json_at(e, "dur"), "dur"), 0.0);
     } else if (ph == "s" || ph == "f") {
       ++flows;
     } else if (ph == "M") {

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -404,7 +405,7 @@ int run(const Flags& f) {
     summary["test_loss"] = Json(last_eval.loss);
     summary["steady_seconds_per_round"] = Json(steady_count ? steady_sum / steady_count : 0.0);
     std::ofstream js = open_out(f.out, "summary.json");
-    js << summary.dump(2) << "\n";
+    js << dump_json(summary, 2) << "\n";
   }
   return 0;
 }
