@@ -90,6 +90,23 @@ TEST_F(StreamCheck, WriteAfterWriteOnAnotherStreamNeedsAnEvent) {
   expect_bitwise_equal(x2, full({32}, 3.0));
 }
 
+TEST_F(StreamCheck, AnAllocationIsAWriteOfItsStream) {
+  // A stream-ordered allocator hands the memory to the allocating stream: another stream's first use of it
+  // (here a write, with nothing written on a before) must be ordered after the allocation.
+  Tensor x = on(a, [] { return empty({48}); });
+  expect_violation([&] { on(b, [&] { return x.fill_(2.0); }); },
+                   {"write after write", "fill (a write) on cpu stream " + std::to_string(b.id()),
+                    "allocation (a write) on cpu stream " + std::to_string(a.id())});
+
+  Tensor x2 = on(a, [] { return empty({48}); });
+  Event allocated;
+  allocated.record(a);
+  b.wait(allocated);
+  on(b, [&] { return x2.fill_(2.0); });
+  b.synchronize();
+  expect_bitwise_equal(x2, full({48}, 2.0));
+}
+
 TEST_F(StreamCheck, WriteAfterReadOnAnotherStreamNeedsAnEvent) {
   Tensor x = random_on(a, 16);
   Event written;

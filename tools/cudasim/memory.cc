@@ -50,6 +50,20 @@ namespace cudasim {
 
 struct PoolState : CUmemPoolHandle_st {};
 
+// One pool block's allocations, for the check that queued work touches the block only between the stream-ordered
+// allocation it was given and that allocation's free (AddressSanitizer's poisoning sees the same misuse, but only
+// in its build and only when the bytes touched happen to be poisoned). Guarded by mu.
+struct BlockLife {
+  // Host order: the block's current allocation (numbered from 1), its streams, and whether it was freed.
+  uint64_t allocation = 0;
+  uint64_t alloc_stream = 0, free_stream = 0;
+  bool freed = false;
+  // Device order: the last of the block's stream-ordered allocations and frees that ran.
+  uint64_t ran = 0;  // its allocation number (0: none ran yet)
+  bool ran_free = false;
+  uint64_t ran_stream = 0;
+};
+
 namespace {
 
 constexpr size_t kAlignment = 256;      // cudaMalloc's alignment
@@ -59,6 +73,7 @@ struct Region {
   Allocation a;
   size_t capacity = 0;  // bytes really held (>= a.bytes)
   PoolState* pool = nullptr;
+  std::shared_ptr<BlockLife> life;  // pool blocks only
 };
 
 std::mutex mu;  // guards the registry, the pools and every device's `reserved`
@@ -91,6 +106,69 @@ std::string where(const Region& g) {
   if (g.a.kind == MemoryKind::PinnedHost) return "pinned host memory";
   return std::string(g.a.kind == MemoryKind::Pool ? "pool memory (cudaMallocAsync)" : "cudaMalloc memory") +
          " of cuda:" + std::to_string(g.a.device);
+}
+
+// Notes that queued work touches p in region g (once per block). Caller holds mu.
+void add_use(const Region& g, const void* p, std::vector<PoolUse>* uses) {
+  if (uses == nullptr || !g.life) return;
+  for (const PoolUse& u : *uses)
+    if (u.life == g.life) return;
+  PoolUse u;
+  u.life = g.life;
+  u.allocation = g.life->allocation;
+  u.ptr = p;
+  u.base = g.a.base;
+  u.bytes = g.a.bytes;
+  u.device = g.a.device;
+  u.alloc_stream = g.life->alloc_stream;
+  u.free_stream = g.life->free_stream;
+  u.freed = g.life->freed;
+  uses->push_back(std::move(u));
+}
+
+std::vector<PoolUse> uses_of(std::initializer_list<const void*> ptrs) {
+  std::vector<PoolUse> uses;
+  std::lock_guard<std::mutex> lock(mu);
+  for (const void* p : ptrs)
+    if (const Region* g = region_of(p)) add_use(*g, p, &uses);
+  return uses;
+}
+
+// What is wrong with work on stream `sid` of `device` touching u now ("" if nothing). Caller holds mu.
+std::string use_problem(const PoolUse& u, uint64_t sid, int device) {
+  const BlockLife& life = *u.life;
+  const std::string on = "stream " + std::to_string(sid) + " of cuda:" + std::to_string(device);
+  const std::string alloc = "stream " + std::to_string(u.alloc_stream);
+  std::ostringstream os;
+  os << "on " << on << " touches " << u.ptr << " in pool block " << static_cast<const void*>(u.base) << " ("
+     << u.bytes << " bytes of cuda:" << u.device << ", cudaMallocAsync on " << alloc << ")";
+  if (u.freed) {
+    os << ", which cudaFreeAsync on stream " << u.free_stream << " freed before this work was queued (a use after "
+       << "free)";
+  } else if (life.ran < u.allocation) {
+    os << " before that allocation ran on " << alloc << ": nothing orders this work after the cudaMallocAsync "
+       << "(record an event on " << alloc << " after it and make " << on << " wait for the event)";
+  } else if (life.ran == u.allocation && life.ran_free) {
+    os << " after its cudaFreeAsync on stream " << life.ran_stream << " ran: nothing orders the free after this "
+       << "work (record an event on " << on << " after it and make stream " << life.ran_stream
+       << " wait for the event before the free; in Tandem, Storage::record_stream)";
+  } else if (life.ran > u.allocation) {
+    os << " after the block was freed and allocated again (a " << (life.ran_free ? "cudaFreeAsync" : "cudaMallocAsync")
+       << " of a later allocation ran on stream " << life.ran_stream << "): nothing orders the free after this work";
+  } else {
+    return "";
+  }
+  return os.str();
+}
+
+// Queues `work` on s, checked before and after it runs against the pool blocks it touches (check_pool_uses).
+void enqueue_using(StreamImpl* s, const std::string& what, std::vector<PoolUse> uses, std::function<void()> work) {
+  if (uses.empty()) return enqueue(s, what, std::move(work));
+  enqueue(s, what, [s, what, uses = std::move(uses), work = std::move(work)] {
+    check_pool_uses(uses, s, what);
+    work();
+    check_pool_uses(uses, s, what);
+  });
 }
 
 // The reason `device` may not touch region g ("" when it may). Caller holds mu.
@@ -203,15 +281,26 @@ cudaError_t pool_alloc(void** out, size_t bytes, PoolState& pool, CUstream_st* s
     g.a = Allocation{base, bytes, pool.device, MemoryKind::Pool};
     g.capacity = capacity;
     g.pool = &pool;
-    regions()[reinterpret_cast<uintptr_t>(base)] = g;
+    Region& slot = regions()[reinterpret_cast<uintptr_t>(base)];
+    g.life = slot.life ? slot.life : std::make_shared<BlockLife>();
+    slot = g;
+    BlockLife& life = *g.life;
+    const uint64_t number = ++life.allocation;
+    life.alloc_stream = s->id;
+    life.freed = false;
+    // In stream order (after a free of the same block on this stream): the new bytes become addressable and
+    // read as NaN until written. Queued before mu is released, as a free's task is: a block's allocations and
+    // frees enter their streams in the order the registry saw them, whichever host threads issue them.
+    enqueue(s, "cudaMallocAsync", [base, bytes, capacity, life = g.life, number, sid = s->id] {
+      UNPOISON(base, bytes);
+      std::memset(base, kNanByte, bytes);
+      if (capacity > bytes) POISON(base + bytes, capacity - bytes);
+      std::lock_guard<std::mutex> lock(mu);
+      life->ran = number;
+      life->ran_free = false;
+      life->ran_stream = sid;
+    });
   }
-  // In stream order (after a free of the same block on this stream): the new bytes become addressable and
-  // read as NaN until written.
-  enqueue(s, "cudaMallocAsync", [base, bytes, capacity] {
-    UNPOISON(base, bytes);
-    std::memset(base, kNanByte, bytes);
-    if (capacity > bytes) POISON(base + bytes, capacity - bytes);
-  });
   *out = base;
   return cudaSuccess;
 }
@@ -269,10 +358,10 @@ cudaError_t copy_async(void* dst, const void* src, size_t n, cudaMemcpyKind kind
     // thread stalls, as a GPU's staging does).
     pageable_copies++;
     auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + n);
-    enqueue(s, api, [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); });
+    enqueue_using(s, api, uses_of({dst}), [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); });
     return synchronize(s) == cudaSuccess ? cudaSuccess : set_error(sticky_error(s->device));
   }
-  enqueue(s, api, [dst, src, n] { std::memmove(dst, src, n); });
+  enqueue_using(s, api, uses_of({dst, src}), [dst, src, n] { std::memmove(dst, src, n); });
   if (ds == Side::Pageable && src_dev) {
     pageable_copies++;
     return synchronize(s) == cudaSuccess ? cudaSuccess : set_error(sticky_error(s->device));
@@ -316,10 +405,17 @@ void enqueue_checked(StreamImpl* s, int device, const std::string& what, const s
       return;
     }
   }
-  enqueue(s, what, std::move(work));
+  std::vector<PoolUse> uses;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const Access& a : accesses)
+      if (a.bytes != 0)
+        if (const Region* g = region_of(a.ptr)) add_use(*g, a.ptr, &uses);
+  }
+  enqueue_using(s, what, std::move(uses), std::move(work));
 }
 
-std::string check_kernel_pointers(int device, const void* params, size_t bytes) {
+std::string check_kernel_pointers(int device, const void* params, size_t bytes, std::vector<PoolUse>* uses) {
   std::lock_guard<std::mutex> lock(mu);
   if (regions().empty()) return "";
   const uintptr_t lo = regions().begin()->first;
@@ -331,6 +427,7 @@ std::string check_kernel_pointers(int device, const void* params, size_t bytes) 
     if (word < lo || word >= hi) continue;
     const Region* g = region_of(reinterpret_cast<const void*>(word));
     if (g == nullptr) continue;
+    add_use(*g, reinterpret_cast<const void*>(word), uses);
     std::string denied = access_denied(device, *g);
     if (!denied.empty())
       return "a pointer argument (" + hex(reinterpret_cast<const void*>(word)) + ", bytes " + std::to_string(off) +
@@ -338,6 +435,17 @@ std::string check_kernel_pointers(int device, const void* params, size_t bytes) 
              " (the simulator takes every pointer-sized parameter word for a pointer: zero unused slots and padding)";
   }
   return "";
+}
+
+void check_pool_uses(const std::vector<PoolUse>& uses, const StreamImpl* s, const std::string& what) {
+  if (uses.empty()) return;
+  std::string problem;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const PoolUse& u : uses)
+      if (!(problem = use_problem(u, s->id, s->device)).empty()) break;
+  }
+  if (!problem.empty()) fault(cudaErrorIllegalAddress, what + " " + problem);
 }
 
 bool reserve(int device, size_t bytes) {
@@ -501,23 +609,28 @@ cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
   if (s == nullptr) return set_error(err);
   if (ptr == nullptr) return cudaSuccess;
   auto ran = std::make_shared<bool>(false);
-  size_t capacity = 0;
-  {
-    std::lock_guard<std::mutex> lock(cudasim::mu);
-    const cudasim::Region* r = cudasim::region_of(ptr);
-    if (r == nullptr || r->a.base != ptr || r->a.kind != cudasim::MemoryKind::Pool)
-      return set_error(cudaErrorInvalidValue, "cudaFreeAsync of " + cudasim::hex(ptr) +
-                                                  ", which cudaMallocAsync did not return");
-    for (auto& c : r->pool->cached)
-      if (c.base == ptr) return set_error(cudaErrorInvalidValue, "cudaFreeAsync of " + cudasim::hex(ptr) + " twice");
-    capacity = r->capacity;
-    r->pool->cached.push_back({static_cast<char*>(ptr), capacity, s->id, ran});
-  }
+  std::lock_guard<std::mutex> lock(cudasim::mu);
+  const cudasim::Region* r = cudasim::region_of(ptr);
+  if (r == nullptr || r->a.base != ptr || r->a.kind != cudasim::MemoryKind::Pool)
+    return set_error(cudaErrorInvalidValue, "cudaFreeAsync of " + cudasim::hex(ptr) +
+                                                ", which cudaMallocAsync did not return");
+  if (r->life->freed) return set_error(cudaErrorInvalidValue, "cudaFreeAsync of " + cudasim::hex(ptr) + " twice");
+  const size_t capacity = r->capacity;
+  r->pool->cached.push_back({static_cast<char*>(ptr), capacity, s->id, ran});
+  std::shared_ptr<cudasim::BlockLife> life = r->life;
+  life->freed = true;
+  life->free_stream = s->id;
   char* base = static_cast<char*>(ptr);
-  cudasim::enqueue(s, "cudaFreeAsync", [base, capacity, ran] {
+  // Queued while mu is held: were it queued after, an allocation on this stream by another host thread could
+  // take the block (a free on its own stream makes it reusable at once) and queue its task first, and this free
+  // would then poison the memory under the new allocation's work.
+  cudasim::enqueue(s, "cudaFreeAsync", [base, capacity, ran, life, number = life->allocation, sid = s->id] {
     POISON(base, capacity);  // a read after the free is an AddressSanitizer report
     std::lock_guard<std::mutex> lock(cudasim::mu);
     *ran = true;
+    life->ran = number;
+    life->ran_free = true;
+    life->ran_stream = sid;
   });
   return cudaSuccess;
 }
@@ -598,7 +711,8 @@ cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int 
   if (bad.empty()) bad = cudasim::check_range(src, count, cudasim::Side::Device, gs, "source");
   if (!bad.empty()) return set_error(cudaErrorInvalidValue, "cudaMemcpyPeerAsync: " + bad);
   // Peer copies work without peer access (the driver stages them); only kernels need access.
-  cudasim::enqueue(s, "cudaMemcpyPeerAsync", [dst, src, count] { std::memmove(dst, src, count); });
+  cudasim::enqueue_using(s, "cudaMemcpyPeerAsync", cudasim::uses_of({dst, src}),
+                         [dst, src, count] { std::memmove(dst, src, count); });
   return cudaSuccess;
 }
 
@@ -612,7 +726,8 @@ cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaStream_t str
     return set_error(cudaErrorInvalidValue, "cudaMemsetAsync of memory that is not device memory");
   std::string bad = cudasim::check_range(ptr, count, cudasim::Side::Device, g, "destination");
   if (!bad.empty()) return set_error(cudaErrorInvalidValue, "cudaMemsetAsync: " + bad);
-  cudasim::enqueue(s, "cudaMemsetAsync", [ptr, value, count] { std::memset(ptr, value, count); });
+  cudasim::enqueue_using(s, "cudaMemsetAsync", cudasim::uses_of({ptr}),
+                         [ptr, value, count] { std::memset(ptr, value, count); });
   return cudaSuccess;
 }
 

@@ -662,12 +662,16 @@ void launch(const char* kernel, const char* file, int line, dim3 grid, dim3 bloc
   g->launch_index = launches++;
   g->blocks = static_cast<uint64_t>(grid.x) * grid.y * grid.z;
   // Pointers into memory this device may not access fault when the kernel runs (asynchronously, sticky).
-  std::string pointer_fault = check_kernel_pointers(g->device, closure->params, closure->params_bytes);
+  // Pool blocks they point into must hold, while the kernel runs, the allocation they held at its launch.
+  std::vector<PoolUse> uses;
+  std::string pointer_fault = check_kernel_pointers(g->device, closure->params, closure->params_bytes, &uses);
   auto shared_closure = std::shared_ptr<Closure>(owned.release(), [](Closure* c) { c->destroy(c); });
   g->closure = shared_closure.get();
-  enqueue(s, "kernel " + name, [g, shared_closure, pointer_fault] {
+  enqueue(s, "kernel " + name, [g, s, shared_closure, pointer_fault, uses = std::move(uses)] {
     if (!pointer_fault.empty()) fault(cudaErrorIllegalAddress, "kernel " + g->name + ": " + pointer_fault);
+    check_pool_uses(uses, s, "kernel " + g->name);
     run_grid(g);
+    check_pool_uses(uses, s, "kernel " + g->name);
   });
 }
 

@@ -105,8 +105,26 @@ bool reserve(int device, size_t bytes);
 void unreserve(int device, size_t bytes);
 // Returns cached pool memory of `device` above each pool's release threshold (at synchronizations).
 void release_pool_memory(int device);
+// A pool block that queued work touches, with the block's allocation when the work was queued: the work may
+// run only while that allocation's cudaMallocAsync has run and its cudaFreeAsync has not (memory.cc).
+struct BlockLife;
+struct PoolUse {
+  std::shared_ptr<BlockLife> life;
+  uint64_t allocation = 0;
+  const void* ptr = nullptr;  // the address the work was given
+  const char* base = nullptr;
+  size_t bytes = 0;
+  int device = 0;
+  uint64_t alloc_stream = 0, free_stream = 0;
+  bool freed = false;  // freed in host order before the work was queued
+};
 // Checks the pointers a kernel receives (any 8-byte word of its parameters that points into device memory)
-// against what the launching device may access; returns "" or what the kernel would fault on.
-std::string check_kernel_pointers(int device, const void* params, size_t bytes);
+// against what the launching device may access; returns "" or what the kernel would fault on. Adds the pool
+// blocks they point into to *uses.
+std::string check_kernel_pointers(int device, const void* params, size_t bytes, std::vector<PoolUse>* uses);
+// Inside the task of `what` on stream s: faults (cudaErrorIllegalAddress) when a block of `uses` is not in the
+// allocation it had when the work was queued: its stream-ordered allocation has not run yet (nothing ordered s
+// after the allocating stream), or its free has run (nothing ordered the free after this work).
+void check_pool_uses(const std::vector<PoolUse>& uses, const StreamImpl* s, const std::string& what);
 
 }  // namespace cudasim
