@@ -1,38 +1,23 @@
 // The backend registry and the Tensor -> StridedDesc helpers.
 #include "runtime/tensor/backend.h"
 
-#include <array>
-#include <memory>
-
-#include "runtime/tensor/checked_backend.h"
 #include "runtime/base/error.h"
-#include "runtime/memory/stream_check.h"
+#include "runtime/tensor/checked_backend.h"
+#include "runtime/tensor/kernel_registry.h"
 #include "runtime/tensor/tensor_desc.h"
 
 namespace tandem {
 
 namespace {
-struct Registered {
-  Backend* kernels = nullptr;
-  std::unique_ptr<Backend> checked;  // the same kernels reporting to the stream checker
-};
-std::array<Registered, 2>& registry() {
-  static std::array<Registered, 2> r;
+KernelRegistry<Backend>& registry() {
+  static KernelRegistry<Backend> r(make_checked_backend, "kernels");
   return r;
 }
 }  // namespace
 
-void register_backend(DeviceType type, Backend* backend) {
-  registry()[static_cast<int>(type)] = {backend, backend ? make_checked_backend(*backend) : nullptr};
-}
+void register_backend(DeviceType type, Backend* backend) { registry().set(type, backend); }
 
-Backend& backend_for(Device device) {
-  check_device_available(device);
-  Registered& r = registry()[static_cast<int>(device.type)];
-  TD_CHECK_DEVICE(r.kernels != nullptr, "no kernels for ", device,
-                  " are linked into this program (depend on //kernels:all)");
-  return stream_check::enabled() ? *r.checked : *r.kernels;
-}
+Backend& backend_for(Device device) { return registry().get(device); }
 
 Backend& backend_of(const Tensor& t) { return backend_for(t.device()); }
 
