@@ -706,26 +706,23 @@ void cudnnGetLastErrorString(char* message, size_t max_size) {
   message[n] = '\0';
 }
 
-cudnnStatus_t cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t* tensorDesc) {
-  return create(tensorDesc, "cudnnCreateTensorDescriptor");
-}
+// cudnnCreate<Kind>Descriptor and cudnnDestroy<Kind>Descriptor: the same bookkeeping for every kind.
+#define TD_SIM_DESCRIPTOR_LIFETIME(Kind)                                                  \
+  cudnnStatus_t cudnnCreate##Kind##Descriptor(cudnn##Kind##Descriptor_t* desc) {          \
+    return create(desc, "cudnnCreate" #Kind "Descriptor");                                \
+  }                                                                                       \
+  cudnnStatus_t cudnnDestroy##Kind##Descriptor(cudnn##Kind##Descriptor_t desc) {          \
+    return destroy(desc, "cudnnDestroy" #Kind "Descriptor");                              \
+  }
 
-cudnnStatus_t cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t tensorDesc) {
-  return destroy(tensorDesc, "cudnnDestroyTensorDescriptor");
-}
+TD_SIM_DESCRIPTOR_LIFETIME(Tensor)
 
 cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t tensorDesc, cudnnTensorFormat_t format,
                                          cudnnDataType_t dataType, int n, int c, int h, int w) {
   return set_4d(tensorDesc, "cudnnSetTensor4dDescriptor", "tensor", format, dataType, n, c, h, w);
 }
 
-cudnnStatus_t cudnnCreateFilterDescriptor(cudnnFilterDescriptor_t* filterDesc) {
-  return create(filterDesc, "cudnnCreateFilterDescriptor");
-}
-
-cudnnStatus_t cudnnDestroyFilterDescriptor(cudnnFilterDescriptor_t filterDesc) {
-  return destroy(filterDesc, "cudnnDestroyFilterDescriptor");
-}
+TD_SIM_DESCRIPTOR_LIFETIME(Filter)
 
 cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t filterDesc, cudnnDataType_t dataType,
                                          cudnnTensorFormat_t format, int k, int c, int h, int w) {
@@ -733,13 +730,7 @@ cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t filterDesc, cud
   return set_4d(filterDesc, "cudnnSetFilter4dDescriptor", "filter", format, dataType, k, c, h, w);
 }
 
-cudnnStatus_t cudnnCreateConvolutionDescriptor(cudnnConvolutionDescriptor_t* convDesc) {
-  return create(convDesc, "cudnnCreateConvolutionDescriptor");
-}
-
-cudnnStatus_t cudnnDestroyConvolutionDescriptor(cudnnConvolutionDescriptor_t convDesc) {
-  return destroy(convDesc, "cudnnDestroyConvolutionDescriptor");
-}
+TD_SIM_DESCRIPTOR_LIFETIME(Convolution)
 
 cudnnStatus_t cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t convDesc, int pad_h, int pad_w, int u, int v,
                                               int dilation_h, int dilation_w, cudnnConvolutionMode_t mode,
