@@ -165,10 +165,5 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
   tandem::Options o = tandem::parse(argc, argv);
-  try {
-    return tandem::run(o);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bd_bench: %s\n", e.what());
-    return 1;
-  }
+  return tandem::flags::run_reporting_errors("bd_bench", [&] { return tandem::run(o); });
 }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/load_average.h"
 #include "models/registry.h"
 #include "parallel/cyclic/accounting.h"
 #include "parallel/cyclic/profile.h"
@@ -24,15 +25,6 @@ namespace tandem {
 namespace {
 
 using namespace parallel::cyclic;
-
-double load_average() {
-  double l = -1;
-  if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
-    if (std::fscanf(f, "%lf", &l) != 1) l = -1;
-    std::fclose(f);
-  }
-  return l;
-}
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -194,10 +186,5 @@ int run(int argc, char** argv) {
 }  // namespace tandem
 
 int main(int argc, char** argv) {
-  try {
-    return tandem::run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "cyclic_bench: %s\n", e.what());
-    return 1;
-  }
+  return tandem::flags::run_reporting_errors("cyclic_bench", [&] { return tandem::run(argc, argv); });
 }

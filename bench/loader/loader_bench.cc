@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/load_average.h"
 #include "data/dataset.h"
 #include "data/image_codec.h"
 #include "data/loader.h"
@@ -23,16 +24,6 @@
 
 namespace tandem {
 namespace {
-
-// The 1-minute load average: other processes on the machine share its cores with this benchmark.
-double load_average() {
-  double l = -1;
-  if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
-    if (std::fscanf(f, "%lf", &l) != 1) l = -1;
-    std::fclose(f);
-  }
-  return l;
-}
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 

@@ -1,16 +1,9 @@
 // Registers the CPU backend for DeviceType::CPU when this library is linked (alwayslink).
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/registration.h"
 
 namespace tandem {
 namespace cpu {
-namespace {
-
-const bool registered = [] {
-  static CpuBackend backend;
-  register_backend(DeviceType::CPU, &backend);
-  return true;
-}();
-
-}  // namespace
+TANDEM_REGISTER_AT_LOAD(register_backend, DeviceType::CPU, CpuBackend)
 }  // namespace cpu
 }  // namespace tandem

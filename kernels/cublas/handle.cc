@@ -1,38 +1,17 @@
-// Per-thread cuBLAS handles: a handle is not safe to use from two threads at once, and creating one
-// allocates device memory, so each thread keeps one per device for its lifetime.
+// The calling thread's cuBLAS handle per device (kernels/thread_handles.h).
 #include "kernels/cublas/handle.h"
 
-#include <vector>
-
 #include "kernels/cublas/cublas_check.h"
-#include "runtime/memory/storage.h"
+#include "kernels/thread_handles.h"
 
 namespace tandem {
 
-namespace {
-struct ThreadHandles {
-  std::vector<cublasHandle_t> by_device;
-  ~ThreadHandles() {
-    // Destructors never throw: a failure to destroy at thread exit is ignored.
-    for (cublasHandle_t h : by_device)
-      if (h != nullptr) cublasDestroy(h);
-  }
-};
-}  // namespace
-
 cublasHandle_t cublas_handle(int device, cudaStream_t stream) {
-  thread_local ThreadHandles handles;
-  auto& v = handles.by_device;
-  if (v.size() <= static_cast<size_t>(device)) v.resize(device + 1, nullptr);
-  if (v[device] == nullptr) {
-    cublasStatus_t status = cublasCreate(&v[device]);
-    if (status == CUBLAS_STATUS_ALLOC_FAILED) {
-      // The handle's workspace comes from outside the memory pool, which may hold the device's free memory.
-      release_cached_memory(Device::cuda(device));
-      status = cublasCreate(&v[device]);
-    }
-    TD_CUBLAS_CHECK(status);
-  }
+  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+  std::vector<cublasHandle_t>& v =
+      thread_handles<cublasHandle_t, cublasStatus_t, cublasCreate, cublasDestroy, CUBLAS_STATUS_ALLOC_FAILED>(
+          device, &status);
+  TD_CUBLAS_CHECK(status);
   TD_CUBLAS_CHECK(cublasSetStream(v[device], stream));
   return v[device];
 }

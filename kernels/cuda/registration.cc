@@ -1,16 +1,9 @@
 // Registers the CUDA backend for DeviceType::CUDA when this library is linked (alwayslink).
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/registration.h"
 
 namespace tandem {
 namespace cuda {
-namespace {
-
-const bool registered = [] {
-  static CudaBackend backend;
-  register_backend(DeviceType::CUDA, &backend);
-  return true;
-}();
-
-}  // namespace
+TANDEM_REGISTER_AT_LOAD(register_backend, DeviceType::CUDA, CudaBackend)
 }  // namespace cuda
 }  // namespace tandem

@@ -165,6 +165,8 @@ size_t search_workspace(int count, const std::function<cudnnStatus_t(int, size_t
   return std::min(most, kMaxWorkspace);
 }
 
+void* data_of(const Storage& s) { return s.defined() ? s.data() : nullptr; }
+
 // Everything one cuDNN call needs: the stream's device, the handle, descriptors and the switches.
 struct Call {
   cuda::LaunchScope scope;
@@ -185,9 +187,20 @@ struct Call {
     TD_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv.d, c.math));
     return c.workspace > 0 ? cuda::workspace(c.workspace, s) : Storage();
   }
+  // The cached choice for `pass` of this shape; on a miss, cuDNN's Find for the pass (`find`: into Count
+  // results, with a workspace as large as any of its algorithms asks for) and pick's choice among the results.
+  template <typename Perf, int Count, typename SizeOf, typename Find>
+  ConvChoice choose(Pass pass, const Conv2dGeometry& g, const Stream& s, const SizeOf& size_of, const Find& find) {
+    return cached_choice(key_of(pass, g, scope.device(), det, tf32), [&] {
+      size_t limit = search_workspace(Count, size_of);
+      Storage ws = limit > 0 ? cuda::workspace(limit, s) : Storage();
+      Perf perf[Count];
+      int returned = 0;
+      find(perf, returned, ws, limit);
+      return pick(perf, returned, d.conv.d, det, math, pass, g, size_of);
+    });
+  }
 };
-
-void* data_of(const Storage& s) { return s.defined() ? s.data() : nullptr; }
 
 }  // namespace
 }  // namespace cudnn
@@ -200,20 +213,17 @@ void CudaNNBackend::conv2d_forward(const Conv2dGeometry& g, const void* x, const
                                    void* y, const Stream& s) {
   Call call(g, s);
   Descriptors& d = call.d;
-  ConvChoice c = cached_choice(key_of(Pass::Forward, g, call.scope.device(), call.det, call.tf32), [&] {
-    auto size_of = [&](int a, size_t* bytes) {
-      return cudnnGetConvolutionForwardWorkspaceSize(call.handle, d.x.d, d.w.d, d.conv.d, d.y.d,
-                                                     static_cast<cudnnConvolutionFwdAlgo_t>(a), bytes);
-    };
-    size_t limit = search_workspace(CUDNN_CONVOLUTION_FWD_ALGO_COUNT, size_of);
-    Storage ws = limit > 0 ? cuda::workspace(limit, s) : Storage();
-    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    int returned = 0;
-    TD_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(call.handle, d.x.d, x, d.w.d, w, d.conv.d, d.y.d, y,
-                                                          CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf,
-                                                          data_of(ws), limit));
-    return pick(perf, returned, d.conv.d, call.det, call.math, Pass::Forward, g, size_of);
-  });
+  ConvChoice c = call.choose<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
+      Pass::Forward, g, s,
+      [&](int a, size_t* bytes) {
+        return cudnnGetConvolutionForwardWorkspaceSize(call.handle, d.x.d, d.w.d, d.conv.d, d.y.d,
+                                                       static_cast<cudnnConvolutionFwdAlgo_t>(a), bytes);
+      },
+      [&](cudnnConvolutionFwdAlgoPerf_t* perf, int& returned, const Storage& ws, size_t limit) {
+        TD_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(call.handle, d.x.d, x, d.w.d, w, d.conv.d, d.y.d, y,
+                                                              CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf,
+                                                              data_of(ws), limit));
+      });
   Storage ws = call.prepare(c, s);
   TD_CUDNN_CHECK(cudnnConvolutionForward(call.handle, call.scalars.one(g.dtype), d.x.d, x, d.w.d, w, d.conv.d,
                                          static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), data_of(ws), c.workspace,
@@ -227,20 +237,17 @@ void CudaNNBackend::conv2d_backward_data(const Conv2dGeometry& g, const void* dy
                                          const Stream& s) {
   Call call(g, s);
   Descriptors& d = call.d;
-  ConvChoice c = cached_choice(key_of(Pass::BackwardData, g, call.scope.device(), call.det, call.tf32), [&] {
-    auto size_of = [&](int a, size_t* bytes) {
-      return cudnnGetConvolutionBackwardDataWorkspaceSize(call.handle, d.w.d, d.y.d, d.conv.d, d.x.d,
-                                                          static_cast<cudnnConvolutionBwdDataAlgo_t>(a), bytes);
-    };
-    size_t limit = search_workspace(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, size_of);
-    Storage ws = limit > 0 ? cuda::workspace(limit, s) : Storage();
-    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    int returned = 0;
-    TD_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(call.handle, d.w.d, w, d.y.d, dy, d.conv.d, d.x.d, dx,
-                                                               CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, perf,
-                                                               data_of(ws), limit));
-    return pick(perf, returned, d.conv.d, call.det, call.math, Pass::BackwardData, g, size_of);
-  });
+  ConvChoice c = call.choose<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
+      Pass::BackwardData, g, s,
+      [&](int a, size_t* bytes) {
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(call.handle, d.w.d, d.y.d, d.conv.d, d.x.d,
+                                                            static_cast<cudnnConvolutionBwdDataAlgo_t>(a), bytes);
+      },
+      [&](cudnnConvolutionBwdDataAlgoPerf_t* perf, int& returned, const Storage& ws, size_t limit) {
+        TD_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(call.handle, d.w.d, w, d.y.d, dy, d.conv.d, d.x.d,
+                                                                   dx, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                                                                   &returned, perf, data_of(ws), limit));
+      });
   Storage ws = call.prepare(c, s);
   TD_CUDNN_CHECK(cudnnConvolutionBackwardData(call.handle, call.scalars.one(g.dtype), d.w.d, w, d.y.d, dy, d.conv.d,
                                               static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), data_of(ws),
@@ -251,20 +258,17 @@ void CudaNNBackend::conv2d_backward_weight(const Conv2dGeometry& g, const void* 
                                            const Stream& s) {
   Call call(g, s);
   Descriptors& d = call.d;
-  ConvChoice c = cached_choice(key_of(Pass::BackwardFilter, g, call.scope.device(), call.det, call.tf32), [&] {
-    auto size_of = [&](int a, size_t* bytes) {
-      return cudnnGetConvolutionBackwardFilterWorkspaceSize(call.handle, d.x.d, d.y.d, d.conv.d, d.w.d,
-                                                            static_cast<cudnnConvolutionBwdFilterAlgo_t>(a), bytes);
-    };
-    size_t limit = search_workspace(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, size_of);
-    Storage ws = limit > 0 ? cuda::workspace(limit, s) : Storage();
-    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    int returned = 0;
-    TD_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
-        call.handle, d.x.d, x, d.y.d, dy, d.conv.d, d.w.d, dw, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned,
-        perf, data_of(ws), limit));
-    return pick(perf, returned, d.conv.d, call.det, call.math, Pass::BackwardFilter, g, size_of);
-  });
+  ConvChoice c = call.choose<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
+      Pass::BackwardFilter, g, s,
+      [&](int a, size_t* bytes) {
+        return cudnnGetConvolutionBackwardFilterWorkspaceSize(call.handle, d.x.d, d.y.d, d.conv.d, d.w.d,
+                                                              static_cast<cudnnConvolutionBwdFilterAlgo_t>(a), bytes);
+      },
+      [&](cudnnConvolutionBwdFilterAlgoPerf_t* perf, int& returned, const Storage& ws, size_t limit) {
+        TD_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+            call.handle, d.x.d, x, d.y.d, dy, d.conv.d, d.w.d, dw, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned,
+            perf, data_of(ws), limit));
+      });
   Storage ws = call.prepare(c, s);
   TD_CUDNN_CHECK(cudnnConvolutionBackwardFilter(call.handle, call.scalars.one(g.dtype), d.x.d, x, d.y.d, dy,
                                                 d.conv.d, static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo),

@@ -1,38 +1,17 @@
-// Per-thread cuDNN handles: a handle must not be used by two threads at once, and creating one is costly,
-// so each thread keeps one per device for its lifetime.
+// The calling thread's cuDNN handle per device (kernels/thread_handles.h).
 #include "kernels/cudnn/handle.h"
 
-#include <vector>
-
 #include "kernels/cudnn/cudnn_check.h"
-#include "runtime/memory/storage.h"
+#include "kernels/thread_handles.h"
 
 namespace tandem {
 
-namespace {
-struct ThreadHandles {
-  std::vector<cudnnHandle_t> by_device;
-  ~ThreadHandles() {
-    // Destructors never throw: a failure to destroy at thread exit is ignored.
-    for (cudnnHandle_t h : by_device)
-      if (h != nullptr) cudnnDestroy(h);
-  }
-};
-}  // namespace
-
 cudnnHandle_t cudnn_handle(int device, cudaStream_t stream) {
-  thread_local ThreadHandles handles;
-  auto& v = handles.by_device;
-  if (v.size() <= static_cast<size_t>(device)) v.resize(device + 1, nullptr);
-  if (v[device] == nullptr) {
-    cudnnStatus_t status = cudnnCreate(&v[device]);
-    if (status == CUDNN_STATUS_ALLOC_FAILED) {
-      // The handle's memory comes from outside the memory pool, which may hold the device's free memory.
-      release_cached_memory(Device::cuda(device));
-      status = cudnnCreate(&v[device]);
-    }
-    TD_CUDNN_CHECK(status);
-  }
+  cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
+  std::vector<cudnnHandle_t>& v =
+      thread_handles<cudnnHandle_t, cudnnStatus_t, cudnnCreate, cudnnDestroy, CUDNN_STATUS_ALLOC_FAILED>(device,
+                                                                                                         &status);
+  TD_CUDNN_CHECK(status);
   TD_CUDNN_CHECK(cudnnSetStream(v[device], stream));
   return v[device];
 }

@@ -337,6 +337,18 @@ int offset_dep(const std::vector<int>& ops, const std::vector<double>& ends, dou
   return best;
 }
 
+// An action of `kind` on (round, micro, stage), Action's first fields; the fields other kinds use stay unset.
+Action action_at(ActionKind kind, int64_t round, int micro, int stage) { return Action{kind, round, micro, stage}; }
+
+// The two ends of a message between the workers of stages `from` and `to` (model parallelism: one a stage).
+std::pair<Action, Action> stage_message(ActionKind send_kind, ActionKind recv_kind, int64_t round, int micro, int from,
+                                        int to) {
+  Action send = action_at(send_kind, round, micro, from), recv = action_at(recv_kind, round, micro, to);
+  send.peer = to;
+  recv.peer = from;
+  return {send, recv};
+}
+
 using Grid = std::vector<std::vector<std::vector<int>>>;  // [round - first][micro][stage]
 Grid make_grid(int64_t rounds, int n, int s) {
   return Grid(static_cast<size_t>(rounds), std::vector<std::vector<int>>(n, std::vector<int>(s, -1)));
@@ -351,11 +363,7 @@ void add_compute(Builder& b, const TimelineSpec& s, const StageCosts& c, bool ow
     int64_t k = s.first_round + kk;
     for (int r = 0; r < N; ++r) {
       for (int l = 0; l < S; ++l) {
-        Action a;
-        a.kind = ActionKind::Forward;
-        a.round = k;
-        a.micro = r;
-        a.stage = l;
+        Action a = action_at(ActionKind::Forward, k, r, l);
         a.version = version_of(s.rule, k, r, l, S);
         int w = own_worker ? r : l;
         F[kk][r][l] = b.add(w, kComputeLane, OpKind::Forward, stage_label("F", k, r, l), I.fwd_start(k, r, l),
@@ -363,11 +371,7 @@ void add_compute(Builder& b, const TimelineSpec& s, const StageCosts& c, bool ow
         b.clock_tick(w, I.fwd_end(k, r, l), F[kk][r][l]);
       }
       for (int l = S - 1; l >= 0; --l) {
-        Action a;
-        a.kind = ActionKind::Backward;
-        a.round = k;
-        a.micro = r;
-        a.stage = l;
+        Action a = action_at(ActionKind::Backward, k, r, l);
         a.version = version_of(s.rule, k, r, l, S);
         int w = own_worker ? r : l;
         std::vector<int> deps{F[kk][r][l]};
@@ -485,11 +489,7 @@ void build_dp_workers(Builder& b, const TimelineSpec& s, const StageCosts& c) {
     }
     for (int r = 0; r < N; ++r)
       for (int l = S - 1; l >= 0; --l) {
-        Action u;
-        u.kind = ActionKind::Update;
-        u.round = k;
-        u.micro = r;
-        u.stage = l;
+        Action u = action_at(ActionKind::Update, k, r, l);
         u.iteration = k;
         if (!delayed(s.rule, r, l, S)) {
           // ḡ^k right after it is complete, on the comm lane.
@@ -524,40 +524,21 @@ void build_model_parallel(Builder& b, const TimelineSpec& s, const StageCosts& c
     int64_t k = s.first_round + kk;
     for (int r = 0; r < N; ++r) {
       for (int l = 0; l + 1 < S; ++l) {
-        Action send, recv;
-        send.kind = ActionKind::SendAct;
-        recv.kind = ActionKind::RecvAct;
-        send.round = recv.round = k;
-        send.micro = recv.micro = r;
-        send.stage = l;
-        recv.stage = l + 1;
-        send.peer = l + 1;
-        recv.peer = l;
-        auto m = b.message(l, l + 1, stage_label("act", k, r, l), I.fwd_end(k, r, l), c.activation_bytes[l], send,
-                           recv, {F[kk][r][l]});
+        auto ends = stage_message(ActionKind::SendAct, ActionKind::RecvAct, k, r, l, l + 1);
+        auto m = b.message(l, l + 1, stage_label("act", k, r, l), I.fwd_end(k, r, l), c.activation_bytes[l],
+                           ends.first, ends.second, {F[kk][r][l]});
         b.dep(F[kk][r][l + 1], m.second);
       }
       for (int l = S - 1; l > 0; --l) {
-        Action send, recv;
-        send.kind = ActionKind::SendGrad;
-        recv.kind = ActionKind::RecvGrad;
-        send.round = recv.round = k;
-        send.micro = recv.micro = r;
-        send.stage = l;
-        recv.stage = l - 1;
-        send.peer = l - 1;
-        recv.peer = l;
+        auto ends = stage_message(ActionKind::SendGrad, ActionKind::RecvGrad, k, r, l, l - 1);
         auto m = b.message(l, l - 1, stage_label("grad", k, r, l - 1), I.bwd_end(k, r, l),
-                           c.activation_bytes[l - 1], send, recv, {B[kk][r][l]});
+                           c.activation_bytes[l - 1], ends.first, ends.second, {B[kk][r][l]});
         b.dep(B[kk][r][l - 1], m.second);
       }
     }
     // Each stage is updated once its worker has the whole round's gradient (summed locally).
     for (int l = 0; l < S; ++l) {
-      Action u;
-      u.kind = ActionKind::Update;
-      u.round = k;
-      u.stage = l;
+      Action u = action_at(ActionKind::Update, k, -1, l);
       u.grad_round = k;
       u.iteration = s.rule == Rule::CdpV1 ? k + 1 : k;
       u.src_version = s.rule == Rule::CdpV1 ? k + 1 : k;
@@ -594,11 +575,7 @@ void build_zero(Builder& b, const TimelineSpec& s, const StageCosts& c) {
       const int o = stage_owner(l, N);
       // Parameters: the owner keeps a copy for its own micro-batch and sends one to the first worker of each
       // run of workers (in rank order) that computes with the same version; the run relays it onwards.
-      Action keep;
-      keep.kind = ActionKind::IssueParams;
-      keep.round = k;
-      keep.micro = o;
-      keep.stage = l;
+      Action keep = action_at(ActionKind::IssueParams, k, o, l);
       keep.version = version_of(s.rule, k, o, l, S);
       int kp = b.add(o, kCommLane, OpKind::Other, stage_label("keep θ", k, o, l), I.fwd_start(k, o, l), 0.0, keep);
       issues[{l, keep.version}].push_back(kp);
@@ -643,11 +620,7 @@ void build_zero(Builder& b, const TimelineSpec& s, const StageCosts& c) {
       int prev_chain = -1;
       for (int r = 0; r < N; ++r) {
         const bool last = r == N - 1;
-        Action send;
-        send.kind = ActionKind::ChainSend;
-        send.round = k;
-        send.micro = r;
-        send.stage = l;
+        Action send = action_at(ActionKind::ChainSend, k, r, l);
         send.final_sum = last;
         std::vector<int> deps{B[kk][r][l]};
         if (prev_chain >= 0) deps.push_back(prev_chain);
@@ -679,11 +652,7 @@ void build_zero(Builder& b, const TimelineSpec& s, const StageCosts& c) {
       int64_t last_use = has_stale ? v + 1 : v;
       int64_t g = s.rule == Rule::CdpV1 ? v - 1 : v;
       if (last_use > t1 - 1 || g > t1 - 1) break;
-      Action u;
-      u.kind = ActionKind::Update;
-      u.round = std::max(last_use, g);
-      u.micro = o;
-      u.stage = l;
+      Action u = action_at(ActionKind::Update, std::max(last_use, g), o, l);
       u.iteration = v;
       u.grad_round = g;
       u.src_version = v;

@@ -389,6 +389,15 @@ void CyclicTrainer::Impl::perform(int w, const Action& a) {
     std::lock_guard<std::mutex> lock(s.mu);
     return take(m, key, what);
   };
+  // Receives stage a.stage's flat tensor from a.peer into `into` at a.round, and into `relay` too where this
+  // worker passes it on (never when relay is null).
+  auto recv_stage = [&](MemoryCategory category, std::map<int64_t, Tensor>& into, std::map<int64_t, Tensor>* relay) {
+    Tensor buf = flat_empty(s.stages[a.stage].numel, device, category);
+    comm.recv(buf, a.peer);
+    std::lock_guard<std::mutex> lock(s.mu);
+    into[a.round] = buf;
+    if (relay != nullptr && relays_of[w].count({a.round, a.stage})) (*relay)[a.round] = buf;
+  };
   switch (a.kind) {
     case ActionKind::Forward: forward(w, a); return;
     case ActionKind::Backward: backward(w, a); return;
@@ -438,11 +447,7 @@ void CyclicTrainer::Impl::perform(int w, const Action& a) {
     }
     case ActionKind::RecvParams: {
       Stage& st = s.stages[a.stage];
-      Tensor buf = flat_empty(st.numel, device, MemoryCategory::Parameters);
-      comm.recv(buf, a.peer);
-      std::lock_guard<std::mutex> lock(s.mu);
-      st.working[a.round] = buf;
-      if (relays_of[w].count({a.round, a.stage})) st.relay[a.round] = buf;
+      recv_stage(MemoryCategory::Parameters, st.working, &st.relay);
       return;
     }
     case ActionKind::RelayParams: {
@@ -482,19 +487,12 @@ void CyclicTrainer::Impl::perform(int w, const Action& a) {
     }
     case ActionKind::MeanRecv: {
       Stage& st = s.stages[a.stage];
-      Tensor buf = flat_empty(st.numel, device, MemoryCategory::Gradients);
-      comm.recv(buf, a.peer);
-      std::lock_guard<std::mutex> lock(s.mu);
-      st.mean_grad[a.round] = buf;
-      if (relays_of[w].count({a.round, a.stage})) st.mean_relay[a.round] = buf;
+      recv_stage(MemoryCategory::Gradients, st.mean_grad, &st.mean_relay);
       return;
     }
     case ActionKind::ChainRecv: {
       Stage& st = s.stages[a.stage];
-      Tensor buf = flat_empty(st.numel, device, MemoryCategory::Gradients);
-      comm.recv(buf, a.peer);
-      std::lock_guard<std::mutex> lock(s.mu);
-      (a.final_sum ? st.mean_grad : st.chain_in)[a.round] = buf;
+      recv_stage(MemoryCategory::Gradients, a.final_sum ? st.mean_grad : st.chain_in, nullptr);
       return;
     }
   }

@@ -9,8 +9,6 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
-#include <mutex>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -31,19 +29,7 @@ cublasStatus_t fail(cublasStatus_t status, const std::string& why) {
   return status;
 }
 
-// Live handles (never freed: calls may come from thread-exit destructors after static destruction).
-std::mutex& handles_mu() {
-  static auto* m = new std::mutex();
-  return *m;
-}
-std::set<const cublasContext*>& handles() {
-  static auto* s = new std::set<const cublasContext*>();
-  return *s;
-}
-bool alive(const cublasContext* h) {
-  std::lock_guard<std::mutex> lock(handles_mu());
-  return h != nullptr && handles().count(h) != 0;
-}
+bool alive(const cublasContext* h) { return cudasim::Live<cublasContext>::of().contains(h); }
 
 // A stored matrix of `rows` x `cols` with leading dimension ld, repeated every `stride` elements `batch`
 // times: the bytes from its lowest to its highest element (strides may be zero or negative).
@@ -112,17 +98,13 @@ extern "C" {
 
 cublasStatus_t cublasCreate_v2(cublasHandle_t* handle) {
   if (handle == nullptr) return fail(CUBLAS_STATUS_INVALID_VALUE, "cublasCreate: handle is NULL");
-  const int device = cudasim::current_device();
-  if (cudaError_t e = cudasim::check_device(device))
-    return fail(CUBLAS_STATUS_NOT_INITIALIZED,
-                "cublasCreate: cuda:" + std::to_string(device) + " cannot be used: " + cudaGetErrorString(e));
-  if (!cudasim::reserve(device, kHandleBytes))
-    return fail(CUBLAS_STATUS_ALLOC_FAILED, "cublasCreate: cuda:" + std::to_string(device) + " has not " +
-                                                std::to_string(kHandleBytes) + " bytes left for the handle");
+  int device = 0;
+  bool unusable = false;
+  const std::string why = cudasim::reserve_handle("cublasCreate", kHandleBytes, &device, &unusable);
+  if (!why.empty()) return fail(unusable ? CUBLAS_STATUS_NOT_INITIALIZED : CUBLAS_STATUS_ALLOC_FAILED, why);
   auto* h = new cublasContext();
   h->device = device;
-  std::lock_guard<std::mutex> lock(handles_mu());
-  handles().insert(h);
+  cudasim::Live<cublasContext>::of().add(h);
   *handle = h;
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -132,10 +114,7 @@ cublasStatus_t cublasDestroy_v2(cublasHandle_t handle) {
   const int device = handle->device;
   // Releasing the handle's resources synchronizes the device, as cuBLAS documents.
   cudasim::synchronize_device(device);
-  {
-    std::lock_guard<std::mutex> lock(handles_mu());
-    handles().erase(handle);
-  }
+  cudasim::Live<cublasContext>::of().remove(handle);
   delete handle;
   cudasim::unreserve(device, kHandleBytes);
   return CUBLAS_STATUS_SUCCESS;
@@ -143,17 +122,9 @@ cublasStatus_t cublasDestroy_v2(cublasHandle_t handle) {
 
 cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t streamId) {
   if (!alive(handle)) return fail(CUBLAS_STATUS_NOT_INITIALIZED, "cublasSetStream: not a live cuBLAS handle");
-  if (streamId != nullptr && streamId != cudaStreamLegacy) {
-    cudaError_t err;
-    CUstream_st* s = cudasim::resolve_stream(streamId, &err);
-    if (s == nullptr)
-      return fail(CUBLAS_STATUS_INVALID_VALUE,
-                  std::string("cublasSetStream: the stream cannot be used: ") + cudaGetErrorString(err));
-    if (cudasim::stream_device(s) != handle->device)
-      return fail(CUBLAS_STATUS_INVALID_VALUE, "cublasSetStream: the stream belongs to cuda:" +
-                                                   std::to_string(cudasim::stream_device(s)) +
-                                                   " and the handle to cuda:" + std::to_string(handle->device));
-  }
+  bool other_device = false;
+  const std::string why = cudasim::check_handle_stream("cublasSetStream", streamId, handle->device, &other_device);
+  if (!why.empty()) return fail(CUBLAS_STATUS_INVALID_VALUE, why);
   handle->stream = streamId;
   return CUBLAS_STATUS_SUCCESS;
 }

@@ -127,4 +127,31 @@ std::shared_ptr<CUstream_st> library_stream(int device, cudaStream_t stream, cud
   return s != nullptr ? stream_ref(s) : nullptr;
 }
 
+std::string reserve_handle(const char* api, size_t bytes, int* device, bool* unusable) {
+  *device = current_device();
+  *unusable = false;
+  if (cudaError_t e = check_device(*device)) {
+    *unusable = true;
+    return std::string(api) + ": cuda:" + std::to_string(*device) + " cannot be used: " + cudaGetErrorString(e);
+  }
+  if (!reserve(*device, bytes))
+    return std::string(api) + ": cuda:" + std::to_string(*device) + " has not " + std::to_string(bytes) +
+           " bytes left for the handle";
+  return "";
+}
+
+std::string check_handle_stream(const char* api, cudaStream_t stream, int device, bool* other_device) {
+  *other_device = false;
+  if (stream == nullptr || stream == cudaStreamLegacy) return "";
+  cudaError_t err;
+  CUstream_st* s = resolve_stream(stream, &err);
+  if (s == nullptr) return std::string(api) + ": the stream cannot be used: " + cudaGetErrorString(err);
+  if (stream_device(s) != device) {
+    *other_device = true;
+    return std::string(api) + ": the stream belongs to cuda:" + std::to_string(stream_device(s)) +
+           " and the handle to cuda:" + std::to_string(device);
+  }
+  return "";
+}
+
 }  // namespace cudasim

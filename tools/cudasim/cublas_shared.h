@@ -1,5 +1,6 @@
 // What the simulated cuBLAS and cuDNN share: TF32 rounding and its override, the double-precision matrix
-// product their arithmetic runs on, and the stream a handle queues on.
+// product their arithmetic runs on, the live handles and descriptors, the checks of handle creation and stream
+// binding, and the stream a handle queues on.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -8,6 +9,8 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -44,6 +47,43 @@ void gemm_nt(int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, cons
 
 // False when NVIDIA_TF32_OVERRIDE=0, which turns TF32 off in every NVIDIA library.
 bool tf32_permitted();
+
+// The live objects of type T (handles, descriptors), so that a destroyed or never created one is refused. Never
+// freed: calls may come from thread-exit destructors after static destruction.
+template <typename T>
+class Live {
+ public:
+  static Live& of() {
+    static auto* l = new Live();
+    return *l;
+  }
+  void add(const T* t) {
+    std::lock_guard<std::mutex> lock(mu_);
+    objects_.insert(t);
+  }
+  // False when `t` was not live.
+  bool remove(const T* t) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return objects_.erase(t) != 0;
+  }
+  bool contains(const T* t) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return t != nullptr && objects_.count(t) != 0;
+  }
+
+ private:
+  std::mutex mu_;
+  std::set<const T*> objects_;
+};
+
+// For cublasCreate and cudnnCreate (`api`): reserves `bytes` for a handle on the current device, whose number goes
+// to *device. Returns "" or why it cannot: the device cannot be used (*unusable) or has not the bytes left.
+std::string reserve_handle(const char* api, size_t bytes, int* device, bool* unusable);
+
+// For cublasSetStream and cudnnSetStream (`api`): "" when `stream` (nullptr and cudaStreamLegacy: the legacy
+// default stream) can be bound to a handle of `device`, else why not; *other_device: the stream belongs to another
+// device (else it cannot be used).
+std::string check_handle_stream(const char* api, cudaStream_t stream, int device, bool* other_device);
 
 // The stream a library handle bound to `device` queues on: `stream` as its SetStream call gave it, where
 // nullptr and cudaStreamLegacy are the legacy default stream of the handle's device (not of the device

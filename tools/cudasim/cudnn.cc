@@ -10,8 +10,6 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
-#include <mutex>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -62,40 +60,24 @@ cudnnStatus_t fail(cudnnStatus_t status, const std::string& why) {
   return status;
 }
 
-// Live handles and descriptors: a destroyed or never created one is refused (never freed: calls may come
-// from thread-exit destructors after static destruction).
-template <typename T>
-struct Live {
-  std::mutex mu;
-  std::set<const T*> objects;
-};
-template <typename T>
-Live<T>& live() {
-  static auto* l = new Live<T>();
-  return *l;
-}
+// Handles and descriptors are created and destroyed through cudasim::Live, which refuses dead ones.
 template <typename T>
 cudnnStatus_t create(T** out, const char* api) {
   if (out == nullptr) return fail(CUDNN_STATUS_BAD_PARAM, std::string(api) + ": the output pointer is NULL");
   T* t = new T();
-  std::lock_guard<std::mutex> lock(live<T>().mu);
-  live<T>().objects.insert(t);
+  cudasim::Live<T>::of().add(t);
   *out = t;
   return CUDNN_STATUS_SUCCESS;
 }
 template <typename T>
 bool alive(const T* t) {
-  std::lock_guard<std::mutex> lock(live<T>().mu);
-  return t != nullptr && live<T>().objects.count(t) != 0;
+  return cudasim::Live<T>::of().contains(t);
 }
 template <typename T>
 cudnnStatus_t destroy(T* t, const char* api) {
   if (t == nullptr) return CUDNN_STATUS_SUCCESS;  // destroying NULL is a no-op
-  {
-    std::lock_guard<std::mutex> lock(live<T>().mu);
-    if (live<T>().objects.erase(t) == 0)
-      return fail(CUDNN_STATUS_BAD_PARAM, std::string(api) + ": not a live descriptor (destroyed twice?)");
-  }
+  if (!cudasim::Live<T>::of().remove(t))
+    return fail(CUDNN_STATUS_BAD_PARAM, std::string(api) + ": not a live descriptor (destroyed twice?)");
   delete t;
   return CUDNN_STATUS_SUCCESS;
 }
@@ -650,13 +632,10 @@ extern "C" {
 
 cudnnStatus_t cudnnCreate(cudnnHandle_t* handle) {
   if (handle == nullptr) return fail(CUDNN_STATUS_BAD_PARAM, "cudnnCreate: handle is NULL");
-  const int device = cudasim::current_device();
-  if (cudaError_t e = cudasim::check_device(device))
-    return fail(CUDNN_STATUS_NOT_INITIALIZED,
-                "cudnnCreate: cuda:" + std::to_string(device) + " cannot be used: " + cudaGetErrorString(e));
-  if (!cudasim::reserve(device, kHandleBytes))
-    return fail(CUDNN_STATUS_ALLOC_FAILED, "cudnnCreate: cuda:" + std::to_string(device) + " has not " +
-                                               std::to_string(kHandleBytes) + " bytes left for the handle");
+  int device = 0;
+  bool unusable = false;
+  const std::string why = cudasim::reserve_handle("cudnnCreate", kHandleBytes, &device, &unusable);
+  if (!why.empty()) return fail(unusable ? CUDNN_STATUS_NOT_INITIALIZED : CUDNN_STATUS_ALLOC_FAILED, why);
   if (cudnnStatus_t st = create(handle, "cudnnCreate")) {
     cudasim::unreserve(device, kHandleBytes);
     return st;
@@ -678,17 +657,9 @@ cudnnStatus_t cudnnDestroy(cudnnHandle_t handle) {
 
 cudnnStatus_t cudnnSetStream(cudnnHandle_t handle, cudaStream_t streamId) {
   if (cudnnStatus_t st = check_handle(handle, "cudnnSetStream")) return st;
-  if (streamId != nullptr && streamId != cudaStreamLegacy) {
-    cudaError_t err;
-    CUstream_st* s = cudasim::resolve_stream(streamId, &err);
-    if (s == nullptr)
-      return fail(CUDNN_STATUS_BAD_PARAM,
-                  std::string("cudnnSetStream: the stream cannot be used: ") + cudaGetErrorString(err));
-    if (cudasim::stream_device(s) != handle->device)
-      return fail(CUDNN_STATUS_BAD_PARAM_STREAM_MISMATCH,
-                  "cudnnSetStream: the stream belongs to cuda:" + std::to_string(cudasim::stream_device(s)) +
-                      " and the handle to cuda:" + std::to_string(handle->device));
-  }
+  bool other_device = false;
+  const std::string why = cudasim::check_handle_stream("cudnnSetStream", streamId, handle->device, &other_device);
+  if (!why.empty()) return fail(other_device ? CUDNN_STATUS_BAD_PARAM_STREAM_MISMATCH : CUDNN_STATUS_BAD_PARAM, why);
   handle->stream = streamId;
   return CUDNN_STATUS_SUCCESS;
 }
@@ -706,26 +677,23 @@ void cudnnGetLastErrorString(char* message, size_t max_size) {
   message[n] = '\0';
 }
 
-cudnnStatus_t cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t* tensorDesc) {
-  return create(tensorDesc, "cudnnCreateTensorDescriptor");
-}
+// cudnnCreate<Kind>Descriptor and cudnnDestroy<Kind>Descriptor: the same bookkeeping for every kind.
+#define TD_SIM_DESCRIPTOR_LIFETIME(Kind)                                                  \
+  cudnnStatus_t cudnnCreate##Kind##Descriptor(cudnn##Kind##Descriptor_t* desc) {          \
+    return create(desc, "cudnnCreate" #Kind "Descriptor");                                \
+  }                                                                                       \
+  cudnnStatus_t cudnnDestroy##Kind##Descriptor(cudnn##Kind##Descriptor_t desc) {          \
+    return destroy(desc, "cudnnDestroy" #Kind "Descriptor");                              \
+  }
 
-cudnnStatus_t cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t tensorDesc) {
-  return destroy(tensorDesc, "cudnnDestroyTensorDescriptor");
-}
+TD_SIM_DESCRIPTOR_LIFETIME(Tensor)
 
 cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t tensorDesc, cudnnTensorFormat_t format,
                                          cudnnDataType_t dataType, int n, int c, int h, int w) {
   return set_4d(tensorDesc, "cudnnSetTensor4dDescriptor", "tensor", format, dataType, n, c, h, w);
 }
 
-cudnnStatus_t cudnnCreateFilterDescriptor(cudnnFilterDescriptor_t* filterDesc) {
-  return create(filterDesc, "cudnnCreateFilterDescriptor");
-}
-
-cudnnStatus_t cudnnDestroyFilterDescriptor(cudnnFilterDescriptor_t filterDesc) {
-  return destroy(filterDesc, "cudnnDestroyFilterDescriptor");
-}
+TD_SIM_DESCRIPTOR_LIFETIME(Filter)
 
 cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t filterDesc, cudnnDataType_t dataType,
                                          cudnnTensorFormat_t format, int k, int c, int h, int w) {
@@ -733,13 +701,7 @@ cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t filterDesc, cud
   return set_4d(filterDesc, "cudnnSetFilter4dDescriptor", "filter", format, dataType, k, c, h, w);
 }
 
-cudnnStatus_t cudnnCreateConvolutionDescriptor(cudnnConvolutionDescriptor_t* convDesc) {
-  return create(convDesc, "cudnnCreateConvolutionDescriptor");
-}
-
-cudnnStatus_t cudnnDestroyConvolutionDescriptor(cudnnConvolutionDescriptor_t convDesc) {
-  return destroy(convDesc, "cudnnDestroyConvolutionDescriptor");
-}
+TD_SIM_DESCRIPTOR_LIFETIME(Convolution)
 
 cudnnStatus_t cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t convDesc, int pad_h, int pad_w, int u, int v,
                                               int dilation_h, int dilation_w, cudnnConvolutionMode_t mode,

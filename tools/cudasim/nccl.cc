@@ -100,6 +100,12 @@ ncclResult_t submit(const char* api, ncclComm_t comm, cudaStream_t stream, const
   return ncclSuccess;
 }
 
+// The operation of one entry point: `root` is Broadcast's root, or Send's and Recv's peer.
+ncclResult_t submit(const char* api, ncclComm_t comm, cudaStream_t stream, Kind kind, const void* sendbuff,
+                    void* recvbuff, size_t count, ncclDataType_t type, ncclRedOp_t redop = ncclSum, int root = 0) {
+  return submit(api, comm, stream, Op{kind, sendbuff, recvbuff, count, type, redop, root});  // Op's fields in order
+}
+
 // Queues a group's operations: one task per communicator, so that its sends, receives and collectives
 // progress together instead of blocking each other.
 ncclResult_t issue_group(const std::vector<Group::Queued>& queued) {
@@ -252,59 +258,32 @@ const char* ncclGetLastError(ncclComm_t comm) {
 
 ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                            ncclComm_t comm, cudaStream_t stream) {
-  Op op;
-  op.kind = Kind::Broadcast;
-  op.sendbuff = sendbuff;
-  op.recvbuff = recvbuff;
-  op.count = count;
-  op.type = datatype;
-  op.root = root;
-  return cudasim::nccl::submit("ncclBroadcast", comm, stream, op);
+  return cudasim::nccl::submit("ncclBroadcast", comm, stream, Kind::Broadcast, sendbuff, recvbuff, count, datatype,
+                               ncclSum, root);
 }
 
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  Op o;
-  o.kind = Kind::AllReduce;
-  o.sendbuff = sendbuff;
-  o.recvbuff = recvbuff;
-  o.count = count;
-  o.type = datatype;
-  o.redop = op;
-  return cudasim::nccl::submit("ncclAllReduce", comm, stream, o);
+  return cudasim::nccl::submit("ncclAllReduce", comm, stream, Kind::AllReduce, sendbuff, recvbuff, count, datatype,
+                               op);
 }
 
 ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
                            ncclComm_t comm, cudaStream_t stream) {
-  Op op;
-  op.kind = Kind::AllGather;
-  op.sendbuff = sendbuff;
-  op.recvbuff = recvbuff;
-  op.count = sendcount;
-  op.type = datatype;
-  return cudasim::nccl::submit("ncclAllGather", comm, stream, op);
+  return cudasim::nccl::submit("ncclAllGather", comm, stream, Kind::AllGather, sendbuff, recvbuff, sendcount,
+                               datatype);
 }
 
 ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                       cudaStream_t stream) {
-  Op op;
-  op.kind = Kind::Send;
-  op.sendbuff = sendbuff;
-  op.count = count;
-  op.type = datatype;
-  op.root = peer;
-  return cudasim::nccl::submit("ncclSend", comm, stream, op);
+  return cudasim::nccl::submit("ncclSend", comm, stream, Kind::Send, sendbuff, nullptr, count, datatype, ncclSum,
+                               peer);
 }
 
 ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                       cudaStream_t stream) {
-  Op op;
-  op.kind = Kind::Recv;
-  op.recvbuff = recvbuff;
-  op.count = count;
-  op.type = datatype;
-  op.root = peer;
-  return cudasim::nccl::submit("ncclRecv", comm, stream, op);
+  return cudasim::nccl::submit("ncclRecv", comm, stream, Kind::Recv, nullptr, recvbuff, count, datatype, ncclSum,
+                               peer);
 }
 
 ncclResult_t ncclGroupStart() {

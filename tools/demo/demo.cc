@@ -195,13 +195,5 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
   tandem::Options o = tandem::parse(argc, argv);
-  try {
-    return tandem::run(o);
-  } catch (const tandem::Error& e) {
-    std::fprintf(stderr, "demo: %s\n", e.what());
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "demo: %s\n", e.what());
-    return 1;
-  }
+  return tandem::flags::run_reporting_errors("demo", [&] { return tandem::run(o); });
 }

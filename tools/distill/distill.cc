@@ -161,13 +161,5 @@ int run(int argc, char** argv) {
 }  // namespace tandem
 
 int main(int argc, char** argv) {
-  try {
-    return tandem::run(argc, argv);
-  } catch (const tandem::Error& e) {
-    std::fprintf(stderr, "distill: %s\n", e.what());
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "distill: %s\n", e.what());
-    return 1;
-  }
+  return tandem::flags::run_reporting_errors("distill", [&] { return tandem::run(argc, argv); });
 }

@@ -225,5 +225,14 @@ void usage_error(const std::string& message) {
   std::exit(2);
 }
 
+int run_reporting_errors(const char* program, const std::function<int()>& work) {
+  try {
+    return work();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", program, e.what());
+    return 1;
+  }
+}
+
 }  // namespace flags
 }  // namespace tandem

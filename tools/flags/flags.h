@@ -69,5 +69,9 @@ class Parser {
 // configuration error, also one found after parsing (program and usage: the latest Parser's).
 [[noreturn]] void usage_error(const std::string& message);
 
+// Runs a program's work and returns its exit status; an exception escaping the work prints
+// "<program>: <what()>" to stderr and makes the status 1 (a failure while running, not a usage error).
+int run_reporting_errors(const char* program, const std::function<int()>& work);
+
 }  // namespace flags
 }  // namespace tandem

@@ -108,10 +108,5 @@ int run(const Args& a) {
 
 int main(int argc, char** argv) {
   tandem::Args args = tandem::parse(argc, argv);
-  try {
-    return tandem::run(args);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "pack: %s\n", e.what());
-    return 1;
-  }
+  return tandem::flags::run_reporting_errors("pack", [&] { return tandem::run(args); });
 }

@@ -1,0 +1,20 @@
+"""tandem_program: a command-line program of Tandem (tools/, bench/)."""
+
+def tandem_program(name, srcs, deps = [], **kwargs):
+    """A cc_binary that links every backend (//kernels:all registers them) and the flag parser.
+
+    Args:
+      name: the program's name.
+      srcs: its sources.
+      deps: what it uses besides //kernels:all and //tools/flags.
+      **kwargs: passed to cc_binary.
+    """
+    native.cc_binary(
+        name = name,
+        srcs = srcs,
+        deps = deps + [
+            "//kernels:all",
+            "//tools/flags",
+        ],
+        **kwargs
+    )
