@@ -1,4 +1,5 @@
-// The CPU's caching allocator: size-class free lists of host blocks under one lock, bounded by a byte limit.
+// The CPU's caching allocator: size-class free lists of host blocks under one lock, emptied when a free would
+// take them past the byte limit.
 #include "runtime/host_cache.h"
 
 #include <cstdlib>
@@ -44,6 +45,13 @@ Cache& cache() {
   static Cache* c = new Cache();  // never destroyed: storages may be freed during static destruction
   return *c;
 }
+
+void free_all(Cache& c) {  // c.mu held
+  for (auto& kv : c.free_blocks)
+    for (void* p : kv.second) std::free(p);
+  c.free_blocks.clear();
+  c.cached = 0;
+}
 }  // namespace
 
 size_t limit_bytes() {
@@ -79,7 +87,10 @@ void release(void* data, size_t block_bytes) noexcept {
   Cache& c = cache();
   {
     std::lock_guard<std::mutex> lock(c.mu);
-    if (c.cached + block_bytes <= limit_bytes()) {
+    // Full: a loop whose memory fits the limit never fills it, so the cached blocks are most likely of sizes no
+    // longer asked for (another model, batch or phase); they go, and this one stays.
+    if (block_bytes <= limit_bytes()) {
+      if (c.cached + block_bytes > limit_bytes()) free_all(c);
       try {
         c.free_blocks[block_bytes].push_back(data);
         c.cached += block_bytes;
@@ -95,10 +106,7 @@ void release(void* data, size_t block_bytes) noexcept {
 void trim() noexcept {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
-  for (auto& kv : c.free_blocks)
-    for (void* p : kv.second) std::free(p);
-  c.free_blocks.clear();
-  c.cached = 0;
+  free_all(c);
 }
 
 size_t cached_bytes() {

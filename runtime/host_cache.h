@@ -10,7 +10,8 @@ namespace host_cache {
 // *block_bytes gets the block's size, which release() needs. Throws BackendError when the host is out of memory
 // (after giving back the cache and trying again).
 void* allocate(size_t nbytes, size_t* block_bytes);
-// Keeps the block for reuse, or frees it when the cache already holds its limit.
+// Keeps the block for reuse; when that would take the cache past its limit, the blocks cached so far are freed
+// first (they are of sizes no longer asked for), and a block larger than the limit is freed itself.
 void release(void* data, size_t block_bytes) noexcept;
 // Frees every cached block.
 void trim() noexcept;
