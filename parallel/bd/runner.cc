@@ -22,7 +22,7 @@
 #include "runtime/optim/lr_schedule.h"
 #include "runtime/tensor/ops.h"
 #include "runtime/progress/progress.h"
-#include "runtime/tensor/whole_number.h"
+#include "runtime/base/parse_count.h"
 
 namespace tandem {
 namespace parallel {

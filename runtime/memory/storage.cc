@@ -1,19 +1,17 @@
-// Storage allocation: 64-byte aligned host memory, pinned host memory, and a stream-ordered CUDA pool.
+// Storage allocation: 64-byte aligned host memory from the host cache, pinned host memory, and a stream-ordered CUDA pool.
 #include "runtime/memory/storage.h"
 
-#include <cstdlib>
 #include <mutex>
 #include <vector>
 
 #include "runtime/base/cuda_check.h"
 #include "runtime/base/error.h"
+#include "runtime/memory/host_cache.h"
 #include "runtime/memory/stream_check.h"
 
 namespace tandem {
 
 namespace {
-constexpr size_t kCpuAlignment = 64;
-
 // One cudaMallocAsync pool per device, with a release threshold high enough that freed memory
 // stays cached in the pool instead of going back to the driver at each synchronization.
 cudaMemPool_t device_pool(int device) {
@@ -58,6 +56,7 @@ cudaError_t order_after(const Stream& user, const Stream& free_stream) {
 struct Storage::Impl {
   void* data = nullptr;
   size_t nbytes = 0;
+  size_t block_bytes = 0;  // CPU: the host cache's block size
   Device device;
   bool pinned = false;
   bool cuda_host = false;  // allocated by cudaHostAlloc
@@ -80,7 +79,7 @@ struct Storage::Impl {
       if (cuda_host)
         ignore_cuda_error(cudaFreeHost(data), "cudaFreeHost");
       else
-        std::free(data);
+        host_cache::release(data, block_bytes);
       return;
     }
     // The free is ordered after all work queued so far on every stream that used the memory.
@@ -103,9 +102,7 @@ Storage Storage::allocate(size_t nbytes, Device device, const Stream& stream, bo
         impl->cuda_host = true;
         impl->pinned = true;
       } else {
-        size_t rounded = (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
-        impl->data = std::aligned_alloc(kCpuAlignment, rounded);
-        TD_CHECK_T(BackendError, impl->data != nullptr, "out of host memory allocating ", nbytes, " bytes");
+        impl->data = host_cache::allocate(nbytes, &impl->block_bytes);
       }
     }
   } else {
@@ -143,7 +140,10 @@ Storage Storage::allocate(size_t nbytes, Device device, const Stream& stream, bo
 }
 
 void release_cached_memory(Device device) {
-  if (!device.is_cuda()) return;
+  if (device.is_cpu()) {
+    host_cache::trim();
+    return;
+  }
   // No synchronization: it could wait for streams that wait for this thread (a collective in flight).
   TD_CUDA_CHECK(cudaMemPoolTrimTo(device_pool(device.index), 0));
 }

@@ -14,13 +14,14 @@ namespace tandem {
 
 // Gives back to `device` the memory its pool keeps for reuse (the pool keeps everything freed, for speed; frees
 // still queued stay). An allocation that finds the device full retries after it, and the library handles
-// (cuBLAS, cuDNN, NCCL), which allocate outside the pool, are made after it. No-op on the CPU.
+// (cuBLAS, cuDNN, NCCL), which allocate outside the pool, are made after it. On the CPU: empties the host cache
+// (runtime/memory/host_cache.h).
 void release_cached_memory(Device device);
 
 class Storage {
  public:
   Storage() = default;
-  // nbytes of memory on `device`, ordered on `stream` (CUDA: stream-ordered pool; CPU: 64-byte aligned),
+  // nbytes of memory on `device`, ordered on `stream` (CUDA: stream-ordered pool; CPU: 64-byte aligned, from the host cache),
   // charged to the thread's current category and memory scopes. `pinned` asks for page-locked host memory
   // (cudaHostAlloc) when a GPU is present; it is plain host memory otherwise.
   static Storage allocate(size_t nbytes, Device device, const Stream& stream, bool pinned = false);

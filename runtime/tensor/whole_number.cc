@@ -1,9 +1,7 @@
 // Whole-number checks of checkpoint tensors before they are converted to integer types.
 #include "runtime/tensor/whole_number.h"
 
-#include <cerrno>
 #include <cmath>
-#include <cstdlib>
 #include <limits>
 #include <vector>
 
@@ -41,15 +39,6 @@ void check_converts_exactly(const Tensor& t, DType to, const std::string& what) 
       TD_CHECK(v[i] >= lo && v[i] <= hi, what, ": element ", i, " is ", v[i], ", outside the range of ",
                dtype_name(to));
   }
-}
-
-bool parse_count(const std::string& text, int64_t* out) {
-  char* end = nullptr;
-  errno = 0;
-  const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno != 0 || v < 0) return false;
-  *out = v;
-  return true;
 }
 
 int64_t whole_number(const Tensor& t, const std::string& what) {

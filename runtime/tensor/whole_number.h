@@ -18,7 +18,4 @@ int64_t whole_number(const Tensor& t, const std::string& what);
 // `to`'s range. Throws ValueError naming `what`, the element and the value.
 void check_converts_exactly(const Tensor& t, DType to, const std::string& what);
 
-// Integer state read back from checkpoint metadata text: a non-negative base-10 integer within int64, or false.
-bool parse_count(const std::string& text, int64_t* out);
-
 }  // namespace tandem

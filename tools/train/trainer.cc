@@ -21,7 +21,7 @@
 #include "runtime/tensor/ops.h"
 #include "runtime/optim/optim.h"
 #include "runtime/progress/progress.h"
-#include "runtime/tensor/whole_number.h"
+#include "runtime/base/parse_count.h"
 
 namespace tandem {
 namespace train {

@@ -1,7 +1,9 @@
-// CPU batch normalization (training and evaluation, forward and backward), accumulating in double.
+// CPU batch normalization (training and evaluation, forward and backward), accumulating in double; f32 NCHW
+// goes to batch_norm_f32.cc's vectorized kernels unless they are off.
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/nn/batch_norm_f32.h"
 #include "kernels/cpu/nn/cpu_nn_backend.h"
 #include "kernels/dispatch.h"
 #include "runtime/base/parallel_for.h"
@@ -123,6 +125,11 @@ void CpuNNBackend::batch_norm_forward_train(const BatchNormGeometry& g, const vo
                                             const void* bias, double eps, double momentum, void* running_mean,
                                             void* running_var, void* y, void* save_mean, void* save_invstd,
                                             const Stream&) {
+  auto f = [](const void* p) { return static_cast<const float*>(p); };
+  auto fm = [](void* p) { return static_cast<float*>(p); };
+  if (batch_norm_f32_forward_train(g, f(x), f(weight), f(bias), eps, momentum, fm(running_mean), fm(running_var),
+                                   fm(y), fm(save_mean), fm(save_invstd)))
+    return;
   TD_DISPATCH_FLOAT(g.dtype, "batch_norm", {
     forward_train(g, static_cast<const scalar_t*>(x), static_cast<const scalar_t*>(weight),
                   static_cast<const scalar_t*>(bias), eps, momentum, static_cast<scalar_t*>(running_mean),
@@ -134,6 +141,10 @@ void CpuNNBackend::batch_norm_forward_train(const BatchNormGeometry& g, const vo
 void CpuNNBackend::batch_norm_forward_eval(const BatchNormGeometry& g, const void* x, const void* weight,
                                            const void* bias, const void* running_mean, const void* running_var,
                                            double eps, void* y, const Stream&) {
+  auto f = [](const void* p) { return static_cast<const float*>(p); };
+  if (batch_norm_f32_forward_eval(g, f(x), f(weight), f(bias), f(running_mean), f(running_var), eps,
+                                  static_cast<float*>(y)))
+    return;
   TD_DISPATCH_FLOAT(g.dtype, "batch_norm", {
     forward_eval(g, static_cast<const scalar_t*>(x), static_cast<const scalar_t*>(weight),
                  static_cast<const scalar_t*>(bias), static_cast<const scalar_t*>(running_mean),
@@ -144,6 +155,11 @@ void CpuNNBackend::batch_norm_forward_eval(const BatchNormGeometry& g, const voi
 void CpuNNBackend::batch_norm_backward(const BatchNormGeometry& g, bool training, const void* x, const void* dy,
                                        const void* weight, const void* mean, const void* invstd, void* dx,
                                        void* dweight, void* dbias, const Stream&) {
+  auto f = [](const void* p) { return static_cast<const float*>(p); };
+  auto fm = [](void* p) { return static_cast<float*>(p); };
+  if (batch_norm_f32_backward(g, training, f(x), f(dy), f(weight), f(mean), f(invstd), fm(dx), fm(dweight),
+                              fm(dbias)))
+    return;
   TD_DISPATCH_FLOAT(g.dtype, "batch_norm backward", {
     backward(g, training, static_cast<const scalar_t*>(x), static_cast<const scalar_t*>(dy),
              static_cast<const scalar_t*>(weight), static_cast<const scalar_t*>(mean),

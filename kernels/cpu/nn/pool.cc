@@ -1,9 +1,11 @@
-// CPU max and average pooling, forward and backward, one (image, channel) plane per task.
+// CPU max and average pooling, forward and backward, one (image, channel) plane per task (f32 NCHW max pooling
+// forward: max_pool_f32.cc unless the fast kernels are off).
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "kernels/cpu/nn/cpu_nn_backend.h"
+#include "kernels/cpu/nn/max_pool_f32.h"
 #include "kernels/dispatch.h"
 #include "runtime/base/parallel_for.h"
 
@@ -125,6 +127,7 @@ void avg_backward(const Pool2dGeometry& g, const T* dy, T* dx) {
 
 void CpuNNBackend::max_pool2d_forward(const Pool2dGeometry& g, const void* x, void* y, int32_t* indices,
                                       const Stream&) {
+  if (max_pool2d_f32_forward(g, static_cast<const float*>(x), static_cast<float*>(y), indices)) return;
   TD_DISPATCH_FLOAT(g.dtype, "max_pool2d", {
     max_forward(g, static_cast<const scalar_t*>(x), static_cast<scalar_t*>(y), indices);
   });

@@ -1,0 +1,180 @@
+// Vectorized f32 NCHW batch normalization: each plane of a channel is swept in 8-lane double vectors (GCC vector
+// extensions, compiled for AVX-512, AVX2 and plain x86-64, picked at load time; lanewise IEEE arithmetic without
+// contraction, so every version gives the same bits).
+#include "kernels/cpu/nn/batch_norm_f32.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "runtime/base/config.h"
+#include "runtime/base/parallel_for.h"
+
+// The 8-double vectors pass between inline helpers only, never across an ABI boundary.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace tandem {
+namespace cpu {
+
+namespace {
+
+typedef double Lanes __attribute__((vector_size(64)));  // 8 doubles
+typedef float Floats __attribute__((vector_size(32)));  // 8 floats
+#define TD_BN_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+inline Lanes load(const float* p) {
+  Floats f;
+  std::memcpy(&f, p, sizeof f);
+  return __builtin_convertvector(f, Lanes);
+}
+inline void store(float* p, Lanes v) {
+  Floats f = __builtin_convertvector(v, Floats);
+  std::memcpy(p, &f, sizeof f);
+}
+inline double lane_sum(Lanes v) {
+  double s = 0;
+  for (int k = 0; k < 8; ++k) s += v[k];
+  return s;
+}
+
+// Σ x over n elements: lane sums over whole groups of 8, the lanes added in order, then the tail.
+TD_BN_CLONES double plane_sum(const float* x, int64_t n) {
+  Lanes acc = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) acc += load(x + i);
+  double s = lane_sum(acc);
+  for (; i < n; ++i) s += static_cast<double>(x[i]);
+  return s;
+}
+
+// Σ (x - mean)^2, in the same order.
+TD_BN_CLONES double plane_centered_squares(const float* x, int64_t n, double mean) {
+  Lanes acc = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    Lanes d = load(x + i) - mean;
+    acc += d * d;
+  }
+  double s = lane_sum(acc);
+  for (; i < n; ++i) {
+    double d = static_cast<double>(x[i]) - mean;
+    s += d * d;
+  }
+  return s;
+}
+
+// y = (x - mean) * scale + shift.
+TD_BN_CLONES void plane_affine(const float* x, int64_t n, double mean, double scale, double shift, float* y) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) store(y + i, (load(x + i) - mean) * scale + shift);
+  for (; i < n; ++i) y[i] = static_cast<float>((static_cast<double>(x[i]) - mean) * scale + shift);
+}
+
+// Adds Σ dy to *sum_dy and Σ dy * (x - mean) to *sum_dy_xc.
+TD_BN_CLONES void plane_grad_sums(const float* x, const float* dy, int64_t n, double mean, double* sum_dy,
+                                  double* sum_dy_xc) {
+  Lanes a = {}, b = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    Lanes d = load(dy + i);
+    a += d;
+    b += d * (load(x + i) - mean);
+  }
+  double sa = lane_sum(a), sb = lane_sum(b);
+  for (; i < n; ++i) {
+    double d = static_cast<double>(dy[i]);
+    sa += d;
+    sb += d * (static_cast<double>(x[i]) - mean);
+  }
+  *sum_dy += sa;
+  *sum_dy_xc += sb;
+}
+
+// dx = a * dy + b * (x - mean) + c.
+TD_BN_CLONES void plane_grad_input(const float* x, const float* dy, int64_t n, double mean, double a, double b,
+                                   double c, float* dx) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) store(dx + i, load(dy + i) * a + (load(x + i) - mean) * b + c);
+  for (; i < n; ++i)
+    dx[i] = static_cast<float>(static_cast<double>(dy[i]) * a + (static_cast<double>(x[i]) - mean) * b + c);
+}
+
+bool applies(const BatchNormGeometry& g) { return g.dtype == DType::F32 && !g.channels_last && cpu_onednn(); }
+
+// Runs fn(c) for every channel, channels split over the pool in ranges of about 32K elements.
+template <typename F>
+void for_each_channel(const BatchNormGeometry& g, F&& fn) {
+  const int64_t per_channel = std::max<int64_t>(g.n * g.hw, 1);
+  parallel_for(0, g.c, std::max<int64_t>(1, (int64_t(1) << 15) / per_channel), [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) fn(c);
+  });
+}
+
+}  // namespace
+
+bool batch_norm_f32_forward_train(const BatchNormGeometry& g, const float* x, const float* weight,
+                                  const float* bias, double eps, double momentum, float* running_mean,
+                                  float* running_var, float* y, float* save_mean, float* save_invstd) {
+  if (!applies(g)) return false;
+  const double m = static_cast<double>(g.n * g.hw);
+  for_each_channel(g, [&](int64_t c) {
+    auto plane = [&](int64_t i) { return (i * g.c + c) * g.hw; };
+    double sum = 0;
+    for (int64_t i = 0; i < g.n; ++i) sum += plane_sum(x + plane(i), g.hw);
+    const double mean = sum / m;
+    double squares = 0;
+    for (int64_t i = 0; i < g.n; ++i) squares += plane_centered_squares(x + plane(i), g.hw, mean);
+    const double invstd = 1.0 / std::sqrt(squares / m + eps);
+    save_mean[c] = static_cast<float>(mean);
+    save_invstd[c] = static_cast<float>(invstd);
+    if (running_mean) {
+      running_mean[c] = static_cast<float>((1.0 - momentum) * running_mean[c] + momentum * mean);
+      running_var[c] = static_cast<float>((1.0 - momentum) * running_var[c] + momentum * squares / (m - 1.0));
+    }
+    const double scale = (weight ? static_cast<double>(weight[c]) : 1.0) * invstd;
+    const double shift = bias ? static_cast<double>(bias[c]) : 0.0;
+    for (int64_t i = 0; i < g.n; ++i) plane_affine(x + plane(i), g.hw, mean, scale, shift, y + plane(i));
+  });
+  return true;
+}
+
+bool batch_norm_f32_forward_eval(const BatchNormGeometry& g, const float* x, const float* weight,
+                                 const float* bias, const float* running_mean, const float* running_var, double eps,
+                                 float* y) {
+  if (!applies(g)) return false;
+  for_each_channel(g, [&](int64_t c) {
+    const double scale = (weight ? static_cast<double>(weight[c]) : 1.0) /
+                         std::sqrt(static_cast<double>(running_var[c]) + eps);
+    const double shift = bias ? static_cast<double>(bias[c]) : 0.0;
+    for (int64_t i = 0; i < g.n; ++i) {
+      const int64_t at = (i * g.c + c) * g.hw;
+      plane_affine(x + at, g.hw, running_mean[c], scale, shift, y + at);
+    }
+  });
+  return true;
+}
+
+bool batch_norm_f32_backward(const BatchNormGeometry& g, bool training, const float* x, const float* dy,
+                             const float* weight, const float* mean, const float* invstd, float* dx, float* dweight,
+                             float* dbias) {
+  if (!applies(g)) return false;
+  const double m = static_cast<double>(g.n * g.hw);
+  for_each_channel(g, [&](int64_t c) {
+    auto plane = [&](int64_t i) { return (i * g.c + c) * g.hw; };
+    const double mu = mean[c], is = invstd[c];
+    double sum_dy = 0, sum_dy_xc = 0;  // Σ dy and Σ dy (x - mean): dbias, and dweight / invstd
+    for (int64_t i = 0; i < g.n; ++i) plane_grad_sums(x + plane(i), dy + plane(i), g.hw, mu, &sum_dy, &sum_dy_xc);
+    if (dbias) dbias[c] = static_cast<float>(sum_dy);
+    if (dweight) dweight[c] = static_cast<float>(sum_dy_xc * is);
+    if (!dx) return;
+    // dx = w is (dy - (Σdy + xhat Σ dy xhat) / m) in training, w is dy in evaluation; xhat = (x - mean) is.
+    const double a = (weight ? static_cast<double>(weight[c]) : 1.0) * is;
+    const double b = training ? -a * is * is * sum_dy_xc / m : 0.0;
+    const double k = training ? -a * sum_dy / m : 0.0;
+    for (int64_t i = 0; i < g.n; ++i) plane_grad_input(x + plane(i), dy + plane(i), g.hw, mu, a, b, k, dx + plane(i));
+  });
+  return true;
+}
+
+}  // namespace cpu
+}  // namespace tandem
