@@ -9,10 +9,10 @@
 #include <functional>
 #include <string>
 
-#include "runtime/tensor/backend.h"
 #include "runtime/base/cuda_check.h"
-#include "runtime/tensor/rng.h"
 #include "runtime/memory/stream.h"
+#include "runtime/tensor/backend.h"
+#include "runtime/tensor/rng.h"
 #include "runtime/tensor/tensor.h"
 #include "runtime/tensor/tensor_desc.h"
 #include "tools/flags/flags.h"
@@ -156,9 +156,8 @@ void BM_CopyContiguous(benchmark::State& state) {
   const int64_t n = state.range(0);
   Tensor x = random_gpu({n}), y = empty({n}, TensorOptions().with_device(gpu()));
   const StridedDesc d = contiguous_desc({n});
-  run_timed(state, 2.0 * n * 4, [&](const Stream& s) {
-    cuda_backend().copy(DType::F32, x.raw_data(), d, DType::F32, y.raw_data(), d, s);
-  });
+  run_timed(state, 2.0 * n * 4,
+            [&](const Stream& s) { cuda_backend().copy(DType::F32, x.raw_data(), d, DType::F32, y.raw_data(), d, s); });
 }
 
 // y = x.t().contiguous() for a square x.
@@ -224,11 +223,7 @@ void register_benchmarks() {
       {"cast_f32_to_bf16", BM_CastF32ToBF16},
   };
   for (const Entry& e : entries)
-    benchmark::RegisterBenchmark(e.name, e.fn)
-        ->Arg(kMid)
-        ->Arg(kLarge)
-        ->UseManualTime()
-        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(e.name, e.fn)->Arg(kMid)->Arg(kLarge)->UseManualTime()->Unit(benchmark::kMicrosecond);
 }
 
 }  // namespace

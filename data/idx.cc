@@ -25,9 +25,8 @@ std::vector<int64_t> parse_header(const std::vector<uint8_t>& bytes, int ndim, c
   TD_CHECK_IO(bytes.size() >= 4, path, ": truncated IDX file (", bytes.size(), " bytes, shorter than its header)");
   uint32_t magic = read_be32(bytes.data());
   uint32_t expected = 0x00000800u | static_cast<uint32_t>(ndim);
-  TD_CHECK_IO(magic == expected, path, ": wrong magic number 0x", std::hex, magic, " (expected 0x", expected,
-              std::dec, ": unsigned bytes in ", ndim, " dimensions); not an IDX ", ndim == 1 ? "label" : "image",
-              " file");
+  TD_CHECK_IO(magic == expected, path, ": wrong magic number 0x", std::hex, magic, " (expected 0x", expected, std::dec,
+              ": unsigned bytes in ", ndim, " dimensions); not an IDX ", ndim == 1 ? "label" : "image", " file");
   size_t header = 4 + 4 * static_cast<size_t>(ndim);
   TD_CHECK_IO(bytes.size() >= header, path, ": truncated IDX header");
   std::vector<int64_t> dims;
@@ -38,8 +37,7 @@ std::vector<int64_t> parse_header(const std::vector<uint8_t>& bytes, int ndim, c
                                   ": corrupt IDX header (the dimensions multiply past 2^64 bytes)");
   }
   uint64_t have = bytes.size() - header;
-  TD_CHECK_IO(have >= total, path, ": truncated: the header announces ", total, " bytes of data, the file has ",
-              have);
+  TD_CHECK_IO(have >= total, path, ": truncated: the header announces ", total, " bytes of data, the file has ", have);
   TD_CHECK_IO(have == total, path, ": ", have - total, " unexpected bytes after the ", total,
               " bytes of data the header announces");
   return dims;
@@ -92,7 +90,8 @@ class IdxDataset : public Dataset {
 // The first existing spelling of an IDX file in `dir`, or "" when none exists.
 std::string find_idx(const std::string& dir, const std::string& split, const std::string& kind, int ndim) {
   const std::string nd = std::to_string(ndim);
-  for (const std::string& stem : {split + "-" + kind + "-idx" + nd + "-ubyte", split + "-" + kind + ".idx" + nd + "-ubyte"})
+  for (const std::string& stem :
+       {split + "-" + kind + "-idx" + nd + "-ubyte", split + "-" + kind + ".idx" + nd + "-ubyte"})
     for (const char* ext : {"", ".gz"}) {
       std::string path = join_path(dir, stem + ext);
       if (path_exists(path)) return path;

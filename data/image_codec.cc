@@ -2,13 +2,13 @@
 #include "data/image_codec.h"
 
 // jpeglib.h needs FILE and size_t declared first.
+#include <jerror.h>
+#include <jpeglib.h>
+#include <png.h>
 #include <algorithm>
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
-#include <jpeglib.h>
-#include <jerror.h>
-#include <png.h>
 
 #include "runtime/base/error.h"
 
@@ -113,17 +113,20 @@ bool decode_jpeg_into(const uint8_t* data, size_t size, int channels, Image* out
   }
   const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
   int want = channels != 0 ? channels : (cinfo.num_components == 1 ? 1 : 3);
-  if (cmyk) cinfo.out_color_space = JCS_CMYK;  // converted to RGB/gray below (libjpeg cannot)
-  else cinfo.out_color_space = want == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  if (cmyk)
+    cinfo.out_color_space = JCS_CMYK;  // converted to RGB/gray below (libjpeg cannot)
+  else
+    cinfo.out_color_space = want == 1 ? JCS_GRAYSCALE : JCS_RGB;
   jpeg_start_decompress(&cinfo);
   const int64_t h = cinfo.output_height, w = cinfo.output_width, comps = cinfo.output_components;
   out->height = h;
   out->width = w;
   out->channels = want;
   out->hwc.resize(static_cast<size_t>(h * w * want));
-  uint8_t* row_buf = cmyk ? static_cast<uint8_t*>((*cinfo.mem->alloc_sarray)(
-                                reinterpret_cast<j_common_ptr>(&cinfo), JPOOL_IMAGE, static_cast<JDIMENSION>(w * comps), 1)[0])
-                          : nullptr;
+  uint8_t* row_buf =
+      cmyk ? static_cast<uint8_t*>((*cinfo.mem->alloc_sarray)(reinterpret_cast<j_common_ptr>(&cinfo), JPOOL_IMAGE,
+                                                              static_cast<JDIMENSION>(w * comps), 1)[0])
+           : nullptr;
   while (cinfo.output_scanline < cinfo.output_height) {
     const int64_t y = cinfo.output_scanline;
     uint8_t* dst = out->hwc.data() + y * w * want;
@@ -178,8 +181,7 @@ Image decode_png(const uint8_t* data, size_t size, int channels, const std::stri
 }  // namespace
 
 Image decode_image(const uint8_t* data, size_t size, int channels, const std::string& what) {
-  TD_CHECK(channels == 0 || channels == 1 || channels == 3, "decode_image: channels must be 0, 1 or 3, got ",
-           channels);
+  TD_CHECK(channels == 0 || channels == 1 || channels == 3, "decode_image: channels must be 0, 1 or 3, got ", channels);
   switch (sniff_image_format(data, size)) {
     case ImageFormat::Jpeg: {
       Image out;
@@ -189,10 +191,8 @@ Image decode_image(const uint8_t* data, size_t size, int channels, const std::st
       TD_CHECK_IO(out.height > 0 && out.width > 0, what, ": JPEG of size ", out.height, "x", out.width);
       return out;
     }
-    case ImageFormat::Png:
-      return decode_png(data, size, channels, what);
-    case ImageFormat::Unknown:
-      break;
+    case ImageFormat::Png: return decode_png(data, size, channels, what);
+    case ImageFormat::Unknown: break;
   }
   TD_THROW(IoError, what, ": neither a JPEG nor a PNG (", size < 8 ? "too short" : "unknown signature", ")");
 }

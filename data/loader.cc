@@ -14,8 +14,8 @@
 #include "runtime/base/error.h"
 #include "runtime/base/parallel_for.h"
 #include "runtime/base/philox.h"
-#include "runtime/tensor/rng.h"
 #include "runtime/memory/stream.h"
+#include "runtime/tensor/rng.h"
 
 namespace tandem {
 namespace data {
@@ -208,8 +208,8 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, Pipeline pipeline, Loader
   TD_CHECK(o.prefetch >= 1, "Loader: prefetch must be >= 1, got ", o.prefetch);
   TD_CHECK(o.num_shards >= 1 && o.shard_rank >= 0 && o.shard_rank < o.num_shards, "Loader: shard ", o.shard_rank,
            " of ", o.num_shards, " does not exist");
-  TD_CHECK(o.split_size >= 1 && o.split_rank >= 0 && o.split_rank < o.split_size, "Loader: split rank ",
-           o.split_rank, " of a group of ", o.split_size, " does not exist");
+  TD_CHECK(o.split_size >= 1 && o.split_rank >= 0 && o.split_rank < o.split_size, "Loader: split rank ", o.split_rank,
+           " of a group of ", o.split_size, " does not exist");
   check_device_available(o.device);
   s.dataset = std::move(dataset);
   s.pipeline = std::move(pipeline);

@@ -31,10 +31,12 @@ uint32_t get32(const uint8_t* p) {
   return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
          (static_cast<uint32_t>(p[3]) << 24);
 }
-uint64_t get64(const uint8_t* p) { return static_cast<uint64_t>(get32(p)) | (static_cast<uint64_t>(get32(p + 4)) << 32); }
+uint64_t get64(const uint8_t* p) {
+  return static_cast<uint64_t>(get32(p)) | (static_cast<uint64_t>(get32(p + 4)) << 32);
+}
 
-std::vector<uint8_t> encode_header(uint32_t shard_index, uint32_t shard_count, uint32_t num_classes,
-                                   uint64_t records, uint64_t index_offset) {
+std::vector<uint8_t> encode_header(uint32_t shard_index, uint32_t shard_count, uint32_t num_classes, uint64_t records,
+                                   uint64_t index_offset) {
   std::vector<uint8_t> h(kMagic, kMagic + 8);
   put32(h, kVersion);
   put32(h, shard_index);
@@ -58,10 +60,14 @@ std::string shard_path(const std::string& prefix, int64_t index, int64_t count) 
 
 // ---- Writer ----
 
-RecordWriter::RecordWriter(const std::string& path, uint32_t shard_index, uint32_t shard_count,
-                           uint32_t num_classes, std::vector<std::string> class_names)
-    : path_(path), tmp_(path + ".tmp"), shard_index_(shard_index), shard_count_(shard_count),
-      num_classes_(num_classes), class_names_(std::move(class_names)) {
+RecordWriter::RecordWriter(const std::string& path, uint32_t shard_index, uint32_t shard_count, uint32_t num_classes,
+                           std::vector<std::string> class_names)
+    : path_(path),
+      tmp_(path + ".tmp"),
+      shard_index_(shard_index),
+      shard_count_(shard_count),
+      num_classes_(num_classes),
+      class_names_(std::move(class_names)) {
   TD_CHECK(shard_count > 0 && shard_index < shard_count, "RecordWriter: shard ", shard_index, " of ", shard_count);
   TD_CHECK(num_classes > 0, "RecordWriter: num_classes must be positive");
   TD_CHECK(class_names_.empty() || class_names_.size() == num_classes, "RecordWriter: ", class_names_.size(),
@@ -163,20 +169,19 @@ Shard open_shard(const std::string& path) {
               "-byte header)");
   uint8_t h[kHeaderSize];
   s.file->read(0, h, kHeaderSize);
-  TD_CHECK_IO(std::memcmp(h, kMagic, 8) == 0, path, ": wrong magic number (not a Tandem record shard written by "
+  TD_CHECK_IO(std::memcmp(h, kMagic, 8) == 0, path,
+              ": wrong magic number (not a Tandem record shard written by "
               "tools:pack)");
   TD_CHECK_IO(get32(h + 44) == crc32_of(h, 44), path, ": corrupt header (checksum mismatch)");
   const uint32_t version = get32(h + 8);
-  TD_CHECK_IO(version == kVersion, path, ": record format version ", version, ", this build reads version ",
-              kVersion);
+  TD_CHECK_IO(version == kVersion, path, ": record format version ", version, ", this build reads version ", kVersion);
   s.shard_index = get32(h + 12);
   s.shard_count = get32(h + 16);
   s.num_classes = get32(h + 20);
   const uint64_t records = get64(h + 24), index_offset = get64(h + 32);
   TD_CHECK_IO(s.num_classes > 0 && s.shard_index < s.shard_count, path, ": corrupt header (shard ", s.shard_index,
               " of ", s.shard_count, ", ", s.num_classes, " classes)");
-  TD_CHECK_IO(index_offset >= kHeaderSize && index_offset <= size &&
-                  records <= (size - index_offset) / kEntrySize,
+  TD_CHECK_IO(index_offset >= kHeaderSize && index_offset <= size && records <= (size - index_offset) / kEntrySize,
               path, ": truncated or corrupt: the header places ", records, " index entries at byte ", index_offset,
               " of a ", size, "-byte file");
   std::vector<uint8_t> index(size - index_offset);
@@ -197,8 +202,7 @@ Shard open_shard(const std::string& path) {
   TD_CHECK_IO(pos + 4 == index.size(), path, ": truncated or corrupt index (", index.size() - pos,
               " bytes where a 4-byte checksum should end the file)");
   TD_CHECK_IO(get32(index.data() + pos) == crc32_of(index.data(), pos), path, ": corrupt index (checksum mismatch)");
-  TD_CHECK_IO(names == 0 || names == s.num_classes, path, ": ", names, " class names for ", s.num_classes,
-              " classes");
+  TD_CHECK_IO(names == 0 || names == s.num_classes, path, ": ", names, " class names for ", s.num_classes, " classes");
   s.entries.resize(records);
   for (uint64_t i = 0; i < records; ++i) {
     const uint8_t* p = index.data() + i * kEntrySize;
@@ -214,8 +218,8 @@ Shard open_shard(const std::string& path) {
     TD_CHECK_IO(e.offset >= kHeaderSize && e.offset <= index_offset && e.length <= index_offset - e.offset, path,
                 ": record ", i, " lies outside the payload area (bytes ", e.offset, " + ", e.length,
                 ", payloads end at byte ", index_offset, ")");
-    TD_CHECK_IO(e.label < s.num_classes, path, ": record ", i, " has label ", e.label, ", outside [0, ",
-                s.num_classes, ")");
+    TD_CHECK_IO(e.label < s.num_classes, path, ": record ", i, " has label ", e.label, ", outside [0, ", s.num_classes,
+                ")");
     TD_CHECK_IO(p[29] <= 2, path, ": record ", i, " has unknown encoding ", static_cast<int>(p[29]));
     TD_CHECK_IO(e.height > 0 && e.width > 0 && (e.channels == 1 || e.channels == 3), path, ": record ", i,
                 " has image size ", e.height, "x", e.width, "x", static_cast<int>(e.channels));
@@ -277,8 +281,7 @@ class PackedDataset : public Dataset {
 
   std::string describe() const override {
     std::ostringstream os;
-    os << name_ << ": " << count_ << " records in " << shards_.size() << " shard(s), " << num_classes()
-       << " classes";
+    os << name_ << ": " << count_ << " records in " << shards_.size() << " shard(s), " << num_classes() << " classes";
     return os.str();
   }
 
@@ -316,8 +319,8 @@ std::vector<std::string> find_shards(const std::string& prefix) {
   if (found.empty()) return {};
   for (long long i = 0; i < count; ++i) {
     std::string expected = shard_path(prefix, i, count);
-    TD_CHECK_IO(std::find(found.begin(), found.end(), expected) != found.end(), "packed ", prefix, ": shard ",
-                expected, " is missing (", found.size(), " of ", count, " present)");
+    TD_CHECK_IO(std::find(found.begin(), found.end(), expected) != found.end(), "packed ", prefix, ": shard ", expected,
+                " is missing (", found.size(), " of ", count, " present)");
   }
   std::sort(found.begin(), found.end());
   return found;
@@ -327,11 +330,11 @@ std::vector<std::string> find_shards(const std::string& prefix) {
 
 std::shared_ptr<Dataset> open_packed(const std::string& path, bool train) {
   const std::string ext = ".tdrec";
-  if (path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0 &&
-      !is_directory(path))
+  if (path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0 && !is_directory(path))
     return std::make_shared<PackedDataset>(std::vector<std::string>{path}, "packed " + path);
   if (is_directory(path)) {
-    std::vector<std::string> splits = train ? std::vector<std::string>{"train"} : std::vector<std::string>{"val", "test"};
+    std::vector<std::string> splits =
+        train ? std::vector<std::string>{"train"} : std::vector<std::string>{"val", "test"};
     for (const std::string& split : splits) {
       std::vector<std::string> shards = find_shards(join_path(path, split));
       if (!shards.empty()) return std::make_shared<PackedDataset>(shards, "packed " + join_path(path, split));

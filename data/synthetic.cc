@@ -21,7 +21,8 @@ class SyntheticDataset : public Dataset {
  public:
   SyntheticDataset(const SyntheticOptions& o, bool train) : o_(o), train_(train) {
     if (o_.size == 0) o_.size = train ? 4096 : 1024;
-    TD_CHECK(o_.size > 0 && o_.classes > 0 && o_.height > 0 && o_.width > 0, "synthetic dataset: n, classes, h and w must be positive");
+    TD_CHECK(o_.size > 0 && o_.classes > 0 && o_.height > 0 && o_.width > 0,
+             "synthetic dataset: n, classes, h and w must be positive");
     TD_CHECK(o_.channels == 1 || o_.channels == 3, "synthetic dataset: c must be 1 or 3, got ", o_.channels);
     TD_CHECK(o_.noise >= 0 && o_.noise <= 255, "synthetic dataset: noise must be in [0, 255], got ", o_.noise);
     // Prototypes are random blocks of 4x4 pixels (stored at block resolution) so that crops and flips
@@ -40,7 +41,8 @@ class SyntheticDataset : public Dataset {
   int64_t num_classes() const override { return o_.classes; }
 
   Sample get(int64_t index) const override {
-    TD_CHECK_INDEX(index >= 0 && index < o_.size, "synthetic dataset: index ", index, " out of range [0, ", o_.size, ")");
+    TD_CHECK_INDEX(index >= 0 && index < o_.size, "synthetic dataset: index ", index, " out of range [0, ", o_.size,
+                   ")");
     int64_t pixels = o_.height * o_.width * o_.channels;
     // Counters: block 0 of a sample gives its label, blocks 1.. its noise (4 values per block).
     uint64_t base = static_cast<uint64_t>(index) << 24;
@@ -103,14 +105,22 @@ SyntheticOptions parse_synthetic_options(const std::string& spec) {
     TD_CHECK(eq != std::string::npos, "synthetic dataset: expected key=value, got '", item, "'");
     std::string key = item.substr(0, eq), value = item.substr(eq + 1);
     int64_t v = parse_int(key, value);
-    if (key == "n") o.size = v;
-    else if (key == "classes") o.classes = v;
-    else if (key == "h") o.height = v;
-    else if (key == "w") o.width = v;
-    else if (key == "c") o.channels = v;
-    else if (key == "seed") o.seed = static_cast<uint64_t>(v);
-    else if (key == "noise") o.noise = v;
-    else TD_THROW(ValueError, "synthetic dataset: unknown key '", key, "' (known: n, classes, h, w, c, seed, noise)");
+    if (key == "n")
+      o.size = v;
+    else if (key == "classes")
+      o.classes = v;
+    else if (key == "h")
+      o.height = v;
+    else if (key == "w")
+      o.width = v;
+    else if (key == "c")
+      o.channels = v;
+    else if (key == "seed")
+      o.seed = static_cast<uint64_t>(v);
+    else if (key == "noise")
+      o.noise = v;
+    else
+      TD_THROW(ValueError, "synthetic dataset: unknown key '", key, "' (known: n, classes, h, w, c, seed, noise)");
   }
   return o;
 }

@@ -135,7 +135,8 @@ void resize_rows(const Image& image, const Taps& ty, const Taps& tx, Image& out)
       for (int k = 0; k < C; ++k) {
         uint32_t top = r0[a + k] * wx0 + r0[b + k] * wx1;
         uint32_t bot = r1[a + k] * wx0 + r1[b + k] * wx1;
-        dst[x * C + k] = static_cast<uint8_t>((top * wy0 + bot * wy1 + (1u << (2 * kWeightBits - 1))) >> (2 * kWeightBits));
+        dst[x * C + k] =
+            static_cast<uint8_t>((top * wy0 + bot * wy1 + (1u << (2 * kWeightBits - 1))) >> (2 * kWeightBits));
       }
     }
   }
@@ -152,9 +153,12 @@ Image resize_bilinear(const Image& image, CropBox box, int64_t h, int64_t w) {
   const int64_t c = image.channels;
   Taps ty = make_taps(box.top, box.height, h, image.width * c), tx = make_taps(box.left, box.width, w, c);
   Image out = blank(h, w, c);
-  if (c == 3) resize_rows<3>(image, ty, tx, out);
-  else if (c == 1) resize_rows<1>(image, ty, tx, out);
-  else TD_THROW(ShapeError, "resize: images with ", c, " channels are not supported (1 or 3)");
+  if (c == 3)
+    resize_rows<3>(image, ty, tx, out);
+  else if (c == 1)
+    resize_rows<1>(image, ty, tx, out);
+  else
+    TD_THROW(ShapeError, "resize: images with ", c, " channels are not supported (1 or 3)");
   return out;
 }
 
@@ -188,8 +192,8 @@ Image center_crop(const Image& image, int64_t h, int64_t w) {
 CropBox sample_resized_crop_box(int64_t height, int64_t width, double scale_min, double scale_max, double ratio_min,
                                 double ratio_max, Generator& gen) {
   TD_CHECK(height > 0 && width > 0, "random resized crop of an empty image");
-  TD_CHECK(0 < scale_min && scale_min <= scale_max && scale_max <= 1.0, "random resized crop: scale range [",
-           scale_min, ", ", scale_max, "] must lie in (0, 1]");
+  TD_CHECK(0 < scale_min && scale_min <= scale_max && scale_max <= 1.0, "random resized crop: scale range [", scale_min,
+           ", ", scale_max, "] must lie in (0, 1]");
   TD_CHECK(0 < ratio_min && ratio_min <= ratio_max, "random resized crop: bad ratio range [", ratio_min, ", ",
            ratio_max, "]");
   const double area = static_cast<double>(height) * static_cast<double>(width);
@@ -325,8 +329,7 @@ Shape Pipeline::output_shape(int64_t height, int64_t width, int64_t channels) co
           w = s.height;
         }
         break;
-      case StepKind::HorizontalFlip:
-        break;
+      case StepKind::HorizontalFlip: break;
     }
   }
   return {channels, h, w};
@@ -355,8 +358,8 @@ void Pipeline::apply(const Image& image, Generator& gen, float* out) const {
         break;
       }
       case StepKind::RandomResizedCrop: {
-        CropBox box = sample_resized_crop_box(cur->height, cur->width, s.scale_min, s.scale_max, s.ratio_min,
-                                              s.ratio_max, gen);
+        CropBox box =
+            sample_resized_crop_box(cur->height, cur->width, s.scale_min, s.scale_max, s.ratio_min, s.ratio_max, gen);
         tmp = resize_bilinear(*cur, box, s.height, s.width);
         break;
       }
@@ -365,9 +368,7 @@ void Pipeline::apply(const Image& image, Generator& gen, float* out) const {
       case StepKind::Resize:
         tmp = s.width > 0 ? resize_bilinear(*cur, s.height, s.width) : resize_shorter(*cur, s.height);
         break;
-      case StepKind::CenterCrop:
-        tmp = center_crop(*cur, s.height, s.width);
-        break;
+      case StepKind::CenterCrop: tmp = center_crop(*cur, s.height, s.width); break;
     }
     cur = &tmp;
   }
@@ -397,16 +398,14 @@ std::string Pipeline::describe() const {
         os << "random-resized-crop " << s.height << "x" << s.width << " scale " << s.scale_min << "-" << s.scale_max
            << " ratio " << s.ratio_min << "-" << s.ratio_max;
         break;
-      case StepKind::HorizontalFlip:
-        os << "flip p=" << s.p;
-        break;
+      case StepKind::HorizontalFlip: os << "flip p=" << s.p; break;
       case StepKind::Resize:
-        if (s.width > 0) os << "resize " << s.height << "x" << s.width;
-        else os << "resize shorter side " << s.height;
+        if (s.width > 0)
+          os << "resize " << s.height << "x" << s.width;
+        else
+          os << "resize shorter side " << s.height;
         break;
-      case StepKind::CenterCrop:
-        os << "center-crop " << s.height << "x" << s.width;
-        break;
+      case StepKind::CenterCrop: os << "center-crop " << s.height << "x" << s.width; break;
     }
   }
   os << sep << "normalize mean";
@@ -445,8 +444,7 @@ double parse_number(const std::string& item, const std::string& text) {
 
 int64_t parse_positive(const std::string& item, const std::string& text) {
   double v = parse_number(item, text);
-  TD_CHECK(v > 0 && v == std::floor(v) && v < 1e6, "transform '", item, "': '", text,
-           "' is not a positive integer");
+  TD_CHECK(v > 0 && v == std::floor(v) && v < 1e6, "transform '", item, "': '", text, "' is not a positive integer");
   return static_cast<int64_t>(v);
 }
 
@@ -527,12 +525,14 @@ void parse_item(const std::string& item, Pipeline& p) {
   if (name == "random-crop") {
     s.kind = StepKind::RandomCrop;
     for (auto& [k, v] : args) {
-      if (k == "size") parse_size(item, v, s.height, s.width);
+      if (k == "size")
+        parse_size(item, v, s.height, s.width);
       else if (k == "pad") {
         double pad = parse_number(item, v);
         TD_CHECK(pad >= 0 && pad == std::floor(pad), "transform '", item, "': padding must be a whole number >= 0");
         s.padding = static_cast<int64_t>(pad);
-      } else unknown(k);
+      } else
+        unknown(k);
     }
     p.add(s);
   } else if (name == "random-resized-crop") {
@@ -541,9 +541,12 @@ void parse_item(const std::string& item, Pipeline& p) {
       if (k == "size") {
         parse_size(item, v, s.height, s.width);
         has_size = true;
-      } else if (k == "scale") parse_range(item, v, s.scale_min, s.scale_max);
-      else if (k == "ratio") parse_range(item, v, s.ratio_min, s.ratio_max);
-      else unknown(k);
+      } else if (k == "scale")
+        parse_range(item, v, s.scale_min, s.scale_max);
+      else if (k == "ratio")
+        parse_range(item, v, s.ratio_min, s.ratio_max);
+      else
+        unknown(k);
     }
     TD_CHECK(has_size, "transform '", item, "' needs size=S");
     TD_CHECK(0 < s.scale_min && s.scale_min <= s.scale_max && s.scale_max <= 1, "transform '", item,
@@ -553,8 +556,10 @@ void parse_item(const std::string& item, Pipeline& p) {
   } else if (name == "flip") {
     s.kind = StepKind::HorizontalFlip;
     for (auto& [k, v] : args) {
-      if (k == "p") s.p = parse_number(item, v);
-      else unknown(k);
+      if (k == "p")
+        s.p = parse_number(item, v);
+      else
+        unknown(k);
     }
     TD_CHECK(s.p >= 0 && s.p <= 1, "transform '", item, "': p must be in [0, 1]");
     p.add(s);
@@ -566,7 +571,8 @@ void parse_item(const std::string& item, Pipeline& p) {
         parse_size(item, v, s.height, s.width);
         if (name == "resize" && !pair) s.width = 0;  // shorter side
         has_size = true;
-      } else unknown(k);
+      } else
+        unknown(k);
     }
     TD_CHECK(has_size, "transform '", item, "' needs size=S");
     p.add(s);
@@ -582,9 +588,12 @@ void parse_item(const std::string& item, Pipeline& p) {
                "' (known: cifar10, cifar100, imagenet, fashion-mnist, mnist)");
     }
     for (auto& [k, v] : args) {
-      if (k == "mean") mean = parse_floats(item, v);
-      else if (k == "std") std = parse_floats(item, v);
-      else unknown(k);
+      if (k == "mean")
+        mean = parse_floats(item, v);
+      else if (k == "std")
+        std = parse_floats(item, v);
+      else
+        unknown(k);
     }
     TD_CHECK(!mean.empty() && mean.size() == std.size(), "transform '", item,
              "': needs statistics (e.g. normalize:imagenet or normalize:mean=0.5/0.5/0.5:std=0.25/0.25/0.25)");
@@ -592,8 +601,10 @@ void parse_item(const std::string& item, Pipeline& p) {
   } else if (name == "cutout") {
     int64_t size = 0;
     for (auto& [k, v] : args) {
-      if (k == "size") size = parse_positive(item, v);
-      else unknown(k);
+      if (k == "size")
+        size = parse_positive(item, v);
+      else
+        unknown(k);
     }
     TD_CHECK(size > 0, "transform '", item, "' needs size=S");
     p.cutout(size);

@@ -40,8 +40,8 @@ Image resize_shorter(const Image& image, int64_t size);
 Image center_crop(const Image& image, int64_t h, int64_t w);
 // torchvision's RandomResizedCrop box: up to 10 draws of an area fraction in [scale_min, scale_max] and a
 // log-uniform aspect ratio in [ratio_min, ratio_max]; else the central crop with the ratio clamped.
-CropBox sample_resized_crop_box(int64_t height, int64_t width, double scale_min, double scale_max,
-                                double ratio_min, double ratio_max, Generator& gen);
+CropBox sample_resized_crop_box(int64_t height, int64_t width, double scale_min, double scale_max, double ratio_min,
+                                double ratio_max, Generator& gen);
 // (x / 255 - mean[c]) / std[c] into `out` as [C, H, W]; mean and std hold one value per channel.
 void to_normalized_chw(const Image& image, const std::vector<float>& mean, const std::vector<float>& std, float* out);
 // Cutout (DeVries & Taylor 2017): zeroes a size x size square, clipped to the image, centered at a uniformly
@@ -77,7 +77,7 @@ struct TransformStep {
 // (so the presets also serve grayscale datasets).
 class Pipeline {
  public:
-  Pipeline();  // "none"
+  Pipeline();                                      // "none"
   static Pipeline parse(const std::string& spec);  // throws ValueError naming the bad item
 
   Pipeline& add(const TransformStep& step);

@@ -18,28 +18,43 @@
   switch (dtype) {                                                                                   \
     TD_DISPATCH_CASE(F32, float, __VA_ARGS__)                                                        \
     TD_DISPATCH_CASE(F64, double, __VA_ARGS__)                                                       \
-    default:                                                                                         \
-      TD_THROW(DTypeError, what, " supports f32 and f64, not ", ::tandem::dtype_name(dtype));       \
+    default: TD_THROW(DTypeError, what, " supports f32 and f64, not ", ::tandem::dtype_name(dtype)); \
   }
 
 // Every dtype with arithmetic on the host/device: f32, f64, i32, i64, u8 (f16/bf16 are storage only).
-#define TD_DISPATCH_NUMERIC(dtype, what, ...)                                                        \
-  switch (dtype) {                                                                                   \
-    TD_DISPATCH_CASE(F32, float, __VA_ARGS__)                                                        \
-    TD_DISPATCH_CASE(F64, double, __VA_ARGS__)                                                       \
-    TD_DISPATCH_CASE(I32, int32_t, __VA_ARGS__)                                                      \
-    TD_DISPATCH_CASE(I64, int64_t, __VA_ARGS__)                                                      \
-    TD_DISPATCH_CASE(U8, uint8_t, __VA_ARGS__)                                                       \
-    default:                                                                                         \
-      TD_THROW(DTypeError, what, " does not support ", ::tandem::dtype_name(dtype),                  \
-               " (f16/bf16 are storage types: convert with .to(DType::F32))");                      \
+#define TD_DISPATCH_NUMERIC(dtype, what, ...)                                       \
+  switch (dtype) {                                                                  \
+    TD_DISPATCH_CASE(F32, float, __VA_ARGS__)                                       \
+    TD_DISPATCH_CASE(F64, double, __VA_ARGS__)                                      \
+    TD_DISPATCH_CASE(I32, int32_t, __VA_ARGS__)                                     \
+    TD_DISPATCH_CASE(I64, int64_t, __VA_ARGS__)                                     \
+    TD_DISPATCH_CASE(U8, uint8_t, __VA_ARGS__)                                      \
+    default:                                                                        \
+      TD_THROW(DTypeError, what, " does not support ", ::tandem::dtype_name(dtype), \
+               " (f16/bf16 are storage types: convert with .to(DType::F32))");      \
   }
 
 // By element size, for ops that only move data (index_select, gather).
-#define TD_DISPATCH_BYTES(dtype, ...)                                                                \
-  switch (::tandem::dtype_size(dtype)) {                                                             \
-    case 1: { using scalar_t = uint8_t; __VA_ARGS__; break; }                                        \
-    case 2: { using scalar_t = uint16_t; __VA_ARGS__; break; }                                       \
-    case 4: { using scalar_t = uint32_t; __VA_ARGS__; break; }                                       \
-    default: { using scalar_t = uint64_t; __VA_ARGS__; break; }                                      \
+#define TD_DISPATCH_BYTES(dtype, ...)    \
+  switch (::tandem::dtype_size(dtype)) { \
+    case 1: {                            \
+      using scalar_t = uint8_t;          \
+      __VA_ARGS__;                       \
+      break;                             \
+    }                                    \
+    case 2: {                            \
+      using scalar_t = uint16_t;         \
+      __VA_ARGS__;                       \
+      break;                             \
+    }                                    \
+    case 4: {                            \
+      using scalar_t = uint32_t;         \
+      __VA_ARGS__;                       \
+      break;                             \
+    }                                    \
+    default: {                           \
+      using scalar_t = uint64_t;         \
+      __VA_ARGS__;                       \
+      break;                             \
+    }                                    \
   }

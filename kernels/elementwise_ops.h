@@ -7,8 +7,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "runtime/tensor/backend.h"
 #include "runtime/base/hostdevice.h"
+#include "runtime/tensor/backend.h"
 
 // A visit function is host-and-device code that calls what it is given: a device-only lambda in a kernel.
 #if defined(__CUDACC__)
@@ -45,20 +45,22 @@ TD_HOST_DEVICE Scalars<T> scalars_of(const UnaryParams& p) {
 }
 
 // Unary ops: value(x) and grad(x, y, g) = d op / dx times g, from x or y as unary_backward_reads_output says.
-#define TD_UNARY(Name, value_expr, grad_expr)                                         \
-  struct Name {                                                                       \
-    template <typename T>                                                             \
-    static TD_HOST_DEVICE T value(T x, const Scalars<T>& s) {                         \
-      (void)s;                                                                        \
-      return value_expr;                                                              \
-    }                                                                                 \
-    template <typename T>                                                             \
-    static TD_HOST_DEVICE T grad(T x, T y, T g, const Scalars<T>& s) {                \
-      (void)x, (void)y, (void)s;                                                      \
-      return grad_expr;                                                               \
-    }                                                                                 \
+#define TD_UNARY(Name, value_expr, grad_expr)                          \
+  struct Name {                                                        \
+    template <typename T>                                              \
+    static TD_HOST_DEVICE T value(T x, const Scalars<T>& s) {          \
+      (void)s;                                                         \
+      return value_expr;                                               \
+    }                                                                  \
+    template <typename T>                                              \
+    static TD_HOST_DEVICE T grad(T x, T y, T g, const Scalars<T>& s) { \
+      (void)x, (void)y, (void)s;                                       \
+      return grad_expr;                                                \
+    }                                                                  \
   };
 
+// The tables below keep their formulas as written (clang-format would space them as macro arguments).
+// clang-format off
 TD_UNARY(Neg, -x, -g)
 TD_UNARY(Exp, exp_of(x), g * y)
 TD_UNARY(Log, log_of(x), g / x)
@@ -74,6 +76,7 @@ TD_UNARY(AddScalar, x + s.a, g)
 TD_UNARY(MulScalar, x * s.a, g * s.a)
 TD_UNARY(RSubScalar, s.a - x, -g)
 TD_UNARY(RDivScalar, s.a / x, -g * s.a / (x * x))
+// clang-format on
 #undef TD_UNARY
 
 // Calls f with the struct of op (once per call, so that a loop inside f runs without a switch).
@@ -101,15 +104,16 @@ TD_HOST_DEVICE void visit_unary(UnaryOp op, F&& f) {
 
 // Arithmetic binary ops. Maximum/Minimum propagate NaN: a NaN in a wins, and a NaN in b fails the comparison,
 // so b is picked.
-#define TD_BINARY(Name, expr)                        \
-  struct Name {                                      \
-    template <typename T>                            \
-    static TD_HOST_DEVICE T value(T a, T b) {        \
-      (void)b;                                       \
-      return expr;                                   \
-    }                                                \
+#define TD_BINARY(Name, expr)                 \
+  struct Name {                               \
+    template <typename T>                     \
+    static TD_HOST_DEVICE T value(T a, T b) { \
+      (void)b;                                \
+      return expr;                            \
+    }                                         \
   };
 
+// clang-format off
 TD_BINARY(Add, a + b)
 TD_BINARY(Sub, a - b)
 TD_BINARY(Mul, a * b)
@@ -117,6 +121,7 @@ TD_BINARY(Div, a / b)
 TD_BINARY(Maximum, (a != a || a > b) ? a : b)
 TD_BINARY(Minimum, (a != a || a < b) ? a : b)
 TD_BINARY(KeepLeft, a)  // comparisons go through compare(); they never reach an arithmetic loop
+// clang-format on
 #undef TD_BINARY
 
 TD_VISIT_EXEC_CHECK

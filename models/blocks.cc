@@ -58,7 +58,6 @@ Shape last_feature_shape(const ModulePtr& block, const Shape& input) {
   return last;
 }
 
-
 // Students for the blocks `which` of the teacher partitioned at `starts`.
 std::vector<ModulePtr> make_students(const Network& teacher, const Shape& input, const StudentOptions& o,
                                      const std::vector<size_t>& starts_in, const std::vector<size_t>& which) {
@@ -81,8 +80,8 @@ std::vector<ModulePtr> make_students(const Network& teacher, const Shape& input,
     } else {
       SupernetBlockSpec spec = o.supernet;
       spec.seed = o.seed * 7919u + i;
-      auto block = make_supernet_block(shapes[i].input, shapes[i].output,
-                                       last_feature_shape(tblocks[i], shapes[i].input), spec);
+      auto block =
+          make_supernet_block(shapes[i].input, shapes[i].output, last_feature_shape(tblocks[i], shapes[i].input), spec);
       block->set_label("student block " + std::to_string(i));
       student = block;
     }

@@ -10,9 +10,9 @@
 #include <string>
 
 #include "models/module.h"
+#include "runtime/formats/safetensors.h"
 #include "runtime/optim/lr_schedule.h"
 #include "runtime/optim/optim.h"
-#include "runtime/formats/safetensors.h"
 
 namespace tandem {
 namespace models {

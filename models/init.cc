@@ -3,8 +3,8 @@
 
 #include <cmath>
 
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/error.h"
+#include "runtime/tensor/autograd.h"
 
 namespace tandem {
 namespace models {

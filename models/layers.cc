@@ -4,8 +4,8 @@
 #include <sstream>
 
 #include "models/init.h"
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/error.h"
+#include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
 
 namespace tandem {
@@ -37,8 +37,8 @@ Shape pooled_shape(const Shape& input, const Pool2dOptions& o, const std::string
 }
 
 Pool2dOptions pool_options(int64_t kernel, int64_t stride, int64_t padding, bool ceil_mode) {
-  TD_CHECK(kernel > 0 && stride > 0 && padding >= 0, "pooling needs a positive kernel and stride, got kernel ",
-           kernel, ", stride ", stride, ", padding ", padding);
+  TD_CHECK(kernel > 0 && stride > 0 && padding >= 0, "pooling needs a positive kernel and stride, got kernel ", kernel,
+           ", stride ", stride, ", padding ", padding);
   TD_CHECK(2 * padding <= kernel, "pooling padding ", padding, " must be at most half the kernel ", kernel);
   Pool2dOptions o;
   o.kernel_h = o.kernel_w = kernel;
@@ -52,13 +52,13 @@ Pool2dOptions pool_options(int64_t kernel, int64_t stride, int64_t padding, bool
 // ---- Conv2d ----
 
 Conv2d::Conv2d(const Conv2dSpec& spec, Generator& gen) : Module("Conv2d"), spec_(spec) {
-  TD_CHECK(spec.in_channels > 0 && spec.out_channels > 0 && spec.kernel > 0 && spec.stride > 0 &&
-               spec.dilation > 0 && spec.padding >= 0 && spec.groups > 0,
+  TD_CHECK(spec.in_channels > 0 && spec.out_channels > 0 && spec.kernel > 0 && spec.stride > 0 && spec.dilation > 0 &&
+               spec.padding >= 0 && spec.groups > 0,
            "Conv2d: channels, kernel, stride, dilation and groups must be positive and padding non-negative (in ",
            spec.in_channels, ", out ", spec.out_channels, ", kernel ", spec.kernel, ", stride ", spec.stride,
            ", padding ", spec.padding, ", dilation ", spec.dilation, ", groups ", spec.groups, ")");
-  TD_CHECK(spec.in_channels % spec.groups == 0 && spec.out_channels % spec.groups == 0, "Conv2d: groups ",
-           spec.groups, " must divide in_channels ", spec.in_channels, " and out_channels ", spec.out_channels);
+  TD_CHECK(spec.in_channels % spec.groups == 0 && spec.out_channels % spec.groups == 0, "Conv2d: groups ", spec.groups,
+           " must divide in_channels ", spec.in_channels, " and out_channels ", spec.out_channels);
   weight = parameter_tensor({spec.out_channels, spec.in_channels / spec.groups, spec.kernel, spec.kernel});
   init::default_uniform(weight, init::fan_in(weight), gen);
   register_parameter("weight", &weight);
@@ -131,8 +131,8 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
 }
 
 Shape BatchNorm2d::output_shape(const Shape& input) const {
-  TD_CHECK_SHAPE((input.size() == 4 || input.size() == 2) && input[1] == channels_, describe(),
-                 " expects [N, ", channels_, ", H, W] or [N, ", channels_, "], got ", shape_str(input));
+  TD_CHECK_SHAPE((input.size() == 4 || input.size() == 2) && input[1] == channels_, describe(), " expects [N, ",
+                 channels_, ", H, W] or [N, ", channels_, "], got ", shape_str(input));
   return input;
 }
 
@@ -160,8 +160,7 @@ void BatchNorm2d::on_state_loaded() { batches_ = num_batches_tracked.item<int64_
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, Generator& gen)
     : Module("Linear"), in_(in_features), out_(out_features) {
-  TD_CHECK(in_features > 0 && out_features > 0, "Linear needs positive sizes, got ", in_features, " -> ",
-           out_features);
+  TD_CHECK(in_features > 0 && out_features > 0, "Linear needs positive sizes, got ", in_features, " -> ", out_features);
   weight = parameter_tensor({out_features, in_features});
   init::default_uniform(weight, in_features, gen);
   register_parameter("weight", &weight);
@@ -239,9 +238,7 @@ Shape AdaptiveAvgPoolFlatten::output_shape(const Shape& input) const {
                  " must have H and W divisible by ", size_, " (use an input size with that property, e.g. 224)");
   return {input[0], input[1] * size_ * size_};
 }
-std::string AdaptiveAvgPoolFlatten::describe() const {
-  return "AdaptiveAvgPoolFlatten(" + std::to_string(size_) + ")";
-}
+std::string AdaptiveAvgPoolFlatten::describe() const { return "AdaptiveAvgPoolFlatten(" + std::to_string(size_) + ")"; }
 
 Dropout::Dropout(double p, uint64_t seed) : Module("Dropout"), p_(p), gen_(seed) {
   TD_CHECK(p >= 0 && p < 1, "Dropout probability must be in [0, 1), got ", p);

@@ -62,7 +62,7 @@ class BatchNorm2d : public Module {
   int64_t channels() const { return channels_; }
   const BatchNormSpec& spec() const { return spec_; }
 
-  Tensor weight, bias;  // [C] (undefined without affine)
+  Tensor weight, bias;               // [C] (undefined without affine)
   Tensor running_mean, running_var;  // [C]
   Tensor num_batches_tracked;        // i64 scalar
 
@@ -121,8 +121,7 @@ class MaxPool2d : public Module {
 
 class AvgPool2d : public Module {
  public:
-  AvgPool2d(int64_t kernel, int64_t stride, int64_t padding = 0, bool ceil_mode = false,
-            bool count_include_pad = true);
+  AvgPool2d(int64_t kernel, int64_t stride, int64_t padding = 0, bool ceil_mode = false, bool count_include_pad = true);
   Tensor forward(const Tensor& x) override;
   Shape output_shape(const Shape& input) const override;
   double flops(const Shape& input) const override { return per_element_flops(input); }

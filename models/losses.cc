@@ -26,8 +26,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, double label_sm
   check_logits(logits, "cross_entropy");
   TD_CHECK(label_smoothing >= 0 && label_smoothing <= 1, "cross_entropy: label_smoothing must be in [0, 1], got ",
            label_smoothing);
-  TD_CHECK_DTYPE(labels.dtype() == DType::I64, "cross_entropy: labels must be i64, got ",
-                 dtype_name(labels.dtype()));
+  TD_CHECK_DTYPE(labels.dtype() == DType::I64, "cross_entropy: labels must be i64, got ", dtype_name(labels.dtype()));
   TD_CHECK_SHAPE(labels.dim() == 1 && labels.size(0) == logits.size(0), "cross_entropy: labels must be [",
                  logits.size(0), "] for logits ", shape_str(logits.shape()), ", got ", shape_str(labels.shape()));
   const int64_t classes = logits.size(1);
@@ -60,8 +59,8 @@ Tensor soft_cross_entropy(const Tensor& student_logits, const Tensor& teacher_lo
 }
 
 Tensor kl_div(const Tensor& log_input, const Tensor& target) {
-  TD_CHECK_SHAPE(log_input.shape() == target.shape(), "kl_div: input ", shape_str(log_input.shape()),
-                 " and target ", shape_str(target.shape()), " differ in shape");
+  TD_CHECK_SHAPE(log_input.shape() == target.shape(), "kl_div: input ", shape_str(log_input.shape()), " and target ",
+                 shape_str(target.shape()), " differ in shape");
   TD_CHECK_SHAPE(log_input.dim() >= 1 && log_input.size(0) > 0, "kl_div needs a batch dim, got ",
                  shape_str(log_input.shape()));
   // log(target) where target > 0, else log(1) = 0, so that 0 * log(0) contributes 0 (and no NaN).

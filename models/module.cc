@@ -7,9 +7,9 @@
 #include <set>
 #include <sstream>
 
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/error.h"
 #include "runtime/memory/memory.h"
+#include "runtime/tensor/autograd.h"
 #include "runtime/tensor/whole_number.h"
 
 namespace tandem {
@@ -37,8 +37,7 @@ void Module::check_new_name(const std::string& name) const {
   TD_CHECK(!name.empty(), type_name_, ": a parameter, buffer or child needs a name");
   for (const auto& p : params_) TD_CHECK(p.name != name, type_name_, ": name '", name, "' is registered twice");
   for (const auto& b : buffers_) TD_CHECK(b.name != name, type_name_, ": name '", name, "' is registered twice");
-  for (const auto& g : generators_)
-    TD_CHECK(g.name != name, type_name_, ": name '", name, "' is registered twice");
+  for (const auto& g : generators_) TD_CHECK(g.name != name, type_name_, ": name '", name, "' is registered twice");
   for (const auto& c : children_) TD_CHECK(c.first != name, type_name_, ": name '", name, "' is registered twice");
 }
 

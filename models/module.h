@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/tensor/rng.h"
 #include "runtime/formats/safetensors.h"
+#include "runtime/tensor/rng.h"
 #include "runtime/tensor/tensor.h"
 
 namespace tandem {

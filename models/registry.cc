@@ -112,16 +112,26 @@ std::pair<std::string, ModelOptions> parse_model_spec(const std::string& spec, M
     bool has_value = eq != std::string::npos;
     TD_CHECK(has_value || key == "cifar" || key == "separable", "model spec '", spec, "': key '", key,
              "' needs a value (", key, "=...)");
-    if (key == "cifar") o.cifar = parse_flag(value, has_value, key, spec);
-    else if (key == "separable") o.separable = parse_flag(value, has_value, key, spec);
-    else if (key == "width") o.width = parse_int(value, key, spec);
-    else if (key == "width_mult") o.width_mult = parse_double(value, key, spec);
-    else if (key == "classes") o.num_classes = parse_int(value, key, spec);
-    else if (key == "in_channels") o.in_channels = parse_int(value, key, spec);
-    else if (key == "dropout") o.dropout = parse_double(value, key, spec);
-    else if (key == "seed") o.seed = static_cast<uint64_t>(parse_int(value, key, spec));
-    else if (key == "supernet") o.supernet_cells = parse_int(value, key, spec);
-    else if (key == "image") o.image_size = parse_int(value, key, spec);
+    if (key == "cifar")
+      o.cifar = parse_flag(value, has_value, key, spec);
+    else if (key == "separable")
+      o.separable = parse_flag(value, has_value, key, spec);
+    else if (key == "width")
+      o.width = parse_int(value, key, spec);
+    else if (key == "width_mult")
+      o.width_mult = parse_double(value, key, spec);
+    else if (key == "classes")
+      o.num_classes = parse_int(value, key, spec);
+    else if (key == "in_channels")
+      o.in_channels = parse_int(value, key, spec);
+    else if (key == "dropout")
+      o.dropout = parse_double(value, key, spec);
+    else if (key == "seed")
+      o.seed = static_cast<uint64_t>(parse_int(value, key, spec));
+    else if (key == "supernet")
+      o.supernet_cells = parse_int(value, key, spec);
+    else if (key == "image")
+      o.image_size = parse_int(value, key, spec);
     else
       TD_THROW(ValueError, "model spec '", spec, "': unknown key '", key,
                "' (known: cifar, separable, width, width_mult, classes, in_channels, dropout, supernet, image, "

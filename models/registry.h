@@ -19,8 +19,8 @@ std::shared_ptr<Network> make_model(const std::string& name, const ModelOptions&
 std::vector<std::string> model_names();
 
 // "NAME[:KEY[=VALUE],...]" with keys cifar, separable (flags, or =0/1), width, width_mult, classes,
-// in_channels, dropout, supernet (cells per block of the model's supernet student), image, seed; unset keys keep `defaults`. Throws ValueError for an unknown name or key or a
-// malformed value.
+// in_channels, dropout, supernet (cells per block of the model's supernet student), image, seed; unset keys keep
+// `defaults`. Throws ValueError for an unknown name or key or a malformed value.
 std::pair<std::string, ModelOptions> parse_model_spec(const std::string& spec, ModelOptions defaults = {});
 
 }  // namespace models

@@ -39,9 +39,9 @@ class Request {
 
 // Bytes this rank has sent and received, with the time of each transfer, for communication-over-time plots.
 struct CommRecord {
-  double time_s;        // host_time_s() when the operation was issued
-  std::string op;       // "send", "recv", "all_reduce", ...
-  int64_t bytes = 0;    // bytes this rank moved (sent + received) in the operation
+  double time_s;      // host_time_s() when the operation was issued
+  std::string op;     // "send", "recv", "all_reduce", ...
+  int64_t bytes = 0;  // bytes this rank moved (sent + received) in the operation
 };
 
 class Communicator {
@@ -94,7 +94,7 @@ class Communicator {
 
 // How the local backend pairs a recv with a send from the same rank.
 enum class MessageMatching {
-  ByTag,         // the oldest send with the recv's tag (as MPI does)
+  ByTag,  // the oldest send with the recv's tag (as MPI does)
   // The oldest send, whatever its tag; a tag that differs from the recv's is a BackendError that stops the
   // group. This is NCCL's rule (it has no tags), and such communicators also ask executors for one issuing
   // thread as NCCL's do, so a CPU run checks that a schedule's messages pair correctly under NCCL.
@@ -103,7 +103,7 @@ enum class MessageMatching {
 
 // One communicator per worker for a group living in this process ("local" backend), rank i = workers[i].
 std::vector<std::shared_ptr<Communicator>> make_local_group(const std::vector<Worker>& workers,
-                                                             MessageMatching matching = MessageMatching::ByTag);
+                                                            MessageMatching matching = MessageMatching::ByTag);
 
 }  // namespace parallel
 }  // namespace tandem

@@ -9,10 +9,10 @@
 #include <optional>
 #include <thread>
 
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/error.h"
 #include "runtime/base/parallel_for.h"
 #include "runtime/memory/stream_check.h"
+#include "runtime/tensor/autograd.h"
 
 namespace tandem {
 namespace parallel {
@@ -24,7 +24,9 @@ struct Executor::CudaTiming {
 };
 
 Executor::Executor(const Schedule& schedule, Worker& worker, Communicator* comm, bool one_issuer)
-    : schedule_(schedule), worker_(worker), comm_(comm),
+    : schedule_(schedule),
+      worker_(worker),
+      comm_(comm),
       one_issuer_(one_issuer || (comm != nullptr && comm->needs_one_issuer())) {
   size_t n = schedule.size();
   match_ = schedule.matching_sends();
@@ -132,8 +134,10 @@ void Executor::run(const std::function<void(const Instr&)>& fn) {
         Request r = comm_->isend(signal, w, kSignalTagBase + id);
         // Through a communicator that pairs in issue order, a signal completes in order like every other
         // message (an NCCL send holds its stream until received; in-order local groups model that).
-        if (comm_->needs_one_issuer()) r.wait();
-        else signals_sent.push_back(std::move(r));
+        if (comm_->needs_one_issuer())
+          r.wait();
+        else
+          signals_sent.push_back(std::move(r));
       }
       {
         std::lock_guard<std::mutex> lock(mu);

@@ -46,9 +46,9 @@ class Executor {
   Worker& worker_;
   Communicator* comm_;
   bool one_issuer_;
-  std::vector<int> match_;                    // recv id -> send id
-  std::vector<std::vector<int>> signal_to_;   // id -> workers to signal after it
-  std::vector<std::vector<int>> wait_for_;    // id -> remote instructions to wait for (by signal)
+  std::vector<int> match_;                   // recv id -> send id
+  std::vector<std::vector<int>> signal_to_;  // id -> workers to signal after it
+  std::vector<std::vector<int>> wait_for_;   // id -> remote instructions to wait for (by signal)
   std::vector<InstrTime> times_;
   struct CudaTiming;
   std::shared_ptr<CudaTiming> cuda_timing_;

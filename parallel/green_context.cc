@@ -13,12 +13,12 @@
 #include <string>
 #include <utility>
 
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/cuda_check.h"
 #include "runtime/base/error.h"
-#include "runtime/nn/nn_ops.h"
-#include "runtime/tensor/ops.h"
 #include "runtime/memory/storage.h"
+#include "runtime/nn/nn_ops.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/tensor/ops.h"
 
 namespace tandem {
 namespace parallel {
@@ -46,7 +46,7 @@ void lookup(const char* symbol, unsigned int version, F* fn) {
   cudaError_t err = cudaGetDriverEntryPointByVersion(symbol, &ptr, version, cudaEnableDefault, &status);
   if (err != cudaSuccess || status != cudaDriverEntryPointSuccess || ptr == nullptr) {
     cudaGetLastError();
-    const char* why = err != cudaSuccess ? cudaGetErrorString(err)
+    const char* why = err != cudaSuccess                                  ? cudaGetErrorString(err)
                       : status == cudaDriverEntryPointVersionNotSufficent ? "version not sufficient"
                                                                           : "symbol not found";
     TD_THROW(BackendError, "the CUDA driver does not provide ", symbol, " (", why, ")");
@@ -99,8 +99,7 @@ GreenSplit split_device(Device device, int count) {
   check_driver(api.device_get(&split.dev, device.index), "cuDeviceGet");
   CUdevResource whole;
   std::memset(&whole, 0, sizeof(whole));
-  check_driver(api.device_get_dev_resource(split.dev, &whole, CU_DEV_RESOURCE_TYPE_SM),
-               "cuDeviceGetDevResource(SM)");
+  check_driver(api.device_get_dev_resource(split.dev, &whole, CU_DEV_RESOURCE_TYPE_SM), "cuDeviceGetDevResource(SM)");
   const unsigned total = whole.sm.smCount;
   std::vector<CUdevResource> groups(count);
   unsigned made = 0;
@@ -112,14 +111,15 @@ GreenSplit split_device(Device device, int count) {
     for (unsigned share = total / count; share >= 1 && made != static_cast<unsigned>(count); --share) {
       std::memset(groups.data(), 0, sizeof(CUdevResource) * groups.size());
       made = static_cast<unsigned>(count);
-      if (api.sm_resource_split_by_count(groups.data(), &made, &whole, nullptr, flags, share) != CUDA_SUCCESS)
-        made = 0;
+      if (api.sm_resource_split_by_count(groups.data(), &made, &whole, nullptr, flags, share) != CUDA_SUCCESS) made = 0;
     }
     if (made == static_cast<unsigned>(count)) break;
   }
-  TD_CHECK_T(BackendError, made == static_cast<unsigned>(count), "cuDevSmResourceSplitByCount cannot split the ",
-             total, " SMs of ", device, " into ", count, " equal partitions, even ignoring SM co-scheduling "
-             "(minimum partition with co-scheduling: ", whole.sm.minSmPartitionSize, " SMs)");
+  TD_CHECK_T(BackendError, made == static_cast<unsigned>(count), "cuDevSmResourceSplitByCount cannot split the ", total,
+             " SMs of ", device, " into ", count,
+             " equal partitions, even ignoring SM co-scheduling "
+             "(minimum partition with co-scheduling: ",
+             whole.sm.minSmPartitionSize, " SMs)");
   split.groups = std::move(groups);
   split.contexts.assign(count, nullptr);
   return split;
@@ -234,8 +234,7 @@ namespace {
 std::vector<SmPartition> partitions(Device device, int count, const std::vector<int>& indices) {
   TD_CHECK_DEVICE(device.is_cuda(), "SM partitions need a CUDA device, not ", device);
   const int sms = device_sm_count(device);
-  TD_CHECK(count >= 1 && count <= sms, "cannot split ", device, " into ", count, " partitions: it has ", sms,
-           " SMs");
+  TD_CHECK(count >= 1 && count <= sms, "cannot split ", device, " into ", count, " partitions: it has ", sms, " SMs");
   for (int i : indices)
     TD_CHECK(i >= 0 && i < count, "partition ", i, " of ", device, " does not exist: it is split into ", count);
   std::string why = "TANDEM_GREEN_CONTEXTS=0";
@@ -266,9 +265,7 @@ std::vector<SmPartition> make_sm_partitions(Device device, int count) {
   return partitions(device, count, all);
 }
 
-SmPartition make_sm_partition(Device device, int count, int index) {
-  return partitions(device, count, {index})[0];
-}
+SmPartition make_sm_partition(Device device, int count, int index) { return partitions(device, count, {index})[0]; }
 
 }  // namespace parallel
 }  // namespace tandem

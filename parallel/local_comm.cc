@@ -11,12 +11,12 @@
 #include "parallel/communicator.h"
 #include "parallel/local_comm.h"
 #include "parallel/worker.h"
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/cuda_check.h"
 #include "runtime/base/error.h"
 #include "runtime/memory/memory.h"
 #include "runtime/memory/stream.h"
 #include "runtime/memory/stream_check.h"
+#include "runtime/tensor/autograd.h"
 
 namespace tandem {
 namespace parallel {
@@ -74,8 +74,8 @@ void rank_order_sum(const std::vector<const void*>& srcs, void* dst, int64_t cou
 }
 
 void check_sum_args(DType dtype, double scale, const char* op) {
-  TD_CHECK(is_floating(dtype) || scale == 1.0, op, " of ", dtype_name(dtype), " tensors sums exactly and takes no scale (got ",
-           scale, "); convert to a floating dtype to scale");
+  TD_CHECK(is_floating(dtype) || scale == 1.0, op, " of ", dtype_name(dtype),
+           " tensors sums exactly and takes no scale (got ", scale, "); convert to a floating dtype to scale");
 }
 
 void check_all_gather_args(const Tensor& in, const Tensor& out, int size) {
@@ -97,8 +97,7 @@ void check_reduce_scatter_args(const Tensor& in, const Tensor& out, int size, do
   want[0] /= size;
   TD_CHECK_SHAPE(out.shape() == want && out.dtype() == in.dtype(), "reduce_scatter of ", describe(in), " over ", size,
                  " ranks needs out of shape ", shape_str(want), " ", dtype_name(in.dtype()), ", got ", describe(out));
-  TD_CHECK_DEVICE(out.device() == in.device(), "reduce_scatter: in is on ", in.device(), " but out on ",
-                  out.device());
+  TD_CHECK_DEVICE(out.device() == in.device(), "reduce_scatter: in is on ", in.device(), " but out on ", out.device());
 }
 
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes, const Stream& stream,
@@ -129,17 +128,19 @@ void check_peer(int peer, int size, const char* what) {
 
 void check_tag(int tag) { TD_CHECK(tag >= 0, "message tags must be >= 0, got ", tag); }
 
-std::string describe(const Tensor& t) { return shape_str(t.shape()) + " " + dtype_name(t.dtype()) + " on " + t.device().str(); }
+std::string describe(const Tensor& t) {
+  return shape_str(t.shape()) + " " + dtype_name(t.dtype()) + " on " + t.device().str();
+}
 
 }  // namespace detail
 
 namespace {
 
+using detail::check_all_gather_args;
+using detail::check_reduce_scatter_args;
 using detail::chunk_begin;
 using detail::copy_bytes;
 using detail::describe;
-using detail::check_all_gather_args;
-using detail::check_reduce_scatter_args;
 
 // How often a blocked rank looks whether a peer worker failed (waits are woken by notify otherwise).
 constexpr auto kAbortPoll = std::chrono::milliseconds(20);
@@ -225,7 +226,8 @@ class LocalGroup {
     if (r.items.empty()) r.items.resize(size_);
     r.items[rank] = std::move(mine);
     if (++r.arrived == size_) cv_.notify_all();
-    wait(lock, [&] { return r.arrived == size_; }, where);
+    wait(
+        lock, [&] { return r.arrived == size_; }, where);
     std::vector<Deposit> all = r.items;
     if (++r.taken == size_) rounds_.erase(seq);
     return all;
@@ -241,7 +243,13 @@ class LocalGroup {
   std::shared_ptr<Post> take(int src, int dst, int tag, const std::string& where) {
     std::unique_lock<std::mutex> lock(mu_);
     auto key = mailbox(src, dst, tag);
-    wait(lock, [&] { auto it = mail_.find(key); return it != mail_.end() && !it->second.empty(); }, where);
+    wait(
+        lock,
+        [&] {
+          auto it = mail_.find(key);
+          return it != mail_.end() && !it->second.empty();
+        },
+        where);
     auto it = mail_.find(key);
     std::shared_ptr<Post> p = std::move(it->second.front());
     it->second.pop_front();
@@ -269,7 +277,8 @@ class LocalGroup {
 
   void await(const Post& p, const std::string& where) {
     std::unique_lock<std::mutex> lock(mu_);
-    wait(lock, [&] { return p.state != PostState::Pending; }, where);
+    wait(
+        lock, [&] { return p.state != PostState::Pending; }, where);
   }
 
   // The subgroup made by split round `seq` (created by the first member to arrive).
@@ -462,9 +471,8 @@ class LocalCommunicator : public Communicator {
     }
     std::vector<int64_t> mine(ranks.begin(), ranks.end());
     const uint64_t seq = seq_;
-    std::vector<Deposit> all = exchange(Deposit{from_vector(mine, {static_cast<int64_t>(mine.size())}, Device::cpu()),
-                                                nullptr},
-                                        "split");
+    std::vector<Deposit> all =
+        exchange(Deposit{from_vector(mine, {static_cast<int64_t>(mine.size())}, Device::cpu()), nullptr}, "split");
     for (int s = 0; s < size(); ++s)
       TD_CHECK(all[s].tensor.to_vector<int64_t>() == mine, "split: rank ", s, " passed ranks ",
                shape_str(all[s].tensor.to_vector<int64_t>()), " but rank ", rank_, " passed ", shape_str(mine),
@@ -562,7 +570,7 @@ class LocalCommunicator : public Communicator {
 }  // namespace
 
 std::vector<std::shared_ptr<Communicator>> make_local_group(const std::vector<Worker>& workers,
-                                                             MessageMatching matching) {
+                                                            MessageMatching matching) {
   TD_CHECK(!workers.empty(), "make_local_group needs at least one worker");
   auto group = std::make_shared<LocalGroup>(static_cast<int>(workers.size()), matching);
   std::vector<std::shared_ptr<Communicator>> comms;

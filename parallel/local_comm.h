@@ -24,7 +24,9 @@ namespace detail {
 
 // First element of rank `rank`'s chunk when `count` elements are split over `size` ranks (chunk r is
 // [chunk_begin(r), chunk_begin(r + 1)); chunks differ by at most one element and may be empty).
-inline int64_t chunk_begin(int64_t count, int rank, int size) { return count / size * rank + count % size * rank / size; }
+inline int64_t chunk_begin(int64_t count, int rank, int size) {
+  return count / size * rank + count % size * rank / size;
+}
 
 // dst[i] = scale * (srcs[0][i] + srcs[1][i] + ... + srcs[n-1][i]), added in rank order. All pointers are on
 // the stream's device (on CUDA the kernel is queued on it); dst may alias any source (in place). The accesses

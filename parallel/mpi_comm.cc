@@ -13,10 +13,10 @@
 #include "parallel/local_comm.h"
 #include "parallel/nccl_comm.h"
 #include "parallel/worker.h"
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/error.h"
 #include "runtime/memory/memory.h"
 #include "runtime/memory/stream_check.h"
+#include "runtime/tensor/autograd.h"
 #include "runtime/tensor/tensor_access.h"
 
 namespace tandem {
@@ -131,7 +131,8 @@ std::string describe(const Descriptor& d) {
 // Payloads travel in pieces of at most 1 GiB (MPI counts are ints).
 constexpr int64_t kPiece = int64_t{1} << 30;
 
-void post_pieces(bool send, char* data, int64_t bytes, int peer, int tag, MPI_Comm comm, std::vector<MPI_Request>& reqs) {
+void post_pieces(bool send, char* data, int64_t bytes, int peer, int tag, MPI_Comm comm,
+                 std::vector<MPI_Request>& reqs) {
   for (int64_t off = 0; off < bytes; off += kPiece) {
     const int len = static_cast<int>(std::min(kPiece, bytes - off));
     MPI_Request r;
@@ -216,8 +217,8 @@ class MpiCommunicator : public Communicator {
       Tensor sink = empty(shape_of(header), TensorOptions(static_cast<DType>(header[0])).with_device(Device::cpu()));
       post_pieces(false, at(sink, 0), static_cast<int64_t>(sink.nbytes()), src, tag, comm_, reqs);
       wait_all(reqs, "recv");
-      const std::string msg = "recv on rank " + std::to_string(rank_) + " from rank " + std::to_string(src) +
-                              " (tag " + std::to_string(tag) + "): the sender sent " + describe(header) +
+      const std::string msg = "recv on rank " + std::to_string(rank_) + " from rank " + std::to_string(src) + " (tag " +
+                              std::to_string(tag) + "): the sender sent " + describe(header) +
                               " but the receiver expects " + describe(t);
       if (header[0] != want[0]) TD_THROW(DTypeError, msg);
       TD_THROW(ShapeError, msg);

@@ -9,13 +9,13 @@
 #include <set>
 
 #include "parallel/local_comm.h"
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/cuda_check.h"
 #include "runtime/base/error.h"
 #include "runtime/memory/memory.h"
 #include "runtime/memory/storage.h"
 #include "runtime/memory/stream.h"
 #include "runtime/memory/stream_check.h"
+#include "runtime/tensor/autograd.h"
 #include "runtime/tensor/tensor_access.h"
 
 namespace tandem {
@@ -32,9 +32,9 @@ namespace {
 
 }  // namespace
 
-#define TD_NCCL_CHECK(expr)                                                        \
-  do {                                                                             \
-    ncclResult_t td_nccl_ = (expr);                                                \
+#define TD_NCCL_CHECK(expr)                                                       \
+  do {                                                                            \
+    ncclResult_t td_nccl_ = (expr);                                               \
     if (td_nccl_ != ncclSuccess) raise_nccl(td_nccl_, #expr, __FILE__, __LINE__); \
   } while (0)
 
@@ -95,7 +95,10 @@ struct CommHandle {
 class NcclCommunicator : public Communicator {
  public:
   NcclCommunicator(ncclComm_t comm, const Worker& worker, int rank, int size)
-      : handle_(std::make_shared<CommHandle>()), device_(worker.device), stream_(worker.comm), rank_(rank),
+      : handle_(std::make_shared<CommHandle>()),
+        device_(worker.device),
+        stream_(worker.comm),
+        rank_(rank),
         size_(size) {
     handle_->comm = comm;
     handle_->stream = worker.comm;
@@ -115,9 +118,12 @@ class NcclCommunicator : public Communicator {
     DeviceGuard guard(device_);
     Tensor src = t.contiguous();
     auto done = std::make_shared<Event>();
-    enqueue("send", {src}, {}, [&](cudaStream_t s) {
-      TD_NCCL_CHECK(ncclSend(src.raw_data(), src.numel(), nccl_type(src.dtype()), dst, handle_->comm, s));
-    }, /*caller_waits=*/false);
+    enqueue(
+        "send", {src}, {},
+        [&](cudaStream_t s) {
+          TD_NCCL_CHECK(ncclSend(src.raw_data(), src.numel(), nccl_type(src.dtype()), dst, handle_->comm, s));
+        },
+        /*caller_waits=*/false);
     done->record(stream_);
     note("send", static_cast<int64_t>(src.nbytes()));
     Device dev = device_;
@@ -200,7 +206,8 @@ class NcclCommunicator : public Communicator {
     DeviceGuard guard(device_);
     Tensor src = in.contiguous(), work = out.contiguous();
     enqueue("all_gather", {src}, {work}, [&](cudaStream_t s) {
-      TD_NCCL_CHECK(ncclAllGather(src.raw_data(), work.raw_data(), src.numel(), nccl_type(src.dtype()), handle_->comm, s));
+      TD_NCCL_CHECK(
+          ncclAllGather(src.raw_data(), work.raw_data(), src.numel(), nccl_type(src.dtype()), handle_->comm, s));
     });
     write_back(out, work);
     note("all_gather", 2 * static_cast<int64_t>(src.nbytes()) * (size_ - 1));

@@ -31,8 +31,8 @@ Schedule::Schedule(int workers) : workers_(workers) {
 }
 
 int Schedule::add(Instr instr) {
-  TD_CHECK(instr.worker >= 0 && instr.worker < workers_, "instruction '", instr.label, "' on worker ",
-           instr.worker, " of a schedule with ", workers_, " workers");
+  TD_CHECK(instr.worker >= 0 && instr.worker < workers_, "instruction '", instr.label, "' on worker ", instr.worker,
+           " of a schedule with ", workers_, " workers");
   TD_CHECK(instr.lane >= 0 && instr.lane < kNumLanes, "instruction '", instr.label, "' on lane ", instr.lane);
   instr.id = static_cast<int>(instrs_.size());
   instrs_.push_back(std::move(instr));
@@ -79,8 +79,10 @@ void Schedule::validate() const {
                d);
     if (i.kind == OpKind::Send || i.kind == OpKind::Recv) {
       TD_CHECK(i.peer >= 0 && i.peer < workers_ && i.peer != i.worker, describe(i.id), " has peer ", i.peer);
-      if (i.kind == OpKind::Send) ++balance[{i.worker, i.peer}];
-      else --balance[{i.peer, i.worker}];
+      if (i.kind == OpKind::Send)
+        ++balance[{i.worker, i.peer}];
+      else
+        --balance[{i.peer, i.worker}];
     }
     if (i.kind == OpKind::AllReduce || i.kind == OpKind::Barrier) {
       TD_CHECK(i.collective >= 0, describe(i.id), " is a collective without a collective key");
@@ -88,13 +90,12 @@ void Schedule::validate() const {
     }
   }
   for (auto& [pair, b] : balance)
-    TD_CHECK(b == 0, "worker ", pair.first, " sends ", (b > 0 ? "more" : "fewer"), " messages to worker ",
-             pair.second, " than it receives (difference ", b, ")");
+    TD_CHECK(b == 0, "worker ", pair.first, " sends ", (b > 0 ? "more" : "fewer"), " messages to worker ", pair.second,
+             " than it receives (difference ", b, ")");
   for (auto& [key, ids] : collectives) {
     std::map<int, int> per_worker;
     for (int id : ids)
-      TD_CHECK(++per_worker[at(id).worker] == 1, "collective ", key, " has two members on worker ",
-               at(id).worker);
+      TD_CHECK(++per_worker[at(id).worker] == 1, "collective ", key, " has two members on worker ", at(id).worker);
   }
 
   // Acyclicity over: deps, program order, send -> matching recv, and collectives (a member finishes only
@@ -135,8 +136,9 @@ void Schedule::validate() const {
   }
   if (seen != n) {
     for (size_t i = 0; i < n; ++i)
-      if (indeg[i] > 0) TD_THROW(ValueError, "the schedule can deadlock: ", describe(static_cast<int>(i)),
-                                 " waits in a dependency cycle");
+      if (indeg[i] > 0)
+        TD_THROW(ValueError, "the schedule can deadlock: ", describe(static_cast<int>(i)),
+                 " waits in a dependency cycle");
   }
 }
 

@@ -28,19 +28,19 @@ constexpr int kCommLane = 1;
 constexpr int kNumLanes = 2;
 
 struct Instr {
-  int id = -1;        // index in the schedule (set by Schedule::add)
+  int id = -1;  // index in the schedule (set by Schedule::add)
   int worker = 0;
   int lane = kComputeLane;  // compute or comm: a stream on CUDA, a thread on the CPU
   OpKind kind = OpKind::Other;
-  std::string label;  // shown in traces, e.g. "T2", "S1 fwd+bwd", "send act->2"
-  int step = -1;      // training step (or -1)
-  int block = -1;     // Pipe-BD block (or -1)
-  int stage = -1;     // pipeline / Cyclic-DP stage (or -1)
-  int micro = -1;     // Cyclic-DP micro-batch (or -1)
-  int peer = -1;      // Send/Recv: the other worker
-  int collective = -1;  // AllReduce/Barrier: instructions with the same key on several workers form one
-  int64_t bytes = 0;  // data moved (Send/Recv/AllReduce) or loaded
-  double cost_s = 0;  // cost-model time, for the simulator
+  std::string label;      // shown in traces, e.g. "T2", "S1 fwd+bwd", "send act->2"
+  int step = -1;          // training step (or -1)
+  int block = -1;         // Pipe-BD block (or -1)
+  int stage = -1;         // pipeline / Cyclic-DP stage (or -1)
+  int micro = -1;         // Cyclic-DP micro-batch (or -1)
+  int peer = -1;          // Send/Recv: the other worker
+  int collective = -1;    // AllReduce/Barrier: instructions with the same key on several workers form one
+  int64_t bytes = 0;      // data moved (Send/Recv/AllReduce) or loaded
+  double cost_s = 0;      // cost-model time, for the simulator
   std::vector<int> deps;  // instructions (any worker) that must finish before this one starts
 };
 

@@ -11,9 +11,9 @@ namespace tandem {
 namespace parallel {
 
 struct SimResult {
-  std::vector<InstrTime> times;     // every instruction's simulated start and end
-  double makespan_s = 0;            // end of the last instruction
-  std::vector<double> busy_s;       // per worker: compute-lane time spent in instructions (not waiting)
+  std::vector<InstrTime> times;  // every instruction's simulated start and end
+  double makespan_s = 0;         // end of the last instruction
+  std::vector<double> busy_s;    // per worker: compute-lane time spent in instructions (not waiting)
   double busy_fraction(int worker) const { return makespan_s > 0 ? busy_s[worker] / makespan_s : 0; }
 };
 

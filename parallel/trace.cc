@@ -51,8 +51,7 @@ std::string trace_json(const Schedule& schedule, const std::vector<InstrTime>& t
   for (int w = 0; w < schedule.workers(); ++w) {
     std::string name = w < static_cast<int>(worker_names.size()) ? worker_names[w] : "worker " + std::to_string(w);
     sep();
-    os << "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" << w << ",\"args\":{\"name\":\"" << escape(name)
-       << "\"}}";
+    os << "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" << w << ",\"args\":{\"name\":\"" << escape(name) << "\"}}";
     for (int l = 0; l < kNumLanes; ++l) {
       sep();
       os << "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" << w << ",\"tid\":" << l << ",\"args\":{\"name\":\""
@@ -65,8 +64,8 @@ std::string trace_json(const Schedule& schedule, const std::vector<InstrTime>& t
     os << "{\"ph\":\"X\",\"name\":\"" << escape(i.label) << "\",\"cat\":\"" << op_kind_name(i.kind)
        << "\",\"pid\":" << i.worker << ",\"tid\":" << i.lane << ",\"ts\":" << (t.start_s - t0) * 1e6
        << ",\"dur\":" << std::max(0.0, t.end_s - t.start_s) * 1e6 << ",\"args\":{\"id\":" << i.id
-       << ",\"step\":" << i.step << ",\"block\":" << i.block << ",\"stage\":" << i.stage
-       << ",\"micro\":" << i.micro << ",\"bytes\":" << i.bytes << "}}";
+       << ",\"step\":" << i.step << ",\"block\":" << i.block << ",\"stage\":" << i.stage << ",\"micro\":" << i.micro
+       << ",\"bytes\":" << i.bytes << "}}";
   }
   auto match = schedule.matching_sends();
   for (size_t r = 0; r < match.size(); ++r) {

@@ -18,10 +18,8 @@ namespace parallel {
 
 std::string Worker::name() const {
   switch (kind) {
-    case WorkerKind::CpuThread:
-      return "cpu#" + std::to_string(rank);
-    case WorkerKind::CudaDevice:
-      return device.str();
+    case WorkerKind::CpuThread: return "cpu#" + std::to_string(rank);
+    case WorkerKind::CudaDevice: return device.str();
     case WorkerKind::CudaPartition:
       return device.str() + "/" + std::to_string(partitions) + "#" + std::to_string(partition);
   }
@@ -92,8 +90,8 @@ SpecItem parse_item(const std::string& text, const std::string& spec) {
   it.last = dash == std::string::npos ? it.first : parse_count(range.substr(dash + 1), kMaxGpuIndex);
   TD_CHECK(it.first >= 0 && it.last >= 0, "worker spec '", spec, "': cannot parse the GPU index in '", item, "'",
            expected);
-  TD_CHECK(it.first <= it.last, "worker spec '", spec, "': empty GPU range in '", item, "' (", it.first, " > ",
-           it.last, ")");
+  TD_CHECK(it.first <= it.last, "worker spec '", spec, "': empty GPU range in '", item, "' (", it.first, " > ", it.last,
+           ")");
   return it;
 }
 
@@ -145,9 +143,7 @@ std::vector<SpecItem> parse_spec(const std::string& spec) {
   return items;
 }
 
-int item_workers(const SpecItem& it) {
-  return it.cpu ? it.threads : (it.last - it.first + 1) * std::max(it.parts, 1);
-}
+int item_workers(const SpecItem& it) { return it.cpu ? it.threads : (it.last - it.first + 1) * std::max(it.parts, 1); }
 
 // Gives a built worker its rank and memory tracker, and names its streams for the stream checker.
 Worker ranked(Worker w, int rank) {

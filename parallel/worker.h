@@ -21,14 +21,14 @@ struct Worker {
   int rank = 0;
   WorkerKind kind = WorkerKind::CpuThread;
   Device device;
-  int partition = 0;        // CudaPartition: which SM partition of `device`
-  int partitions = 1;       // CudaPartition: how many partitions `device` is split into
-  int sm_count = 0;         // SMs this worker may use (0: unknown or all)
-  bool green_context = false;  // true when the partition is a real green context, false for plain streams
-  Stream compute;           // where this worker's computation is queued
-  Stream comm;              // where its communication is queued (on the CPU both are tags, see Stream)
+  int partition = 0;                      // CudaPartition: which SM partition of `device`
+  int partitions = 1;                     // CudaPartition: how many partitions `device` is split into
+  int sm_count = 0;                       // SMs this worker may use (0: unknown or all)
+  bool green_context = false;             // true when the partition is a real green context, false for plain streams
+  Stream compute;                         // where this worker's computation is queued
+  Stream comm;                            // where its communication is queued (on the CPU both are tags, see Stream)
   std::shared_ptr<MemoryTracker> memory;  // every allocation made on this worker's thread
-  std::string name() const;  // e.g. "cpu#2", "cuda:1", "cuda:0/4#3"
+  std::string name() const;               // e.g. "cpu#2", "cuda:1", "cuda:0/4#3"
 };
 
 // Parses a worker spec: "cpu:N" (N CPU threads), "cuda:I" or "cuda:I-J" (one worker per GPU),

@@ -5,9 +5,9 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <random>
 #include <cstring>
 #include <functional>
+#include <random>
 
 #include "runtime/base/config.h"
 #include "runtime/memory/stream_check.h"
@@ -94,7 +94,8 @@ void expect_bitwise_equal(const Tensor& a, const Tensor& b, const std::string& w
   EXPECT_EQ(0, std::memcmp(ha.raw_data(), hb.raw_data(), ha.nbytes())) << what << ": tensors differ bitwise";
 }
 
-NumericsGuard::NumericsGuard(bool tf32, bool deterministic_mode) : tf32_(allow_tf32()), deterministic_(deterministic()) {
+NumericsGuard::NumericsGuard(bool tf32, bool deterministic_mode)
+    : tf32_(allow_tf32()), deterministic_(deterministic()) {
   set_allow_tf32(tf32);
   set_deterministic(deterministic_mode);
 }

@@ -12,17 +12,16 @@
 #include "runtime/tensor/tensor.h"
 
 // Skips the test (never passes it) when no CUDA GPU is usable.
-#define TD_REQUIRE_GPU()                                                                     \
-  do {                                                                                       \
-    if (!::tandem::cuda_available())                                                         \
-      GTEST_SKIP() << "no CUDA GPU: " << ::tandem::cuda_unavailable_reason();               \
+#define TD_REQUIRE_GPU()                                                                                     \
+  do {                                                                                                       \
+    if (!::tandem::cuda_available()) GTEST_SKIP() << "no CUDA GPU: " << ::tandem::cuda_unavailable_reason(); \
   } while (0)
 
 // Skips the test unless at least `n` CUDA GPUs are usable.
-#define TD_REQUIRE_GPUS(n)                                                                           \
-  do {                                                                                               \
-    TD_REQUIRE_GPU();                                                                                \
-    if (::tandem::cuda_device_count() < (n))                                                         \
+#define TD_REQUIRE_GPUS(n)                                                                            \
+  do {                                                                                                \
+    TD_REQUIRE_GPU();                                                                                 \
+    if (::tandem::cuda_device_count() < (n))                                                          \
       GTEST_SKIP() << "needs " << (n) << " GPUs, this machine has " << ::tandem::cuda_device_count(); \
   } while (0)
 

@@ -45,7 +45,8 @@ Options parse(int argc, char** argv) {
          "(ResNet-18 teacher -> depthwise-separable student, 4 blocks) or both (default)");
   p.integer("--input", "S", &o.input, "32 (CIFAR variants, default) or 224 (ImageNet variants)", 8);
   p.integer("--batch", "N", &o.batch, "global batch (default 256)", 1);
-  p.text("--workers", "SPEC", &o.workers, "default best:4 (cuda:0/4, four SM partitions of GPU 0, when a GPU is present)");
+  p.text("--workers", "SPEC", &o.workers,
+         "default best:4 (cuda:0/4, four SM partitions of GPU 0, when a GPU is present)");
   p.integer("--steps", "N", &o.steps, "steps per block per run (default 8)", 1);
   p.text("--nas-teacher", "SPEC", &o.nas_teacher,
          "override the NAS teacher (default mobilenet_v2:cifar,classes=10 / mobilenet_v2)");
@@ -55,8 +56,9 @@ Options parse(int argc, char** argv) {
   std::vector<int64_t> project(o.project.begin(), o.project.end());
   p.integers("--project", "LIST", &project, "worker counts for the simulator's projection (default 4,8,16,64)", 1);
   p.integer("--profile-trials", "N", &o.trials, "timed trials per profile entry (default 5)", 1);
-  p.custom("--plan-model", "M", [&](const std::string& v) { o.plan_model = parse_plan_model(v); },
-           "the planners' cost model, tandem or pipe-bd (the paper code's; see tools:distill)");
+  p.custom(
+      "--plan-model", "M", [&](const std::string& v) { o.plan_model = parse_plan_model(v); },
+      "the planners' cost model, tandem or pipe-bd (the paper code's; see tools:distill)");
   p.text("--json", "PATH", &o.json, "write everything (reports, profiles, projections) as JSON for tools/plots");
   p.parse(argc, argv);
   o.project.assign(project.begin(), project.end());
@@ -69,13 +71,15 @@ Json run_workload(const Options& o, const std::string& name) {
   const bool cifar = o.input <= 64;
   SessionOptions so;
   if (name == "nas") {
-    so.workload.teacher = !o.nas_teacher.empty() ? o.nas_teacher : cifar ? "mobilenet_v2:cifar,classes=10" : "mobilenet_v2";
+    so.workload.teacher = !o.nas_teacher.empty() ? o.nas_teacher
+                          : cifar                ? "mobilenet_v2:cifar,classes=10"
+                                                 : "mobilenet_v2";
     so.workload.student = "supernet";
     so.workload.supernet_cells = o.cells;
   } else {
     so.workload.teacher = !o.compression_teacher.empty() ? o.compression_teacher
-                          : cifar                         ? "resnet18:cifar,classes=10"
-                                                          : "resnet18";
+                          : cifar                        ? "resnet18:cifar,classes=10"
+                                                         : "resnet18";
     so.workload.student = "separable";
   }
   const std::string size = std::to_string(o.input);
@@ -104,9 +108,10 @@ Json run_workload(const Options& o, const std::string& name) {
     return s;
   }());
   std::vector<Projection> proj = project(r.profile, o.project, o.steps, workload.row_bytes(), 0, o.plan_model);
-  std::printf("simulator projection (speedup over DP on as many workers; pipelines use at most one worker per "
-              "block):\n%-11s",
-              "strategy");
+  std::printf(
+      "simulator projection (speedup over DP on as many workers; pipelines use at most one worker per "
+      "block):\n%-11s",
+      "strategy");
   for (int w : o.project) std::printf(" %8d", w);
   std::printf("\n");
   Json pj = Json::array();
@@ -116,8 +121,10 @@ Json run_workload(const Options& o, const std::string& name) {
       const Projection* found = nullptr;
       for (const Projection& p : proj)
         if (p.workers == w && p.strategy == s) found = &p;
-      if (found) std::printf(" %7.2fx", found->speedup);
-      else std::printf(" %8s", "-");
+      if (found)
+        std::printf(" %7.2fx", found->speedup);
+      else
+        std::printf(" %8s", "-");
     }
     std::printf("\n");
   }

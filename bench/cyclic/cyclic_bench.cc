@@ -17,8 +17,8 @@
 #include "parallel/cyclic/trainer.h"
 #include "parallel/simulator.h"
 #include "runtime/base/error.h"
-#include "runtime/tensor/rng.h"
 #include "runtime/memory/stream.h"
+#include "runtime/tensor/rng.h"
 #include "tools/flags/flags.h"
 
 namespace tandem {
@@ -69,18 +69,23 @@ int run(int argc, char** argv) {
   std::string model = "resnet18:cifar,width=8";
   int64_t batch = 16, size = 32, rounds = 16, reps = 3;
   std::vector<Config> list;
-  flags::Parser p("cyclic_bench", "cyclic_bench [--model SPEC] [--batch B] [--size HW] [--rounds K] [--reps R] "
-                                  "[--configs NxS,...]", "");
+  flags::Parser p("cyclic_bench",
+                  "cyclic_bench [--model SPEC] [--batch B] [--size HW] [--rounds K] [--reps R] "
+                  "[--configs NxS,...]",
+                  "");
   p.text("--model", "SPEC", &model, "default resnet18:cifar,width=8");
   p.integer("--batch", "B", &batch, "micro-batch (default 16)", 1);
   p.integer("--size", "HW", &size, "HWxHW inputs (default 32x32)", 1);
   p.integer("--rounds", "K", &rounds, "timed rounds (default 16)", 1);
   p.integer("--reps", "R", &reps, "repetitions (default 3)", 1);
-  p.custom("--configs", "NxS,...", [&](const std::string& v) {
-    list.clear();
-    std::stringstream items(v);
-    for (std::string c; std::getline(items, c, ',');) add_config(c, list);
-  }, "micro-batches x stages (default 2x2,4x4)");
+  p.custom(
+      "--configs", "NxS,...",
+      [&](const std::string& v) {
+        list.clear();
+        std::stringstream items(v);
+        for (std::string c; std::getline(items, c, ',');) add_config(c, list);
+      },
+      "micro-batches x stages (default 2x2,4x4)");
   p.parse(argc, argv);
   if (list.empty())
     for (const char* c : {"2x2", "4x4"}) add_config(c, list);
@@ -90,12 +95,13 @@ int run(int argc, char** argv) {
     return std::static_pointer_cast<models::Sequential>(models::make_model(spec.first, spec.second));
   };
   const Shape input{batch, spec.second.in_channels, size, size};
-  std::printf("cyclic_bench: %s, micro-batch %lld x %lldx%lld, %lld timed rounds x %lld repetitions, load average "
-              "%.1f on this machine\n\n",
-              model.c_str(), static_cast<long long>(batch), static_cast<long long>(size), static_cast<long long>(size),
-              static_cast<long long>(rounds), static_cast<long long>(reps), load_average());
-  std::printf("%-6s %-7s %-7s %-10s %10s %9s %10s %11s %9s %9s %9s %9s\n", "N x S", "split", "rule", "sync",
-              "s/round", "vs DP", "wall s/rd", "peak MiB", "DP/CDP", "predicted", "2S/(S+1)", "meas/pred");
+  std::printf(
+      "cyclic_bench: %s, micro-batch %lld x %lldx%lld, %lld timed rounds x %lld repetitions, load average "
+      "%.1f on this machine\n\n",
+      model.c_str(), static_cast<long long>(batch), static_cast<long long>(size), static_cast<long long>(size),
+      static_cast<long long>(rounds), static_cast<long long>(reps), load_average());
+  std::printf("%-6s %-7s %-7s %-10s %10s %9s %10s %11s %9s %9s %9s %9s\n", "N x S", "split", "rule", "sync", "s/round",
+              "vs DP", "wall s/rd", "peak MiB", "DP/CDP", "predicted", "2S/(S+1)", "meas/pred");
   for (const Config& c : list) {
     auto batches = [&](int64_t index) {
       Generator g(7, static_cast<uint64_t>(index) << 32);
@@ -129,8 +135,8 @@ int run(int argc, char** argv) {
         DeviceGuard on_device(trainers[r]->workers()[0].device);
         Shape sample = input;
         sample[0] = 1;
-        StageProfile p = profile_stages(make_stages(model_units(*factory(), sample), trainers[r]->stage_starts()),
-                                        input);
+        StageProfile p =
+            profile_stages(make_stages(model_units(*factory(), sample), trainers[r]->stage_starts()), input);
         for (int64_t b : p.stored_bytes) stage_bytes.push_back(static_cast<double>(b));
         for (int64_t b : p.forward_extra_bytes) transient.forward_extra.push_back(static_cast<double>(b));
         for (int64_t b : p.backward_extra_bytes) transient.backward_extra.push_back(static_cast<double>(b));
@@ -173,12 +179,13 @@ int run(int argc, char** argv) {
       std::printf(" %11.3f %9.3f %9.3f %9.3f\n", measured, predicted, 2.0 * c.s / (c.s + 1), measured / predicted);
     }
   }
-  std::printf("\nsplit: stages balanced by FLOPs (the default) or by the units' stored activation bytes;\n"
-              "s/round: median over repetitions of the steady-state round time (worker 0's round starts);\n"
-              "vs DP: its difference to DP's; wall s/rd: whole timelines including CDP's one-time fill and drain;\n"
-              "peak MiB: activation bytes summed over workers on the schedule's time steps (each worker's measured\n"
-              "peak during each instruction); predicted: the unit-time model with the stages' measured sizes (stored\n"
-              "activations, plus each forward's and backward's own temporaries while it runs).\n");
+  std::printf(
+      "\nsplit: stages balanced by FLOPs (the default) or by the units' stored activation bytes;\n"
+      "s/round: median over repetitions of the steady-state round time (worker 0's round starts);\n"
+      "vs DP: its difference to DP's; wall s/rd: whole timelines including CDP's one-time fill and drain;\n"
+      "peak MiB: activation bytes summed over workers on the schedule's time steps (each worker's measured\n"
+      "peak during each instruction); predicted: the unit-time model with the stages' measured sizes (stored\n"
+      "activations, plus each forward's and backward's own temporaries while it runs).\n");
   return 0;
 }
 

@@ -191,12 +191,14 @@ void run() {
                              std::to_string(jpg.size() / 1024) + " KiB)";
     std::printf("%-34s %10.1f %10.1f %10.1f %14.0f\n", name.c_str(), total, decode, aug, cores * 1e6 / (total + aug));
   }
-  std::printf("\nload average at the end: %.1f. cores used < workers: other processes took the cores (images/s\n"
-              "scales with them); images/core-s and the CPU times do not depend on that. ceiling: all %u cores\n"
-              "spent on read + augment.\n",
-              load_average(), cores);
-  std::printf("read: Dataset::get (JPEG rows: pread + CRC + decode of the stored file); decode: libjpeg-turbo on\n"
-              "record 0's bytes in memory; augment: the transform pipeline into float CHW.\n");
+  std::printf(
+      "\nload average at the end: %.1f. cores used < workers: other processes took the cores (images/s\n"
+      "scales with them); images/core-s and the CPU times do not depend on that. ceiling: all %u cores\n"
+      "spent on read + augment.\n",
+      load_average(), cores);
+  std::printf(
+      "read: Dataset::get (JPEG rows: pread + CRC + decode of the stored file); decode: libjpeg-turbo on\n"
+      "record 0's bytes in memory; augment: the transform pipeline into float CHW.\n");
 }
 
 }  // namespace

@@ -21,14 +21,14 @@
 
 #include "models/losses.h"
 #include "models/registry.h"
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/config.h"
-#include "runtime/nn/nn_ops.h"
-#include "runtime/tensor/ops.h"
-#include "runtime/optim/optim.h"
 #include "runtime/base/parallel_for.h"
-#include "runtime/tensor/rng.h"
 #include "runtime/memory/stream.h"
+#include "runtime/nn/nn_ops.h"
+#include "runtime/optim/optim.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/tensor/ops.h"
+#include "runtime/tensor/rng.h"
 #include "tools/flags/flags.h"
 
 namespace tandem {
@@ -151,9 +151,10 @@ int main(int argc, char** argv) {
       "autograd), fwd_bwd (training forward, cross-entropy, backward), step (fwd_bwd + SGD step).\n"
       "--benchmark_out=FILE.json feeds bench/torch/speed.py, which times the same cases in PyTorch\n"
       "(tools/tandem bench-cpu: both side by side on the CPU).");
-  p.custom("--device", "DEV", [](const std::string& v) { g_config.device = tandem::Device::parse(v); },
-           "the best device by default (GPU: batch 256 at 32x32 and 224x224, channels-last\n"
-           "unless --nchw; CPU: batch 8 at 32x32)");
+  p.custom(
+      "--device", "DEV", [](const std::string& v) { g_config.device = tandem::Device::parse(v); },
+      "the best device by default (GPU: batch 256 at 32x32 and 224x224, channels-last\n"
+      "unless --nchw; CPU: batch 8 at 32x32)");
   p.integer("--batch", "N", &g_config.batch, "batch (default: by device, as above)", 0);
   p.integers("--sizes", "LIST", &g_config.sizes, "input sizes (default: by device, as above)", 1);
   p.words("--models", "A,B", &g_config.models, "zoo models (default resnet18,resnet50,mobilenet_v2)");
@@ -174,8 +175,7 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&rest_argc, rest.data());
   benchmark::AddCustomContext("tandem_device", g_config.device.str());
   benchmark::AddCustomContext("tandem_tf32", tandem::allow_tf32() ? "1" : "0");
-  benchmark::AddCustomContext("tandem_channels_last",
-                              g_config.device.is_cuda() && g_config.channels_last ? "1" : "0");
+  benchmark::AddCustomContext("tandem_channels_last", g_config.device.is_cuda() && g_config.channels_last ? "1" : "0");
   benchmark::AddCustomContext("tandem_dtype", "f32");
   benchmark::AddCustomContext("tandem_threads", std::to_string(tandem::intra_op_threads()));
   benchmark::AddCustomContext("tandem_min_time", std::to_string(g_config.min_time_s));

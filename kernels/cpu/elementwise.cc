@@ -18,9 +18,18 @@ constexpr int64_t kGrain = 1 << 15;
 // Element conversions; f16/bf16 are held as uint16_t bit patterns and convert through float.
 struct F16Tag {};
 struct BF16Tag {};
-template <typename S> double load_as_double(const void* p, int64_t i) { return static_cast<double>(static_cast<const S*>(p)[i]); }
-template <> double load_as_double<F16Tag>(const void* p, int64_t i) { return f16_to_float(static_cast<const uint16_t*>(p)[i]); }
-template <> double load_as_double<BF16Tag>(const void* p, int64_t i) { return bf16_to_float(static_cast<const uint16_t*>(p)[i]); }
+template <typename S>
+double load_as_double(const void* p, int64_t i) {
+  return static_cast<double>(static_cast<const S*>(p)[i]);
+}
+template <>
+double load_as_double<F16Tag>(const void* p, int64_t i) {
+  return f16_to_float(static_cast<const uint16_t*>(p)[i]);
+}
+template <>
+double load_as_double<BF16Tag>(const void* p, int64_t i) {
+  return bf16_to_float(static_cast<const uint16_t*>(p)[i]);
+}
 
 template <typename D, typename S>
 void copy_typed(const void* src, const StridedDesc& sd, void* dst, const StridedDesc& dd) {
@@ -107,8 +116,8 @@ void CpuBackend::unary(UnaryOp op, DType t, const void* x, void* y, int64_t n, U
   });
 }
 
-void CpuBackend::unary_backward(UnaryOp op, DType t, const void* x, const void* y, const void* gy, void* gx,
-                                int64_t n, UnaryParams p, const Stream&) {
+void CpuBackend::unary_backward(UnaryOp op, DType t, const void* x, const void* y, const void* gy, void* gx, int64_t n,
+                                UnaryParams p, const Stream&) {
   TD_DISPATCH_FLOAT(t, "unary backward", {
     const scalar_t* xp = static_cast<const scalar_t*>(x);
     const scalar_t* yp = static_cast<const scalar_t*>(y);

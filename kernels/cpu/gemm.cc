@@ -19,7 +19,10 @@ constexpr int64_t kMR = 6;     // rows of a micro-tile
 constexpr int64_t kKC = 256;   // depth of a packed block
 constexpr int64_t kNC = 2048;  // columns of a packed block
 
-template <typename T> constexpr int64_t nr() { return 64 / sizeof(T); }  // 16 floats or 8 doubles
+template <typename T>
+constexpr int64_t nr() {
+  return 64 / sizeof(T);
+}  // 16 floats or 8 doubles
 
 bool has_avx2_fma() {
   static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -80,8 +83,8 @@ __attribute__((target("avx2,fma"))) void micro_avx2(int64_t kc, const double* a,
 }  // namespace
 
 template <typename T>
-void gemm_cpu(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
-              const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+void gemm_cpu(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+              int64_t ldb, T beta, T* c, int64_t ldc) {
   constexpr int64_t NR = nr<T>();
   // C = beta * C first (beta = 0 overwrites, so NaNs in C do not survive).
   for (int64_t i = 0; i < m; ++i)
@@ -138,17 +141,17 @@ template void gemm_cpu<float>(bool, bool, int64_t, int64_t, int64_t, float, cons
 template void gemm_cpu<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t, const double*,
                                int64_t, double, double*, int64_t);
 
-void CpuBackend::gemm(DType t, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
-                      const void* a, int64_t lda, int64_t stride_a, const void* b, int64_t ldb, int64_t stride_b,
-                      double beta, void* c, int64_t ldc, int64_t stride_c, int64_t batch, const Stream&) {
+void CpuBackend::gemm(DType t, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const void* a,
+                      int64_t lda, int64_t stride_a, const void* b, int64_t ldb, int64_t stride_b, double beta, void* c,
+                      int64_t ldc, int64_t stride_c, int64_t batch, const Stream&) {
   if (t == DType::F32) {
     const float* af = static_cast<const float*>(a);
     const float* bf = static_cast<const float*>(b);
     float* cf = static_cast<float*>(c);
     bool all = true;  // the first matrix finds oneDNN off or the case degenerate, or none does
     for (int64_t i = 0; i < batch && all; ++i)
-      all = onednn_gemm(trans_a, trans_b, m, n, k, static_cast<float>(alpha), af + i * stride_a, lda,
-                        bf + i * stride_b, ldb, static_cast<float>(beta), cf + i * stride_c, ldc);
+      all = onednn_gemm(trans_a, trans_b, m, n, k, static_cast<float>(alpha), af + i * stride_a, lda, bf + i * stride_b,
+                        ldb, static_cast<float>(beta), cf + i * stride_c, ldc);
     if (all) return;
   }
   TD_DISPATCH_FLOAT(t, "gemm", {

@@ -54,8 +54,8 @@ void CpuBackend::gather(DType t, const void* x, int64_t outer, int64_t n_src, in
   });
 }
 
-void CpuBackend::scatter_add(DType t, const void* src, int64_t outer, int64_t n_idx, int64_t inner,
-                             const int64_t* idx, int64_t n_dst, void* dst, const Stream&) {
+void CpuBackend::scatter_add(DType t, const void* src, int64_t outer, int64_t n_idx, int64_t inner, const int64_t* idx,
+                             int64_t n_dst, void* dst, const Stream&) {
   int64_t total = outer * n_idx * inner;
   for (int64_t p = 0; p < total; ++p) check_bound(idx[p], n_dst, "scatter_add", p);
   TD_DISPATCH_FLOAT(t, "scatter_add", {

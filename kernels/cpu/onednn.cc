@@ -5,8 +5,8 @@
 
 #include <omp.h>
 
-#include <algorithm>
 #include <dnnl.h>
+#include <algorithm>
 
 #include "runtime/base/config.h"
 #include "runtime/base/error.h"
@@ -28,8 +28,8 @@ void onednn_single_threaded() {
   }
 }
 
-bool onednn_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                 int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+bool onednn_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                 const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (!cpu_onednn() || m == 0 || n == 0 || k == 0 || alpha == 0.f) return false;
   // beta = 0 overwrites C, NaNs included, as gemm_cpu does.
   if (beta == 0.f)
@@ -45,8 +45,8 @@ bool onednn_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, fl
       const float* ap = by_rows ? a + (trans_a ? i0 : i0 * lda) : a;
       const float* bp = by_rows ? b : b + (trans_b ? i0 * ldb : i0);
       float* cp = by_rows ? c + i0 * ldc : c + i0;
-      dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', by_rows ? cnt : m, by_rows ? n : cnt,
-                                    k, alpha, ap, lda, bp, ldb, beta, cp, ldc);
+      dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', by_rows ? cnt : m, by_rows ? n : cnt, k,
+                                    alpha, ap, lda, bp, ldb, beta, cp, ldc);
       TD_CHECK_T(BackendError, st == dnnl_success, "oneDNN's sgemm failed with status ", static_cast<int>(st));
     }
   });

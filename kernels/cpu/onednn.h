@@ -14,8 +14,8 @@ void onednn_single_threaded();
 // f32 C = alpha * op(A) * op(B) + beta * C through oneDNN's GEMM (row-major, as gemm_cpu), in pieces of C
 // fixed by the shapes. False, having done nothing, where oneDNN is switched off (cpu_onednn()) or the case is
 // degenerate (an empty dimension, alpha 0): gemm_cpu runs it then.
-bool onednn_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                 int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+bool onednn_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                 const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
 }  // namespace cpu
 }  // namespace tandem

@@ -67,7 +67,8 @@ void CpuBackend::softmax(bool log, DType t, const void* x, void* y, int64_t oute
         for (int64_t j = 0; j < n; ++j) s += std::exp(static_cast<double>(in[j * inner]) - mx);
         if (log) {
           double lse = mx + std::log(s);
-          for (int64_t j = 0; j < n; ++j) o[j * inner] = static_cast<scalar_t>(static_cast<double>(in[j * inner]) - lse);
+          for (int64_t j = 0; j < n; ++j)
+            o[j * inner] = static_cast<scalar_t>(static_cast<double>(in[j * inner]) - lse);
         } else {
           for (int64_t j = 0; j < n; ++j)
             o[j * inner] = static_cast<scalar_t>(std::exp(static_cast<double>(in[j * inner]) - mx) / s);
@@ -77,8 +78,8 @@ void CpuBackend::softmax(bool log, DType t, const void* x, void* y, int64_t oute
   });
 }
 
-void CpuBackend::softmax_backward(bool log, DType t, const void* y, const void* gy, void* gx, int64_t outer,
-                                  int64_t n, int64_t inner, const Stream&) {
+void CpuBackend::softmax_backward(bool log, DType t, const void* y, const void* gy, void* gx, int64_t outer, int64_t n,
+                                  int64_t inner, const Stream&) {
   TD_DISPATCH_FLOAT(t, "softmax backward", {
     const scalar_t* yp = static_cast<const scalar_t*>(y);
     const scalar_t* gp = static_cast<const scalar_t*>(gy);

@@ -1,6 +1,6 @@
 // Registers the CPU backend for DeviceType::CPU when this library is linked (alwayslink).
-#include "kernels/cpu/cpu_backend.h"
 #include "kernels/registration.h"
+#include "kernels/cpu/cpu_backend.h"
 
 namespace tandem {
 namespace cpu {

@@ -11,9 +11,8 @@ namespace detail {
 }  // namespace detail
 }  // namespace tandem
 
-#define TD_CUBLAS_CHECK(expr)                                                                 \
-  do {                                                                                        \
-    cublasStatus_t td_status_ = (expr);                                                       \
-    if (td_status_ != CUBLAS_STATUS_SUCCESS)                                                  \
-      ::tandem::detail::raise_cublas(td_status_, #expr, __FILE__, __LINE__);                  \
+#define TD_CUBLAS_CHECK(expr)                                                                                       \
+  do {                                                                                                              \
+    cublasStatus_t td_status_ = (expr);                                                                             \
+    if (td_status_ != CUBLAS_STATUS_SUCCESS) ::tandem::detail::raise_cublas(td_status_, #expr, __FILE__, __LINE__); \
   } while (0)

@@ -18,28 +18,46 @@ namespace {
 // f16 and bf16 are held as uint16_t bit patterns; the tags select their conversions.
 struct F16Tag {};
 struct BF16Tag {};
-template <typename T> struct stored { using type = T; };
-template <> struct stored<F16Tag> { using type = uint16_t; };
-template <> struct stored<BF16Tag> { using type = uint16_t; };
-template <typename T> using stored_t = typename stored<T>::type;
+template <typename T>
+struct stored {
+  using type = T;
+};
+template <>
+struct stored<F16Tag> {
+  using type = uint16_t;
+};
+template <>
+struct stored<BF16Tag> {
+  using type = uint16_t;
+};
+template <typename T>
+using stored_t = typename stored<T>::type;
 template <typename T>
 constexpr bool kIsHalfTag = std::is_same<T, F16Tag>::value || std::is_same<T, BF16Tag>::value;
 
 template <typename S>
 __device__ __forceinline__ double as_double(stored_t<S> v) {
-  if constexpr (std::is_same<S, F16Tag>::value) return f16_to_float(v);
-  else if constexpr (std::is_same<S, BF16Tag>::value) return bf16_to_float(v);
-  else return static_cast<double>(v);
+  if constexpr (std::is_same<S, F16Tag>::value)
+    return f16_to_float(v);
+  else if constexpr (std::is_same<S, BF16Tag>::value)
+    return bf16_to_float(v);
+  else
+    return static_cast<double>(v);
 }
 
 // The conversion rules of the CPU's copy: through float for f16/bf16, else a plain static_cast.
 template <typename D, typename S>
 __device__ __forceinline__ stored_t<D> convert(stored_t<S> v) {
-  if constexpr (std::is_same<D, S>::value) return v;
-  else if constexpr (std::is_same<D, F16Tag>::value) return float_to_f16(static_cast<float>(as_double<S>(v)));
-  else if constexpr (std::is_same<D, BF16Tag>::value) return float_to_bf16(static_cast<float>(as_double<S>(v)));
-  else if constexpr (kIsHalfTag<S>) return static_cast<D>(as_double<S>(v));
-  else return static_cast<D>(v);
+  if constexpr (std::is_same<D, S>::value)
+    return v;
+  else if constexpr (std::is_same<D, F16Tag>::value)
+    return float_to_f16(static_cast<float>(as_double<S>(v)));
+  else if constexpr (std::is_same<D, BF16Tag>::value)
+    return float_to_bf16(static_cast<float>(as_double<S>(v)));
+  else if constexpr (kIsHalfTag<S>)
+    return static_cast<D>(as_double<S>(v));
+  else
+    return static_cast<D>(v);
 }
 
 // Elements converted per thread step on the contiguous path (one or two 16-byte accesses per side).
@@ -326,8 +344,8 @@ void CudaBackend::copy(DType src_t, const void* src, const StridedDesc& src_d, D
   const int64_t n = dd.numel();
   const bool contiguous = dd.ndim == 1 && dd.strides[0] == 1 && sd.strides[0] == 1;
   if (src_t == dst_t && contiguous) {
-    TD_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * dtype_size(src_t), cudaMemcpyDeviceToDevice,
-                                  ls.stream()));
+    TD_CUDA_CHECK(
+        cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * dtype_size(src_t), cudaMemcpyDeviceToDevice, ls.stream()));
     return;
   }
   if (contiguous) return convert_contiguous(src_t, src, dst_t, dst, n, ls);

@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
-#include "runtime/tensor/backend.h"
 #include "runtime/base/device_errors.h"
+#include "runtime/tensor/backend.h"
 
 namespace tandem {
 namespace cuda {

@@ -137,8 +137,8 @@ __global__ void binary_vec_kernel(BinaryOp op, const T* a, StridedDesc ad, bool 
 
 // Any strides, one element per step: arithmetic ops writing T, or comparisons writing u8.
 template <typename T, bool kCompare, typename I>
-__global__ void binary_strided_kernel(BinaryOp op, const T* a, StridedDesc ad, const T* b, StridedDesc bd,
-                                      void* out, StridedDesc od, I n) {
+__global__ void binary_strided_kernel(BinaryOp op, const T* a, StridedDesc ad, const T* b, StridedDesc bd, void* out,
+                                      StridedDesc od, I n) {
   const StridedDesc* const ds[3] = {&od, &ad, &bd};
   const I step = static_cast<I>(gridDim.x) * blockDim.x;
   for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
@@ -209,8 +209,8 @@ void launch_arithmetic(BinaryOp op, const T* a, const StridedDesc& ad, const T* 
 }
 
 template <typename T>
-void launch_comparison(BinaryOp op, const T* a, const StridedDesc& ad, const T* b, const StridedDesc& bd,
-                       uint8_t* out, const StridedDesc& od, bool narrow, const LaunchScope& ls) {
+void launch_comparison(BinaryOp op, const T* a, const StridedDesc& ad, const T* b, const StridedDesc& bd, uint8_t* out,
+                       const StridedDesc& od, bool narrow, const LaunchScope& ls) {
   const int64_t n = od.numel();
   const unsigned grid = grid_for(ceil_div(n, kThreads), ls.device());
   if (narrow)
@@ -241,8 +241,8 @@ void CudaBackend::unary(UnaryOp op, DType t, const void* x, void* y, int64_t n, 
   });
 }
 
-void CudaBackend::unary_backward(UnaryOp op, DType t, const void* x, const void* y, const void* gy, void* gx,
-                                 int64_t n, UnaryParams p, const Stream& s) {
+void CudaBackend::unary_backward(UnaryOp op, DType t, const void* x, const void* y, const void* gy, void* gx, int64_t n,
+                                 UnaryParams p, const Stream& s) {
   if (n <= 0) return;
   LaunchScope ls(s);
   TD_DISPATCH_FLOAT(t, "unary backward", {

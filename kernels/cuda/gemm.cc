@@ -31,8 +31,8 @@ void CudaBackend::gemm(DType t, bool trans_a, bool trans_b, int64_t m, int64_t n
     const cublasComputeType_t compute =
         f32 ? (allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F_PEDANTIC) : CUBLAS_COMPUTE_64F;
     TD_CUBLAS_CHECK(cublasGemmStridedBatchedEx_64(handle, op_b, op_a, n, m, k, &alpha_t, b, type, ldb, stride_b, a,
-                                                  type, lda, stride_a, &beta_t, c, type, ldc, stride_c, batch,
-                                                  compute, CUBLAS_GEMM_DEFAULT));
+                                                  type, lda, stride_a, &beta_t, c, type, ldc, stride_c, batch, compute,
+                                                  CUBLAS_GEMM_DEFAULT));
   });
 }
 

@@ -84,8 +84,8 @@ __global__ void add_by_column_kernel(const T* src, int64_t outer, int64_t n_idx,
 }
 
 template <typename T, bool kPerElement>
-__global__ void add_by_destination_kernel(const T* src, int64_t outer, int64_t n_idx, int64_t inner,
-                                          const int64_t* idx, int64_t n_dst, T* dst, int32_t* flag) {
+__global__ void add_by_destination_kernel(const T* src, int64_t outer, int64_t n_idx, int64_t inner, const int64_t* idx,
+                                          int64_t n_dst, T* dst, int32_t* flag) {
   const int64_t total = outer * n_dst * inner;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < total; p += step) {
@@ -96,8 +96,10 @@ __global__ void add_by_destination_kernel(const T* src, int64_t outer, int64_t n
     T acc = dst[p];
     for (int64_t j = 0; j < n_idx; ++j) {
       const int64_t v = kPerElement ? ix[j * inner] : ix[j];
-      if (v == dpos) acc += s[j * inner];
-      else if (reporter && out_of_range(v, n_dst)) flag_error(flag, DeviceErrorCode::IndexOutOfRange);
+      if (v == dpos)
+        acc += s[j * inner];
+      else if (reporter && out_of_range(v, n_dst))
+        flag_error(flag, DeviceErrorCode::IndexOutOfRange);
     }
     dst[p] = acc;
   }
@@ -147,8 +149,8 @@ void launch_index_select(const void* x, int64_t outer, int64_t n_src, int64_t in
 }
 }  // namespace
 
-void CudaBackend::index_select(DType t, const void* x, int64_t outer, int64_t n_src, int64_t inner,
-                               const int64_t* idx, int64_t n_idx, void* out, const Stream& s) {
+void CudaBackend::index_select(DType t, const void* x, int64_t outer, int64_t n_src, int64_t inner, const int64_t* idx,
+                               int64_t n_idx, void* out, const Stream& s) {
   if (outer * n_idx * inner == 0) return;
   LaunchScope ls(s);
   // Rows of inner elements are moved in the widest unit that divides them and suits both pointers.
@@ -166,8 +168,8 @@ void CudaBackend::index_select(DType t, const void* x, int64_t outer, int64_t n_
     launch_index_select<uint8_t>(x, outer, n_src, row_bytes, idx, n_idx, out, ls);
 }
 
-void CudaBackend::index_add(DType t, const void* src, int64_t outer, int64_t n_idx, int64_t inner,
-                            const int64_t* idx, int64_t n_dst, void* dst, const Stream& s) {
+void CudaBackend::index_add(DType t, const void* src, int64_t outer, int64_t n_idx, int64_t inner, const int64_t* idx,
+                            int64_t n_dst, void* dst, const Stream& s) {
   if (outer * n_idx * inner == 0) return;
   LaunchScope ls(s);
   TD_DISPATCH_FLOAT(t, "index_add", launch_add<scalar_t, false>(src, outer, n_idx, inner, idx, n_dst, dst, ls));
@@ -187,8 +189,8 @@ void CudaBackend::gather(DType t, const void* x, int64_t outer, int64_t n_src, i
   });
 }
 
-void CudaBackend::scatter_add(DType t, const void* src, int64_t outer, int64_t n_idx, int64_t inner,
-                              const int64_t* idx, int64_t n_dst, void* dst, const Stream& s) {
+void CudaBackend::scatter_add(DType t, const void* src, int64_t outer, int64_t n_idx, int64_t inner, const int64_t* idx,
+                              int64_t n_dst, void* dst, const Stream& s) {
   if (outer * n_idx * inner == 0) return;
   LaunchScope ls(s);
   TD_DISPATCH_FLOAT(t, "scatter_add", launch_add<scalar_t, true>(src, outer, n_idx, inner, idx, n_dst, dst, ls));

@@ -31,7 +31,10 @@ void launch_kernel(KernelRef<P...> k, dim3 grid, dim3 block, size_t shared_bytes
 #if defined(TANDEM_CUDASIM)
   ::cudasim::launch_kernel(k.name, k.file, k.line, k.fn, grid, block, shared_bytes, stream, std::forward<A>(args)...);
 #else
+  // clang-format 14 would split the closing >>> of a launch in a .cuh file.
+  // clang-format off
   k.fn<<<grid, block, shared_bytes, stream>>>(std::forward<A>(args)...);
+  // clang-format on
 #endif
 }
 

@@ -8,9 +8,9 @@
 #include <cstdint>
 
 #include "kernels/strided.h"
-#include "runtime/tensor/backend.h"
 #include "runtime/memory/storage.h"
 #include "runtime/memory/stream.h"
+#include "runtime/tensor/backend.h"
 
 namespace tandem {
 namespace cuda {

@@ -93,10 +93,9 @@ __device__ __forceinline__ void fold_chunk(const R& red, const In* p, int64_t j0
 // folds the V-element chunks l, l + G, l + 2G, ... of the segment (the same order whether or not the
 // chunks are read as vectors), then the group is combined by group_reduce. Work items are (row, segment).
 template <typename R, typename In, int V>
-__global__ void __launch_bounds__(kThreads) reduce_rows_kernel(R red, const In* x, int64_t rows, int64_t r,
-                                                               int64_t seg_len, int64_t nseg, int G, bool vec,
-                                                               typename R::Acc* partial, typename R::T* out,
-                                                               int64_t* idx) {
+__global__ void __launch_bounds__(kThreads)
+    reduce_rows_kernel(R red, const In* x, int64_t rows, int64_t r, int64_t seg_len, int64_t nseg, int G, bool vec,
+                       typename R::Acc* partial, typename R::T* out, int64_t* idx) {
   using Acc = typename R::Acc;
   __shared__ Acc smem[kThreads / 32];
   const int groups = blockDim.x / G, group = threadIdx.x / G, lane = threadIdx.x % G;
@@ -121,8 +120,7 @@ __global__ void __launch_bounds__(kThreads) reduce_rows_kernel(R red, const In* 
 #pragma unroll
           for (int u = 0; u < 4; ++u)
 #pragma unroll
-            for (int e = 0; e < V; ++e)
-              acc = red.combine(acc, to_acc(red, t[u].v[e], begin + (c + u * G) * V + e));
+            for (int e = 0; e < V; ++e) acc = red.combine(acc, to_acc(red, t[u].v[e], begin + (c + u * G) * V + e));
         } else {
 #pragma unroll
           for (int u = 0; u < 4; ++u) fold_chunk<R, In, V>(red, p, begin + (c + u * G) * V, end, false, acc);
@@ -144,10 +142,9 @@ __global__ void __launch_bounds__(kThreads) reduce_rows_kernel(R red, const In* 
 // flattened (outer, inner / V) columns; the TY threads of a column split the segment's rows (ty, ty + TY,
 // ...), then combine through shared memory in a fixed tree. Work items are (column block, segment).
 template <typename R, typename In, int V>
-__global__ void __launch_bounds__(kThreads) reduce_cols_kernel(R red, const In* x, int64_t outer, int64_t r,
-                                                               int64_t inner, int64_t seg_len, int64_t nseg,
-                                                               typename R::Acc* partial, typename R::T* out,
-                                                               int64_t* idx) {
+__global__ void __launch_bounds__(kThreads)
+    reduce_cols_kernel(R red, const In* x, int64_t outer, int64_t r, int64_t inner, int64_t seg_len, int64_t nseg,
+                       typename R::Acc* partial, typename R::T* out, int64_t* idx) {
   using Acc = typename R::Acc;
   __shared__ Acc smem[kThreads * V];
   const int TX = blockDim.x, TY = blockDim.y, tx = threadIdx.x, ty = threadIdx.y;

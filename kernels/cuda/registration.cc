@@ -1,6 +1,6 @@
 // Registers the CUDA backend for DeviceType::CUDA when this library is linked (alwayslink).
-#include "kernels/cuda/cuda_backend.h"
 #include "kernels/registration.h"
+#include "kernels/cuda/cuda_backend.h"
 
 namespace tandem {
 namespace cuda {

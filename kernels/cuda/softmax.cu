@@ -116,8 +116,8 @@ __device__ __forceinline__ void store_chunk(T* row, int64_t c, int64_t n, bool v
 
 // inner == 1: a group of G lanes per row (blockDim.x = kThreads); lane l owns chunks l, l + G, ...
 template <typename T>
-__global__ void __launch_bounds__(kThreads) softmax_rows_kernel(bool log, const T* x, T* y, int64_t rows,
-                                                                int64_t n, int G, bool vec) {
+__global__ void __launch_bounds__(kThreads)
+    softmax_rows_kernel(bool log, const T* x, T* y, int64_t rows, int64_t n, int G, bool vec) {
   constexpr int V = vec_width<T>();
   __shared__ T smem_m[kThreads / 32];
   __shared__ double smem_s[kThreads / 32];
@@ -144,7 +144,8 @@ __global__ void __launch_bounds__(kThreads) softmax_rows_kernel(bool log, const 
             if (c * V + e < n) m = max_keep(m, v[k][e]);
         }
       }
-      m = group_reduce(m, G, [](T a, T b) { return max_keep(a, b); }, smem_m);
+      m = group_reduce(
+          m, G, [](T a, T b) { return max_keep(a, b); }, smem_m);
       double s = 0.0;
 #pragma unroll
       for (int k = 0; k < kRowCached; ++k) {
@@ -155,7 +156,8 @@ __global__ void __launch_bounds__(kThreads) softmax_rows_kernel(bool log, const 
             if (c * V + e < n) s += static_cast<double>(exp_of(v[k][e] - m));
         }
       }
-      s = group_reduce(s, G, [](double a, double b) { return a + b; }, smem_s);
+      s = group_reduce(
+          s, G, [](double a, double b) { return a + b; }, smem_s);
       const SoftmaxOut<T> f(log, m, s);
 #pragma unroll
       for (int k = 0; k < kRowCached; ++k) {
@@ -178,8 +180,8 @@ __global__ void __launch_bounds__(kThreads) softmax_rows_kernel(bool log, const 
             if (c * V + e < n) online_add(acc, v[e]);
         }
       }
-      acc = group_reduce(acc, G, [](const MaxSum<T>& a, const MaxSum<T>& b) { return online_combine(a, b); },
-                         smem_ms);
+      acc = group_reduce(
+          acc, G, [](const MaxSum<T>& a, const MaxSum<T>& b) { return online_combine(a, b); }, smem_ms);
       const SoftmaxOut<T> f(log, acc.m, finish_sum(acc));
       if (active) {
 #pragma unroll 4
@@ -199,8 +201,8 @@ __global__ void __launch_bounds__(kThreads) softmax_rows_kernel(bool log, const 
 // columns (coalesced over i); the kColY threads of a column split its n rows (ty, ty + kColY, ...) and
 // combine their partial results through shared memory, in order of ty.
 template <typename T>
-__global__ void __launch_bounds__(kColX* kColY) softmax_cols_kernel(bool log, const T* x, T* y, int64_t outer,
-                                                                    int64_t n, int64_t inner) {
+__global__ void __launch_bounds__(kColX* kColY)
+    softmax_cols_kernel(bool log, const T* x, T* y, int64_t outer, int64_t n, int64_t inner) {
   __shared__ MaxSum<T> smem[kColY][kColX];
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t columns = outer * inner;
@@ -274,8 +276,8 @@ __device__ __forceinline__ double grad_term(bool log, T y, T g) {
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kThreads, 3) softmax_backward_rows_kernel(bool log, const T* y, const T* gy, T* gx,
-                                                                         int64_t rows, int64_t n, int G, bool vec) {
+__global__ void __launch_bounds__(kThreads, 3)
+    softmax_backward_rows_kernel(bool log, const T* y, const T* gy, T* gx, int64_t rows, int64_t n, int G, bool vec) {
   constexpr int V = vec_width<T>();
   __shared__ double smem[kThreads / 32];
   const int groups = blockDim.x / G, group = threadIdx.x / G, lane = threadIdx.x % G;
@@ -349,9 +351,8 @@ __global__ void __launch_bounds__(kThreads, 3) softmax_backward_rows_kernel(bool
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kColX* kColY) softmax_backward_cols_kernel(bool log, const T* y, const T* gy,
-                                                                             T* gx, int64_t outer, int64_t n,
-                                                                             int64_t inner) {
+__global__ void __launch_bounds__(kColX* kColY)
+    softmax_backward_cols_kernel(bool log, const T* y, const T* gy, T* gx, int64_t outer, int64_t n, int64_t inner) {
   __shared__ double smem[kColY][kColX];
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t columns = outer * inner;
@@ -427,8 +428,8 @@ void CudaBackend::softmax(bool log, DType t, const void* x, void* y, int64_t out
   });
 }
 
-void CudaBackend::softmax_backward(bool log, DType t, const void* y, const void* gy, void* gx, int64_t outer,
-                                   int64_t n, int64_t inner, const Stream& s) {
+void CudaBackend::softmax_backward(bool log, DType t, const void* y, const void* gy, void* gx, int64_t outer, int64_t n,
+                                   int64_t inner, const Stream& s) {
   if (outer * n * inner == 0) return;
   LaunchScope ls(s);
   TD_DISPATCH_FLOAT(t, "softmax backward", {

@@ -92,11 +92,10 @@ struct Descriptors {
     check_elements("output", g.n, g.o, g.oh, g.ow);
     check_elements("weight", g.o, g.c / g.groups, g.kh, g.kw);
     TD_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x.d, format, dt, to_int(g.n), to_int(g.c), to_int(g.h), to_int(g.w)));
-    TD_CUDNN_CHECK(
-        cudnnSetTensor4dDescriptor(y.d, format, dt, to_int(g.n), to_int(g.o), to_int(g.oh), to_int(g.ow)));
+    TD_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y.d, format, dt, to_int(g.n), to_int(g.o), to_int(g.oh), to_int(g.ow)));
     TD_CUDNN_CHECK(cudnnSetTensor4dDescriptor(bias.d, format, dt, 1, to_int(g.o), 1, 1));
-    TD_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w.d, dt, format, to_int(g.o), to_int(g.c / g.groups), to_int(g.kh),
-                                              to_int(g.kw)));
+    TD_CUDNN_CHECK(
+        cudnnSetFilter4dDescriptor(w.d, dt, format, to_int(g.o), to_int(g.c / g.groups), to_int(g.kh), to_int(g.kw)));
     TD_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv.d, to_int(g.pad_h), to_int(g.pad_w), to_int(g.stride_h),
                                                    to_int(g.stride_w), to_int(g.dilation_h), to_int(g.dilation_w),
                                                    CUDNN_CROSS_CORRELATION, dt));
@@ -119,9 +118,28 @@ struct Scalars {
 
 using Key = std::array<int64_t, 22>;
 Key key_of(Pass pass, const Conv2dGeometry& g, int device, bool det, bool tf32) {
-  return {static_cast<int64_t>(pass), device, static_cast<int64_t>(g.dtype), g.channels_last, g.n, g.c, g.h, g.w,
-          g.o, g.kh, g.kw, g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dilation_h, g.dilation_w, g.groups, det,
-          tf32, g.oh, g.ow};
+  return {static_cast<int64_t>(pass),
+          device,
+          static_cast<int64_t>(g.dtype),
+          g.channels_last,
+          g.n,
+          g.c,
+          g.h,
+          g.w,
+          g.o,
+          g.kh,
+          g.kw,
+          g.stride_h,
+          g.stride_w,
+          g.pad_h,
+          g.pad_w,
+          g.dilation_h,
+          g.dilation_w,
+          g.groups,
+          det,
+          tf32,
+          g.oh,
+          g.ow};
 }
 
 // The cached choice for `key`, found with `find` on the first call.
@@ -141,9 +159,8 @@ ConvChoice cached_choice(const Key& key, const std::function<ConvChoice()>& find
 // choose_conv_algorithm's choice among Find's `results`, asking cuDNN (`size_of`, with the convolution
 // descriptor's math type set) for the workspace of the algorithm and math type that will run.
 template <typename Perf>
-ConvChoice pick(const Perf* results, int count, cudnnConvolutionDescriptor_t conv, bool det,
-                cudnnMathType_t requested, Pass pass, const Conv2dGeometry& g,
-                const std::function<cudnnStatus_t(int, size_t*)>& size_of) {
+ConvChoice pick(const Perf* results, int count, cudnnConvolutionDescriptor_t conv, bool det, cudnnMathType_t requested,
+                Pass pass, const Conv2dGeometry& g, const std::function<cudnnStatus_t(int, size_t*)>& size_of) {
   auto workspace_of = [&](int algo, cudnnMathType_t math, size_t* bytes) {
     cudnnStatus_t st = cudnnSetConvolutionMathType(conv, math);
     return st == CUDNN_STATUS_SUCCESS ? size_of(algo, bytes) : st;
@@ -209,8 +226,8 @@ namespace cuda {
 
 using namespace cudnn;  // this file's helpers
 
-void CudaNNBackend::conv2d_forward(const Conv2dGeometry& g, const void* x, const void* w, const void* bias,
-                                   void* y, const Stream& s) {
+void CudaNNBackend::conv2d_forward(const Conv2dGeometry& g, const void* x, const void* w, const void* bias, void* y,
+                                   const Stream& s) {
   Call call(g, s);
   Descriptors& d = call.d;
   ConvChoice c = call.choose<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
@@ -229,8 +246,8 @@ void CudaNNBackend::conv2d_forward(const Conv2dGeometry& g, const void* x, const
                                          static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), data_of(ws), c.workspace,
                                          call.scalars.zero(g.dtype), d.y.d, y));
   if (bias != nullptr)
-    TD_CUDNN_CHECK(cudnnAddTensor(call.handle, call.scalars.one(g.dtype), d.bias.d, bias, call.scalars.one(g.dtype),
-                                  d.y.d, y));
+    TD_CUDNN_CHECK(
+        cudnnAddTensor(call.handle, call.scalars.one(g.dtype), d.bias.d, bias, call.scalars.one(g.dtype), d.y.d, y));
 }
 
 void CudaNNBackend::conv2d_backward_data(const Conv2dGeometry& g, const void* dy, const void* w, void* dx,
@@ -245,8 +262,8 @@ void CudaNNBackend::conv2d_backward_data(const Conv2dGeometry& g, const void* dy
       },
       [&](cudnnConvolutionBwdDataAlgoPerf_t* perf, int& returned, const Storage& ws, size_t limit) {
         TD_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(call.handle, d.w.d, w, d.y.d, dy, d.conv.d, d.x.d,
-                                                                   dx, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
-                                                                   &returned, perf, data_of(ws), limit));
+                                                                   dx, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned,
+                                                                   perf, data_of(ws), limit));
       });
   Storage ws = call.prepare(c, s);
   TD_CUDNN_CHECK(cudnnConvolutionBackwardData(call.handle, call.scalars.one(g.dtype), d.w.d, w, d.y.d, dy, d.conv.d,
@@ -265,14 +282,14 @@ void CudaNNBackend::conv2d_backward_weight(const Conv2dGeometry& g, const void* 
                                                               static_cast<cudnnConvolutionBwdFilterAlgo_t>(a), bytes);
       },
       [&](cudnnConvolutionBwdFilterAlgoPerf_t* perf, int& returned, const Storage& ws, size_t limit) {
-        TD_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
-            call.handle, d.x.d, x, d.y.d, dy, d.conv.d, d.w.d, dw, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned,
-            perf, data_of(ws), limit));
+        TD_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(call.handle, d.x.d, x, d.y.d, dy, d.conv.d, d.w.d,
+                                                                     dw, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+                                                                     &returned, perf, data_of(ws), limit));
       });
   Storage ws = call.prepare(c, s);
-  TD_CUDNN_CHECK(cudnnConvolutionBackwardFilter(call.handle, call.scalars.one(g.dtype), d.x.d, x, d.y.d, dy,
-                                                d.conv.d, static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo),
-                                                data_of(ws), c.workspace, call.scalars.zero(g.dtype), d.w.d, dw));
+  TD_CUDNN_CHECK(cudnnConvolutionBackwardFilter(call.handle, call.scalars.one(g.dtype), d.x.d, x, d.y.d, dy, d.conv.d,
+                                                static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), data_of(ws),
+                                                c.workspace, call.scalars.zero(g.dtype), d.w.d, dw));
 }
 
 }  // namespace cuda

@@ -11,9 +11,8 @@ namespace detail {
 }  // namespace detail
 }  // namespace tandem
 
-#define TD_CUDNN_CHECK(expr)                                                                  \
-  do {                                                                                        \
-    cudnnStatus_t td_status_ = (expr);                                                        \
-    if (td_status_ != CUDNN_STATUS_SUCCESS)                                                   \
-      ::tandem::detail::raise_cudnn(td_status_, #expr, __FILE__, __LINE__);                   \
+#define TD_CUDNN_CHECK(expr)                                                                                      \
+  do {                                                                                                            \
+    cudnnStatus_t td_status_ = (expr);                                                                            \
+    if (td_status_ != CUDNN_STATUS_SUCCESS) ::tandem::detail::raise_cudnn(td_status_, #expr, __FILE__, __LINE__); \
   } while (0)

@@ -24,8 +24,8 @@ Conv2dSpec conv_spec(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1
 
 // How a model initializes its Linear layers after construction.
 enum class LinearInit {
-  Default,      // keep PyTorch's default (ResNet)
-  Normal001,    // normal(0, 0.01), zero bias (MobileNetV2, VGG)
+  Default,    // keep PyTorch's default (ResNet)
+  Normal001,  // normal(0, 0.01), zero bias (MobileNetV2, VGG)
 };
 // torchvision's pass over all modules: Conv2d weights kaiming-normal (fan_out, ReLU) with zero bias,
 // BatchNorm2d weight 1 and bias 0, Linear as `linear` says.

@@ -27,8 +27,8 @@ InvertedResidual::InvertedResidual(int64_t in, int64_t out, int64_t stride, int6
       kernel_(kernel),
       residual_(allow_residual && stride == 1 && in == out) {
   TD_CHECK(stride == 1 || stride == 2, "InvertedResidual: stride must be 1 or 2, got ", stride);
-  TD_CHECK(expand >= 1 && kernel % 2 == 1, "InvertedResidual: expansion must be >= 1 and the kernel odd, got ",
-           expand, " and ", kernel);
+  TD_CHECK(expand >= 1 && kernel % 2 == 1, "InvertedResidual: expansion must be >= 1 and the kernel odd, got ", expand,
+           " and ", kernel);
   int64_t hidden = in * expand;
   conv_ = std::make_shared<Sequential>();
   if (expand != 1) conv_->add(conv_bn_act(conv_spec(in, hidden, 1), Activation::ReLU6, false, gen, bn));
@@ -47,8 +47,8 @@ Shape InvertedResidual::output_shape(const Shape& input) const { return conv_->o
 
 std::string InvertedResidual::describe() const {
   std::ostringstream os;
-  os << "InvertedResidual(" << in_ << ", " << out_ << ", kernel " << kernel_ << ", expand " << expand_
-     << ", stride " << stride_ << (residual_ ? ", residual" : "") << ")";
+  os << "InvertedResidual(" << in_ << ", " << out_ << ", kernel " << kernel_ << ", expand " << expand_ << ", stride "
+     << stride_ << (residual_ ? ", residual" : "") << ")";
   return os.str();
 }
 
@@ -60,8 +60,9 @@ std::shared_ptr<Network> make_mobilenet_v2(const ModelOptions& o) {
   struct Stage {
     int64_t t, c, n, s;
   };
-  const Stage stages[] = {{1, 16, 1, 1},  {6, 24, 2, o.cifar ? 1 : 2}, {6, 32, 3, 2}, {6, 64, 4, 2},
-                          {6, 96, 3, 1},  {6, 160, 3, 2},               {6, 320, 1, 1}};
+  const Stage stages[] = {
+      {1, 16, 1, 1}, {6, 24, 2, o.cifar ? 1 : 2}, {6, 32, 3, 2}, {6, 64, 4, 2}, {6, 96, 3, 1}, {6, 160, 3, 2},
+      {6, 320, 1, 1}};
   Generator gen(o.seed);
   auto net = std::make_shared<Network>("mobilenet_v2", o);
   int64_t in = make_divisible(32 * o.width_mult);

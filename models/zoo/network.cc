@@ -20,8 +20,7 @@ void check_starts(const std::vector<size_t>& starts, size_t items, const std::st
   for (size_t i = 1; i < starts.size(); ++i)
     TD_CHECK(starts[i] > starts[i - 1], model, ": block starts must be increasing (no empty block), got ",
              starts[i - 1], " then ", starts[i]);
-  TD_CHECK(starts.back() < items, model, ": block start ", starts.back(), " is past the last item (", items,
-           " items)");
+  TD_CHECK(starts.back() < items, model, ": block start ", starts.back(), " is past the last item (", items, " items)");
 }
 }  // namespace
 

@@ -19,8 +19,8 @@ ModulePtr downsample(int64_t in, int64_t out, int64_t stride, Generator& gen) {
 
 Shape shortcut_sum_shape(const Shape& body, const ModulePtr& downsample, const Shape& input, const char* who) {
   Shape shortcut = downsample ? downsample->output_shape(input) : input;
-  TD_CHECK_SHAPE(body == shortcut, who, ": the body gives ", shape_str(body), " but the shortcut ",
-                 shape_str(shortcut), " for input ", shape_str(input));
+  TD_CHECK_SHAPE(body == shortcut, who, ": the body gives ", shape_str(body), " but the shortcut ", shape_str(shortcut),
+                 " for input ", shape_str(input));
   return body;
 }
 }  // namespace

@@ -7,8 +7,8 @@
 #include "models/layers.h"
 #include "models/zoo/common.h"
 #include "models/zoo/mobilenet_v2.h"
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/error.h"
+#include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
 
 namespace tandem {
@@ -16,8 +16,7 @@ namespace models {
 
 SupernetCell::SupernetCell(const SupernetCellSpec& spec, Generator& gen)
     : Module("SupernetCell"), residual_(spec.stride == 1 && spec.in == spec.out), sampler_(spec.sample_seed) {
-  TD_CHECK(spec.in > 0 && spec.out > 0, "SupernetCell needs positive channel counts, got ", spec.in, " -> ",
-           spec.out);
+  TD_CHECK(spec.in > 0 && spec.out > 0, "SupernetCell needs positive channel counts, got ", spec.in, " -> ", spec.out);
   for (int64_t kernel : {3, 5, 7})
     for (int64_t expand : {3, 6}) {
       std::string name = "mb" + std::to_string(kernel) + "_e" + std::to_string(expand);
@@ -140,8 +139,7 @@ void add_body(Sequential& block, Shape in, int64_t out_c, int64_t out_h, int64_t
 
 std::shared_ptr<Sequential> make_supernet_block(const Shape& input, const Shape& output, const Shape& feature_shape,
                                                 const SupernetBlockSpec& spec) {
-  TD_CHECK_SHAPE(input.size() == 4, "supernet student: the block input must be [N, C, H, W], got ",
-                 shape_str(input));
+  TD_CHECK_SHAPE(input.size() == 4, "supernet student: the block input must be [N, C, H, W], got ", shape_str(input));
   TD_CHECK_SHAPE((output.size() == 4 || output.size() == 2) && output[0] == input[0],
                  "supernet student: the block output must be [N, C, H, W] or [N, K] with the input's N, got ",
                  shape_str(output), " for input ", shape_str(input));

@@ -66,10 +66,10 @@ class SupernetCell : public Module {
 };
 
 struct SupernetBlockSpec {
-  int64_t cells = 2;           // cells of the body (at least those the stride needs)
-  int64_t stem_channels = 0;   // for image inputs (<= 4 channels): a 3x3 conv-BN-ReLU6 stem; 0: the output width
+  int64_t cells = 2;          // cells of the body (at least those the stride needs)
+  int64_t stem_channels = 0;  // for image inputs (<= 4 channels): a 3x3 conv-BN-ReLU6 stem; 0: the output width
   bool zero_candidate = true;
-  uint64_t seed = 0;           // initialization and path sampling
+  uint64_t seed = 0;  // initialization and path sampling
   BatchNormSpec bn = proxyless_bn();
 };
 

@@ -95,7 +95,8 @@ void build_dp(Builder& bld, DistillSchedule& d, const std::vector<int64_t>& row_
 void build_ls(Builder& bld, DistillSchedule& d, const std::vector<int64_t>& row_bytes) {
   for (int k = 0; k < d.layout.workers; ++k)
     for (int b : d.layout.bins[k])
-      for (int64_t step = d.start[b]; step < d.end[b]; ++step) add_block_step(bld, d, k, b, step, d.batch, 1, -1, row_bytes);
+      for (int64_t step = d.start[b]; step < d.end[b]; ++step)
+        add_block_step(bld, d, k, b, step, d.batch, 1, -1, row_bytes);
 }
 
 void build_pipeline(Builder& bld, DistillSchedule& d, const std::vector<int64_t>& row_bytes) {
@@ -105,7 +106,8 @@ void build_pipeline(Builder& bld, DistillSchedule& d, const std::vector<int64_t>
   const bool barrier = l.strategy == Strategy::TR;
   const int64_t first = d.start[0];
   for (int64_t s : d.start)
-    TD_CHECK(s == first, "a pipelined run needs every block at the same step, but the checkpoints hold blocks at steps ",
+    TD_CHECK(s == first,
+             "a pipelined run needs every block at the same step, but the checkpoints hold blocks at steps ",
              d.start[0], " and ", s, " (resume with DP or LS, or start afresh)");
   // Recv ids of the previous step per (sender worker, receiver worker): DPU's one-step-ahead limit.
   std::map<std::pair<int, int>, int> last_recv, this_recv;

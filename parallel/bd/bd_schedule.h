@@ -26,29 +26,29 @@ std::vector<RelaySlice> relay_slices(int senders, int receivers, int64_t rows);
 
 // What the runner needs beyond parallel::Instr.
 struct InstrInfo {
-  int64_t rows = 0;     // rows of this worker's batch share in the instruction's step
-  int factor = 1;       // the replication factor g whose per-worker batch B/g `rows` is (cost lookups)
-  int64_t offset = 0;   // Send/Recv: first row of the slice within the local batch share
-  int64_t count = 0;    // Send/Recv: rows of the slice
-  int group = -1;       // AllReduce, Update: the stage whose replicas reduce (-1: every worker)
+  int64_t rows = 0;        // rows of this worker's batch share in the instruction's step
+  int factor = 1;          // the replication factor g whose per-worker batch B/g `rows` is (cost lookups)
+  int64_t offset = 0;      // Send/Recv: first row of the slice within the local batch share
+  int64_t count = 0;       // Send/Recv: rows of the slice
+  int group = -1;          // AllReduce, Update: the stage whose replicas reduce (-1: every worker)
   bool epoch_end = false;  // Update: the step ends an epoch (replicas then sum their shares of the loss)
 };
 
 struct DistillSchedule {
   Layout layout;
-  int64_t batch = 0;            // global batch B
-  int64_t steps = 0;            // optimizer steps of each block in the whole run
+  int64_t batch = 0;  // global batch B
+  int64_t steps = 0;  // optimizer steps of each block in the whole run
   int64_t steps_per_epoch = 0;
-  std::vector<int64_t> start;   // per block: the first step this run executes (after a resume)
-  std::vector<int64_t> end;     // per block: one past the last step this run executes
+  std::vector<int64_t> start;  // per block: the first step this run executes (after a resume)
+  std::vector<int64_t> end;    // per block: one past the last step this run executes
   Schedule schedule;
   std::vector<InstrInfo> info;  // per instruction id
 };
 
 // The run of `layout` over `steps` steps per block (epochs x steps_per_epoch), each block starting at
-// start[b] (empty: 0) and running at most `max_steps` steps in this run (0: to the end). row_bytes[j] is the size of one row of the activation entering block j
-// (row_bytes[blocks]: the last block's output); it sizes loads and relays. Pipelines need every block to
-// start at the same step (ValueError otherwise). Per strategy:
+// start[b] (empty: 0) and running at most `max_steps` steps in this run (0: to the end). row_bytes[j] is the size of
+// one row of the activation entering block j (row_bytes[blocks]: the last block's output); it sizes loads and relays.
+// Pipelines need every block to start at the same step (ValueError otherwise). Per strategy:
 //   DP   per block b, per step, on every worker: load its shard (B/W rows), teacher blocks 0..b, student b,
 //        all-reduce of b's gradients over all workers, update.
 //   LS   per worker, per block of its bin, per step: load the full batch, teacher 0..b, student b, update.

@@ -41,8 +41,10 @@ std::string format_ms(double s) {
 }
 std::string format_bytes(int64_t b) {
   char buf[32];
-  if (b >= (1ll << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", b / 1073741824.0);
-  else std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576.0);
+  if (b >= (1ll << 30))
+    std::snprintf(buf, sizeof buf, "%.2f GiB", b / 1073741824.0);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576.0);
   return buf;
 }
 }  // namespace
@@ -319,10 +321,10 @@ Plan first_in_paper_order(const BlockProfile& p, int workers, int max_g, double 
   TD_THROW(InternalError, "no plan within the optimum ", best, " was found in the paper's order");
 }
 
-Plan plan_with(const BlockProfile& p, int workers, int64_t memory_limit, PlanModel model, int max_g,
-               const char* what) {
+Plan plan_with(const BlockProfile& p, int workers, int64_t memory_limit, PlanModel model, int max_g, const char* what) {
   if (model == PlanModel::Tandem) return search(p, workers, memory_limit, max_g, model, what);
-  TD_CHECK(memory_limit == 0, "the pipe-bd plan model has no memory limit (as the paper's planner); use the "
+  TD_CHECK(memory_limit == 0,
+           "the pipe-bd plan model has no memory limit (as the paper's planner); use the "
            "tandem model to plan under one");
   const double best = search(p, workers, 0, max_g, model, what).bottleneck_s;
   return first_in_paper_order(p, workers, max_g, best, max_g == 1);

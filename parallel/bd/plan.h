@@ -36,8 +36,8 @@ struct Stage {
 
 struct Plan {
   std::vector<Stage> stages;
-  double bottleneck_s = 0;   // the slowest stage's modelled step time
-  int64_t peak_memory = 0;   // the largest per-worker memory estimate
+  double bottleneck_s = 0;  // the slowest stage's modelled step time
+  int64_t peak_memory = 0;  // the largest per-worker memory estimate
   int workers() const;
   // Worker ranks of each stage: stage i gets the next `replicas` ranks in order.
   std::vector<std::vector<int>> stage_ranks() const;

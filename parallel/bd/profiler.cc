@@ -7,8 +7,8 @@
 #include "data/loader.h"
 #include "data/split.h"
 #include "models/losses.h"
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/error.h"
+#include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
 #include "runtime/tensor/rng.h"
 
@@ -166,8 +166,10 @@ BlockProfile profile_blocks(const RunContext& ctx, const ProfileOptions& o, Work
       const double s = median_comm_time(
           worker, o,
           [&] {
-            if (pair->rank() == 0) pair->send(buf, 1, b);
-            else pair->recv(buf, 0, b);
+            if (pair->rank() == 0)
+              pair->send(buf, 1, b);
+            else
+              pair->recv(buf, 0, b);
           },
           [&] { pair->barrier(); });
       if (me == 0) t[4 * cells + b] = s;
@@ -182,7 +184,8 @@ BlockProfile profile_blocks(const RunContext& ctx, const ProfileOptions& o, Work
     if (!group) continue;
     for (int b = 0; b < k; ++b) {
       Tensor buf = zeros({elements[b]}, on_device);
-      const double s = median_comm_time(worker, o, [&] { group->all_reduce(buf, 1.0 / g); }, [&] { group->barrier(); });
+      const double s = median_comm_time(
+          worker, o, [&] { group->all_reduce(buf, 1.0 / g); }, [&] { group->barrier(); });
       if (me == 0) at(2, g, b) = s;
     }
   }

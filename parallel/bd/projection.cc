@@ -111,8 +111,8 @@ std::vector<Projection> project(const BlockProfile& profile, const std::vector<i
     const int stages = std::min(w, k);
     for (Strategy s : {Strategy::TR, Strategy::DPU, Strategy::AHD}) {
       try {
-        Plan plan = s == Strategy::AHD ? plan_hybrid(p, w, memory_limit, model)
-                                       : plan_pipeline(p, stages, memory_limit, model);
+        Plan plan =
+            s == Strategy::AHD ? plan_hybrid(p, w, memory_limit, model) : plan_pipeline(p, stages, memory_limit, model);
         layouts.push_back({pipeline_layout(s, plan, k, plan.workers()), plan.peak_memory});
       } catch (const ValueError&) {
         // no plan fits the memory limit: the strategy is left out at this scale

@@ -21,12 +21,12 @@ namespace bd {
 BlockProfile extend_profile(const BlockProfile& profile, int max_g);
 
 struct Projection {
-  int workers = 0;       // workers available
-  int used = 0;          // workers the strategy's layout occupies (pipelines: at most one per block)
+  int workers = 0;  // workers available
+  int used = 0;     // workers the strategy's layout occupies (pipelines: at most one per block)
   Strategy strategy = Strategy::DP;
   std::string layout;
-  double makespan_s = 0;  // simulated time of `steps` steps of every block
-  double speedup = 0;     // DP's makespan on the same workers over this one
+  double makespan_s = 0;    // simulated time of `steps` steps of every block
+  double speedup = 0;       // DP's makespan on the same workers over this one
   int64_t peak_memory = 0;  // the layout's largest per-worker memory estimate (0 for DP and LS)
 };
 

@@ -2,13 +2,13 @@
 // executor calls, checkpoints, and the gathering of results.
 #include "parallel/bd/runner.h"
 
+#include <sys/stat.h>
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <optional>
 #include <sstream>
-#include <sys/stat.h>
 
 #include "data/loader.h"
 #include "models/blocks.h"
@@ -16,13 +16,13 @@
 #include "models/losses.h"
 #include "parallel/simulator.h"
 #include "parallel/trace.h"
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/checked_math.h"
 #include "runtime/base/error.h"
-#include "runtime/optim/lr_schedule.h"
-#include "runtime/tensor/ops.h"
-#include "runtime/progress/progress.h"
 #include "runtime/base/parse_count.h"
+#include "runtime/optim/lr_schedule.h"
+#include "runtime/progress/progress.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/tensor/ops.h"
 
 namespace tandem {
 namespace parallel {
@@ -91,19 +91,23 @@ struct BlockTrainer {
 
 class RankRunner {
  public:
-  RankRunner(const RunContext& ctx, const Layout& layout, const BlockProfile* costs, Worker& worker, Communicator& world,
-             Communicator* signals)
-      : ctx_(ctx), w_(*ctx.workload), layout_(layout), worker_(worker), world_(world),
-        signals_(signals != nullptr ? *signals : world), me_(worker.rank) {
+  RankRunner(const RunContext& ctx, const Layout& layout, const BlockProfile* costs, Worker& worker,
+             Communicator& world, Communicator* signals)
+      : ctx_(ctx),
+        w_(*ctx.workload),
+        layout_(layout),
+        worker_(worker),
+        world_(world),
+        signals_(signals != nullptr ? *signals : world),
+        me_(worker.rank) {
     TD_CHECK(world.size() == layout.workers, "the ", strategy_title(layout.strategy), " layout needs ", layout.workers,
              " workers but the communicator has ", world.size());
     TD_CHECK(world.rank() == worker.rank, "worker rank ", worker.rank, " differs from its communicator rank ",
              world.rank());
-    TD_CHECK(signals_.size() == world.size() && signals_.rank() == world.rank(),
-             "the signal communicator's rank ", signals_.rank(), " of ", signals_.size(), " differs from rank ",
-             world.rank(), " of ", world.size());
-    TD_CHECK(!world.needs_one_issuer() || (signals != nullptr && !signals->needs_one_issuer()), "the ",
-             world.backend(), " communicator pairs messages in issue order: Pipe-BD's dependency signals need a "
+    TD_CHECK(signals_.size() == world.size() && signals_.rank() == world.rank(), "the signal communicator's rank ",
+             signals_.rank(), " of ", signals_.size(), " differs from rank ", world.rank(), " of ", world.size());
+    TD_CHECK(!world.needs_one_issuer() || (signals != nullptr && !signals->needs_one_issuer()), "the ", world.backend(),
+             " communicator pairs messages in issue order: Pipe-BD's dependency signals need a "
              "separate communicator that pairs them by tag (local or mpi)");
     TD_CHECK(layout.blocks == w_.blocks(), "the layout has ", layout.blocks, " blocks but the workload ", w_.blocks());
     spe_ = steps_per_epoch(ctx);
@@ -166,7 +170,7 @@ class RankRunner {
                " steps per epoch; this run has batch ", ctx_.train.batch, " and ", spe_,
                " (resume with the same data and batch)");
       start[b] = std::min<int64_t>(steps_, checked_mul<int64_t>(meta_int(m, "tandem.epochs_done", path), spe_, path,
-                                                                 ": 'tandem.epochs_done' in steps"));
+                                                                ": 'tandem.epochs_done' in steps"));
     }
     return start;
   }
@@ -190,7 +194,8 @@ class RankRunner {
       t.module = students[i];
       t.params = t.module->named_parameters(models::ParamKind::Weight);
       t.opt = optim::make_optimizer(ctx_.train.optimizer, t.params);
-      t.sched = std::make_unique<optim::LrScheduler>(*t.opt, optim::parse_lr_schedule(ctx_.train.lr_schedule, spe_, steps_));
+      t.sched =
+          std::make_unique<optim::LrScheduler>(*t.opt, optim::parse_lr_schedule(ctx_.train.lr_schedule, spe_, steps_));
       t.loss_acc = zeros({}, TensorOptions(DType::F32).with_device(worker_.device));
       t.saver = saver;
       const std::string path = block_path(ctx_.out_dir, mine[i]);
@@ -261,7 +266,8 @@ class RankRunner {
   void recv(const Instr& i, const InstrInfo& info) {
     if (i.step != acts_step_) reset_activations(i.step);
     Tensor& buf = acts_[i.block];
-    if (!buf.defined()) buf = empty(w_.activation_shape(i.block, info.rows), TensorOptions().with_device(worker_.device));
+    if (!buf.defined())
+      buf = empty(w_.activation_shape(i.block, info.rows), TensorOptions().with_device(worker_.device));
     Tensor slice = buf.narrow(0, info.offset, info.count);
     world_.recv(slice, i.peer, i.block);
   }
@@ -357,8 +363,10 @@ class RankRunner {
     }
     if (live_) live_->step();
     for (const std::string& line : lines) {
-      if (live_) live_->print_above([&] { ctx_.log(line); });
-      else ctx_.log(line);
+      if (live_)
+        live_->print_above([&] { ctx_.log(line); });
+      else
+        ctx_.log(line);
     }
   }
 

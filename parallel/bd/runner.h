@@ -45,15 +45,15 @@ int64_t steps_per_epoch(const RunContext& ctx);
 
 struct StrategyResult {
   Strategy strategy = Strategy::DP;
-  std::string layout;            // Layout::describe()
-  DistillSchedule schedule;      // as executed (with costs when a profile was given)
-  std::vector<InstrTime> times;  // every instruction, seconds from the common start
-  int64_t epochs_run = 0;        // epochs per block executed by this run
-  double wall_s = 0;             // first instruction start to last instruction end
-  double epoch_s = 0;            // wall_s / epochs_run
-  double simulated_s = 0;        // simulate() makespan of the same schedule (0 without a profile)
-  std::vector<double> busy_fraction;     // per worker: load, teacher, student and update time / wall_s
-  std::vector<int64_t> peak_memory;      // per worker: peak bytes of its memory tracker during the run
+  std::string layout;                     // Layout::describe()
+  DistillSchedule schedule;               // as executed (with costs when a profile was given)
+  std::vector<InstrTime> times;           // every instruction, seconds from the common start
+  int64_t epochs_run = 0;                 // epochs per block executed by this run
+  double wall_s = 0;                      // first instruction start to last instruction end
+  double epoch_s = 0;                     // wall_s / epochs_run
+  double simulated_s = 0;                 // simulate() makespan of the same schedule (0 without a profile)
+  std::vector<double> busy_fraction;      // per worker: load, teacher, student and update time / wall_s
+  std::vector<int64_t> peak_memory;       // per worker: peak bytes of its memory tracker during the run
   std::vector<std::vector<double>> loss;  // [block][epoch]: mean loss over the epoch's steps (full batch)
   // This rank's trained blocks (the copy it saves: DP rank 0, LS owners, replica 0 of pipeline stages).
   std::map<int, NamedTensors> local_blocks;

@@ -69,8 +69,8 @@ SessionReport run_session(const SessionOptions& o, const std::function<void(cons
   TD_CHECK(!o.strategies.empty(), "no strategy to run");
   // Workers are made once the communicator is chosen: under MPI each process makes only its own.
   const int w_count = count_workers(o.workers);
-  const bool mpi = o.comm == "mpi" || (o.comm == "auto" && launched_by_mpi()) ||
-                   (o.comm == "nccl" && launched_by_mpi());
+  const bool mpi =
+      o.comm == "mpi" || (o.comm == "auto" && launched_by_mpi()) || (o.comm == "nccl" && launched_by_mpi());
   std::shared_ptr<const data::Dataset> dataset = data::open_dataset(o.dataset, true);
   TD_CHECK(o.subset >= 0, "the data subset must be a sample count, got ", o.subset);
   if (o.subset > 0 && o.subset < dataset->size()) dataset = std::make_shared<Subset>(dataset, o.subset);
@@ -149,8 +149,8 @@ SessionReport run_session(const SessionOptions& o, const std::function<void(cons
         plan_model_name(o.plan_model) + " model: " + hybrid.describe());
     std::vector<StrategyResult> results;
     for (Strategy s : o.strategies) {
-      Layout layout = s == Strategy::DP   ? dp_layout(k, w_count)
-                      : s == Strategy::LS ? ls_layout(profile, w_count)
+      Layout layout = s == Strategy::DP    ? dp_layout(k, w_count)
+                      : s == Strategy::LS  ? ls_layout(profile, w_count)
                       : s == Strategy::AHD ? pipeline_layout(s, hybrid, k, w_count)
                                            : pipeline_layout(s, pipeline, k, w_count);
       say("running " + layout.describe());
@@ -192,10 +192,10 @@ SessionReport run_session(const SessionOptions& o, const std::function<void(cons
     report.device = device_summary(w_count, workers[0]);
     // local-ordered: the local backend pairing messages in issue order as NCCL does, to check on CPU workers
     // that a run's message order suits NCCL.
-    std::vector<std::shared_ptr<Communicator>> comms =
-        o.comm == "nccl"            ? make_nccl_group(workers)
-        : o.comm == "local-ordered" ? make_local_group(workers, MessageMatching::InIssueOrder)
-                                    : make_local_group(workers);
+    std::vector<std::shared_ptr<Communicator>> comms = o.comm == "nccl" ? make_nccl_group(workers)
+                                                       : o.comm == "local-ordered"
+                                                           ? make_local_group(workers, MessageMatching::InIssueOrder)
+                                                           : make_local_group(workers);
     std::vector<std::shared_ptr<Communicator>> signals;
     if (comms[0]->needs_one_issuer()) signals = make_local_group(workers);
     run_on_workers(workers, [&](Worker& w) {
@@ -354,7 +354,8 @@ std::string report_table(const SessionReport& r) {
     for (int64_t m : x.peak_memory) peak = std::max(peak, m / 1048576.0);
     for (const auto& per_block : x.loss) loss += per_block.empty() ? 0 : per_block.back();
     std::string speedup = dp && x.wall_s > 0 ? std::to_string(dp->wall_s / x.wall_s).substr(0, 5) + "x" : "-";
-    std::string sim = dp && x.simulated_s > 0 ? std::to_string(dp->simulated_s / x.simulated_s).substr(0, 5) + "x" : "-";
+    std::string sim =
+        dp && x.simulated_s > 0 ? std::to_string(dp->simulated_s / x.simulated_s).substr(0, 5) + "x" : "-";
     std::snprintf(line, sizeof line, "%-11s %10.3f %9s %9s %5.0f%% %10.1f %9.4f  %s\n", strategy_title(x.strategy),
                   x.epoch_s, speedup.c_str(), sim.c_str(), busy * 100, peak, loss, x.layout.c_str());
     os << line;

@@ -20,9 +20,9 @@ namespace parallel {
 namespace bd {
 
 struct SessionOptions {
-  WorkloadSpec workload;       // sample shape: filled from the data when empty
-  std::string dataset;         // data::open_dataset spec (its training split is used)
-  int64_t subset = 0;          // the first N training samples only (0: all)
+  WorkloadSpec workload;  // sample shape: filled from the data when empty
+  std::string dataset;    // data::open_dataset spec (its training split is used)
+  int64_t subset = 0;     // the first N training samples only (0: all)
   TrainOptions train;
   std::string workers = "cpu:4";  // parallel::make_workers spec
   // local: threads of this process; mpi: one worker per MPI process (CPU tensors); nccl: GPUs, NCCL over
@@ -30,28 +30,28 @@ struct SessionOptions {
   // local-ordered: local, pairing messages in issue order as NCCL does (checks a run's order on CPU workers).
   std::string comm = "auto";
   std::vector<Strategy> strategies = all_strategies();
-  int64_t memory_limit = 0;    // per worker, for the planners (0: none; the pipe-bd model takes none)
+  int64_t memory_limit = 0;                  // per worker, for the planners (0: none; the pipe-bd model takes none)
   PlanModel plan_model = kDefaultPlanModel;  // the AHD planner's cost model
-  std::string plan_path;       // a hand-written or saved AHD plan (JSON) instead of the planner's
-  std::string profile_path;    // a saved profile (JSON) instead of measuring one
-  std::string out_dir;         // profile.json, plan.json, summary.json and one folder per strategy ("": none)
+  std::string plan_path;                     // a hand-written or saved AHD plan (JSON) instead of the planner's
+  std::string profile_path;                  // a saved profile (JSON) instead of measuring one
+  std::string out_dir;  // profile.json, plan.json, summary.json and one folder per strategy ("": none)
   bool resume = false;
   bool live_progress = false;  // rank 0's live display on stderr while a strategy runs (RunContext)
   ProfileOptions profile;
 };
 
 struct SessionReport {
-  bool root = false;           // this process holds rank 0 (the one that prints)
+  bool root = false;  // this process holds rank 0 (the one that prints)
   int workers = 0;
-  std::string device;          // "4 x cpu", "4 x cuda:0/4", ...
-  std::string workload;        // Workload::describe()
-  std::string data;            // the dataset's description and what was used of it
+  std::string device;    // "4 x cpu", "4 x cuda:0/4", ...
+  std::string workload;  // Workload::describe()
+  std::string data;      // the dataset's description and what was used of it
   int64_t steps_per_epoch = 0;
   BlockProfile profile;
-  Plan pipeline_plan;          // TR and TR+DPU (absent with more workers than blocks)
-  Plan hybrid_plan;            // TR+DPU+AHD
+  Plan pipeline_plan;                        // TR and TR+DPU (absent with more workers than blocks)
+  Plan hybrid_plan;                          // TR+DPU+AHD
   PlanModel plan_model = kDefaultPlanModel;  // the model the plans were made with
-  std::vector<StrategyResult> results;  // in the order of SessionOptions::strategies
+  std::vector<StrategyResult> results;       // in the order of SessionOptions::strategies
 };
 
 // Runs the session. Bad options throw ValueError (or IoError, ShapeError) before any training starts.

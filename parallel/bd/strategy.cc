@@ -133,8 +133,8 @@ Layout ls_layout(const BlockProfile& p, int workers) {
 }
 
 Layout pipeline_layout(Strategy strategy, const Plan& plan, int blocks, int workers) {
-  TD_CHECK(strategy == Strategy::TR || strategy == Strategy::DPU || strategy == Strategy::AHD,
-           strategy_title(strategy), " does not run on a pipeline plan");
+  TD_CHECK(strategy == Strategy::TR || strategy == Strategy::DPU || strategy == Strategy::AHD, strategy_title(strategy),
+           " does not run on a pipeline plan");
   Plan checked = Plan::from_json(plan.to_json(), blocks, workers);
   if (strategy != Strategy::AHD)
     for (const Stage& s : checked.stages)

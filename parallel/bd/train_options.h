@@ -13,10 +13,10 @@ namespace parallel {
 namespace bd {
 
 struct TrainOptions {
-  int64_t batch = 256;           // global batch B (every strategy's step covers the same B rows)
-  int64_t epochs = 1;            // epochs per block
-  int64_t stop_after = 0;        // stop after this many epochs of this run (0: run to `epochs`); resume later
-  int64_t steps_per_epoch = 0;   // 0: every full batch of the data; else at most this many
+  int64_t batch = 256;          // global batch B (every strategy's step covers the same B rows)
+  int64_t epochs = 1;           // epochs per block
+  int64_t stop_after = 0;       // stop after this many epochs of this run (0: run to `epochs`); resume later
+  int64_t steps_per_epoch = 0;  // 0: every full batch of the data; else at most this many
   // Each student block gets its own optimizer of this kind (and its own state): optim::make_optimizer.
   optim::OptimizerSpec optimizer = {"sgd", /*lr=*/0.025, /*momentum=*/0.9, /*nesterov=*/true, /*weight_decay=*/4e-5};
   std::string lr_schedule = "cosine";  // optim::parse_lr_schedule spec, stepped once per optimizer step

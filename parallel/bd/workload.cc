@@ -109,8 +109,8 @@ std::vector<models::ModulePtr> Workload::make_students(const std::vector<int>& w
   }
   std::vector<models::ModulePtr> out;
   for (int b : which) {
-    TD_CHECK_INDEX(b >= 0 && b < static_cast<int>(all.size()), "student block ", b, " is out of range for ",
-                   all.size(), " blocks");
+    TD_CHECK_INDEX(b >= 0 && b < static_cast<int>(all.size()), "student block ", b, " is out of range for ", all.size(),
+                   " blocks");
     models::ModulePtr s = all[static_cast<size_t>(b)];
     for (Tensor& a : s->parameters(models::ParamKind::Architecture)) a.set_requires_grad(false);
     s->train(true);
@@ -135,8 +135,9 @@ std::string Workload::student_model_spec() const {
 
 std::string Workload::describe() const {
   std::ostringstream os;
-  os << "teacher " << spec_.teacher << (spec_.teacher_weights.empty() ? " (untrained)" : " from " + spec_.teacher_weights)
-     << ", student " << spec_.student;
+  os << "teacher " << spec_.teacher
+     << (spec_.teacher_weights.empty() ? " (untrained)" : " from " + spec_.teacher_weights) << ", student "
+     << spec_.student;
   if (spec_.student == "supernet") os << " (" << spec_.supernet_cells << " cells per block)";
   os << ", " << blocks() << " blocks, input " << shape_str(spec_.sample);
   return os.str();

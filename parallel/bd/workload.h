@@ -29,9 +29,9 @@ struct WorkloadSpec {
   // "supernet" (MBConv supernet cells), "separable" (the teacher with depthwise-separable convolutions),
   // or a registry spec whose default block partition gives as many blocks as the teacher's.
   std::string student = "supernet";
-  int64_t supernet_cells = 2;   // cells per supernet block (at least those the stride needs)
-  uint64_t student_seed = 0;    // initialization and path sampling
-  Shape sample;                 // [C, H, W] of one input
+  int64_t supernet_cells = 2;  // cells per supernet block (at least those the stride needs)
+  uint64_t student_seed = 0;   // initialization and path sampling
+  Shape sample;                // [C, H, W] of one input
 };
 
 class Workload {

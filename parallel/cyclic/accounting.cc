@@ -80,8 +80,8 @@ ActivationProfile stored_activations(const Timeline& timeline, const std::vector
   TD_CHECK(static_cast<int>(stage_bytes.size()) == timeline.spec.stages, "stored_activations: ", stage_bytes.size(),
            " stage sizes for ", timeline.spec.stages, " stages");
   for (const auto* v : {&transient.forward_extra, &transient.backward_extra})
-    TD_CHECK(v->empty() || v->size() == stage_bytes.size(), "stored_activations: ", v->size(),
-             " transient sizes for ", stage_bytes.size(), " stages");
+    TD_CHECK(v->empty() || v->size() == stage_bytes.size(), "stored_activations: ", v->size(), " transient sizes for ",
+             stage_bytes.size(), " stages");
   std::vector<double> start(s.size(), 0), end(s.size(), 0);
   std::vector<bool> seen(s.size(), false);
   for (const InstrTime& t : times) {
@@ -180,8 +180,8 @@ ActivationProfile wall_clock_activations(const std::vector<std::vector<MemorySam
   return p;
 }
 
-std::vector<double> comm_bytes_per_bin(const std::vector<std::vector<CommRecord>>& records, double origin,
-                                       double bin_s, int bins) {
+std::vector<double> comm_bytes_per_bin(const std::vector<std::vector<CommRecord>>& records, double origin, double bin_s,
+                                       int bins) {
   TD_CHECK(bin_s > 0 && bins > 0, "comm_bytes_per_bin: needs a positive bin width and count");
   std::vector<double> out(static_cast<size_t>(bins), 0.0);
   for (const auto& worker : records)
@@ -193,8 +193,8 @@ std::vector<double> comm_bytes_per_bin(const std::vector<std::vector<CommRecord>
   return out;
 }
 
-std::vector<double> scheduled_bytes_per_bin(const Timeline& timeline, const std::vector<InstrTime>& times,
-                                            double bin_s, int bins) {
+std::vector<double> scheduled_bytes_per_bin(const Timeline& timeline, const std::vector<InstrTime>& times, double bin_s,
+                                            int bins) {
   TD_CHECK(bin_s > 0 && bins > 0, "scheduled_bytes_per_bin: needs a positive bin width and count");
   std::vector<double> out(static_cast<size_t>(bins), 0.0);
   for (const InstrTime& t : times) {

@@ -57,11 +57,11 @@ ActivationProfile wall_clock_activations(const std::vector<std::vector<MemorySam
                                          const std::vector<int64_t>& base_bytes);
 
 // Bytes moved per bin of `bin_s` from time `origin`, summed over the records of all workers.
-std::vector<double> comm_bytes_per_bin(const std::vector<std::vector<CommRecord>>& records, double origin,
-                                       double bin_s, int bins);
+std::vector<double> comm_bytes_per_bin(const std::vector<std::vector<CommRecord>>& records, double origin, double bin_s,
+                                       int bins);
 // The same for a timeline: each Send and AllReduce's bytes at its (simulated) start, summed over workers.
-std::vector<double> scheduled_bytes_per_bin(const Timeline& timeline, const std::vector<InstrTime>& times,
-                                            double bin_s, int bins);
+std::vector<double> scheduled_bytes_per_bin(const Timeline& timeline, const std::vector<InstrTime>& times, double bin_s,
+                                            int bins);
 
 }  // namespace cyclic
 }  // namespace parallel

@@ -7,8 +7,8 @@
 #include "models/losses.h"
 #include "runtime/base/error.h"
 #include "runtime/memory/memory.h"
-#include "runtime/tensor/rng.h"
 #include "runtime/memory/stream.h"
+#include "runtime/tensor/rng.h"
 
 namespace tandem {
 namespace parallel {
@@ -53,8 +53,8 @@ StageProfile profile_stages(const std::vector<std::shared_ptr<models::Sequential
       if (l + 1 == S) {
         TD_CHECK(out.dim() == 2, "profile_stages: the last stage must give [batch, classes] logits, got ",
                  shape_str(out.shape()));
-        Tensor labels = from_vector<int64_t>(std::vector<int64_t>(static_cast<size_t>(out.size(0)), 0), {out.size(0)},
-                                             device);
+        Tensor labels =
+            from_vector<int64_t>(std::vector<int64_t>(static_cast<size_t>(out.size(0)), 0), {out.size(0)}, device);
         loss = models::cross_entropy(out, labels);
       }
       p.forward_s[l] = std::min(p.forward_s[l], now() - t0);

@@ -16,11 +16,11 @@ namespace cyclic {
 
 struct StageProfile {
   std::vector<double> forward_s, backward_s;  // fastest of the repetitions
-  std::vector<int64_t> stored_bytes;  // Activations bytes held after the stage's forward (graph and output)
+  std::vector<int64_t> stored_bytes;          // Activations bytes held after the stage's forward (graph and output)
   std::vector<int64_t> forward_extra_bytes;   // peak Activations during its forward above what it holds after
   std::vector<int64_t> backward_extra_bytes;  // peak Activations during its backward above what it held before
-  std::vector<int64_t> param_bytes;   // = gradient bytes
-  std::vector<int64_t> output_bytes;  // the stage's output for one micro-batch
+  std::vector<int64_t> param_bytes;           // = gradient bytes
+  std::vector<int64_t> output_bytes;          // the stage's output for one micro-batch
 };
 
 // Runs every stage's forward and backward `reps` times on this thread (the last stage with a cross-entropy loss
@@ -33,8 +33,8 @@ StageProfile profile_stages(const std::vector<std::shared_ptr<models::Sequential
 StageCosts costs_from_profile(const StageProfile& p, double link_bytes_per_s = 0, double latency_s = 0);
 
 // Costs from the units' FLOPs alone (forward and backward both proportional to FLOPs, equal as in the paper's
-// figure, normalized so that a round lasts 2S time steps), with sizes for a micro-batch of `batch` samples: the ordering the trainer uses
-// when it has no measured profile.
+// figure, normalized so that a round lasts 2S time steps), with sizes for a micro-batch of `batch` samples: the
+// ordering the trainer uses when it has no measured profile.
 StageCosts flop_costs(const std::vector<Unit>& units, const std::vector<size_t>& starts, int64_t batch);
 
 }  // namespace cyclic

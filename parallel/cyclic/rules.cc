@@ -61,8 +61,7 @@ int workers_needed(Mode mode, int micro_batches, int stages) {
 void check_config(int micro_batches, int stages) {
   TD_CHECK(micro_batches >= 1 && micro_batches <= kMaxMicroBatches, "the number of micro-batches N must be in 1..",
            kMaxMicroBatches, ", got ", micro_batches);
-  TD_CHECK(stages >= 1 && stages <= kMaxStages, "the number of stages S must be in 1..", kMaxStages, ", got ",
-           stages);
+  TD_CHECK(stages >= 1 && stages <= kMaxStages, "the number of stages S must be in 1..", kMaxStages, ", got ", stages);
 }
 
 }  // namespace cyclic

@@ -38,8 +38,8 @@ enum class Mode : uint8_t { DpWorkers, ModelParallel, Zero };
 //              f32 sum, then the 1/N scale).
 enum class GradSync : uint8_t { AllReduce, Chain };
 
-const char* rule_name(Rule r);  // "dp", "cdp-v1", "cdp-v2"
-const char* mode_name(Mode m);  // "dp-workers", "mp", "zero"
+const char* rule_name(Rule r);      // "dp", "cdp-v1", "cdp-v2"
+const char* mode_name(Mode m);      // "dp-workers", "mp", "zero"
 const char* sync_name(GradSync g);  // "all-reduce", "chain"
 // Parse the names above; ValueError listing the choices otherwise.
 Rule parse_rule(const std::string& s);

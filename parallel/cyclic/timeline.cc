@@ -158,8 +158,8 @@ class Builder {
     return static_cast<int>(protos_.size()) - 1;
   }
   // A message: the Send on `from`'s comm lane and its Recv on `to`'s; returns {send, recv}.
-  std::pair<int, int> message(int from, int to, const std::string& label, double key, int64_t bytes,
-                              const Action& send, const Action& recv, std::vector<int> send_deps) {
+  std::pair<int, int> message(int from, int to, const std::string& label, double key, int64_t bytes, const Action& send,
+                              const Action& recv, std::vector<int> send_deps) {
     int s = add(from, kCommLane, OpKind::Send, label + " ->" + std::to_string(to), key, ideal_.p2p(bytes), send,
                 std::move(send_deps));
     protos_[s].instr.peer = to;
@@ -317,8 +317,8 @@ Timeline Builder::finish(int workers) {
   std::vector<int> match = t.schedule.matching_sends();
   for (size_t i = 0; i < n; ++i)
     if (protos_[i].intended_send >= 0)
-      TD_ASSERT(match[id_of[i]] == id_of[protos_[i].intended_send], "timeline: ",
-                t.schedule.describe(id_of[i]), " would pair with the wrong send");
+      TD_ASSERT(match[id_of[i]] == id_of[protos_[i].intended_send], "timeline: ", t.schedule.describe(id_of[i]),
+                " would pair with the wrong send");
   return t;
 }
 
@@ -366,8 +366,9 @@ void add_compute(Builder& b, const TimelineSpec& s, const StageCosts& c, bool ow
         Action a = action_at(ActionKind::Forward, k, r, l);
         a.version = version_of(s.rule, k, r, l, S);
         int w = own_worker ? r : l;
-        F[kk][r][l] = b.add(w, kComputeLane, OpKind::Forward, stage_label("F", k, r, l), I.fwd_start(k, r, l),
-                            c.forward_s[l], a, own_worker && l > 0 ? std::vector<int>{F[kk][r][l - 1]} : std::vector<int>{});
+        F[kk][r][l] =
+            b.add(w, kComputeLane, OpKind::Forward, stage_label("F", k, r, l), I.fwd_start(k, r, l), c.forward_s[l], a,
+                  own_worker && l > 0 ? std::vector<int>{F[kk][r][l - 1]} : std::vector<int>{});
         b.clock_tick(w, I.fwd_end(k, r, l), F[kk][r][l]);
       }
       for (int l = S - 1; l >= 0; --l) {
@@ -448,8 +449,8 @@ void build_dp_workers(Builder& b, const TimelineSpec& s, const StageCosts& c) {
         std::vector<int> deps{B[kk][r][l]};
         if (prev >= 0) deps.push_back(prev);
         if (a.final_sum) {
-          ready[kk][r][l] = b.add(r, kCommLane, OpKind::Other, stage_label("mean g", k, -1, l), I.bwd_end(k, r, l), 0.0,
-                                  a, deps);
+          ready[kk][r][l] =
+              b.add(r, kCommLane, OpKind::Other, stage_label("mean g", k, -1, l), I.bwd_end(k, r, l), 0.0, a, deps);
           break;
         }
         Action recv = a;
@@ -466,8 +467,9 @@ void build_dp_workers(Builder& b, const TimelineSpec& s, const StageCosts& c) {
       std::vector<std::pair<double, int>> needs;
       for (int r = 0; r + 1 < N; ++r)
         needs.push_back({delayed(s.rule, r, l, S) ? I.bwd_end(k + 1, r, l) : I.fwd_start(k + 1, r, l), r});
-      std::stable_sort(needs.begin(), needs.end(),
-                       [](const std::pair<double, int>& x, const std::pair<double, int>& y) { return x.first < y.first; });
+      std::stable_sort(
+          needs.begin(), needs.end(),
+          [](const std::pair<double, int>& x, const std::pair<double, int>& y) { return x.first < y.first; });
       int src = N - 1;
       for (const auto& nr : needs) {
         const double need = nr.first;
@@ -480,8 +482,8 @@ void build_dp_workers(Builder& b, const TimelineSpec& s, const StageCosts& c) {
         recv.kind = ActionKind::MeanRecv;
         recv.micro = r;
         recv.peer = src;
-        auto m = b.message(src, r, stage_label("mean g", k, -1, l), need, c.param_bytes[l], send, recv,
-                           {ready[kk][src][l]});
+        auto m =
+            b.message(src, r, stage_label("mean g", k, -1, l), need, c.param_bytes[l], send, recv, {ready[kk][src][l]});
         b.soft_dep(m.first, b.clock(src, need - I.p2p(c.param_bytes[l])));
         ready[kk][r][l] = m.second;
         src = r;
@@ -494,8 +496,8 @@ void build_dp_workers(Builder& b, const TimelineSpec& s, const StageCosts& c) {
         if (!delayed(s.rule, r, l, S)) {
           // ḡ^k right after it is complete, on the comm lane.
           u.grad_round = k;
-          U[kk][r][l] = b.add(r, kCommLane, OpKind::Update, stage_label("U", k, -1, l), 0.0, c.update_s[l], u,
-                              {ready[kk][r][l]});
+          U[kk][r][l] =
+              b.add(r, kCommLane, OpKind::Update, stage_label("U", k, -1, l), 0.0, c.update_s[l], u, {ready[kk][r][l]});
           continue;
         }
         // CDP-v1 and CDP-v2's stale stages: ḡ^{k-1} right after the worker's own backward of the stage, on its
@@ -525,14 +527,14 @@ void build_model_parallel(Builder& b, const TimelineSpec& s, const StageCosts& c
     for (int r = 0; r < N; ++r) {
       for (int l = 0; l + 1 < S; ++l) {
         auto ends = stage_message(ActionKind::SendAct, ActionKind::RecvAct, k, r, l, l + 1);
-        auto m = b.message(l, l + 1, stage_label("act", k, r, l), I.fwd_end(k, r, l), c.activation_bytes[l],
-                           ends.first, ends.second, {F[kk][r][l]});
+        auto m = b.message(l, l + 1, stage_label("act", k, r, l), I.fwd_end(k, r, l), c.activation_bytes[l], ends.first,
+                           ends.second, {F[kk][r][l]});
         b.dep(F[kk][r][l + 1], m.second);
       }
       for (int l = S - 1; l > 0; --l) {
         auto ends = stage_message(ActionKind::SendGrad, ActionKind::RecvGrad, k, r, l, l - 1);
-        auto m = b.message(l, l - 1, stage_label("grad", k, r, l - 1), I.bwd_end(k, r, l),
-                           c.activation_bytes[l - 1], ends.first, ends.second, {B[kk][r][l]});
+        auto m = b.message(l, l - 1, stage_label("grad", k, r, l - 1), I.bwd_end(k, r, l), c.activation_bytes[l - 1],
+                           ends.first, ends.second, {B[kk][r][l]});
         b.dep(B[kk][r][l - 1], m.second);
       }
     }
@@ -549,8 +551,8 @@ void build_model_parallel(Builder& b, const TimelineSpec& s, const StageCosts& c
         key = std::max(key, I.bwd_end(k, r, l));
         deps.push_back(B[kk][r][l]);
       }
-      produced[{l, u.dst_version}] = b.add(l, kComputeLane, OpKind::Update, stage_label("U", k, -1, l), key,
-                                           c.update_s[l], u, deps);
+      produced[{l, u.dst_version}] =
+          b.add(l, kComputeLane, OpKind::Update, stage_label("U", k, -1, l), key, c.update_s[l], u, deps);
     }
   }
   for (int64_t kk = 0; kk < s.rounds; ++kk)
@@ -625,8 +627,8 @@ void build_zero(Builder& b, const TimelineSpec& s, const StageCosts& c) {
         std::vector<int> deps{B[kk][r][l]};
         if (prev_chain >= 0) deps.push_back(prev_chain);
         if (last && o == r) {
-          grad_ready[kk][l] = b.add(r, kCommLane, OpKind::Other, stage_label("mean g", k, -1, l),
-                                    I.bwd_end(k, r, l), 0.0, send, deps);
+          grad_ready[kk][l] =
+              b.add(r, kCommLane, OpKind::Other, stage_label("mean g", k, -1, l), I.bwd_end(k, r, l), 0.0, send, deps);
           break;
         }
         Action recv = send;

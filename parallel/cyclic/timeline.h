@@ -27,10 +27,10 @@ namespace cyclic {
 // Per-stage costs for simulation (seconds, or time steps) and the sizes of what moves.
 struct StageCosts {
   std::vector<double> forward_s, backward_s, update_s;  // one micro-batch through one stage; one optimizer step
-  std::vector<int64_t> param_bytes;       // parameters (= gradients) of each stage
-  std::vector<int64_t> activation_bytes;  // output of each stage for one micro-batch (mp relays it)
-  double link_bytes_per_s = 0;            // point-to-point and all-reduce bandwidth; 0: transfers are free
-  double latency_s = 0;                   // per message
+  std::vector<int64_t> param_bytes;                     // parameters (= gradients) of each stage
+  std::vector<int64_t> activation_bytes;                // output of each stage for one micro-batch (mp relays it)
+  double link_bytes_per_s = 0;  // point-to-point and all-reduce bandwidth; 0: transfers are free
+  double latency_s = 0;         // per message
   int stages() const { return static_cast<int>(forward_s.size()); }
   // Forward = backward = 1 time step, updates and transfers free: the paper figure's time steps.
   static StageCosts unit(int stages);
@@ -38,21 +38,23 @@ struct StageCosts {
 };
 
 enum class ActionKind : uint8_t {
-  Forward,     // stage forward of (round, micro) (the last stage adds the loss), keeping its graph
-  Backward,    // stage backward of (round, micro); takes the stage's parameter gradients
-  AllReduce,   // dp-workers: mean of the stage's gradients of `round` over the workers
-  Update,      // optimizer step of `stage` (see the Update fields)
-  SendAct, RecvAct,    // mp: stage output of (round, micro) from worker stage to stage + 1
-  SendGrad, RecvGrad,  // mp: input gradient of (round, micro) from worker stage + 1 back to stage
-  IssueParams,         // zero: the owner sends (peer >= 0) or keeps (peer < 0) a copy of its master, `version`
-  RelayParams,         // zero: a worker passes the stage parameters it received on to `peer`
-  RecvParams,          // zero: receives stage parameters of `round`
-  ChainSend,           // zero, dp-workers' chain: adds its stage gradient to the received partial sum and
-                       //   sends it to `peer`; the last worker scales by 1/N (peer: zero's owner, or < 0:
-                       //   keeps the mean)
-  ChainRecv,           // receives the partial sum from worker - 1 (or the complete mean, on zero's owner)
-  MeanSend,            // dp-workers' chain: passes the mean gradient on to `peer`
-  MeanRecv,            // dp-workers' chain: receives the mean gradient
+  Forward,    // stage forward of (round, micro) (the last stage adds the loss), keeping its graph
+  Backward,   // stage backward of (round, micro); takes the stage's parameter gradients
+  AllReduce,  // dp-workers: mean of the stage's gradients of `round` over the workers
+  Update,     // optimizer step of `stage` (see the Update fields)
+  SendAct,
+  RecvAct,  // mp: stage output of (round, micro) from worker stage to stage + 1
+  SendGrad,
+  RecvGrad,     // mp: input gradient of (round, micro) from worker stage + 1 back to stage
+  IssueParams,  // zero: the owner sends (peer >= 0) or keeps (peer < 0) a copy of its master, `version`
+  RelayParams,  // zero: a worker passes the stage parameters it received on to `peer`
+  RecvParams,   // zero: receives stage parameters of `round`
+  ChainSend,    // zero, dp-workers' chain: adds its stage gradient to the received partial sum and
+                //   sends it to `peer`; the last worker scales by 1/N (peer: zero's owner, or < 0:
+                //   keeps the mean)
+  ChainRecv,    // receives the partial sum from worker - 1 (or the complete mean, on zero's owner)
+  MeanSend,     // dp-workers' chain: passes the mean gradient on to `peer`
+  MeanRecv,     // dp-workers' chain: receives the mean gradient
 };
 const char* action_name(ActionKind k);
 
@@ -75,10 +77,10 @@ struct Action {
 struct TimelineSpec {
   Rule rule = Rule::CdpV1;
   Mode mode = Mode::DpWorkers;
-  int micro_batches = 1;  // N
-  int stages = 1;         // S
+  int micro_batches = 1;                // N
+  int stages = 1;                       // S
   GradSync sync = GradSync::AllReduce;  // dp-workers only
-  int64_t first_round = 0;  // global index of the first round (staleness and skipped updates depend on it)
+  int64_t first_round = 0;              // global index of the first round (staleness and skipped updates depend on it)
   int64_t rounds = 1;
 };
 

@@ -12,9 +12,9 @@
 #include "parallel/cyclic/profile.h"
 #include "parallel/local_comm.h"
 #include "parallel/nccl_comm.h"
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/error.h"
 #include "runtime/nn/nn_ops.h"
+#include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
 #include "runtime/tensor/whole_number.h"
 
@@ -120,8 +120,8 @@ struct Stage {
   int64_t numel = 0;
   Tensor momentum;  // flat, when momentum != 0 and this worker updates the stage
   bool momentum_started = false;
-  std::map<int64_t, Tensor> versions;   // mp: version -> flat parameters
-  Tensor master;                        // zero: the owner's parameters
+  std::map<int64_t, Tensor> versions;  // mp: version -> flat parameters
+  Tensor master;                       // zero: the owner's parameters
   int64_t master_version = 0;
   std::map<int64_t, Tensor> mean_grad;  // round -> ḡ (pending updates)
   std::map<int64_t, Tensor> own_grad;   // round -> this worker's gradient (dp-workers, zero)
@@ -162,12 +162,11 @@ struct CyclicTrainer::Impl {
   int64_t round = 0;
   RunRecord last;
   std::vector<MicroBatch> batches;  // the running timeline's, by (round - first) * N + micro
-  std::vector<std::set<std::pair<int64_t, int>>> relays_of;  // per worker, (round, stage) whose parameters (zero) or mean gradient (chain) it passes on
+  std::vector<std::set<std::pair<int64_t, int>>>
+      relays_of;  // per worker, (round, stage) whose parameters (zero) or mean gradient (chain) it passes on
 
   bool runs_stage(int w, int l) const { return o.mode != Mode::ModelParallel || w == l; }
-  bool updates_stage(int w, int l) const {
-    return o.mode == Mode::Zero ? stage_owner(l, N) == w : runs_stage(w, l);
-  }
+  bool updates_stage(int w, int l) const { return o.mode == Mode::Zero ? stage_owner(l, N) == w : runs_stage(w, l); }
   double lr_at(int64_t iteration) const { return o.lr * (o.lr_schedule ? o.lr_schedule->factor(iteration) : 1.0); }
   const MicroBatch& batch(int64_t k, int r) const {
     return batches.at(static_cast<size_t>((k - last.timeline.spec.first_round) * N + r));
@@ -343,9 +342,7 @@ void CyclicTrainer::Impl::update(int w, const Action& a) {
     g = take(st.mean_grad, a.grad_round, "mean gradient");
   }
   switch (o.mode) {
-    case Mode::DpWorkers:
-      sgd(st, st.params, g, a.iteration);
-      break;
+    case Mode::DpWorkers: sgd(st, st.params, g, a.iteration); break;
     case Mode::ModelParallel: {
       Tensor buf;
       if (o.rule == Rule::Dp) {
@@ -507,14 +504,17 @@ CyclicTrainer::CyclicTrainer(ModelFactory factory, const Shape& micro_input, Tra
   m.S = m.o.stages;
   check_config(m.N, m.S);
   TD_CHECK(factory != nullptr, "CyclicTrainer needs a model factory");
-  TD_CHECK(micro_input.size() == 4 && micro_input[0] >= 1, "CyclicTrainer: the micro-batch input must be [B, C, H, W],"
-           " got ", shape_str(micro_input));
-  TD_CHECK(m.o.lr >= 0 && m.o.momentum >= 0 && m.o.weight_decay >= 0, "CyclicTrainer: lr, momentum and weight decay "
+  TD_CHECK(micro_input.size() == 4 && micro_input[0] >= 1,
+           "CyclicTrainer: the micro-batch input must be [B, C, H, W],"
+           " got ",
+           shape_str(micro_input));
+  TD_CHECK(m.o.lr >= 0 && m.o.momentum >= 0 && m.o.weight_decay >= 0,
+           "CyclicTrainer: lr, momentum and weight decay "
            "must be >= 0");
   const int needed = workers_needed(m.o.mode, m.N, m.S);
   TD_CHECK(static_cast<int>(workers.size()) == needed, "mode ", mode_name(m.o.mode), " needs ", needed, " workers (",
-           m.o.mode == Mode::ModelParallel ? "one per stage, S = " : "one per micro-batch, N = ", needed,
-           ") but ", workers.size(), " were given");
+           m.o.mode == Mode::ModelParallel ? "one per stage, S = " : "one per micro-batch, N = ", needed, ") but ",
+           workers.size(), " were given");
   TD_CHECK(m.o.comm_backend == "nccl" || m.o.comm_backend == "local" || m.o.comm_backend == "local-ordered",
            "unknown comm backend '", m.o.comm_backend, "' (choose local, local-ordered or nccl)");
   m.micro_input = micro_input;
@@ -582,8 +582,7 @@ std::vector<RoundStats> CyclicTrainer::train(int64_t rounds, const MicroBatchFn&
     TD_CHECK_SHAPE(b.images.defined() && b.images.shape() == m.micro_input, "micro-batch ", m.round * m.N + i,
                    " has images of shape ", b.images.defined() ? shape_str(b.images.shape()) : "(none)",
                    " but the trainer was built for ", shape_str(m.micro_input));
-    TD_CHECK_SHAPE(b.labels.defined() && b.labels.shape() == Shape{m.micro_input[0]} &&
-                       b.labels.dtype() == DType::I64,
+    TD_CHECK_SHAPE(b.labels.defined() && b.labels.shape() == Shape{m.micro_input[0]} && b.labels.dtype() == DType::I64,
                    "micro-batch ", m.round * m.N + i, " needs i64 labels of shape [", m.micro_input[0], "]");
     if (m.workers[0].device.is_cuda()) {
       // From page-locked memory: a lane copying a pageable micro-batch to its GPU would stall until it ran.
@@ -821,8 +820,7 @@ void CyclicTrainer::load_checkpoint_state(const NamedTensors& state) {
     for (auto& kv : given)
       if (kv.first.rfind(p, 0) == 0) {
         const std::string digits = kv.first.substr(p.size());
-        TD_CHECK(!digits.empty() && digits.size() <= 18 &&
-                     digits.find_first_not_of("0123456789") == std::string::npos,
+        TD_CHECK(!digits.empty() && digits.size() <= 18 && digits.find_first_not_of("0123456789") == std::string::npos,
                  "checkpoint: malformed key '", kv.first, "'");
         out.push_back(std::stoll(digits));
       }
@@ -864,8 +862,8 @@ void CyclicTrainer::load_checkpoint_state(const NamedTensors& state) {
       };
       if (m.o.mode == Mode::ModelParallel) {
         st.versions.clear();
-        for (int64_t v : numbered(p + "version.")) st.versions[v] = load_flat(p + "version." + std::to_string(v),
-                                                                              MemoryCategory::Parameters);
+        for (int64_t v : numbered(p + "version."))
+          st.versions[v] = load_flat(p + "version." + std::to_string(v), MemoryCategory::Parameters);
         TD_CHECK(st.versions.count(version_of(m.o.rule, round, 0, l, m.S)) && st.versions.count(round),
                  "checkpoint: stage ", l, " lacks the parameter versions round ", round, " needs");
         bind_params(st.params, st.versions.at(round));

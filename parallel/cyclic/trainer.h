@@ -50,9 +50,9 @@
 #include "parallel/cyclic/timeline.h"
 #include "parallel/executor.h"
 #include "parallel/worker.h"
-#include "runtime/optim/lr_schedule.h"
-#include "runtime/memory/memory.h"
 #include "runtime/formats/safetensors.h"
+#include "runtime/memory/memory.h"
+#include "runtime/optim/lr_schedule.h"
 
 namespace tandem {
 namespace parallel {

@@ -40,9 +40,9 @@ void raise_cuda(cudaError_t err, const char* expr, const char* file, int line) {
 void check_launch(cudaStream_t stream, const char* what, const char* file, int line) {
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) {
-    throw BackendError(std::string("kernel launch of ") + what + " failed: " + cudaGetErrorName(err) + ": " +
-                           cudaGetErrorString(err),
-                       what, file, line);
+    throw BackendError(
+        std::string("kernel launch of ") + what + " failed: " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err),
+        what, file, line);
   }
   if (sync_debug()) {
     err = cudaStreamSynchronize(stream);

@@ -22,9 +22,9 @@ void check_launch(cudaStream_t stream, const char* what, const char* file, int l
 }  // namespace detail
 }  // namespace tandem
 
-#define TD_CUDA_CHECK(expr)                                                              \
-  do {                                                                                   \
-    cudaError_t td_err_ = (expr);                                                        \
+#define TD_CUDA_CHECK(expr)                                                                       \
+  do {                                                                                            \
+    cudaError_t td_err_ = (expr);                                                                 \
     if (td_err_ != cudaSuccess) ::tandem::detail::raise_cuda(td_err_, #expr, __FILE__, __LINE__); \
   } while (0)
 

@@ -42,8 +42,8 @@ const CudaProbe& probe() {
     cudaError_t err = cudaGetDeviceCount(&n);
     if (err != cudaSuccess) {
       // Without a driver this is "insufficient driver" (35), not "no device" (100): any error means no GPU.
-      r.reason = std::string("cudaGetDeviceCount failed: ") + cudaGetErrorName(err) + " (" +
-                 cudaGetErrorString(err) + ")";
+      r.reason =
+          std::string("cudaGetDeviceCount failed: ") + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")";
       cudaGetLastError();
       return r;
     }
@@ -79,8 +79,8 @@ void check_device_available(const Device& d) {
                    n, probe().name.c_str());
     });
   }
-  TD_CHECK_DEVICE(n > 0, "device ", d, " was requested but no CUDA GPU is available here (",
-                  cuda_unavailable_reason(), "); use --device cpu");
+  TD_CHECK_DEVICE(n > 0, "device ", d, " was requested but no CUDA GPU is available here (", cuda_unavailable_reason(),
+                  "); use --device cpu");
   TD_CHECK_DEVICE(d.index < n, "device ", d, " was requested but this machine has only ", n,
                   " CUDA device(s) (cuda:0..cuda:", n - 1, ")");
 }

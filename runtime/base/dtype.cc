@@ -37,8 +37,6 @@ DType parse_dtype(const std::string& s) {
   TD_THROW(ValueError, "unknown dtype '", s, "' (expected f32, f64, f16, bf16, i32, i64 or u8)");
 }
 
-bool is_floating(DType t) {
-  return t == DType::F32 || t == DType::F64 || t == DType::F16 || t == DType::BF16;
-}
+bool is_floating(DType t) { return t == DType::F32 || t == DType::F64 || t == DType::F16 || t == DType::BF16; }
 
 }  // namespace tandem

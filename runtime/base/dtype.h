@@ -10,18 +10,34 @@ namespace tandem {
 enum class DType : uint8_t { F32, F64, F16, BF16, I32, I64, U8 };
 
 size_t dtype_size(DType t);
-const char* dtype_name(DType t);        // "f32", "f64", ...
+const char* dtype_name(DType t);          // "f32", "f64", ...
 DType parse_dtype(const std::string& s);  // inverse of dtype_name; throws ValueError
-bool is_floating(DType t);              // f32, f64, f16, bf16
+bool is_floating(DType t);                // f32, f64, f16, bf16
 // Types the math kernels compute in (f16/bf16 are storage types: convert with .to(F32)).
 inline bool is_compute_float(DType t) { return t == DType::F32 || t == DType::F64; }
 
 // C++ type -> DType.
-template <typename T> struct dtype_of;
-template <> struct dtype_of<float> { static constexpr DType value = DType::F32; };
-template <> struct dtype_of<double> { static constexpr DType value = DType::F64; };
-template <> struct dtype_of<int32_t> { static constexpr DType value = DType::I32; };
-template <> struct dtype_of<int64_t> { static constexpr DType value = DType::I64; };
-template <> struct dtype_of<uint8_t> { static constexpr DType value = DType::U8; };
+template <typename T>
+struct dtype_of;
+template <>
+struct dtype_of<float> {
+  static constexpr DType value = DType::F32;
+};
+template <>
+struct dtype_of<double> {
+  static constexpr DType value = DType::F64;
+};
+template <>
+struct dtype_of<int32_t> {
+  static constexpr DType value = DType::I32;
+};
+template <>
+struct dtype_of<int64_t> {
+  static constexpr DType value = DType::I64;
+};
+template <>
+struct dtype_of<uint8_t> {
+  static constexpr DType value = DType::U8;
+};
 
 }  // namespace tandem

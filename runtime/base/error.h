@@ -24,21 +24,21 @@ class Error : public std::runtime_error {
   int line_;
 };
 
-#define TANDEM_DEFINE_ERROR(Name)  \
-  class Name : public Error {      \
-   public:                         \
-    using Error::Error;            \
+#define TANDEM_DEFINE_ERROR(Name) \
+  class Name : public Error {     \
+   public:                        \
+    using Error::Error;           \
   }
 
-TANDEM_DEFINE_ERROR(ValueError);     // a bad argument or configuration
-TANDEM_DEFINE_ERROR(ShapeError);     // shapes that do not fit together
-TANDEM_DEFINE_ERROR(DTypeError);     // an unsupported or mismatched element type
-TANDEM_DEFINE_ERROR(DeviceError);    // mixed devices, or a device that is not there
-TANDEM_DEFINE_ERROR(IndexError);     // an index or label out of range
-TANDEM_DEFINE_ERROR(AutogradError);  // a misuse of the autograd graph
-TANDEM_DEFINE_ERROR(IoError);        // a file that is missing, truncated or corrupt
-TANDEM_DEFINE_ERROR(BackendError);   // an error reported by CUDA, cuBLAS, cuDNN or NCCL
-TANDEM_DEFINE_ERROR(InternalError);  // a broken invariant inside Tandem
+TANDEM_DEFINE_ERROR(ValueError);        // a bad argument or configuration
+TANDEM_DEFINE_ERROR(ShapeError);        // shapes that do not fit together
+TANDEM_DEFINE_ERROR(DTypeError);        // an unsupported or mismatched element type
+TANDEM_DEFINE_ERROR(DeviceError);       // mixed devices, or a device that is not there
+TANDEM_DEFINE_ERROR(IndexError);        // an index or label out of range
+TANDEM_DEFINE_ERROR(AutogradError);     // a misuse of the autograd graph
+TANDEM_DEFINE_ERROR(IoError);           // a file that is missing, truncated or corrupt
+TANDEM_DEFINE_ERROR(BackendError);      // an error reported by CUDA, cuBLAS, cuDNN or NCCL
+TANDEM_DEFINE_ERROR(InternalError);     // a broken invariant inside Tandem
 TANDEM_DEFINE_ERROR(StreamOrderError);  // two streams' accesses with no declared order (TANDEM_STREAM_CHECK)
 
 #undef TANDEM_DEFINE_ERROR
@@ -65,11 +65,10 @@ template <typename E>
 }  // namespace tandem
 
 // TD_CHECK_T(ErrorType, cond, message parts...): throws ErrorType when cond is false.
-#define TD_CHECK_T(ErrorType, cond, ...)                                                       \
-  do {                                                                                         \
-    if (__builtin_expect(!(cond), 0))                                                          \
-      ::tandem::detail::raise<::tandem::ErrorType>(::tandem::detail::concat(__VA_ARGS__), #cond, \
-                                                   __FILE__, __LINE__);                        \
+#define TD_CHECK_T(ErrorType, cond, ...)                                                                              \
+  do {                                                                                                                \
+    if (__builtin_expect(!(cond), 0))                                                                                 \
+      ::tandem::detail::raise<::tandem::ErrorType>(::tandem::detail::concat(__VA_ARGS__), #cond, __FILE__, __LINE__); \
   } while (0)
 
 #define TD_CHECK(cond, ...) TD_CHECK_T(ValueError, cond, __VA_ARGS__)

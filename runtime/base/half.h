@@ -35,8 +35,8 @@ TD_HOST_DEVICE uint16_t float_to_f16(float f) {
   uint32_t abs = x & 0x7fffffffu;
   if (abs >= 0x7f800000u) return static_cast<uint16_t>(sign | (abs > 0x7f800000u ? 0x7e00u : 0x7c00u));
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to >= 65520: inf
-  if (abs < 0x38800000u) {  // result is subnormal or zero
-    if (abs < 0x33000000u) return static_cast<uint16_t>(sign);  // below half the smallest subnormal
+  if (abs < 0x38800000u) {                                               // result is subnormal or zero
+    if (abs < 0x33000000u) return static_cast<uint16_t>(sign);           // below half the smallest subnormal
     uint32_t exp = abs >> 23;
     uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
     uint32_t shift = 126u - exp;  // value / 2^-24 = mant * 2^(exp - 126), exp in [102, 112]

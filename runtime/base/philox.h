@@ -107,10 +107,22 @@ TD_HOST_DEVICE void sincos_turn(double t, double& s, double& c) {
   }
   double sin_r = swap ? cs : sn, cos_r = swap ? sn : cs;  // sin/cos of r*pi/2
   switch (q) {
-    case 0: s = sin_r; c = cos_r; break;
-    case 1: s = cos_r; c = -sin_r; break;
-    case 2: s = -sin_r; c = -cos_r; break;
-    default: s = -cos_r; c = sin_r; break;
+    case 0:
+      s = sin_r;
+      c = cos_r;
+      break;
+    case 1:
+      s = cos_r;
+      c = -sin_r;
+      break;
+    case 2:
+      s = -sin_r;
+      c = -cos_r;
+      break;
+    default:
+      s = -cos_r;
+      c = sin_r;
+      break;
   }
 }
 

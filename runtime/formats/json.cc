@@ -117,9 +117,7 @@ Json parse_json(const std::string& text) {
   std::vector<std::set<std::string>> keys;  // the keys seen so far in each object being read, innermost last
   const auto check = [&](int depth, Json::parse_event_t event, Json& parsed) {
     switch (event) {
-      case Json::parse_event_t::object_start:
-        keys.emplace_back();
-        [[fallthrough]];
+      case Json::parse_event_t::object_start: keys.emplace_back(); [[fallthrough]];
       case Json::parse_event_t::array_start:
         if (depth > kMaxDepth)
           TD_THROW(ValueError, "invalid JSON at byte ", at(), ": nested deeper than ", kMaxDepth, " levels");
@@ -176,15 +174,14 @@ int64_t json_int(const Json& value, const std::string& what) {
   TD_JSON_EXPECT(is_number, "an integer");
   if (value.is_number_unsigned()) {
     const uint64_t u = value.get<uint64_t>();
-    TD_CHECK(u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()), what, " should be an integer but is ",
-             u, ", more than 2^63-1");
+    TD_CHECK(u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()), what, " should be an integer but is ", u,
+             ", more than 2^63-1");
     return static_cast<int64_t>(u);
   }
   if (value.is_number_integer()) return value.get<int64_t>();
   // Written as a float ("3.0", "1e3"): accepted when integral and exact in a double.
   const double d = value.get<double>();
-  TD_CHECK(std::floor(d) == d && std::abs(d) < 9007199254740992.0, what, " should be an integer but is ",
-           value.dump());
+  TD_CHECK(std::floor(d) == d && std::abs(d) < 9007199254740992.0, what, " should be an integer but is ", value.dump());
   return static_cast<int64_t>(d);
 }
 

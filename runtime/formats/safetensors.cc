@@ -11,10 +11,10 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/checked_math.h"
 #include "runtime/base/error.h"
 #include "runtime/formats/json.h"
+#include "runtime/tensor/autograd.h"
 
 namespace tandem {
 
@@ -140,8 +140,8 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
   uint64_t offset = 0;
   for (const auto& nt : tensors) {
     const std::string& name = nt.first;
-    TD_CHECK(!name.empty() && name != "__metadata__", "save_safetensors('", path, "'): invalid tensor name '",
-             name, "'");
+    TD_CHECK(!name.empty() && name != "__metadata__", "save_safetensors('", path, "'): invalid tensor name '", name,
+             "'");
     TD_CHECK(seen.insert(name).second, "save_safetensors('", path, "'): tensor name '", name, "' appears twice");
     TD_CHECK(nt.second.defined(), "save_safetensors('", path, "'): tensor '", name, "' is undefined");
     Tensor h = nt.second.detach().to(Device::cpu()).contiguous();
@@ -150,8 +150,8 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
     Json shape = Json::array();
     for (int64_t d : h.shape()) shape.push_back(d);
     entry["shape"] = shape;
-    entry["data_offsets"] = Json::array({Json(static_cast<int64_t>(offset)),
-                                         Json(static_cast<int64_t>(offset + h.nbytes()))});
+    entry["data_offsets"] =
+        Json::array({Json(static_cast<int64_t>(offset)), Json(static_cast<int64_t>(offset + h.nbytes()))});
     header[name] = entry;
     offset += h.nbytes();
     host.push_back(h);
@@ -195,8 +195,8 @@ SafetensorsContents load_safetensors(const std::string& path) {
   TD_CHECK_IO(file_size >= 8 && f.read_at(len_bytes, 8, 0), what, " is truncated: ", file_size,
               " bytes, shorter than the 8-byte header length");
   uint64_t header_len = get_u64_le(len_bytes);
-  TD_CHECK_IO(header_len <= kMaxHeaderBytes, what, ": header length ", header_len,
-              " (bytes 0-7) exceeds the limit of ", kMaxHeaderBytes, " bytes; not a safetensors file?");
+  TD_CHECK_IO(header_len <= kMaxHeaderBytes, what, ": header length ", header_len, " (bytes 0-7) exceeds the limit of ",
+              kMaxHeaderBytes, " bytes; not a safetensors file?");
   TD_CHECK_IO(8 + header_len <= file_size, what, " is truncated: the header needs bytes 8-", 8 + header_len,
               " but the file has ", file_size);
   std::string text(header_len, '\0');
@@ -249,24 +249,26 @@ SafetensorsContents load_safetensors(const std::string& path) {
     int64_t extent = static_cast<int64_t>(dtype_size(e.dtype));
     bool empty_tensor = false;
     for (int64_t d : e.shape) {
-      if (d == 0) empty_tensor = true;
-      else extent = checked_mul<int64_t>(extent, d, what, ": tensor '", e.name, "' of shape ", shape_str(e.shape),
-                                         " and dtype ", dtype_name(e.dtype), " has more bytes than 2^63");
+      if (d == 0)
+        empty_tensor = true;
+      else
+        extent = checked_mul<int64_t>(extent, d, what, ": tensor '", e.name, "' of shape ", shape_str(e.shape),
+                                      " and dtype ", dtype_name(e.dtype), " has more bytes than 2^63");
     }
     const uint64_t nbytes = empty_tensor ? 0 : static_cast<uint64_t>(extent);
     TD_CHECK_IO(e.begin <= e.end && e.end - e.begin == nbytes, what, ": tensor '", e.name, "' of shape ",
                 shape_str(e.shape), " and dtype ", dtype_name(e.dtype), " needs ", nbytes,
                 " bytes but its data_offsets [", e.begin, ", ", e.end, "] span ",
                 e.begin <= e.end ? e.end - e.begin : 0);
-    TD_CHECK_IO(e.end <= data_size, what, " is truncated: tensor '", e.name, "' ends at file byte ",
-                data_start + e.end, " but the file has ", file_size, " bytes");
+    TD_CHECK_IO(e.end <= data_size, what, " is truncated: tensor '", e.name, "' ends at file byte ", data_start + e.end,
+                " but the file has ", file_size, " bytes");
   }
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.begin < b.begin; });
   // The data buffer must be covered exactly, without holes or overlaps.
   uint64_t expected = 0;
   for (const Entry& e : entries) {
-    TD_CHECK_IO(e.begin == expected, what, ": tensor '", e.name, "' starts at data byte ", e.begin,
-                " (file byte ", data_start + e.begin, ") but the previous tensor ends at data byte ", expected,
+    TD_CHECK_IO(e.begin == expected, what, ": tensor '", e.name, "' starts at data byte ", e.begin, " (file byte ",
+                data_start + e.begin, ") but the previous tensor ends at data byte ", expected,
                 " (overlapping or missing data)");
     expected = e.end;
   }

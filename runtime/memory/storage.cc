@@ -1,4 +1,5 @@
-// Storage allocation: 64-byte aligned host memory from the host cache, pinned host memory, and a stream-ordered CUDA pool.
+// Storage allocation: 64-byte aligned host memory from the host cache, pinned host memory, and a stream-ordered CUDA
+// pool.
 #include "runtime/memory/storage.h"
 
 #include <mutex>
@@ -65,7 +66,7 @@ struct Storage::Impl {
   Stream stream;                                       // allocation (and free) stream
   std::vector<Stream> used_on;                         // other streams that used it
   std::atomic<uint64_t> version{0};
-  uint64_t check_id = 0;                               // the stream checker's allocation id (0: unchecked)
+  uint64_t check_id = 0;  // the stream checker's allocation id (0: unchecked)
   std::mutex mu;
 
   ~Impl() {
@@ -107,8 +108,7 @@ Storage Storage::allocate(size_t nbytes, Device device, const Stream& stream, bo
     }
   } else {
     check_device_available(device);
-    TD_CHECK_DEVICE(stream.device() == device, "allocation on ", device, " ordered on a stream of ",
-                    stream.device());
+    TD_CHECK_DEVICE(stream.device() == device, "allocation on ", device, " ordered on a stream of ", stream.device());
     if (nbytes > 0) {
       cudaError_t err = cudaMallocFromPoolAsync(&impl->data, nbytes, device_pool(device.index), stream.cuda());
       if (err == cudaErrorMemoryAllocation) {

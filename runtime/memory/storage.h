@@ -21,8 +21,8 @@ void release_cached_memory(Device device);
 class Storage {
  public:
   Storage() = default;
-  // nbytes of memory on `device`, ordered on `stream` (CUDA: stream-ordered pool; CPU: 64-byte aligned, from the host cache),
-  // charged to the thread's current category and memory scopes. `pinned` asks for page-locked host memory
+  // nbytes of memory on `device`, ordered on `stream` (CUDA: stream-ordered pool; CPU: 64-byte aligned, from the host
+  // cache), charged to the thread's current category and memory scopes. `pinned` asks for page-locked host memory
   // (cudaHostAlloc) when a GPU is present; it is plain host memory otherwise.
   static Storage allocate(size_t nbytes, Device device, const Stream& stream, bool pinned = false);
 

@@ -61,9 +61,8 @@ Stream Stream::create(Device device, int priority) {
   }
   check_device_available(device);
   impl->device = device.index;
-  on_cuda_device(device.index, [&] {
-    TD_CUDA_CHECK(cudaStreamCreateWithPriority(&impl->stream, cudaStreamNonBlocking, priority));
-  });
+  on_cuda_device(device.index,
+                 [&] { TD_CUDA_CHECK(cudaStreamCreateWithPriority(&impl->stream, cudaStreamNonBlocking, priority)); });
   impl->owned = true;
   s.impl_ = std::move(impl);
   return s;
@@ -135,7 +134,11 @@ Event::~Event() {
 }
 
 Event::Event(Event&& o) noexcept
-    : timing_(o.timing_), recorded_(o.recorded_), device_(o.device_), event_(o.event_), host_time_s_(o.host_time_s_),
+    : timing_(o.timing_),
+      recorded_(o.recorded_),
+      device_(o.device_),
+      event_(o.event_),
+      host_time_s_(o.host_time_s_),
       clock_(std::move(o.clock_)) {
   o.event_ = nullptr;
   o.recorded_ = false;

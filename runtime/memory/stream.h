@@ -70,7 +70,7 @@ class Event {
   bool recorded_ = false;
   Device device_ = Device::cpu();
   CUevent_st* event_ = nullptr;
-  double host_time_s_ = 0;  // CPU events
+  double host_time_s_ = 0;                            // CPU events
   std::shared_ptr<const stream_check::Clock> clock_;  // the stream's clock when recorded (while checking)
   friend class Stream;
 };

@@ -45,8 +45,8 @@ class CheckedNNBackend final : public NNBackend {
     on_op("batch_norm_forward_train", s,
           {reads(x), reads(weight), reads(bias), writes(running_mean), writes(running_var), writes(y),
            writes(save_mean), writes(save_invstd)});
-    k_.batch_norm_forward_train(g, x, weight, bias, eps, momentum, running_mean, running_var, y, save_mean,
-                                save_invstd, s);
+    k_.batch_norm_forward_train(g, x, weight, bias, eps, momentum, running_mean, running_var, y, save_mean, save_invstd,
+                                s);
   }
   void batch_norm_forward_eval(const BatchNormGeometry& g, const void* x, const void* weight, const void* bias,
                                const void* running_mean, const void* running_var, double eps, void* y,
@@ -55,16 +55,14 @@ class CheckedNNBackend final : public NNBackend {
           {reads(x), reads(weight), reads(bias), reads(running_mean), reads(running_var), writes(y)});
     k_.batch_norm_forward_eval(g, x, weight, bias, running_mean, running_var, eps, y, s);
   }
-  void batch_norm_backward(const BatchNormGeometry& g, bool training, const void* x, const void* dy,
-                           const void* weight, const void* mean, const void* invstd, void* dx, void* dweight,
-                           void* dbias, const Stream& s) override {
+  void batch_norm_backward(const BatchNormGeometry& g, bool training, const void* x, const void* dy, const void* weight,
+                           const void* mean, const void* invstd, void* dx, void* dweight, void* dbias,
+                           const Stream& s) override {
     on_op("batch_norm_backward", s,
-          {reads(x), reads(dy), reads(weight), reads(mean), reads(invstd), writes(dx), writes(dweight),
-           writes(dbias)});
+          {reads(x), reads(dy), reads(weight), reads(mean), reads(invstd), writes(dx), writes(dweight), writes(dbias)});
     k_.batch_norm_backward(g, training, x, dy, weight, mean, invstd, dx, dweight, dbias, s);
   }
-  void max_pool2d_forward(const Pool2dGeometry& g, const void* x, void* y, int32_t* indices,
-                          const Stream& s) override {
+  void max_pool2d_forward(const Pool2dGeometry& g, const void* x, void* y, int32_t* indices, const Stream& s) override {
     on_op("max_pool2d_forward", s, {reads(x), writes(y), writes(indices)});
     k_.max_pool2d_forward(g, x, y, indices, s);
   }
@@ -90,9 +88,8 @@ class CheckedNNBackend final : public NNBackend {
     on_op("masked_scale", s, {reads(x), reads(mask), writes(y)});
     k_.masked_scale(t, x, mask, scale, y, n, s);
   }
-  void sgd_step(DType t, int64_t count, void* const* params, const void* const* grads,
-                void* const* momentum_buffers, const int64_t* numels, const SgdHyper& h,
-                const Stream& s) override {
+  void sgd_step(DType t, int64_t count, void* const* params, const void* const* grads, void* const* momentum_buffers,
+                const int64_t* numels, const SgdHyper& h, const Stream& s) override {
     std::vector<stream_check::Access> a;
     add_list(a, count, params, true);
     add_list(a, count, grads, false);

@@ -7,8 +7,8 @@
 
 #include "runtime/base/device.h"
 #include "runtime/base/dtype.h"
-#include "runtime/nn/nn_ops.h"
 #include "runtime/memory/stream.h"
+#include "runtime/nn/nn_ops.h"
 
 namespace tandem {
 
@@ -61,19 +61,18 @@ class NNBackend {
   // Training: normalizes with batch statistics, writes save_mean and save_invstd = 1/sqrt(var + eps) ([c],
   // biased variance), and when running_mean/running_var are not null updates them with `momentum` and the
   // unbiased variance. weight/bias may be null (no affine). All per-channel tensors have x's dtype.
-  virtual void batch_norm_forward_train(const BatchNormGeometry& g, const void* x, const void* weight,
-                                        const void* bias, double eps, double momentum, void* running_mean,
-                                        void* running_var, void* y, void* save_mean, void* save_invstd,
-                                        const Stream& s) = 0;
+  virtual void batch_norm_forward_train(const BatchNormGeometry& g, const void* x, const void* weight, const void* bias,
+                                        double eps, double momentum, void* running_mean, void* running_var, void* y,
+                                        void* save_mean, void* save_invstd, const Stream& s) = 0;
   // Evaluation: normalizes with the running statistics.
-  virtual void batch_norm_forward_eval(const BatchNormGeometry& g, const void* x, const void* weight,
-                                       const void* bias, const void* running_mean, const void* running_var,
-                                       double eps, void* y, const Stream& s) = 0;
+  virtual void batch_norm_forward_eval(const BatchNormGeometry& g, const void* x, const void* weight, const void* bias,
+                                       const void* running_mean, const void* running_var, double eps, void* y,
+                                       const Stream& s) = 0;
   // Gradients for x, weight and bias (each may be null when not needed) from mean and invstd: the saved
   // batch statistics (training; dx then includes their dependence on x) or the running ones (evaluation).
   virtual void batch_norm_backward(const BatchNormGeometry& g, bool training, const void* x, const void* dy,
-                                   const void* weight, const void* mean, const void* invstd, void* dx,
-                                   void* dweight, void* dbias, const Stream& s) = 0;
+                                   const void* weight, const void* mean, const void* invstd, void* dx, void* dweight,
+                                   void* dbias, const Stream& s) = 0;
 
   // Max pooling; `indices` (i32) receives the position h * w_in + w of each maximum within its plane.
   virtual void max_pool2d_forward(const Pool2dGeometry& g, const void* x, void* y, int32_t* indices,
@@ -85,8 +84,7 @@ class NNBackend {
   virtual void avg_pool2d_backward(const Pool2dGeometry& g, const void* dy, void* dx, const Stream& s) = 0;
 
   // mask[i] = 1 when value i of the Philox stream (seed, offset), uniform in [0, 1) with 32 bits, is >= p.
-  virtual void dropout_mask(int64_t n, double p, uint64_t seed, uint64_t offset, uint8_t* mask,
-                            const Stream& s) = 0;
+  virtual void dropout_mask(int64_t n, double p, uint64_t seed, uint64_t offset, uint8_t* mask, const Stream& s) = 0;
   // y[i] = mask[i] ? x[i] * scale : 0 over n contiguous elements.
   virtual void masked_scale(DType t, const void* x, const uint8_t* mask, double scale, void* y, int64_t n,
                             const Stream& s) = 0;
@@ -94,11 +92,9 @@ class NNBackend {
   // Fused optimizer updates of `count` tensors; the pointer arrays live on the host, the pointers they hold
   // on the device. momentum_buffers is null when h.momentum == 0.
   virtual void sgd_step(DType t, int64_t count, void* const* params, const void* const* grads,
-                        void* const* momentum_buffers, const int64_t* numels, const SgdHyper& h,
-                        const Stream& s) = 0;
-  virtual void adam_step(DType t, int64_t count, void* const* params, const void* const* grads,
-                         void* const* exp_avg, void* const* exp_avg_sq, const int64_t* numels, const AdamHyper& h,
-                         const Stream& s) = 0;
+                        void* const* momentum_buffers, const int64_t* numels, const SgdHyper& h, const Stream& s) = 0;
+  virtual void adam_step(DType t, int64_t count, void* const* params, const void* const* grads, void* const* exp_avg,
+                         void* const* exp_avg_sq, const int64_t* numels, const AdamHyper& h, const Stream& s) = 0;
 };
 
 // Called by each NN kernel library at static-initialization time.

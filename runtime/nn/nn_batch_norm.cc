@@ -1,9 +1,9 @@
 // batch_norm: checks, running-statistics update, dispatch to the NN backend, and its backward.
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/error.h"
 #include "runtime/nn/nn_backend.h"
 #include "runtime/nn/nn_layout.h"
 #include "runtime/nn/nn_ops.h"
+#include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
 #include "runtime/tensor/tensor_desc.h"
 
@@ -65,8 +65,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
     invstd = empty({g.c}, opts);
     nn.batch_norm_forward_train(g, xd.raw_data(), ptr_or_null(wd), ptr_or_null(bd), eps, momentum,
                                 running_mean.defined() ? running_mean.raw_data() : nullptr,
-                                running_var.defined() ? running_var.raw_data() : nullptr, y.raw_data(),
-                                mean.raw_data(), invstd.raw_data(), stream);
+                                running_var.defined() ? running_var.raw_data() : nullptr, y.raw_data(), mean.raw_data(),
+                                invstd.raw_data(), stream);
     if (running_mean.defined()) {
       running_mean.storage().bump_version();
       running_var.storage().bump_version();
@@ -79,23 +79,24 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
   std::vector<Tensor> inputs{x, weight, bias};
   if (autograd::any_requires_grad(inputs)) {
     SavedTensor sx(xd), sw(wd), smean(training ? mean : running_mean), sstat(training ? invstd : running_var);
-    autograd::record("batch_norm", inputs, {y}, [g, sx, sw, smean, sstat, training, eps](
-                                                    std::vector<Tensor>& grads, const std::vector<bool>& need) {
-      Tensor xv = sx.unpack("batch_norm"), wv = sw.unpack("batch_norm"), mv = smean.unpack("batch_norm");
-      Tensor is = sstat.unpack("batch_norm");
-      if (!training) is = rdiv(1.0, sqrt(add(is, eps)));
-      Tensor gy = dense_in_format(grads[0], g.channels_last);
-      TensorOptions opts = TensorOptions(gy.dtype()).with_device(gy.device());
-      std::vector<Tensor> out(3);
-      if (need[0]) out[0] = empty_in_format(xv.shape(), opts, g.channels_last);
-      if (need[1]) out[1] = empty({g.c}, opts);
-      if (need[2]) out[2] = empty({g.c}, opts);
-      nn_backend_for(gy.device())
-          .batch_norm_backward(g, training, xv.raw_data(), gy.raw_data(), ptr_or_null(wv), mv.raw_data(),
-                               is.raw_data(), ptr_or_null(out[0]), ptr_or_null(out[1]), ptr_or_null(out[2]),
-                               current_stream(gy.device()));
-      return out;
-    });
+    autograd::record(
+        "batch_norm", inputs, {y},
+        [g, sx, sw, smean, sstat, training, eps](std::vector<Tensor>& grads, const std::vector<bool>& need) {
+          Tensor xv = sx.unpack("batch_norm"), wv = sw.unpack("batch_norm"), mv = smean.unpack("batch_norm");
+          Tensor is = sstat.unpack("batch_norm");
+          if (!training) is = rdiv(1.0, sqrt(add(is, eps)));
+          Tensor gy = dense_in_format(grads[0], g.channels_last);
+          TensorOptions opts = TensorOptions(gy.dtype()).with_device(gy.device());
+          std::vector<Tensor> out(3);
+          if (need[0]) out[0] = empty_in_format(xv.shape(), opts, g.channels_last);
+          if (need[1]) out[1] = empty({g.c}, opts);
+          if (need[2]) out[2] = empty({g.c}, opts);
+          nn_backend_for(gy.device())
+              .batch_norm_backward(g, training, xv.raw_data(), gy.raw_data(), ptr_or_null(wv), mv.raw_data(),
+                                   is.raw_data(), ptr_or_null(out[0]), ptr_or_null(out[1]), ptr_or_null(out[2]),
+                                   current_stream(gy.device()));
+          return out;
+        });
   }
   return y;
 }

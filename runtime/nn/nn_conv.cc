@@ -1,9 +1,9 @@
 // conv2d: checks, dispatch to the NN backend, and its backward (data, weight, bias).
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/error.h"
 #include "runtime/nn/nn_backend.h"
 #include "runtime/nn/nn_layout.h"
 #include "runtime/nn/nn_ops.h"
+#include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
 #include "runtime/tensor/tensor_desc.h"
 
@@ -86,35 +86,35 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
   if (autograd::any_requires_grad(operands)) {
     SavedTensor sx(weight.requires_grad() ? xd : Tensor()), sw(x.requires_grad() ? wd : Tensor());
     bool weight_cl = is_channels_last(weight);
-    autograd::record("conv2d", operands, {y}, [g, sx, sw, weight_cl](std::vector<Tensor>& grads,
-                                                                   const std::vector<bool>& need) {
-      const bool cl = g.channels_last;
-      Tensor gy = dense_in_format(grads[0], cl);
-      TensorOptions opts = TensorOptions(gy.dtype()).with_device(gy.device());
-      Stream stream = current_stream(gy.device());
-      bool empty_work = gy.numel() == 0 || g.n * g.c * g.h * g.w == 0;
-      std::vector<Tensor> out(need.size());
-      if (need[0]) {
-        Tensor gx = empty_in_format({g.n, g.c, g.h, g.w}, opts, cl);
-        if (empty_work)
-          gx.fill_(0.0);
-        else
-          nn_backend_for(gy.device()).conv2d_backward_data(g, gy.raw_data(), sw.unpack("conv2d").raw_data(),
-                                                           gx.raw_data(), stream);
-        out[0] = gx;
-      }
-      if (need[1]) {
-        Tensor gw = empty_in_format({g.o, g.c / g.groups, g.kh, g.kw}, opts, cl);
-        if (empty_work)
-          gw.fill_(0.0);
-        else
-          nn_backend_for(gy.device()).conv2d_backward_weight(g, sx.unpack("conv2d").raw_data(), gy.raw_data(),
-                                                             gw.raw_data(), stream);
-        out[1] = dense_in_format(gw, weight_cl);
-      }
-      if (need.size() > 2 && need[2]) out[2] = sum(gy, {0, 2, 3});
-      return out;
-    });
+    autograd::record(
+        "conv2d", operands, {y}, [g, sx, sw, weight_cl](std::vector<Tensor>& grads, const std::vector<bool>& need) {
+          const bool cl = g.channels_last;
+          Tensor gy = dense_in_format(grads[0], cl);
+          TensorOptions opts = TensorOptions(gy.dtype()).with_device(gy.device());
+          Stream stream = current_stream(gy.device());
+          bool empty_work = gy.numel() == 0 || g.n * g.c * g.h * g.w == 0;
+          std::vector<Tensor> out(need.size());
+          if (need[0]) {
+            Tensor gx = empty_in_format({g.n, g.c, g.h, g.w}, opts, cl);
+            if (empty_work)
+              gx.fill_(0.0);
+            else
+              nn_backend_for(gy.device())
+                  .conv2d_backward_data(g, gy.raw_data(), sw.unpack("conv2d").raw_data(), gx.raw_data(), stream);
+            out[0] = gx;
+          }
+          if (need[1]) {
+            Tensor gw = empty_in_format({g.o, g.c / g.groups, g.kh, g.kw}, opts, cl);
+            if (empty_work)
+              gw.fill_(0.0);
+            else
+              nn_backend_for(gy.device())
+                  .conv2d_backward_weight(g, sx.unpack("conv2d").raw_data(), gy.raw_data(), gw.raw_data(), stream);
+            out[1] = dense_in_format(gw, weight_cl);
+          }
+          if (need.size() > 2 && need[2]) out[2] = sum(gy, {0, 2, 3});
+          return out;
+        });
   }
   return y;
 }

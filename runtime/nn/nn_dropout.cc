@@ -1,9 +1,9 @@
 // dropout: a Philox mask (the same on every device for the same generator state) and its backward.
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/error.h"
 #include "runtime/nn/nn_backend.h"
 #include "runtime/nn/nn_layout.h"
 #include "runtime/nn/nn_ops.h"
+#include "runtime/tensor/autograd.h"
 #include "runtime/tensor/tensor_desc.h"
 
 namespace tandem {

@@ -1,8 +1,8 @@
 // Memory formats: is_channels_last, to_channels_last, to_nchw and the front end's layout helpers.
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/error.h"
 #include "runtime/nn/nn_layout.h"
 #include "runtime/nn/nn_ops.h"
+#include "runtime/tensor/autograd.h"
 
 namespace tandem {
 
@@ -11,9 +11,8 @@ Shape nhwc_strides(const Shape& s) { return {s[1] * s[2] * s[3], 1, s[3] * s[1],
 
 // Identity on values: the gradient passes through whatever its layout.
 void record_identity(const char* name, const Tensor& x, const Tensor& y) {
-  autograd::record(name, {x}, {y}, [](std::vector<Tensor>& g, const std::vector<bool>&) {
-    return std::vector<Tensor>{g[0]};
-  });
+  autograd::record(name, {x}, {y},
+                   [](std::vector<Tensor>& g, const std::vector<bool>&) { return std::vector<Tensor>{g[0]}; });
 }
 
 Tensor copy_in_format(const Tensor& t, bool channels_last) {

@@ -1,11 +1,11 @@
 // max_pool2d, avg_pool2d and global_avg_pool2d: output sizes (ceil_mode), checks, dispatch, backward.
 #include <limits>
 
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/error.h"
 #include "runtime/nn/nn_backend.h"
 #include "runtime/nn/nn_layout.h"
 #include "runtime/nn/nn_ops.h"
+#include "runtime/tensor/autograd.h"
 #include "runtime/tensor/tensor_desc.h"
 
 namespace tandem {
@@ -26,10 +26,9 @@ Pool2dGeometry pool_geometry(const char* op, const Tensor& x, const Pool2dOption
   TD_CHECK(x.defined(), op, ": the input is undefined");
   check_float(x, op);
   TD_CHECK_SHAPE(x.dim() == 4, op, " needs a 4-D [N, C, H, W] input, got ", shape_str(x.shape()));
-  TD_CHECK(o.kernel_h >= 1 && o.kernel_w >= 1, op, ": kernel size must be >= 1, got (", o.kernel_h, ", ",
-           o.kernel_w, ")");
-  TD_CHECK(o.stride_h >= 1 && o.stride_w >= 1, op, ": stride must be >= 1, got (", o.stride_h, ", ", o.stride_w,
+  TD_CHECK(o.kernel_h >= 1 && o.kernel_w >= 1, op, ": kernel size must be >= 1, got (", o.kernel_h, ", ", o.kernel_w,
            ")");
+  TD_CHECK(o.stride_h >= 1 && o.stride_w >= 1, op, ": stride must be >= 1, got (", o.stride_h, ", ", o.stride_w, ")");
   TD_CHECK(o.pad_h >= 0 && o.pad_w >= 0 && 2 * o.pad_h <= o.kernel_h && 2 * o.pad_w <= o.kernel_w, op,
            ": padding must be between 0 and half the kernel size, got padding (", o.pad_h, ", ", o.pad_w,
            ") for kernel (", o.kernel_h, ", ", o.kernel_w, ")");
@@ -40,11 +39,10 @@ Pool2dGeometry pool_geometry(const char* op, const Tensor& x, const Pool2dOption
   g.c = x.shape()[1];
   g.h = x.shape()[2];
   g.w = x.shape()[3];
-  TD_CHECK_SHAPE(g.h + 2 * o.pad_h >= o.kernel_h && g.w + 2 * o.pad_w >= o.kernel_w, op, ": kernel (", o.kernel_h,
-                 ", ", o.kernel_w, ") is larger than the padded input of shape ", shape_str(x.shape()),
-                 " with padding (", o.pad_h, ", ", o.pad_w, ")");
-  TD_CHECK_SHAPE(g.h * g.w <= std::numeric_limits<int32_t>::max(), op, ": planes of ", g.h, "x", g.w,
-                 " are too large");
+  TD_CHECK_SHAPE(g.h + 2 * o.pad_h >= o.kernel_h && g.w + 2 * o.pad_w >= o.kernel_w, op, ": kernel (", o.kernel_h, ", ",
+                 o.kernel_w, ") is larger than the padded input of shape ", shape_str(x.shape()), " with padding (",
+                 o.pad_h, ", ", o.pad_w, ")");
+  TD_CHECK_SHAPE(g.h * g.w <= std::numeric_limits<int32_t>::max(), op, ": planes of ", g.h, "x", g.w, " are too large");
   g.kernel_h = o.kernel_h;
   g.kernel_w = o.kernel_w;
   g.stride_h = o.stride_h;

@@ -115,8 +115,8 @@ std::vector<std::string> split(const std::string& s, char sep) {
 double parse_number(const std::string& text, const std::string& spec) {
   char* end = nullptr;
   double v = text.empty() ? 0 : std::strtod(text.c_str(), &end);
-  TD_CHECK(!text.empty() && end && *end == '\0' && std::isfinite(v), "learning-rate schedule '", spec, "': '",
-           text, "' is not a number (expected ", kGrammar, ")");
+  TD_CHECK(!text.empty() && end && *end == '\0' && std::isfinite(v), "learning-rate schedule '", spec, "': '", text,
+           "' is not a number (expected ", kGrammar, ")");
   return v;
 }
 
@@ -151,8 +151,7 @@ LrSchedulePtr cosine_lr(int64_t total_steps, double min_factor) {
 
 LrSchedulePtr warmup_lr(int64_t warmup_steps, double start_factor, LrSchedulePtr after) {
   TD_CHECK(warmup_steps > 0, "warmup_lr needs a positive number of steps, got ", warmup_steps);
-  TD_CHECK(start_factor >= 0 && start_factor <= 1, "warmup_lr: start factor must be in [0, 1], got ",
-           start_factor);
+  TD_CHECK(start_factor >= 0 && start_factor <= 1, "warmup_lr: start factor must be in [0, 1], got ", start_factor);
   TD_CHECK(after != nullptr, "warmup_lr needs a schedule to follow the warm-up");
   return std::make_shared<Warmup>(warmup_steps, start_factor, std::move(after));
 }
@@ -221,7 +220,8 @@ void LrScheduler::set_position(int64_t position) {
 }
 
 NamedTensors LrScheduler::state_dict() const {
-  return {{"position", scalar_tensor(static_cast<double>(position_), TensorOptions(DType::I64).with_device(Device::cpu()))}};
+  return {{"position",
+           scalar_tensor(static_cast<double>(position_), TensorOptions(DType::I64).with_device(Device::cpu()))}};
 }
 
 void LrScheduler::load_state_dict(const NamedTensors& state) {

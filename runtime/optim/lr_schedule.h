@@ -42,7 +42,7 @@ LrSchedulePtr parse_lr_schedule(const std::string& spec, int64_t steps_per_epoch
 class LrScheduler {
  public:
   LrScheduler(Optimizer& optimizer, LrSchedulePtr schedule);  // applies position 0
-  void step();  // after each optimizer step
+  void step();                                                // after each optimizer step
   int64_t position() const { return position_; }
   void set_position(int64_t position);  // applies it
   const LrSchedule& schedule() const { return *schedule_; }

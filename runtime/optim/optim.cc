@@ -4,10 +4,10 @@
 #include <set>
 #include <tuple>
 
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/error.h"
 #include "runtime/memory/memory.h"
 #include "runtime/nn/nn_ops.h"
+#include "runtime/tensor/autograd.h"
 #include "runtime/tensor/whole_number.h"
 
 namespace tandem {
@@ -105,8 +105,8 @@ void Optimizer::set_lr(size_t g, double lr) {
 
 Sgd::Sgd(std::vector<ParamGroup> groups, const SgdOptions& o)
     : Optimizer(std::move(groups), o.lr, o.weight_decay, "SGD"), o_(o) {
-  TD_CHECK(o.momentum >= 0 && o.dampening >= 0, "SGD: momentum and dampening must be non-negative, got ",
-           o.momentum, " and ", o.dampening);
+  TD_CHECK(o.momentum >= 0 && o.dampening >= 0, "SGD: momentum and dampening must be non-negative, got ", o.momentum,
+           " and ", o.dampening);
   TD_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0),
            "SGD: Nesterov momentum needs momentum > 0 and dampening 0");
 }
@@ -262,8 +262,8 @@ void Adam::load_state_dict(const NamedTensors& state) {
     ++fields_seen[nf.first];
   }
   for (const auto& f : fields_seen)
-    TD_CHECK(f.second == 3 && restored[f.first].exp_avg.defined() && restored[f.first].exp_avg_sq.defined(),
-             name(), " state of parameter '", f.first, "' is incomplete: it needs exp_avg, exp_avg_sq and step");
+    TD_CHECK(f.second == 3 && restored[f.first].exp_avg.defined() && restored[f.first].exp_avg_sq.defined(), name(),
+             " state of parameter '", f.first, "' is incomplete: it needs exp_avg, exp_avg_sq and step");
   state_ = std::move(restored);
 }
 

@@ -17,9 +17,9 @@ namespace tandem {
 namespace optim {
 
 struct ParamGroup {
-  NamedTensors params;                // the names key the state in checkpoints; unique over all groups
-  std::optional<double> lr;           // unset: the optimizer's
-  std::optional<double> weight_decay; // unset: the optimizer's
+  NamedTensors params;                 // the names key the state in checkpoints; unique over all groups
+  std::optional<double> lr;            // unset: the optimizer's
+  std::optional<double> weight_decay;  // unset: the optimizer's
 };
 
 class Optimizer {
@@ -118,9 +118,9 @@ std::vector<ParamGroup> single_group(const NamedTensors& params);
 struct OptimizerSpec {
   std::string kind = "sgd";  // sgd | adam | adamw
   double lr = 0.1;
-  double momentum = 0.9;     // sgd
-  bool nesterov = true;      // sgd; applies only with momentum > 0
-  double weight_decay = 0;   // sgd and adam: added to the gradient; adamw: decoupled
+  double momentum = 0.9;    // sgd
+  bool nesterov = true;     // sgd; applies only with momentum > 0
+  double weight_decay = 0;  // sgd and adam: added to the gradient; adamw: decoupled
 };
 
 // The optimizer `spec` names over one group of `params` (Adam and AdamW with PyTorch's betas and eps).

@@ -17,9 +17,10 @@ namespace tandem {
 namespace {
 
 std::string plural(const std::string& unit) {
-  const bool es = !unit.empty() && (unit.back() == 's' || unit.back() == 'x' ||
-                                    (unit.size() > 1 && unit.back() == 'h' && (unit[unit.size() - 2] == 'c' ||
-                                                                              unit[unit.size() - 2] == 's')));
+  const bool es =
+      !unit.empty() &&
+      (unit.back() == 's' || unit.back() == 'x' ||
+       (unit.size() > 1 && unit.back() == 'h' && (unit[unit.size() - 2] == 'c' || unit[unit.size() - 2] == 's')));
   return unit + (es ? "es" : "s");
 }
 
@@ -41,8 +42,10 @@ std::string format_duration(double seconds) {
   const long long total = std::isfinite(seconds) && seconds > 0 ? std::llround(seconds) : 0;
   const long long h = total / 3600, m = total / 60 % 60, sec = total % 60;
   char buf[48];
-  if (h > 0) std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", h, m, sec);
-  else std::snprintf(buf, sizeof buf, "%lld:%02lld", m, sec);
+  if (h > 0)
+    std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", h, m, sec);
+  else
+    std::snprintf(buf, sizeof buf, "%lld:%02lld", m, sec);
   return buf;
 }
 
@@ -101,8 +104,8 @@ void Progress::step(int64_t n) {
   if (!s_.enabled) return;
   double rate = 0;
   const int64_t run_steps = done_ - task_.done, run_total = task_.total - task_.done;
-  if (!announced_ && s_.announce_after > 0 && run_steps >= s_.announce_after &&
-      t - start_ >= s_.announce_after_s && run_steps < run_total && rate_locked(&rate)) {
+  if (!announced_ && s_.announce_after > 0 && run_steps >= s_.announce_after && t - start_ >= s_.announce_after_s &&
+      run_steps < run_total && rate_locked(&rate)) {
     announced_ = true;
     const double whole = (t - start_) + static_cast<double>(run_total - run_steps) / rate;
     erase_locked();
@@ -151,8 +154,10 @@ std::string Progress::rates_text(double steps_per_s) const {
     text += buf;
   }
   // Slow steps read better as seconds per step, fast ones as steps per second.
-  if (steps_per_s <= 1) std::snprintf(buf, sizeof buf, "%.2f s/%s", 1 / steps_per_s, task_.unit.c_str());
-  else std::snprintf(buf, sizeof buf, "%.1f %s/s", steps_per_s, plural(task_.unit).c_str());
+  if (steps_per_s <= 1)
+    std::snprintf(buf, sizeof buf, "%.2f s/%s", 1 / steps_per_s, task_.unit.c_str());
+  else
+    std::snprintf(buf, sizeof buf, "%.1f %s/s", steps_per_s, plural(task_.unit).c_str());
   return text + buf;
 }
 

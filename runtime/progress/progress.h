@@ -76,12 +76,12 @@ class Progress {
   ProgressSettings s_;
   mutable std::mutex mu_;
   int64_t done_;
-  double start_ = 0;             // when the task began
-  double first_step_end_ = -1;   // when this run's first step() ended
-  int64_t first_steps_ = 0;      // the steps it counted (the warm-up, left out of the rate)
-  double last_step_end_ = -1;    // when its latest step ended
-  double last_shown_ = 0;        // when a line was last drawn or printed
-  bool drawn_ = false;           // a live line is on the terminal
+  double start_ = 0;            // when the task began
+  double first_step_end_ = -1;  // when this run's first step() ended
+  int64_t first_steps_ = 0;     // the steps it counted (the warm-up, left out of the rate)
+  double last_step_end_ = -1;   // when its latest step ended
+  double last_shown_ = 0;       // when a line was last drawn or printed
+  bool drawn_ = false;          // a live line is on the terminal
   bool announced_ = false;
   bool stop_ = false;
   std::condition_variable wake_;

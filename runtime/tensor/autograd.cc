@@ -42,14 +42,13 @@ class AccumulateGrad : public Node {
   std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
     Tensor g = grads[0];
     Tensor leaf(leaf_);
-    TD_CHECK_SHAPE(g.shape() == leaf.shape(), "gradient of shape ", shape_str(g.shape()),
-                   " for a leaf of shape ", shape_str(leaf.shape()));
+    TD_CHECK_SHAPE(g.shape() == leaf.shape(), "gradient of shape ", shape_str(g.shape()), " for a leaf of shape ",
+                   shape_str(leaf.shape()));
     Tensor current = leaf.grad();
     if (!current.defined()) {
       // Keep the incoming buffer when nothing else holds it, else copy; then charge it to gradients.
-      Tensor stored = (g.impl_ptr().use_count() <= 2 && g.is_contiguous() && g.storage().use_count() == 1)
-                          ? g.detach()
-                          : g.clone();
+      Tensor stored =
+          (g.impl_ptr().use_count() <= 2 && g.is_contiguous() && g.storage().use_count() == 1) ? g.detach() : g.clone();
       stored.storage().set_category(MemoryCategory::Gradients);
       leaf.set_grad(stored);
     } else {

@@ -74,8 +74,8 @@ void check_same_device(const std::vector<Tensor>& ts, const char* op) {
 
 void check_same_dtype(const std::vector<Tensor>& ts, const char* op) {
   for (size_t i = 1; i < ts.size(); ++i)
-    TD_CHECK_DTYPE(ts[i].dtype() == ts[0].dtype(), op, ": inputs have different dtypes (",
-                   dtype_name(ts[0].dtype()), " and ", dtype_name(ts[i].dtype()), "); convert with .to(dtype)");
+    TD_CHECK_DTYPE(ts[i].dtype() == ts[0].dtype(), op, ": inputs have different dtypes (", dtype_name(ts[0].dtype()),
+                   " and ", dtype_name(ts[i].dtype()), "); convert with .to(dtype)");
 }
 
 void check_float(const Tensor& t, const char* op) {

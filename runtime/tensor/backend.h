@@ -33,7 +33,15 @@ struct StridedDesc {
 };
 
 enum class UnaryOp : uint8_t {
-  Neg, Exp, Log, Sqrt, Relu, Relu6, Sigmoid, Tanh, Abs,
+  Neg,
+  Exp,
+  Log,
+  Sqrt,
+  Relu,
+  Relu6,
+  Sigmoid,
+  Tanh,
+  Abs,
   Pow,         // x^a
   Clamp,       // min(max(x, a), b)
   AddScalar,   // x + a
@@ -80,11 +88,11 @@ class Backend {
   // y = op(x) over n contiguous elements of a float dtype.
   virtual void unary(UnaryOp op, DType t, const void* x, void* y, int64_t n, UnaryParams p, const Stream& s) = 0;
   // gx = gy * op'(x) over n contiguous elements; y = op(x) is given for ops whose derivative uses it.
-  virtual void unary_backward(UnaryOp op, DType t, const void* x, const void* y, const void* gy, void* gx,
-                              int64_t n, UnaryParams p, const Stream& s) = 0;
+  virtual void unary_backward(UnaryOp op, DType t, const void* x, const void* y, const void* gy, void* gx, int64_t n,
+                              UnaryParams p, const Stream& s) = 0;
   // out = a op b; a and b are described in out's shape (stride 0 where broadcast); out is contiguous.
-  virtual void binary(BinaryOp op, DType t, const void* a, const StridedDesc& ad, const void* b,
-                      const StridedDesc& bd, void* out, const StridedDesc& od, const Stream& s) = 0;
+  virtual void binary(BinaryOp op, DType t, const void* a, const StridedDesc& ad, const void* b, const StridedDesc& bd,
+                      void* out, const StridedDesc& od, const Stream& s) = 0;
   // out = cond ? a : b, all described in out's shape; cond is u8; out is contiguous.
   virtual void where(const void* cond, const StridedDesc& cd, DType t, const void* a, const StridedDesc& ad,
                      const void* b, const StridedDesc& bd, void* out, const StridedDesc& od, const Stream& s) = 0;
@@ -96,28 +104,28 @@ class Backend {
   // (log-)softmax over the middle dim of a contiguous [outer, n, inner] tensor, and its backward.
   virtual void softmax(bool log, DType t, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
                        const Stream& s) = 0;
-  virtual void softmax_backward(bool log, DType t, const void* y, const void* gy, void* gx, int64_t outer,
-                                int64_t n, int64_t inner, const Stream& s) = 0;
+  virtual void softmax_backward(bool log, DType t, const void* y, const void* gy, void* gx, int64_t outer, int64_t n,
+                                int64_t inner, const Stream& s) = 0;
 
   // Row-major batched GEMM: C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b], op = transpose if asked.
   // op(A) is m x k, op(B) is k x n; lda/ldb/ldc are row strides; stride_* step between batch items.
-  virtual void gemm(DType t, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
-                    const void* a, int64_t lda, int64_t stride_a, const void* b, int64_t ldb, int64_t stride_b,
-                    double beta, void* c, int64_t ldc, int64_t stride_c, int64_t batch, const Stream& s) = 0;
+  virtual void gemm(DType t, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const void* a,
+                    int64_t lda, int64_t stride_a, const void* b, int64_t ldb, int64_t stride_b, double beta, void* c,
+                    int64_t ldc, int64_t stride_c, int64_t batch, const Stream& s) = 0;
 
   // Indexing along the middle dim of contiguous [outer, n, inner] tensors; idx is i64.
   // index_select: out[o, j, i] = x[o, idx[j], i].
-  virtual void index_select(DType t, const void* x, int64_t outer, int64_t n_src, int64_t inner,
-                            const int64_t* idx, int64_t n_idx, void* out, const Stream& s) = 0;
+  virtual void index_select(DType t, const void* x, int64_t outer, int64_t n_src, int64_t inner, const int64_t* idx,
+                            int64_t n_idx, void* out, const Stream& s) = 0;
   // index_add: dst[o, idx[j], i] += src[o, j, i] (deterministic: in increasing j).
-  virtual void index_add(DType t, const void* src, int64_t outer, int64_t n_idx, int64_t inner,
-                         const int64_t* idx, int64_t n_dst, void* dst, const Stream& s) = 0;
+  virtual void index_add(DType t, const void* src, int64_t outer, int64_t n_idx, int64_t inner, const int64_t* idx,
+                         int64_t n_dst, void* dst, const Stream& s) = 0;
   // gather: out[o, j, i] = x[o, idx[o, j, i], i].
   virtual void gather(DType t, const void* x, int64_t outer, int64_t n_src, int64_t inner, const int64_t* idx,
                       int64_t n_idx, void* out, const Stream& s) = 0;
   // scatter_add: dst[o, idx[o, j, i], i] += src[o, j, i] (deterministic: in increasing j).
-  virtual void scatter_add(DType t, const void* src, int64_t outer, int64_t n_idx, int64_t inner,
-                           const int64_t* idx, int64_t n_dst, void* dst, const Stream& s) = 0;
+  virtual void scatter_add(DType t, const void* src, int64_t outer, int64_t n_idx, int64_t inner, const int64_t* idx,
+                           int64_t n_dst, void* dst, const Stream& s) = 0;
   // out[j, c] = (idx[j] == c) for n indices and `classes` classes.
   virtual void one_hot(const int64_t* idx, int64_t n, int64_t classes, DType t, void* out, const Stream& s) = 0;
 

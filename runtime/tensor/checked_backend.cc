@@ -20,8 +20,8 @@ class CheckedBackend final : public Backend {
     on_op("fill", s, {writes(dst)});
     k_.fill(t, dst, d, value, s);
   }
-  void copy(DType src_t, const void* src, const StridedDesc& src_d, DType dst_t, void* dst,
-            const StridedDesc& dst_d, const Stream& s) override {
+  void copy(DType src_t, const void* src, const StridedDesc& src_d, DType dst_t, void* dst, const StridedDesc& dst_d,
+            const Stream& s) override {
     on_op("copy", s, {reads(src), writes(dst)});
     k_.copy(src_t, src, src_d, dst_t, dst, dst_d, s);
   }
@@ -44,8 +44,8 @@ class CheckedBackend final : public Backend {
     on_op("where", s, {reads(cond), reads(a), reads(b), writes(out)});
     k_.where(cond, cd, t, a, ad, b, bd, out, od, s);
   }
-  void reduce(ReduceOp op, DType t, const void* x, int64_t outer, int64_t r, int64_t inner, void* out,
-              int64_t* indices, const Stream& s) override {
+  void reduce(ReduceOp op, DType t, const void* x, int64_t outer, int64_t r, int64_t inner, void* out, int64_t* indices,
+              const Stream& s) override {
     on_op("reduce", s, {reads(x), writes(out), writes(indices)});
     k_.reduce(op, t, x, outer, r, inner, out, indices, s);
   }

@@ -76,8 +76,8 @@ std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim);  // equal
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim);
 
 // Indexing with i64 indices.
-Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);       // index: 1-D
-Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);             // index: same rank as x
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);           // index: 1-D
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);                 // index: same rank as x
 Tensor one_hot(const Tensor& labels, int64_t classes, DType dtype = DType::F32);  // labels: i64
 
 // In-place (no autograd history; refused on tensors that are part of a graph while grad mode is on).

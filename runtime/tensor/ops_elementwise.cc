@@ -1,8 +1,8 @@
 // Elementwise ops: arithmetic with broadcasting, scalar ops, unary functions, comparisons, where.
 #include <cmath>
 
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/error.h"
+#include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
 #include "runtime/tensor/tensor_desc.h"
 
@@ -174,13 +174,12 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   if (autograd::any_requires_grad({a, b})) {
     SavedTensor sc(cond);
     Shape as = a.shape(), bs = b.shape();
-    autograd::record("where", {cond, a, b}, {out},
-                     [sc, as, bs](std::vector<Tensor>& g, const std::vector<bool>& need) {
-                       Tensor c = sc.unpack("where");
-                       Tensor z = zeros({}, TensorOptions(g[0].dtype()).with_device(g[0].device()));
-                       return std::vector<Tensor>{Tensor(), need[1] ? sum_to(where(c, g[0], z), as) : Tensor(),
-                                                  need[2] ? sum_to(where(c, z, g[0]), bs) : Tensor()};
-                     });
+    autograd::record("where", {cond, a, b}, {out}, [sc, as, bs](std::vector<Tensor>& g, const std::vector<bool>& need) {
+      Tensor c = sc.unpack("where");
+      Tensor z = zeros({}, TensorOptions(g[0].dtype()).with_device(g[0].device()));
+      return std::vector<Tensor>{Tensor(), need[1] ? sum_to(where(c, g[0], z), as) : Tensor(),
+                                 need[2] ? sum_to(where(c, z, g[0]), bs) : Tensor()};
+    });
   }
   return out;
 }

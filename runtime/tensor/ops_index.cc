@@ -1,6 +1,6 @@
 // Indexing ops with i64 indices: index_select, gather, one_hot.
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/error.h"
+#include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
 #include "runtime/tensor/tensor_desc.h"
 
@@ -59,8 +59,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
                  shape_str(index.shape()));
   for (int64_t i = 0; i < x.dim(); ++i)
     TD_CHECK_SHAPE(i == dim || index.shape()[i] == x.shape()[i], "gather along dim ", dim, ": index shape ",
-                   shape_str(index.shape()), " must match input shape ", shape_str(x.shape()),
-                   " outside that dim");
+                   shape_str(index.shape()), " must match input shape ", shape_str(x.shape()), " outside that dim");
   int64_t outer, inner;
   split_at(x.shape(), dim, outer, inner);
   Tensor xc = x.contiguous(), ic = index.contiguous();

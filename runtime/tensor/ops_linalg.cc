@@ -1,6 +1,6 @@
 // matmul (one GEMM call per product, transposed views passed as transpose flags) and linear.
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/error.h"
+#include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
 #include "runtime/tensor/tensor_desc.h"
 
@@ -56,10 +56,10 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   check_same_device({a, b}, "matmul");
   check_same_dtype({a, b}, "matmul");
   check_float(a, "matmul");
-  TD_CHECK_SHAPE(a.dim() >= 2 && b.dim() >= 2, "matmul needs operands with at least 2 dims, got ",
-                 shape_str(a.shape()), " and ", shape_str(b.shape()));
-  TD_CHECK_SHAPE(a.shape().back() == b.shape()[b.dim() - 2], "matmul: inner dimensions differ: ",
-                 shape_str(a.shape()), " @ ", shape_str(b.shape()));
+  TD_CHECK_SHAPE(a.dim() >= 2 && b.dim() >= 2, "matmul needs operands with at least 2 dims, got ", shape_str(a.shape()),
+                 " and ", shape_str(b.shape()));
+  TD_CHECK_SHAPE(a.shape().back() == b.shape()[b.dim() - 2], "matmul: inner dimensions differ: ", shape_str(a.shape()),
+                 " @ ", shape_str(b.shape()));
   if (b.dim() == 2 && a.dim() > 2) {
     // [..., m, k] @ [k, n]: one GEMM over the flattened leading dims.
     Shape out_shape = a.shape();
@@ -90,8 +90,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Tensor y = matmul(x.dim() == 1 ? x.unsqueeze(0) : x, weight.t());
   if (x.dim() == 1) y = y.squeeze(0);
   if (bias.defined()) {
-    TD_CHECK_SHAPE(bias.dim() == 1 && bias.shape()[0] == weight.shape()[0], "linear: bias must be [",
-                   weight.shape()[0], "], got ", shape_str(bias.shape()));
+    TD_CHECK_SHAPE(bias.dim() == 1 && bias.shape()[0] == weight.shape()[0], "linear: bias must be [", weight.shape()[0],
+                   "], got ", shape_str(bias.shape()));
     y = add(y, bias);
   }
   return y;

@@ -2,8 +2,8 @@
 #include <algorithm>
 #include <numeric>
 
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/error.h"
+#include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
 #include "runtime/tensor/tensor_desc.h"
 
@@ -52,9 +52,12 @@ Reduced reduce_raw(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dim
   bool contiguous_range = !dims.empty() && dims.back() - dims.front() + 1 == static_cast<int64_t>(dims.size());
   if (x.is_contiguous() && contiguous_range) {
     for (int64_t i = 0; i < x.dim(); ++i) {
-      if (i < dims.front()) outer *= x.shape()[i];
-      else if (i <= dims.back()) r *= x.shape()[i];
-      else inner *= x.shape()[i];
+      if (i < dims.front())
+        outer *= x.shape()[i];
+      else if (i <= dims.back())
+        r *= x.shape()[i];
+      else
+        inner *= x.shape()[i];
     }
   } else {
     std::vector<int64_t> perm;
@@ -129,18 +132,18 @@ MaxResult max(const Tensor& x, int64_t dim, bool keepdim) {
     SavedTensor idx(r.indices);
     Shape xs = x.shape(), ks = r.values.shape();
     int64_t dd = d[0];
-    autograd::record("max", {x}, {out.values, out.indices},
-                     [idx, xs, ks, dd](std::vector<Tensor>& g, const std::vector<bool>&) {
-                       // Scatter into the positions the forward picked.
-                       Tensor gx = zeros(xs, TensorOptions(g[0].dtype()).with_device(g[0].device()));
-                       Tensor gk = g[0].reshape(ks).contiguous();
-                       int64_t outer = 1, inner = 1;
-                       for (int64_t i = 0; i < dd; ++i) outer *= xs[i];
-                       for (size_t i = dd + 1; i < xs.size(); ++i) inner *= xs[i];
-                       backend_of(gx).scatter_add(gx.dtype(), gk.raw_data(), outer, 1, inner, idx.unpack("max").data<int64_t>(),
-                                                  xs[dd], gx.raw_data(), current_stream(gx.device()));
-                       return std::vector<Tensor>{gx};
-                     });
+    autograd::record(
+        "max", {x}, {out.values, out.indices}, [idx, xs, ks, dd](std::vector<Tensor>& g, const std::vector<bool>&) {
+          // Scatter into the positions the forward picked.
+          Tensor gx = zeros(xs, TensorOptions(g[0].dtype()).with_device(g[0].device()));
+          Tensor gk = g[0].reshape(ks).contiguous();
+          int64_t outer = 1, inner = 1;
+          for (int64_t i = 0; i < dd; ++i) outer *= xs[i];
+          for (size_t i = dd + 1; i < xs.size(); ++i) inner *= xs[i];
+          backend_of(gx).scatter_add(gx.dtype(), gk.raw_data(), outer, 1, inner, idx.unpack("max").data<int64_t>(),
+                                     xs[dd], gx.raw_data(), current_stream(gx.device()));
+          return std::vector<Tensor>{gx};
+        });
   }
   return out;
 }

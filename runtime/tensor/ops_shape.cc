@@ -1,6 +1,6 @@
 // concat, split and chunk along any dim.
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/error.h"
+#include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
 #include "runtime/tensor/tensor_desc.h"
 
@@ -16,8 +16,8 @@ Tensor concat(const std::vector<Tensor>& ts, int64_t dim) {
   out_shape[dim] = 0;
   std::vector<int64_t> sizes;
   for (const Tensor& t : ts) {
-    TD_CHECK_SHAPE(t.dim() == first.dim(), "concat: tensors have different ranks (", shape_str(first.shape()),
-                   " and ", shape_str(t.shape()), ")");
+    TD_CHECK_SHAPE(t.dim() == first.dim(), "concat: tensors have different ranks (", shape_str(first.shape()), " and ",
+                   shape_str(t.shape()), ")");
     for (int64_t i = 0; i < t.dim(); ++i)
       TD_CHECK_SHAPE(i == dim || t.shape()[i] == first.shape()[i], "concat along dim ", dim, ": shapes ",
                      shape_str(first.shape()), " and ", shape_str(t.shape()), " differ in dim ", i);

@@ -1,9 +1,9 @@
 // Generator bookkeeping and the random tensor factories.
 #include "runtime/tensor/rng.h"
 
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/error.h"
 #include "runtime/base/philox.h"
+#include "runtime/tensor/autograd.h"
 #include "runtime/tensor/tensor_desc.h"
 
 namespace tandem {
@@ -33,8 +33,7 @@ Tensor& fill_random(Tensor& x, RandomSpec spec, Generator& gen) {
   Tensor target = x.is_contiguous() ? x : empty(x.shape(), TensorOptions(x.dtype()).with_device(x.device()));
   if (x.numel() > 0) {
     uint64_t offset = gen.advance(x.numel());
-    backend_of(x).random(x.dtype(), target.raw_data(), x.numel(), gen.seed(), offset, spec,
-                         current_stream(x.device()));
+    backend_of(x).random(x.dtype(), target.raw_data(), x.numel(), gen.seed(), offset, spec, current_stream(x.device()));
   }
   if (!target.same(x)) {
     autograd::NoGradGuard ng;

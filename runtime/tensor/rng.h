@@ -13,7 +13,10 @@ class Generator {
   explicit Generator(uint64_t seed = 0, uint64_t offset = 0) : seed_(seed), offset_(offset) {}
   uint64_t seed() const { return seed_; }
   uint64_t offset() const { return offset_; }
-  void set_state(uint64_t seed, uint64_t offset) { seed_ = seed; offset_ = offset; }
+  void set_state(uint64_t seed, uint64_t offset) {
+    seed_ = seed;
+    offset_ = offset;
+  }
   // Reserves the counters for n values and returns the first one (4 values per counter).
   uint64_t advance(int64_t n);
   // Host draws from the same stream: a uniform in [0, 1), and an integer in [0, n).

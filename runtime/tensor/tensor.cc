@@ -9,12 +9,12 @@
 #include <numeric>
 #include <sstream>
 
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/cuda_check.h"
 #include "runtime/base/device_errors.h"
 #include "runtime/base/error.h"
-#include "runtime/tensor/ops.h"
 #include "runtime/memory/stream_check.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/tensor/ops.h"
 #include "runtime/tensor/tensor_access.h"
 #include "runtime/tensor/tensor_desc.h"
 
@@ -56,16 +56,37 @@ Device TensorOptions::resolved_device() const { return device ? *device : curren
 
 #define TD_DEFINED() TD_CHECK(impl_ != nullptr, "operation on an undefined tensor")
 
-const Shape& Tensor::shape() const { TD_DEFINED(); return impl_->shape; }
-int64_t Tensor::dim() const { TD_DEFINED(); return static_cast<int64_t>(impl_->shape.size()); }
+const Shape& Tensor::shape() const {
+  TD_DEFINED();
+  return impl_->shape;
+}
+int64_t Tensor::dim() const {
+  TD_DEFINED();
+  return static_cast<int64_t>(impl_->shape.size());
+}
 int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim(d, dim())]; }
 int64_t Tensor::numel() const { return shape_numel(shape()); }
-const Shape& Tensor::strides() const { TD_DEFINED(); return impl_->strides; }
+const Shape& Tensor::strides() const {
+  TD_DEFINED();
+  return impl_->strides;
+}
 int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim())]; }
-int64_t Tensor::storage_offset() const { TD_DEFINED(); return impl_->offset; }
-DType Tensor::dtype() const { TD_DEFINED(); return impl_->dtype; }
-Device Tensor::device() const { TD_DEFINED(); return impl_->storage.device(); }
-const Storage& Tensor::storage() const { TD_DEFINED(); return impl_->storage; }
+int64_t Tensor::storage_offset() const {
+  TD_DEFINED();
+  return impl_->offset;
+}
+DType Tensor::dtype() const {
+  TD_DEFINED();
+  return impl_->dtype;
+}
+Device Tensor::device() const {
+  TD_DEFINED();
+  return impl_->storage.device();
+}
+const Storage& Tensor::storage() const {
+  TD_DEFINED();
+  return impl_->storage;
+}
 
 bool Tensor::is_contiguous() const {
   TD_DEFINED();
@@ -102,8 +123,8 @@ Tensor empty(const Shape& shape, TensorOptions opts) {
                  shape_str(shape));
   Device device = opts.resolved_device();
   size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(opts.dtype);
-  Tensor t(std::make_shared<TensorImpl>(Storage::allocate(bytes, device, current_stream(device), opts.pinned), 0,
-                                        shape, contiguous_strides(shape), opts.dtype));
+  Tensor t(std::make_shared<TensorImpl>(Storage::allocate(bytes, device, current_stream(device), opts.pinned), 0, shape,
+                                        contiguous_strides(shape), opts.dtype));
   if (opts.requires_grad) t.set_requires_grad(true);
   return t;
 }
@@ -123,7 +144,9 @@ Tensor ones(const Shape& shape, TensorOptions opts) { return full(shape, 1.0, op
 Tensor empty_like(const Tensor& t) { return empty(t.shape(), TensorOptions(t.dtype()).with_device(t.device())); }
 Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), TensorOptions(t.dtype()).with_device(t.device())); }
 Tensor ones_like(const Tensor& t) { return ones(t.shape(), TensorOptions(t.dtype()).with_device(t.device())); }
-Tensor full_like(const Tensor& t, double v) { return full(t.shape(), v, TensorOptions(t.dtype()).with_device(t.device())); }
+Tensor full_like(const Tensor& t, double v) {
+  return full(t.shape(), v, TensorOptions(t.dtype()).with_device(t.device()));
+}
 Tensor scalar_tensor(double value, TensorOptions opts) { return full({}, value, opts); }
 
 Tensor arange(int64_t n, TensorOptions opts) {
@@ -359,9 +382,8 @@ Tensor Tensor::clone() const {
     autograd::NoGradGuard ng;
     out.copy_(*this);
   }
-  autograd::record("clone", {*this}, {out}, [](std::vector<Tensor>& g, const std::vector<bool>&) {
-    return std::vector<Tensor>{g[0]};
-  });
+  autograd::record("clone", {*this}, {out},
+                   [](std::vector<Tensor>& g, const std::vector<bool>&) { return std::vector<Tensor>{g[0]}; });
   return out;
 }
 
@@ -552,7 +574,10 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.str
 
 // ---- autograd accessors ----
 
-bool Tensor::requires_grad() const { TD_DEFINED(); return impl_->requires_grad; }
+bool Tensor::requires_grad() const {
+  TD_DEFINED();
+  return impl_->requires_grad;
+}
 
 Tensor& Tensor::set_requires_grad(bool on) {
   TD_DEFINED();
@@ -563,9 +588,18 @@ Tensor& Tensor::set_requires_grad(bool on) {
   return *this;
 }
 
-bool Tensor::is_leaf() const { TD_DEFINED(); return impl_->grad_fn == nullptr; }
-const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const { TD_DEFINED(); return impl_->grad_fn; }
-Tensor Tensor::grad() const { TD_DEFINED(); return Tensor(impl_->grad); }
+bool Tensor::is_leaf() const {
+  TD_DEFINED();
+  return impl_->grad_fn == nullptr;
+}
+const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const {
+  TD_DEFINED();
+  return impl_->grad_fn;
+}
+Tensor Tensor::grad() const {
+  TD_DEFINED();
+  return Tensor(impl_->grad);
+}
 
 void Tensor::set_grad(const Tensor& g) {
   TD_DEFINED();
@@ -577,7 +611,10 @@ void Tensor::set_grad(const Tensor& g) {
   impl_->grad = g.impl_ptr();
 }
 
-void Tensor::zero_grad() { TD_DEFINED(); impl_->grad.reset(); }
+void Tensor::zero_grad() {
+  TD_DEFINED();
+  impl_->grad.reset();
+}
 
 void Tensor::set_grad_fn(std::shared_ptr<autograd::Node> fn, int output_nr) {
   TD_DEFINED();
@@ -586,7 +623,10 @@ void Tensor::set_grad_fn(std::shared_ptr<autograd::Node> fn, int output_nr) {
   impl_->requires_grad = true;
 }
 
-int Tensor::output_nr() const { TD_DEFINED(); return impl_->output_nr; }
+int Tensor::output_nr() const {
+  TD_DEFINED();
+  return impl_->output_nr;
+}
 
 std::shared_ptr<autograd::Node> Tensor::grad_accumulator() const {
   TD_DEFINED();

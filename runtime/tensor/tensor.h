@@ -16,10 +16,10 @@
 namespace tandem {
 
 using Shape = std::vector<int64_t>;
-std::string shape_str(const Shape& s);                 // "[2, 3]"
+std::string shape_str(const Shape& s);  // "[2, 3]"
 int64_t shape_numel(const Shape& s);
 Shape contiguous_strides(const Shape& s);
-int64_t wrap_dim(int64_t dim, int64_t ndim);           // negative dims count from the end; throws IndexError
+int64_t wrap_dim(int64_t dim, int64_t ndim);  // negative dims count from the end; throws IndexError
 
 namespace autograd {
 class Node;
@@ -32,12 +32,28 @@ struct TensorOptions {
   bool pinned = false;  // page-locked host memory (CPU tensors, when a GPU is present)
 
   TensorOptions() = default;
-  TensorOptions(DType d) : dtype(d) {}     // NOLINT: implicit on purpose, empty({2}, DType::F64)
-  TensorOptions(Device d) : device(d) {}   // NOLINT: implicit on purpose, zeros({2}, Device::cuda())
-  TensorOptions with_dtype(DType d) const { auto o = *this; o.dtype = d; return o; }
-  TensorOptions with_device(Device d) const { auto o = *this; o.device = d; return o; }
-  TensorOptions with_requires_grad(bool r = true) const { auto o = *this; o.requires_grad = r; return o; }
-  TensorOptions with_pinned(bool p = true) const { auto o = *this; o.pinned = p; return o; }
+  TensorOptions(DType d) : dtype(d) {}    // NOLINT: implicit on purpose, empty({2}, DType::F64)
+  TensorOptions(Device d) : device(d) {}  // NOLINT: implicit on purpose, zeros({2}, Device::cuda())
+  TensorOptions with_dtype(DType d) const {
+    auto o = *this;
+    o.dtype = d;
+    return o;
+  }
+  TensorOptions with_device(Device d) const {
+    auto o = *this;
+    o.device = d;
+    return o;
+  }
+  TensorOptions with_requires_grad(bool r = true) const {
+    auto o = *this;
+    o.requires_grad = r;
+    return o;
+  }
+  TensorOptions with_pinned(bool p = true) const {
+    auto o = *this;
+    o.pinned = p;
+    return o;
+  }
   Device resolved_device() const;
 };
 
@@ -48,7 +64,10 @@ class Tensor;
 class TensorImpl {
  public:
   TensorImpl(Storage storage, int64_t offset, Shape shape, Shape strides, DType dtype)
-      : storage(std::move(storage)), offset(offset), shape(std::move(shape)), strides(std::move(strides)),
+      : storage(std::move(storage)),
+        offset(offset),
+        shape(std::move(shape)),
+        strides(std::move(strides)),
         dtype(dtype) {}
 
  private:
@@ -94,7 +113,7 @@ class Tensor {
   T* data() const;  // checks that T matches the dtype
 
   // Views: they share storage (and its version counter) with this tensor.
-  Tensor view(const Shape& shape) const;  // one dim may be -1; needs compatible strides
+  Tensor view(const Shape& shape) const;     // one dim may be -1; needs compatible strides
   Tensor reshape(const Shape& shape) const;  // a view when possible, else a contiguous copy
   Tensor permute(const std::vector<int64_t>& dims) const;
   Tensor transpose(int64_t dim0, int64_t dim1) const;
@@ -118,7 +137,7 @@ class Tensor {
   // so far on the source device's current stream, and synchronized when the destination is the CPU.
   Tensor to(Device device) const;
   Tensor to(Device device, const Stream& stream) const;
-  Tensor to(DType dtype) const;  // this tensor itself when already of that dtype
+  Tensor to(DType dtype) const;      // this tensor itself when already of that dtype
   Tensor& copy_(const Tensor& src);  // any device or dtype; src broadcast to this shape
   Tensor& fill_(double value);
   Tensor& zero_() { return fill_(0.0); }
@@ -139,16 +158,16 @@ class Tensor {
   Tensor& set_requires_grad(bool on = true);  // leaves only
   bool is_leaf() const;
   const std::shared_ptr<autograd::Node>& grad_fn() const;
-  Tensor grad() const;        // accumulated gradient of a leaf (undefined before the first backward)
+  Tensor grad() const;  // accumulated gradient of a leaf (undefined before the first backward)
   void set_grad(const Tensor& g);
-  void zero_grad();           // drops the gradient
+  void zero_grad();  // drops the gradient
   // Autograd's bookkeeping (runtime/tensor/autograd.cc): makes this tensor output `output_nr` of `fn` (and so
   // requiring grad), and the node that accumulates a leaf's gradient (held weakly: the graph owns it).
   void set_grad_fn(std::shared_ptr<autograd::Node> fn, int output_nr);
   int output_nr() const;
   std::shared_ptr<autograd::Node> grad_accumulator() const;
   void set_grad_accumulator(const std::shared_ptr<autograd::Node>& node);
-  Tensor detach() const;      // same storage, no autograd history
+  Tensor detach() const;  // same storage, no autograd history
   // Backpropagates from this tensor: a scalar, or with `gradient` of the same shape.
   void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
   uint64_t version() const { return storage().version(); }

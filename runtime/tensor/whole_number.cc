@@ -14,9 +14,18 @@ namespace {
 // The range of an integer dtype, as doubles (int64's ends are powers of two, hence exact).
 void integer_range(DType t, double* lo, double* hi) {
   switch (t) {
-    case DType::U8: *lo = 0; *hi = 255; return;
-    case DType::I32: *lo = std::numeric_limits<int32_t>::min(); *hi = std::numeric_limits<int32_t>::max(); return;
-    default: *lo = -9223372036854775808.0; *hi = 9223372036854775808.0; return;  // hi is exclusive for I64
+    case DType::U8:
+      *lo = 0;
+      *hi = 255;
+      return;
+    case DType::I32:
+      *lo = std::numeric_limits<int32_t>::min();
+      *hi = std::numeric_limits<int32_t>::max();
+      return;
+    default:
+      *lo = -9223372036854775808.0;
+      *hi = 9223372036854775808.0;
+      return;  // hi is exclusive for I64
   }
 }
 
@@ -30,8 +39,7 @@ void check_converts_exactly(const Tensor& t, DType to, const std::string& what) 
   if (is_floating(t.dtype())) {
     const std::vector<double> v = t.detach().to(Device::cpu()).to(DType::F64).contiguous().to_vector<double>();
     for (size_t i = 0; i < v.size(); ++i)
-      TD_CHECK(std::isfinite(v[i]) && std::floor(v[i]) == v[i] && v[i] >= lo &&
-                   (exclusive_hi ? v[i] < hi : v[i] <= hi),
+      TD_CHECK(std::isfinite(v[i]) && std::floor(v[i]) == v[i] && v[i] >= lo && (exclusive_hi ? v[i] < hi : v[i] <= hi),
                what, ": element ", i, " is ", v[i], ", not a whole number that fits ", dtype_name(to));
   } else if (to != DType::I64) {
     const std::vector<int64_t> v = t.detach().to(Device::cpu()).to(DType::I64).contiguous().to_vector<int64_t>();

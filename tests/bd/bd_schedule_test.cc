@@ -151,8 +151,8 @@ TEST(BdSchedule, DecoupledUpdatesLetAProducerRunAtMostOneStepAhead) {
   p.allreduce_s = {{0, 0}};
   p.memory = {{1, 1}};
   p.relay_s = {0.0001, 0};
-  DistillSchedule d = build_schedule(pipeline_layout(Strategy::DPU, plan_of({{0, 0, 1}, {1, 1, 1}}), k, 2), 8,
-                                     steps, steps, row_bytes(k));
+  DistillSchedule d = build_schedule(pipeline_layout(Strategy::DPU, plan_of({{0, 0, 1}, {1, 1, 1}}), k, 2), 8, steps,
+                                     steps, row_bytes(k));
   apply_costs(d, p);
   SimResult r = simulate(d.schedule);
   std::map<int, double> producer_start, consumer_recv_end, consumer_update_end;

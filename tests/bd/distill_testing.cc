@@ -11,8 +11,8 @@
 #include "models/losses.h"
 #include "parallel/communicator.h"
 #include "parallel/worker.h"
-#include "runtime/tensor/autograd.h"
 #include "runtime/optim/lr_schedule.h"
+#include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
 #include "tests/testing.h"
 
@@ -43,9 +43,9 @@ WorkloadSpec compression_workload(uint64_t seed) {
 RunContext make_context(const Workload& w, uint64_t seed, int64_t samples, int64_t batch, int64_t epochs) {
   RunContext ctx;
   ctx.workload = &w;
-  ctx.dataset = data::open_dataset("synthetic:n=" + std::to_string(samples) + ",classes=10,h=16,w=16,c=3,seed=" +
-                                       std::to_string(seed % 10007),
-                                   true);
+  ctx.dataset = data::open_dataset(
+      "synthetic:n=" + std::to_string(samples) + ",classes=10,h=16,w=16,c=3,seed=" + std::to_string(seed % 10007),
+      true);
   ctx.train.batch = batch;
   ctx.train.epochs = epochs;
   ctx.train.optimizer.lr = 0.05;
@@ -96,8 +96,7 @@ void batch_mean_gradient(std::vector<Copy>& copies, const std::vector<int64_t>& 
 
 }  // namespace
 
-BlockWeights reference_run(const RunContext& ctx, const std::vector<int>& replicas_in, bool dp_shards,
-                           Device device) {
+BlockWeights reference_run(const RunContext& ctx, const std::vector<int>& replicas_in, bool dp_shards, Device device) {
   DeviceGuard on_device(device);
   const Workload& w = *ctx.workload;
   const int k = w.blocks();
@@ -157,7 +156,8 @@ BlockWeights reference_run(const RunContext& ctx, const std::vector<int>& replic
           Tensor out = c.module->forward(chain[b]);
           // Blockwise distillation's loss: MSE to the teacher's output of the block, soft-target cross-entropy
           // to the teacher's logits for the last block; each the mean over the replica's rows.
-          Tensor loss = b + 1 == k ? models::soft_cross_entropy(out, chain[b + 1]) : models::mse_loss(out, chain[b + 1]);
+          Tensor loss =
+              b + 1 == k ? models::soft_cross_entropy(out, chain[b + 1]) : models::mse_loss(out, chain[b + 1]);
           loss.backward();
           rows.push_back(chain[b].size(0));
         }
@@ -210,7 +210,8 @@ BlockWeights run_in_process(const RunContext& ctx, const Layout& layout, Strateg
   if (matching == MessageMatching::InIssueOrder) signals = make_local_group(workers);
   std::vector<StrategyResult> results(workers.size());
   run_on_workers(workers, [&](Worker& w) {
-    results[w.rank] = run_strategy(ctx, layout, nullptr, w, *comms[w.rank], signals.empty() ? nullptr : signals[w.rank].get());
+    results[w.rank] =
+        run_strategy(ctx, layout, nullptr, w, *comms[w.rank], signals.empty() ? nullptr : signals[w.rank].get());
   });
   BlockWeights out;
   for (const StrategyResult& r : results)

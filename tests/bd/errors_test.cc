@@ -62,7 +62,8 @@ TEST(Errors, BlockCountOrShapeMismatchBetweenTeacherAndStudent) {
 TEST(Errors, MoreStagesThanWorkersOrBlocks) {
   Plan five;
   five.stages = {{0, 0, 1}, {1, 1, 1}, {2, 2, 1}, {3, 4, 1}, {5, 5, 1}};
-  expect_error<ValueError>([&] { pipeline_layout(Strategy::TR, five, 6, 4); }, "the plan uses 5 workers but 4 are given");
+  expect_error<ValueError>([&] { pipeline_layout(Strategy::TR, five, 6, 4); },
+                           "the plan uses 5 workers but 4 are given");
   BlockProfile p;
   p.teacher_s = p.student_s = p.allreduce_s = {{1, 1, 1, 1}};
   p.memory = {{1, 1, 1, 1}};
@@ -135,7 +136,8 @@ TEST(Errors, AnIssueOrderCommunicatorNeedsSeparateSignals) {
     run_on_workers(workers, [&](Worker& wk) {
       expect_error<ValueError>(
           [&] {
-            run_strategy(ctx, layout, nullptr, wk, *ordered[wk.rank], with_signals ? more_ordered[wk.rank].get() : nullptr);
+            run_strategy(ctx, layout, nullptr, wk, *ordered[wk.rank],
+                         with_signals ? more_ordered[wk.rank].get() : nullptr);
           },
           "need a separate communicator that pairs them by tag");
     });

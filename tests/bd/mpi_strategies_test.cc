@@ -90,8 +90,8 @@ TEST_F(MpiStrategies, ReplicatedStagesOfTheCompressionWorkloadMatchInProcessAndT
   const uint64_t seed = shared_seed();
   Workload w(testing::compression_workload(seed));
   RunContext ctx = testing::make_context(w, seed, 16, 8, 1);
-  const std::string dir = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") +
-                          "/bd_mpi_c_" + std::to_string(seed % 100000);
+  const std::string dir = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") + "/bd_mpi_c_" +
+                          std::to_string(seed % 100000);
   run_and_compare(ctx, pipeline_layout(Strategy::AHD, plan_of({{0, 0, 3}, {1, 3, 1}}), w.blocks(), kProcesses),
                   dir + "/ahd");
 }

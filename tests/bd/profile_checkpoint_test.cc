@@ -14,8 +14,8 @@
 #include "parallel/communicator.h"
 #include "parallel/worker.h"
 #include "runtime/formats/json.h"
-#include "runtime/optim/lr_schedule.h"
 #include "runtime/formats/safetensors.h"
+#include "runtime/optim/lr_schedule.h"
 #include "tests/bd/distill_testing.h"
 #include "tests/testing.h"
 
@@ -26,7 +26,8 @@ namespace {
 
 std::string temp_dir(const std::string& name) {
   const char* base = std::getenv("TEST_TMPDIR");
-  std::string dir = std::string(base ? base : "/tmp") + "/" + name + "_" + std::to_string(tandem::testing::fresh_seed() % 100000);
+  std::string dir =
+      std::string(base ? base : "/tmp") + "/" + name + "_" + std::to_string(tandem::testing::fresh_seed() % 100000);
   std::string cmd = "mkdir -p " + dir;
   EXPECT_EQ(std::system(cmd.c_str()), 0);
   return dir;

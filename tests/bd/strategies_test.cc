@@ -19,16 +19,22 @@ using testing::BlockWeights;
 struct Case {
   const char* name;
   WorkloadSpec (*spec)(uint64_t);
-  std::vector<Stage> pipeline;    // 4 stages, one worker each
+  std::vector<Stage> pipeline;         // 4 stages, one worker each
   std::vector<std::vector<int>> bins;  // LS: blocks per worker
-  std::vector<Stage> hybrid;      // replicated stages on 4 workers
+  std::vector<Stage> hybrid;           // replicated stages on 4 workers
 };
 
 const Case kCases[] = {
-    {"nas", testing::nas_workload, {{0, 1, 1}, {2, 3, 1}, {4, 4, 1}, {5, 5, 1}}, {{0, 3}, {1}, {2}, {4, 5}},
+    {"nas",
+     testing::nas_workload,
+     {{0, 1, 1}, {2, 3, 1}, {4, 4, 1}, {5, 5, 1}},
+     {{0, 3}, {1}, {2}, {4, 5}},
      {{0, 0, 1}, {1, 5, 3}}},
-    {"compression", testing::compression_workload, {{0, 0, 1}, {1, 1, 1}, {2, 2, 1}, {3, 3, 1}},
-     {{1}, {0, 2}, {}, {3}}, {{0, 1, 3}, {2, 3, 1}}},
+    {"compression",
+     testing::compression_workload,
+     {{0, 0, 1}, {1, 1, 1}, {2, 2, 1}, {3, 3, 1}},
+     {{1}, {0, 2}, {}, {3}},
+     {{0, 1, 3}, {2, 3, 1}}},
 };
 
 class Strategies : public ::testing::TestWithParam<int> {
@@ -58,9 +64,9 @@ TEST_P(Strategies, PipelinesAndLsMatchTheSequentialReferenceBitwise) {
   }
   // Messages paired in issue order and one issuing thread per worker, as under NCCL: the same weights.
   for (Strategy s : {Strategy::TR, Strategy::DPU, Strategy::AHD})
-    testing::expect_same_weights(testing::run_in_process(ctx, pipeline_layout(s, plan, w.blocks(), 4), nullptr,
-                                                         MessageMatching::InIssueOrder),
-                                 want, std::string(c().name) + " " + strategy_title(s) + ", NCCL's message order");
+    testing::expect_same_weights(
+        testing::run_in_process(ctx, pipeline_layout(s, plan, w.blocks(), 4), nullptr, MessageMatching::InIssueOrder),
+        want, std::string(c().name) + " " + strategy_title(s) + ", NCCL's message order");
   Layout ls = dp_layout(w.blocks(), 4);
   ls.strategy = Strategy::LS;
   ls.bins = c().bins;

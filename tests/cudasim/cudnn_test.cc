@@ -434,8 +434,8 @@ TEST(CudasimCudnn, FindHonorsTheWorkspaceLimitAndTimeGrowsWithWork) {
     const Case t{"limit",          big ? 8 : 2, 4, 8, 8, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION,
                  CUDNN_TENSOR_NCHW};
     Descriptors ds(t, CUDNN_DATA_FLOAT, CUDNN_FMA_MATH);
-    DeviceBuffer<float> x(cudasim_testing::uniform<float>(x_size(t), g)), dy(cudasim_testing::uniform<float>(y_size(t), g)),
-        dw(w_size(t));
+    DeviceBuffer<float> x(cudasim_testing::uniform<float>(x_size(t), g)),
+        dy(cudasim_testing::uniform<float>(y_size(t), g)), dw(w_size(t));
     cudnnConvolutionBwdFilterAlgoPerf_t perf[2 * CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     int returned = 0;
     ASSERT_EQ(cudnnFindConvolutionBackwardFilterAlgorithmEx(d.handle, ds.x, x.get(), ds.y, dy.get(), ds.conv, ds.w,
@@ -678,7 +678,8 @@ TEST(CudasimCudnn, WorkIsQueuedOnTheHandlesStream) {
   const Case t = kCases[0];
   OnDevice d;
   Descriptors ds(t, CUDNN_DATA_FLOAT, CUDNN_FMA_MATH);
-  DeviceBuffer<float> x(cudasim_testing::uniform<float>(x_size(t), g)), w(cudasim_testing::uniform<float>(w_size(t), g));
+  DeviceBuffer<float> x(cudasim_testing::uniform<float>(x_size(t), g)),
+      w(cudasim_testing::uniform<float>(w_size(t), g));
   float* y = nullptr;
   ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&y), y_size(t) * sizeof(float)), cudaSuccess);
   for (size_t i = 0; i < y_size(t); ++i) y[i] = 12345.f;
@@ -710,7 +711,8 @@ TEST(CudasimCudnn, BufferReusedInStreamOrderAfterTheCallIsFine) {
   const Case t = kCases[0];
   OnDevice d;
   Descriptors ds(t, CUDNN_DATA_FLOAT, CUDNN_FMA_MATH);
-  DeviceBuffer<float> x(cudasim_testing::uniform<float>(x_size(t), g)), w(cudasim_testing::uniform<float>(w_size(t), g));
+  DeviceBuffer<float> x(cudasim_testing::uniform<float>(x_size(t), g)),
+      w(cudasim_testing::uniform<float>(w_size(t), g));
   void* y = nullptr;
   ASSERT_EQ(cudaMallocAsync(&y, y_size(t) * sizeof(float), d.stream), cudaSuccess);
   static std::atomic<bool> release{false};

@@ -28,9 +28,9 @@ struct TypeCase {
 };
 
 const TypeCase kTypes[] = {
-    {ncclInt8, 1, true, true, 0},        {ncclUint8, 1, true, false, 0},
-    {ncclInt32, 4, true, true, 0},       {ncclUint32, 4, true, false, 0},
-    {ncclInt64, 8, true, true, 0},       {ncclUint64, 8, true, false, 0},
+    {ncclInt8, 1, true, true, 0},           {ncclUint8, 1, true, false, 0},
+    {ncclInt32, 4, true, true, 0},          {ncclUint32, 4, true, false, 0},
+    {ncclInt64, 8, true, true, 0},          {ncclUint64, 8, true, false, 0},
     {ncclFloat16, 2, false, true, 0x1p-11}, {ncclFloat32, 4, false, true, 0x1p-24},
     {ncclFloat64, 8, false, true, 0x1p-53}, {ncclBfloat16, 2, false, true, 0x1p-8},
 };
@@ -113,13 +113,23 @@ void expect_reduced(const TypeCase& tc, ncclRedOp_t op, const std::vector<std::v
     }
     long double ref = 0, tol = 0;
     switch (op) {
-      case ncclSum: ref = sum; tol = (n - 1) * tc.u * sum_abs; break;
-      case ncclProd: ref = prod; tol = n * tc.u * std::fabs(prod); break;
+      case ncclSum:
+        ref = sum;
+        tol = (n - 1) * tc.u * sum_abs;
+        break;
+      case ncclProd:
+        ref = prod;
+        tol = n * tc.u * std::fabs(prod);
+        break;
       case ncclMax: ref = max; break;
       case ncclMin: ref = min; break;
-      default: ref = sum / n; tol = tc.integer ? 0.999L : (n - 1) * tc.u * sum_abs / n + tc.u * std::fabs(ref); break;
+      default:
+        ref = sum / n;
+        tol = tc.integer ? 0.999L : (n - 1) * tc.u * sum_abs / n + tc.u * std::fabs(ref);
+        break;
     }
-    if (tc.integer && !tc.is_signed && tc.size < 8) ref = std::fmod(ref, std::ldexp(1.0L, 8 * static_cast<int>(tc.size)));
+    if (tc.integer && !tc.is_signed && tc.size < 8)
+      ref = std::fmod(ref, std::ldexp(1.0L, 8 * static_cast<int>(tc.size)));
     const long double got = get(tc.type, out, i);
     if (std::fabs(got - ref) > tol) {
       ADD_FAILURE() << where << ", element " << i << ": got " << static_cast<double>(got) << ", expected "

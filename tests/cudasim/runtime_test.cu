@@ -211,10 +211,12 @@ TEST(SimRuntime, PageableCopiesAreStagedAndSynchronous) {
   DeviceBuffer<float> dev(0, std::vector<float>(64, 0.f));
   const unsigned long long before = tandem_cudasim_pageable_copies();
   std::vector<float> src(64, 3.f);
-  ASSERT_EQ(cudaMemcpyAsync(dev.get(), src.data(), 64 * sizeof(float), cudaMemcpyHostToDevice, dev.stream()), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(dev.get(), src.data(), 64 * sizeof(float), cudaMemcpyHostToDevice, dev.stream()),
+            cudaSuccess);
   std::fill(src.begin(), src.end(), 9.f);  // the copy took the values at the call
   std::vector<float> back(64, 0.f);
-  ASSERT_EQ(cudaMemcpyAsync(back.data(), dev.get(), 64 * sizeof(float), cudaMemcpyDeviceToHost, dev.stream()), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(back.data(), dev.get(), 64 * sizeof(float), cudaMemcpyDeviceToHost, dev.stream()),
+            cudaSuccess);
   EXPECT_EQ(back, std::vector<float>(64, 3.f)) << "a copy to pageable memory is done when the call returns";
   EXPECT_EQ(tandem_cudasim_pageable_copies() - before, 2u);
 }

@@ -107,9 +107,7 @@ void race_two_streams() {
   cudaDeviceSynchronize();
 }
 
-TEST_F(Sanitizers, ThreadSanitizerReportsTwoStreamsWithoutAnEvent) {
-  EXPECT_DEATH(race_two_streams(), "data race");
-}
+TEST_F(Sanitizers, ThreadSanitizerReportsTwoStreamsWithoutAnEvent) { EXPECT_DEATH(race_two_streams(), "data race"); }
 #endif  // __SANITIZE_THREAD__
 
 }  // namespace

@@ -22,17 +22,16 @@ void tandem_cudasim_set_thread_order(int order);
 unsigned long long tandem_cudasim_pageable_copies(void);
 }
 
-#define ASSERT_CUDA_OK(expr)                                                      \
-  do {                                                                            \
-    const cudaError_t td_e_ = (expr);                                             \
+#define ASSERT_CUDA_OK(expr)                                                     \
+  do {                                                                           \
+    const cudaError_t td_e_ = (expr);                                            \
     ASSERT_EQ(td_e_, cudaSuccess) << #expr << ": " << cudaGetErrorString(td_e_); \
   } while (0)
 
-#define ASSERT_NCCL_OK(expr)                                                                          \
-  do {                                                                                                \
-    const ncclResult_t td_r_ = (expr);                                                                \
-    ASSERT_EQ(td_r_, ncclSuccess) << #expr << ": " << ncclGetErrorString(td_r_) << ": "               \
-                                  << ncclGetLastError(nullptr);                                       \
+#define ASSERT_NCCL_OK(expr)                                                                                          \
+  do {                                                                                                                \
+    const ncclResult_t td_r_ = (expr);                                                                                \
+    ASSERT_EQ(td_r_, ncclSuccess) << #expr << ": " << ncclGetErrorString(td_r_) << ": " << ncclGetLastError(nullptr); \
   } while (0)
 
 namespace cudasim_testing {

@@ -65,9 +65,10 @@ void check_shuffles(int device) {
     for (int width : {1, 2, 4, 8, 16, 32}) {
       for (int arg : {0, 1, 3, 5, 16, 31, 37, -1}) {
         if (kind != kIdx && arg < 0) continue;
-        SCOPED_TRACE("kind " + std::to_string(kind) + " width " + std::to_string(width) + " arg " + std::to_string(arg));
-        launch_kernel(TD_KERNEL(shuffle_kernel<T>), 2, 32, 0, d_in.stream(), kind, 0xffffffffu, arg, width,
-                      d_in.get(), d_out.get());
+        SCOPED_TRACE("kind " + std::to_string(kind) + " width " + std::to_string(width) + " arg " +
+                     std::to_string(arg));
+        launch_kernel(TD_KERNEL(shuffle_kernel<T>), 2, 32, 0, d_in.stream(), kind, 0xffffffffu, arg, width, d_in.get(),
+                      d_out.get());
         ASSERT_EQ(cudaGetLastError(), cudaSuccess);
         std::vector<T> out = d_out.download();
         for (int t = 0; t < n; ++t) {

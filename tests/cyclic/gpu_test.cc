@@ -113,8 +113,8 @@ INSTANTIATE_TEST_SUITE_P(RulesOnWorkers, CyclicGpu,
                          ::testing::Combine(::testing::Values(Rule::Dp, Rule::CdpV1, Rule::CdpV2),
                                             ::testing::ValuesIn(kWorkers)),
                          [](const ::testing::TestParamInfo<std::tuple<Rule, Workers>>& info) {
-                           std::string s = std::string(rule_name(std::get<0>(info.param))) + "_" +
-                                           std::get<1>(info.param).name;
+                           std::string s =
+                               std::string(rule_name(std::get<0>(info.param))) + "_" + std::get<1>(info.param).name;
                            for (char& ch : s)
                              if (ch == '-') ch = '_';
                            return s;

@@ -59,13 +59,13 @@ TEST(Partition, UnitsAndFlopsOfASmallModelMatchHandCounts) {
   std::vector<Unit> units = model_units(*small_model(gen), {1, 3, 8, 8});
   // Multiply-accumulates per output element times outputs; norm and pooling: one per input element.
   const std::vector<std::pair<std::string, double>> want = {
-      {"stem", 8 * 8 * 4 * (3 * 3 * 3 + 1)},                      // 7168
-      {"bn", 4 * 8 * 8},                                          // 256
+      {"stem", 8 * 8 * 4 * (3 * 3 * 3 + 1)},  // 7168
+      {"bn", 4 * 8 * 8},                      // 256
       {"relu", 0},
       {"layer.0", 8 * 8 * 4 * (4 * 9) + 4 * 8 * 8 + 8 * 8 * 4 * 4},  // body conv + bn, 1x1 shortcut: 10496
       // conv 3x3 stride 2 to 8 channels, bn, conv 3x3, bn; downsample 1x1 stride 2 + bn, on 4x4 outputs
       {"layer.1", 4 * 4 * 8 * (4 * 9) + 128 + 4 * 4 * 8 * (8 * 9) + 128 + 4 * 4 * 8 * 4 + 128},  // 14720
-      {"dw", 4 * 4 * 8 * 9},                                      // depthwise: one input channel per output
+      {"dw", 4 * 4 * 8 * 9},  // depthwise: one input channel per output
       {"pool", 8 * 4 * 4},
       {"gap", 8 * 2 * 2},
       {"fc", 10 * (8 + 1)},
@@ -80,7 +80,8 @@ TEST(Partition, UnitsAndFlopsOfASmallModelMatchHandCounts) {
   EXPECT_EQ(units.back().output, (Shape{1, 10}));
   // Residual blocks stay whole; a plain Sequential of one item is not opened.
   auto one = std::make_shared<models::Sequential>();
-  one->add("wrap", std::make_shared<models::Sequential>(std::vector<models::ModulePtr>{std::make_shared<models::ReLU>()}));
+  one->add("wrap",
+           std::make_shared<models::Sequential>(std::vector<models::ModulePtr>{std::make_shared<models::ReLU>()}));
   EXPECT_EQ(model_units(*one, {1, 3, 8, 8}).at(0).name, "wrap");
   EXPECT_THROW(model_units(*small_model(gen), {1, 5, 8, 8}), ShapeError);
 }
@@ -100,7 +101,7 @@ std::vector<double> resnet18_cifar_flops(int64_t w) {
     f.push_back(block(c, c, hw, false));
     in = c;
   }
-  f.push_back(8.0 * w * 4 * 4);      // global average pool over 8w x 4 x 4
+  f.push_back(8.0 * w * 4 * 4);     // global average pool over 8w x 4 x 4
   f.push_back(10.0 * (8 * w + 1));  // fc
   return f;
 }
@@ -128,8 +129,10 @@ std::pair<double, int> best_by_search(const std::vector<double>& f, int stages) 
       double last = 0;
       for (size_t i = from; i < f.size(); ++i) last += f[i];
       const double v = std::max(worst, last);
-      if (v < best) best = v, count = 1;
-      else if (v == best) ++count;
+      if (v < best)
+        best = v, count = 1;
+      else if (v == best)
+        ++count;
       return;
     }
     double stage = 0;

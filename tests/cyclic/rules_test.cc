@@ -10,9 +10,9 @@
 #include "models/losses.h"
 #include "parallel/cyclic/partition.h"
 #include "parallel/cyclic/trainer.h"
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/error.h"
 #include "runtime/optim/lr_schedule.h"
+#include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
 #include "tests/cyclic/cyclic_testing.h"
 #include "tests/testing.h"
@@ -99,7 +99,8 @@ class Reference {
   // Rank i's parameters as tensors of the model's shapes.
   NamedTensors rank(int i) const {
     NamedTensors out;
-    for (auto& np : model_->named_parameters()) out.push_back({np.first, from_vector<float>(theta_[i].at(np.first), np.second.shape())});
+    for (auto& np : model_->named_parameters())
+      out.push_back({np.first, from_vector<float>(theta_[i].at(np.first), np.second.shape())});
     return out;
   }
   // The running statistics of rank i (or the shared set), and the stage each buffer belongs to.
@@ -219,12 +220,15 @@ TEST_P(RulesTest, TrajectoryEqualsTheSequentialReferenceBitwise) {
 }
 
 std::vector<Case> rule_cases() {
-  std::vector<Case> cs = {
-      {Rule::Dp, Mode::DpWorkers, true},     {Rule::CdpV1, Mode::DpWorkers, true},
-      {Rule::CdpV2, Mode::DpWorkers, true},  {Rule::Dp, Mode::ModelParallel, true},
-      {Rule::CdpV1, Mode::ModelParallel, true}, {Rule::CdpV2, Mode::ModelParallel, false},
-      {Rule::Dp, Mode::Zero, true},          {Rule::CdpV1, Mode::Zero, true},
-      {Rule::CdpV2, Mode::Zero, false}};
+  std::vector<Case> cs = {{Rule::Dp, Mode::DpWorkers, true},
+                          {Rule::CdpV1, Mode::DpWorkers, true},
+                          {Rule::CdpV2, Mode::DpWorkers, true},
+                          {Rule::Dp, Mode::ModelParallel, true},
+                          {Rule::CdpV1, Mode::ModelParallel, true},
+                          {Rule::CdpV2, Mode::ModelParallel, false},
+                          {Rule::Dp, Mode::Zero, true},
+                          {Rule::CdpV1, Mode::Zero, true},
+                          {Rule::CdpV2, Mode::Zero, false}};
   // N != S, where CDP-v2 follows the official code's mask rather than the timeline's.
   for (auto ns : {std::pair<int, int>{2, 4}, {5, 3}})
     for (Mode m : {Mode::DpWorkers, Mode::ModelParallel, Mode::Zero})

@@ -53,8 +53,8 @@ TEST(UnitModel, CyclicStoredActivationsAreConstantInSteadyState) {
       // Steady state: from the start of the last micro-batch's first round to the end of the first's last.
       int from = static_cast<int>((n - 1) * period / n + 0.5), to = static_cast<int>(5 * period);
       for (int step = from; step < to; ++step)
-        EXPECT_DOUBLE_EQ(stored[step], expected) << "N=" << n << " S=" << s << " " << rule_name(rule) << " step "
-                                                 << step;
+        EXPECT_DOUBLE_EQ(stored[step], expected)
+            << "N=" << n << " S=" << s << " " << rule_name(rule) << " step " << step;
     }
   }
 }
@@ -87,14 +87,14 @@ TEST(UnitModel, DpPeaksAtNTimesSAtTheEndOfTheForward) {
 TEST(UnitModel, ModelParallelTimelineMatchesThePaperFigure) {
   const std::vector<std::vector<std::string>> figure = {
       // stage 1
-      {"1f", "", "2f", "", "3f", "1b", "1f", "2b", "2f", "3b", "3f", "1b", "1f", "2b", "2f", "3b", "3f", "1b", "1f",
-       "2b", "2f", "3b"},
+      {"1f", "",   "2f", "",   "3f", "1b", "1f", "2b", "2f", "3b", "3f",
+       "1b", "1f", "2b", "2f", "3b", "3f", "1b", "1f", "2b", "2f", "3b"},
       // stage 2
-      {"", "1f", "", "2f", "1b", "3f", "2b", "1f", "3b", "2f", "1b", "3f", "2b", "1f", "3b", "2f", "1b", "3f", "2b",
-       "1f", "3b", "2f"},
+      {"",   "1f", "",   "2f", "1b", "3f", "2b", "1f", "3b", "2f", "1b",
+       "3f", "2b", "1f", "3b", "2f", "1b", "3f", "2b", "1f", "3b", "2f"},
       // stage 3
-      {"", "", "1f", "1b", "2f", "2b", "3f", "3b", "1f", "1b", "2f", "2b", "3f", "3b", "1f", "1b", "2f", "2b", "3f",
-       "3b", "1f", "1b"},
+      {"",   "",   "1f", "1b", "2f", "2b", "3f", "3b", "1f", "1b", "2f",
+       "2b", "3f", "3b", "1f", "1b", "2f", "2b", "3f", "3b", "1f", "1b"},
   };
   Timeline t = unit_timeline(Rule::CdpV1, Mode::ModelParallel, 3, 3, 5);
   SimResult r = simulate(t.schedule);
@@ -110,8 +110,8 @@ TEST(UnitModel, ModelParallelTimelineMatchesThePaperFigure) {
   for (int l = 0; l < 3; ++l)
     for (int step = 0; step < 22; ++step) {
       auto it = cells[l].find(step);
-      EXPECT_EQ(it == cells[l].end() ? std::string() : it->second, figure[l][step]) << "stage " << l + 1 << " step "
-                                                                                    << step;
+      EXPECT_EQ(it == cells[l].end() ? std::string() : it->second, figure[l][step])
+          << "stage " << l + 1 << " step " << step;
     }
   // Steady state: every stage busy at every step (S workers serve N = S micro-batches).
   for (int l = 0; l < 3; ++l)
@@ -146,7 +146,8 @@ double shortest_period(Rule rule, int n, int s) {
     if (std::abs(c - 2.0 * s / n) < std::abs(j - 2.0 * s / n) - 1e-12) j = c;
   const int rounds = 40;
   // end[k][r][o]: end of operation o (0..2S-1) of micro-batch r in round k.
-  std::vector<std::vector<std::vector<double>>> end(rounds, std::vector<std::vector<double>>(n, std::vector<double>(ops)));
+  std::vector<std::vector<std::vector<double>>> end(rounds,
+                                                    std::vector<std::vector<double>>(n, std::vector<double>(ops)));
   std::vector<double> first_start(rounds);
   for (int k = 0; k < rounds; ++k)
     for (int r = 0; r < n; ++r) {
@@ -193,8 +194,8 @@ TEST(UnitModel, CdpV2RunsAtThePeriodItsDependenciesAllow) {
   EXPECT_DOUBLE_EQ(shortest_period(Rule::CdpV1, 8, 2), 8);
   for (int s : {2, 3, 4, 8}) EXPECT_DOUBLE_EQ(shortest_period(Rule::CdpV2, s, s), 2.0 * s);
   EXPECT_GT(shortest_period(Rule::CdpV2, 8, 4), shortest_period(Rule::CdpV1, 8, 4));
-  for (auto ns : std::vector<std::pair<int, int>>{{2, 2}, {3, 3}, {4, 4}, {8, 8}, {8, 4}, {2, 4}, {5, 3}, {4, 2},
-                                                  {3, 5}, {6, 3}})
+  for (auto ns :
+       std::vector<std::pair<int, int>>{{2, 2}, {3, 3}, {4, 4}, {8, 8}, {8, 4}, {2, 4}, {5, 3}, {4, 2}, {3, 5}, {6, 3}})
     for (Mode mode : {Mode::DpWorkers, Mode::Zero})
       for (GradSync sync : {GradSync::Chain, GradSync::AllReduce}) {
         if (mode == Mode::Zero && sync == GradSync::AllReduce) continue;  // zero always sums along its chain
@@ -246,8 +247,8 @@ TEST(Timeline, EveryModeRuleAndShapeGivesAValidDeadlockFreeSchedule) {
   for (Mode mode : {Mode::DpWorkers, Mode::ModelParallel, Mode::Zero})
     for (Rule rule : {Rule::Dp, Rule::CdpV1, Rule::CdpV2})
       for (GradSync sync : {GradSync::AllReduce, GradSync::Chain})
-        for (auto ns : std::vector<std::pair<int, int>>{{1, 1}, {1, 3}, {3, 1}, {2, 3}, {2, 4}, {3, 3}, {5, 3}, {4, 2},
-                                                        {8, 4}}) {
+        for (auto ns :
+             std::vector<std::pair<int, int>>{{1, 1}, {1, 3}, {3, 1}, {2, 3}, {2, 4}, {3, 3}, {5, 3}, {4, 2}, {8, 4}}) {
           for (int64_t first : {0, 1, 3}) {
             TimelineSpec spec;
             spec.rule = rule;
@@ -265,8 +266,8 @@ TEST(Timeline, EveryModeRuleAndShapeGivesAValidDeadlockFreeSchedule) {
             }
             c.link_bytes_per_s = 1000;
             Timeline t;
-            ASSERT_NO_THROW(t = build_timeline(spec, c)) << mode_name(mode) << " " << rule_name(rule) << " "
-                                                         << ns.first << "x" << ns.second << " from " << first;
+            ASSERT_NO_THROW(t = build_timeline(spec, c)) << mode_name(mode) << " " << rule_name(rule) << " " << ns.first
+                                                         << "x" << ns.second << " from " << first;
             ASSERT_NO_THROW(simulate(t.schedule));
             // Also when a send completes only with its receive, as over NCCL (a crossed pair deadlocks).
             ASSERT_NO_THROW(simulate(t.schedule, SendModel::Rendezvous))

@@ -10,8 +10,8 @@
 #include "data/transforms.h"
 #include "models/losses.h"
 #include "parallel/cyclic/trainer.h"
-#include "tests/cyclic/cyclic_testing.h"
 #include "runtime/tensor/autograd.h"
+#include "tests/cyclic/cyclic_testing.h"
 #include "tests/testing.h"
 
 namespace tandem {

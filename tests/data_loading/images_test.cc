@@ -2,8 +2,8 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -52,7 +52,8 @@ TEST(Codec, DecodesJpegAndPng) {
   EXPECT_EQ(back.width, 53);
   EXPECT_EQ(back.hwc, rgb.hwc);  // lossless
   auto gpng = testdata::encode_png(gray);
-  Image g0 = decode_image(gpng.data(), gpng.size(), 0, "gray.png"), g3 = decode_image(gpng.data(), gpng.size(), 3, "gray.png");
+  Image g0 = decode_image(gpng.data(), gpng.size(), 0, "gray.png"),
+        g3 = decode_image(gpng.data(), gpng.size(), 3, "gray.png");
   EXPECT_EQ(g0.channels, 1);
   EXPECT_EQ(g0.hwc, gray.hwc);
   ASSERT_EQ(g3.channels, 3);
@@ -115,7 +116,7 @@ TEST(Codec, ImagesLargerThanTheirFileJustifiesAreRefused) {
   auto dense = png_sized(10000, 10000);
   expect_error<IoError>([&] { decode_image(dense.data(), dense.size(), 0, "dense.png"); },
                         {"dense.png", "10000x10000 pixels is more than a file of " + std::to_string(dense.size()) +
-                         " bytes can hold (16384 pixels per byte)"});
+                                          " bytes can hold (16384 pixels per byte)"});
 
   auto jpg = testdata::encode_jpeg(rgb, 90);
   size_t sof = 2;  // the baseline frame header: FF C0, length, precision, height, width
@@ -357,9 +358,9 @@ TEST(Packed, WriterRejectsBadRecords) {
   const std::string dir = make_temp_dir("packed-writer");
   RecordWriter w(dir + "/x.tdrec", 0, 1, 3);
   std::vector<uint8_t> px(12, 1);
-  EXPECT_THROW(w.add(px.data(), px.size(), 3, 2, 2, 3, RecordEncoding::Raw), ValueError);   // label
-  EXPECT_THROW(w.add(px.data(), px.size(), 0, 2, 3, 3, RecordEncoding::Raw), ValueError);   // size
-  EXPECT_THROW(w.add(px.data(), px.size(), 0, 2, 2, 2, RecordEncoding::Raw), ValueError);   // channels
+  EXPECT_THROW(w.add(px.data(), px.size(), 3, 2, 2, 3, RecordEncoding::Raw), ValueError);  // label
+  EXPECT_THROW(w.add(px.data(), px.size(), 0, 2, 3, 3, RecordEncoding::Raw), ValueError);  // size
+  EXPECT_THROW(w.add(px.data(), px.size(), 0, 2, 2, 2, RecordEncoding::Raw), ValueError);  // channels
 }
 
 }  // namespace

@@ -90,8 +90,10 @@ TEST(Loader, SameSeedSameBatchesForAnyThreadCount) {
       std::vector<Batch> got = drain(loader, 2);
       ASSERT_EQ(got.size(), 16u);
       EXPECT_EQ(got.back().images.size(0), 7);
-      if (ref.empty()) ref = got;
-      else expect_same(ref, got);
+      if (ref.empty())
+        ref = got;
+      else
+        expect_same(ref, got);
     }
   }
   // A different seed shuffles and augments differently.
@@ -127,7 +129,8 @@ TEST(Loader, EpochsArePermutationsAndDiffer) {
   const int64_t per = 3 * 8 * 8;
   for (const auto& flat : epochs) {
     std::multiset<std::vector<float>> seen, expected;
-    for (int64_t i = 0; i < 50; ++i) seen.insert(std::vector<float>(flat.begin() + i * per, flat.begin() + (i + 1) * per));
+    for (int64_t i = 0; i < 50; ++i)
+      seen.insert(std::vector<float>(flat.begin() + i * per, flat.begin() + (i + 1) * per));
     for (int64_t i = 0; i < 50; ++i) {
       Sample s = ds->get(i);
       std::vector<float> v(per);

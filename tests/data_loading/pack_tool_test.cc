@@ -66,8 +66,10 @@ TEST(PackTool, PacksAnImageFolderIntoEquivalentShards) {
     for (int i = 0; i < 4; ++i) {
       Image im = testdata::smooth_image(10 + i, 14, i == 3 ? 1 : 3, seed + i + (cls[0] == 'd' ? 100 : 0));
       std::string base = images + "/" + cls + "/" + std::to_string(i);
-      if (i % 2 == 0) testdata::write_file(base + ".jpg", testdata::encode_jpeg(im, 90));
-      else testdata::write_file(base + ".png", testdata::encode_png(im));
+      if (i % 2 == 0)
+        testdata::write_file(base + ".jpg", testdata::encode_jpeg(im, 90));
+      else
+        testdata::write_file(base + ".png", testdata::encode_png(im));
     }
   }
   Result r = pack("--input folder:" + images + " --output " + out + "/train --shards 3");

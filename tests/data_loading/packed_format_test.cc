@@ -151,9 +151,12 @@ TEST(PackedFormat, EntryFields) {
   auto entry_changed = [&](int record, size_t field, uint64_t value, int width) {
     Bytes b = s.good;
     const size_t at = s.entry(record) + field;
-    if (width == 8) put64(b, at, value);
-    else if (width == 4) put32(b, at, static_cast<uint32_t>(value));
-    else b[at] = static_cast<uint8_t>(value);
+    if (width == 8)
+      put64(b, at, value);
+    else if (width == 4)
+      put32(b, at, static_cast<uint32_t>(value));
+    else
+      b[at] = static_cast<uint8_t>(value);
     fix_index_crc(b, s.index);
     return b;
   };

@@ -193,8 +193,10 @@ TEST(FashionMnist, MissingPackageNamesIt) {
   setenv("TANDEM_FASHION_MNIST_DIR", "/nonexistent/fashion", 1);
   expect_error<IoError>([] { open_dataset("fashion-mnist", true); },
                         {"/nonexistent/fashion", "dataset-fashion-mnist", "TANDEM_FASHION_MNIST_DIR"});
-  if (old != nullptr) setenv("TANDEM_FASHION_MNIST_DIR", saved.c_str(), 1);
-  else unsetenv("TANDEM_FASHION_MNIST_DIR");
+  if (old != nullptr)
+    setenv("TANDEM_FASHION_MNIST_DIR", saved.c_str(), 1);
+  else
+    unsetenv("TANDEM_FASHION_MNIST_DIR");
 }
 
 // ---- CIFAR ----
@@ -234,8 +236,7 @@ TEST(Cifar, Cifar10ReadsAllBatchesAsHwc) {
   ASSERT_EQ(s.image.channels, 3);
   for (int y = 0; y < 32; ++y)
     for (int x = 0; x < 32; ++x)
-      for (int c = 0; c < 3; ++c)
-        ASSERT_EQ(s.image.hwc[(y * 32 + x) * 3 + c], rec[1 + c * 1024 + y * 32 + x]);
+      for (int c = 0; c < 3; ++c) ASSERT_EQ(s.image.hwc[(y * 32 + x) * 3 + c], rec[1 + c * 1024 + y * 32 + x]);
   EXPECT_EQ(test->get(7).label, files[5][7 * 3073]);
 }
 

@@ -43,7 +43,8 @@ TEST(Transforms, RandomCropIsAWindowOfThePaddedImage) {
         bool same = true;
         for (int y = 0; y < 8 && same; ++y)
           for (int x = 0; x < 9 && same; ++x)
-            for (int c = 0; c < 3 && same; ++c) same = out.hwc[(y * 9 + x) * 3 + c] == px(im, top + y - 2, left + x - 2, c);
+            for (int c = 0; c < 3 && same; ++c)
+              same = out.hwc[(y * 9 + x) * 3 + c] == px(im, top + y - 2, left + x - 2, c);
         if (same) {
           ++found;
           offsets.insert({top, left});
@@ -98,7 +99,9 @@ TEST(Transforms, BilinearResizeMatchesAReference) {
   uint64_t seed = testing::fresh_seed();
   Image im = random_image(23, 31, 3, seed);
   for (auto [box, oh, ow] : {std::tuple<CropBox, int64_t, int64_t>{CropBox{0, 0, 23, 31}, 11, 40},
-                             {CropBox{3, 5, 15, 20}, 32, 32}, {CropBox{1, 2, 7, 9}, 7, 9}, {CropBox{0, 0, 23, 31}, 5, 3}}) {
+                             {CropBox{3, 5, 15, 20}, 32, 32},
+                             {CropBox{1, 2, 7, 9}, 7, 9},
+                             {CropBox{0, 0, 23, 31}, 5, 3}}) {
     Image out = resize_bilinear(im, box, oh, ow);
     ASSERT_EQ(out.height, oh);
     ASSERT_EQ(out.width, ow);
@@ -191,7 +194,8 @@ TEST(Pipeline, PresetsShapesAndDeterminism) {
   for (const char* spec : {"cifar-train", "cifar-eval,cutout:size=8", "none"}) {
     Pipeline p = Pipeline::parse(spec);
     std::vector<float> a(3 * 32 * 32), b(a.size()), c(a.size());
-    Generator g1 = sample_generator(seed, 3, 17), g2 = sample_generator(seed, 3, 17), g3 = sample_generator(seed, 4, 17);
+    Generator g1 = sample_generator(seed, 3, 17), g2 = sample_generator(seed, 3, 17),
+              g3 = sample_generator(seed, 4, 17);
     p.apply(im, g1, a.data());
     p.apply(im, g2, b.data());
     p.apply(im, g3, c.data());

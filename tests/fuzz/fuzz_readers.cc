@@ -16,9 +16,9 @@
 #include "models/layers.h"
 #include "models/sequential.h"
 #include "runtime/base/error.h"
+#include "runtime/formats/safetensors.h"
 #include "runtime/tensor/ops.h"
 #include "runtime/tensor/rng.h"
-#include "runtime/formats/safetensors.h"
 #include "tests/data_loading/dataset_files.h"
 
 namespace tandem {
@@ -41,8 +41,8 @@ void read_samples(const data::Dataset& ds) {
 }
 
 uint32_t get32(const Bytes& b, size_t at) {
-  return static_cast<uint32_t>(b[at]) | static_cast<uint32_t>(b[at + 1]) << 8 |
-         static_cast<uint32_t>(b[at + 2]) << 16 | static_cast<uint32_t>(b[at + 3]) << 24;
+  return static_cast<uint32_t>(b[at]) | static_cast<uint32_t>(b[at + 1]) << 8 | static_cast<uint32_t>(b[at + 2]) << 16 |
+         static_cast<uint32_t>(b[at + 3]) << 24;
 }
 uint64_t get64(const Bytes& b, size_t at) { return get32(b, at) | static_cast<uint64_t>(get32(b, at + 4)) << 32; }
 void put32(Bytes& b, size_t at, uint32_t v) {
@@ -174,13 +174,20 @@ Outcome read_input(const std::string& reader, const uint8_t* data, size_t size) 
   const Bytes in(data, data + size);
   Outcome out;
   try {
-    if (reader == "idx") read_idx(in);
-    else if (reader == "cifar") read_cifar(in);
-    else if (reader == "image") read_image(in);
-    else if (reader == "packed") read_packed(in);
-    else if (reader == "safetensors") read_safetensors(in);
-    else if (reader == "checkpoint") read_checkpoint(in);
-    else TD_THROW(InternalError, "fuzz: unknown reader '", reader, "'");
+    if (reader == "idx")
+      read_idx(in);
+    else if (reader == "cifar")
+      read_cifar(in);
+    else if (reader == "image")
+      read_image(in);
+    else if (reader == "packed")
+      read_packed(in);
+    else if (reader == "safetensors")
+      read_safetensors(in);
+    else if (reader == "checkpoint")
+      read_checkpoint(in);
+    else
+      TD_THROW(InternalError, "fuzz: unknown reader '", reader, "'");
     out.accepted = true;
   } catch (const InternalError&) {
     throw;  // a broken invariant is a bug, not an answer to bad input

@@ -8,8 +8,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <new>
-#include <typeinfo>
 #include <string>
+#include <typeinfo>
 #include <vector>
 
 #include "runtime/base/error.h"
@@ -109,7 +109,10 @@ TEST(FuzzRegressions, EveryReaderHasATestAndTheCasesAreThere) {
 TEST(FuzzRegressions, CheckersCatchWhatTheyGuard) {
   g_largest = 0;
   g_watching = true;
-  { std::vector<uint8_t> big(3 << 20); EXPECT_EQ(big.size(), size_t{3} << 20); }
+  {
+    std::vector<uint8_t> big(3 << 20);
+    EXPECT_EQ(big.size(), size_t{3} << 20);
+  }
   g_watching = false;
   EXPECT_GE(g_largest.load(), size_t{3} << 20);
   EXPECT_THROW(read_input("no-such-reader", nullptr, 0), InternalError);

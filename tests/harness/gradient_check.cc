@@ -77,8 +77,8 @@ void expect_finite_differences(const std::function<double()>& loss, const NamedT
     if (kept.empty()) continue;
     const Discrepancy d = compare_values(got, want, magnitude > check.magnitude_floor ? 0.0 : magnitude);
     EXPECT_LE(d.error, check.tol) << name << " of shape " << shape_str(t.shape()) << ": element " << kept[d.at]
-                                  << " has autograd " << got[d.at] << ", finite difference " << want[d.at]
-                                  << " (error " << d.error << " of the gradient's magnitude)";
+                                  << " has autograd " << got[d.at] << ", finite difference " << want[d.at] << " (error "
+                                  << d.error << " of the gradient's magnitude)";
   }
 }
 

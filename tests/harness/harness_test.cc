@@ -41,9 +41,8 @@ TEST(GradientCheck, TensorFunctionWithScaledBackwardFails) {
   Generator gen(fresh_seed());
   x = randn({2, 5}, gen, TensorOptions(DType::F64).with_device(Device::cpu())).set_requires_grad();
   expect_gradients_match([](const TV& in) { return mul(in[0], in[0]); }, {x});
-  EXPECT_NONFATAL_FAILURE(
-      expect_gradients_match([](const TV& in) { return mul(scaled_backward(in[0]), in[0]); }, {x}),
-      "finite difference");
+  EXPECT_NONFATAL_FAILURE(expect_gradients_match([](const TV& in) { return mul(scaled_backward(in[0]), in[0]); }, {x}),
+                          "finite difference");
 }
 
 // relu(x) with one probe within a step of its kink: skipped, so the check passes; a gradient scaled by 1.01 is
@@ -61,8 +60,7 @@ TEST(GradientCheck, KinkSkippingStillCatchesAScaledBackward) {
   expect_gradients_match([] { return sum(relu(x)); }, {{"x", x}}, skipping);
   EXPECT_NONFATAL_FAILURE(expect_gradients_match([] { return sum(relu(scaled_backward(x))); }, {{"x", x}}, skipping),
                           "finite difference");
-  EXPECT_NONFATAL_FAILURE(expect_gradients_match([] { return sum(relu(x)); }, {{"x", x}}, plain),
-                          "finite difference");
+  EXPECT_NONFATAL_FAILURE(expect_gradients_match([] { return sum(relu(x)); }, {{"x", x}}, plain), "finite difference");
 }
 
 TEST(ForwardCheck, WrongForwardFails) {

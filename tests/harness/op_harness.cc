@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/config.h"
+#include "runtime/tensor/autograd.h"
 #include "tests/harness/gradient_check.h"
 
 namespace tandem {
@@ -99,8 +99,7 @@ Sampler sharing_input(int k) {
   return [k](Generator& gen, int64_t n, const std::vector<HostTensor>& earlier) {
     const std::vector<double>& src = earlier.at(k).v;
     std::vector<double> v(static_cast<size_t>(n));
-    for (double& x : v)
-      x = gen.uniform() < 0.5 ? src[gen.integer(src.size())] : draw_normal(gen);
+    for (double& x : v) x = gen.uniform() < 0.5 ? src[gen.integer(src.size())] : draw_normal(gen);
     return v;
   };
 }
@@ -124,7 +123,9 @@ Sampler coin_flips() {
 InputSpec float_in(Shape shape, Sampler sample, bool grad) {
   return InputSpec{std::move(shape), std::move(sample), Role::Float, grad};
 }
-InputSpec index_in(Shape shape, int64_t bound) { return InputSpec{std::move(shape), indices(bound), Role::Int64, false}; }
+InputSpec index_in(Shape shape, int64_t bound) {
+  return InputSpec{std::move(shape), indices(bound), Role::Int64, false};
+}
 InputSpec mask_in(Shape shape) { return InputSpec{std::move(shape), coin_flips(), Role::Mask, false}; }
 
 OpCase make_case(std::string name, std::vector<InputSpec> inputs, OpFn run, RefFn reference, bool grad) {
@@ -167,7 +168,8 @@ Tensor make_input(const InputSpec& s, const HostTensor& h, DType dtype, Device d
 std::vector<Tensor> make_inputs(const OpCase& c, const std::vector<HostTensor>& host, DType dtype, Device device,
                                 bool requires_grad) {
   std::vector<Tensor> in;
-  for (size_t i = 0; i < c.inputs.size(); ++i) in.push_back(make_input(c.inputs[i], host[i], dtype, device, requires_grad));
+  for (size_t i = 0; i < c.inputs.size(); ++i)
+    in.push_back(make_input(c.inputs[i], host[i], dtype, device, requires_grad));
   return in;
 }
 
@@ -190,8 +192,8 @@ std::vector<Tensor> run_keeping_inputs(const OpCase& c, const std::vector<Tensor
   for (const Tensor& t : in) before.push_back(t.clone());
   std::vector<Tensor> outs = c.run(in, dtype);
   for (size_t i = 0; i < in.size(); ++i)
-    expect_bitwise_equal(in[i], before[i], c.name + ": input " + std::to_string(i) + " changed by the op on " +
-                                               in[i].device().str());
+    expect_bitwise_equal(in[i], before[i],
+                         c.name + ": input " + std::to_string(i) + " changed by the op on " + in[i].device().str());
   return outs;
 }
 

@@ -63,7 +63,7 @@ struct OpCase {
   std::vector<InputSpec> inputs;
   OpFn run;
   RefFn reference;
-  bool grad = true;       // check gradients (every float output must then require grad)
+  bool grad = true;        // check gradients (every float output must then require grad)
   double tol_f32 = 1e-5;   // forward tolerance in f32 (relative to the output's magnitude, see compare_values)
   double tol_f64 = 1e-12;  // the same in f64
   double fd_step = 1e-6;   // the finite differences' step in f64 (GradientCheck of gradient_check.h)

@@ -178,8 +178,7 @@ HostTensor matmul(const HostTensor& a, const HostTensor& b) {
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
         double s = 0;
-        for (int64_t q = 0; q < k; ++q)
-          s += a.v[(p * m + i) * k + q] * b.v[(batched ? p * k * n : 0) + q * n + j];
+        for (int64_t q = 0; q < k; ++q) s += a.v[(p * m + i) * k + q] * b.v[(batched ? p * k * n : 0) + q * n + j];
         y.v[(p * m + i) * n + j] = s;
       }
   return y;

@@ -57,11 +57,11 @@ TEST(CpuBatchNormF32, TrainingForwardAndBackwardMatchF64Formulas) {
     const BatchNormGeometry& g = k.g;
     const double eps = 1e-5, momentum = 0.1, m = static_cast<double>(g.n * g.hw);
     std::vector<float> y(k.x.size()), mean(g.c), invstd(g.c), rmean = k.rmean, rvar = k.rvar;
-    ASSERT_TRUE(cpu::batch_norm_f32_forward_train(g, k.x.data(), k.w.data(), k.b.data(), eps, momentum,
-                                                  rmean.data(), rvar.data(), y.data(), mean.data(), invstd.data()));
+    ASSERT_TRUE(cpu::batch_norm_f32_forward_train(g, k.x.data(), k.w.data(), k.b.data(), eps, momentum, rmean.data(),
+                                                  rvar.data(), y.data(), mean.data(), invstd.data()));
     std::vector<float> dx(k.x.size()), dw(g.c), db(g.c);
-    ASSERT_TRUE(cpu::batch_norm_f32_backward(g, true, k.x.data(), k.dy.data(), k.w.data(), mean.data(),
-                                             invstd.data(), dx.data(), dw.data(), db.data()));
+    ASSERT_TRUE(cpu::batch_norm_f32_backward(g, true, k.x.data(), k.dy.data(), k.w.data(), mean.data(), invstd.data(),
+                                             dx.data(), dw.data(), db.data()));
     for (int64_t c = 0; c < g.c; ++c) {
       double mu = 0, var = 0;
       for (int64_t i = 0; i < g.n; ++i)
@@ -113,13 +113,13 @@ TEST(CpuBatchNormF32, EvaluationForwardAndBackwardMatchF64Formulas) {
     const BatchNormGeometry& g = k.g;
     const double eps = 1e-3;
     std::vector<float> y(k.x.size()), invstd(g.c);
-    ASSERT_TRUE(cpu::batch_norm_f32_forward_eval(g, k.x.data(), k.w.data(), k.b.data(), k.rmean.data(),
-                                                 k.rvar.data(), eps, y.data()));
+    ASSERT_TRUE(cpu::batch_norm_f32_forward_eval(g, k.x.data(), k.w.data(), k.b.data(), k.rmean.data(), k.rvar.data(),
+                                                 eps, y.data()));
     for (int64_t c = 0; c < g.c; ++c) invstd[c] = static_cast<float>(1.0 / std::sqrt(k.rvar[c] + eps));
     std::vector<float> dx(k.x.size());
     // No weight: the scale is 1. No dweight or dbias asked for.
-    ASSERT_TRUE(cpu::batch_norm_f32_backward(g, false, k.x.data(), k.dy.data(), nullptr, k.rmean.data(),
-                                             invstd.data(), dx.data(), nullptr, nullptr));
+    ASSERT_TRUE(cpu::batch_norm_f32_backward(g, false, k.x.data(), k.dy.data(), nullptr, k.rmean.data(), invstd.data(),
+                                             dx.data(), nullptr, nullptr));
     for (int64_t c = 0; c < g.c; ++c)
       for (int64_t i = 0; i < g.n; ++i)
         for (int64_t p = 0; p < g.hw; ++p) {
@@ -151,8 +151,8 @@ TEST(CpuBatchNormF32, TheSameBitsForAnyThreadCount) {
     std::vector<float> y(k.x.size()), mean(g.c), invstd(g.c), dx(k.x.size()), dw(g.c), db(g.c);
     cpu::batch_norm_f32_forward_train(g, k.x.data(), k.w.data(), k.b.data(), 1e-5, 0.1, nullptr, nullptr, y.data(),
                                       mean.data(), invstd.data());
-    cpu::batch_norm_f32_backward(g, true, k.x.data(), k.dy.data(), k.w.data(), mean.data(), invstd.data(),
-                                 dx.data(), dw.data(), db.data());
+    cpu::batch_norm_f32_backward(g, true, k.x.data(), k.dy.data(), k.w.data(), mean.data(), invstd.data(), dx.data(),
+                                 dw.data(), db.data());
     set_intra_op_threads(before);
     y.insert(y.end(), dx.begin(), dx.end());
     y.insert(y.end(), dw.begin(), dw.end());
@@ -175,8 +175,8 @@ TEST(CpuBatchNormF32, StepsAsideWhenSwitchedOffOrNotF32Nchw) {
   g.dtype = DType::F32;
   const bool before = cpu_onednn();
   set_cpu_onednn(false);
-  EXPECT_FALSE(cpu::batch_norm_f32_forward_train(g, &x, nullptr, nullptr, 1e-5, 0.1, nullptr, nullptr, &y, &mean,
-                                                 &invstd));
+  EXPECT_FALSE(
+      cpu::batch_norm_f32_forward_train(g, &x, nullptr, nullptr, 1e-5, 0.1, nullptr, nullptr, &y, &mean, &invstd));
   EXPECT_FALSE(cpu::batch_norm_f32_backward(g, true, &x, &x, nullptr, &mean, &invstd, &y, nullptr, nullptr));
   set_cpu_onednn(before);
   EXPECT_EQ(y, 0.f) << "nothing written";

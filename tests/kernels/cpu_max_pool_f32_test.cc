@@ -80,8 +80,8 @@ TEST(CpuMaxPoolF32, MatchesAPlainScanOfEachWindow) {
           else
             EXPECT_EQ(y[o], best) << "trial " << trial << " output " << o;
           EXPECT_EQ(idx[o], arg) << "trial " << trial << " output (" << oy << ", " << ox << ") of plane " << p
-                                 << ", kernel " << g.kernel_h << "x" << g.kernel_w << " stride " << g.stride_h
-                                 << "x" << g.stride_w << " pad " << g.pad_h << "x" << g.pad_w;
+                                 << ", kernel " << g.kernel_h << "x" << g.kernel_w << " stride " << g.stride_h << "x"
+                                 << g.stride_w << " pad " << g.pad_h << "x" << g.pad_w;
           if (::testing::Test::HasFailure()) return;
         }
   }

@@ -54,8 +54,8 @@ TEST(CudaCopy, EveryDtypePairContiguousMatchesCpuBitwise) {
       for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{4096}, int64_t{100003}})
         for (int64_t shift : {0, 1}) {
           Tensor src = source_values({n + shift}, s, d).narrow(0, shift, n);
-          check_copy(pair_name(s, d) + " contiguous n=" + std::to_string(n) + " shift=" + std::to_string(shift), src,
-                     d, {n}, shift == 0 ? 0 : 2, false);
+          check_copy(pair_name(s, d) + " contiguous n=" + std::to_string(n) + " shift=" + std::to_string(shift), src, d,
+                     {n}, shift == 0 ? 0 : 2, false);
         }
 }
 
@@ -77,10 +77,10 @@ TEST(CudaCopy, TransposingCopiesMatchCpuBitwise) {
   for (DType t : {DType::U8, DType::F16, DType::F32, DType::F64}) {
     const std::string name = dtype_name(t);
     check_copy(name + " 2-D", random_cpu({257, 129}, t, 0, 100).t(), t, {129, 257}, 0, false);
-    check_copy(name + " NCHW to NHWC", random_cpu({2, 19, 20, 17}, t, 0, 100).permute({0, 2, 3, 1}), t,
-               {2, 20, 17, 19}, 0, false);
-    check_copy(name + " NHWC to NCHW", random_cpu({3, 9, 7, 40}, t, 0, 100).permute({0, 3, 1, 2}), t,
-               {3, 40, 9, 7}, 1, false);
+    check_copy(name + " NCHW to NHWC", random_cpu({2, 19, 20, 17}, t, 0, 100).permute({0, 2, 3, 1}), t, {2, 20, 17, 19},
+               0, false);
+    check_copy(name + " NHWC to NCHW", random_cpu({3, 9, 7, 40}, t, 0, 100).permute({0, 3, 1, 2}), t, {3, 40, 9, 7}, 1,
+               false);
     check_copy(name + " batched", random_cpu({5, 64, 48}, t, 0, 100).transpose(1, 2), t, {5, 48, 64}, 0, false);
   }
 }
@@ -88,9 +88,9 @@ TEST(CudaCopy, TransposingCopiesMatchCpuBitwise) {
 TEST(CudaCopy, FloatSpecialValuesConvertLikeTheCpu) {
   TD_REQUIRE_GPU();
   const double inf = INFINITY;
-  std::vector<double> v = {0.0,     -0.0,     1.0,      -1.0,    65504.0, 65519.0, 65520.0, 1e6,      -1e6,
-                           1e-8,    -1e-8,    5.96e-8,  2.98e-8, 1e-40,   3.4e38,  1e300,   -1e300,   inf,
-                           -inf,    std::nan(""), 0.1,  1.0 / 3, 2.0 / 3, 1e-30,   6.1e-5,  6.09e-5,  -2.5e-39};
+  std::vector<double> v = {0.0,  -0.0,         1.0,     -1.0,    65504.0, 65519.0, 65520.0, 1e6,     -1e6,
+                           1e-8, -1e-8,        5.96e-8, 2.98e-8, 1e-40,   3.4e38,  1e300,   -1e300,  inf,
+                           -inf, std::nan(""), 0.1,     1.0 / 3, 2.0 / 3, 1e-30,   6.1e-5,  6.09e-5, -2.5e-39};
   const DType floats[] = {DType::F32, DType::F64, DType::F16, DType::BF16};
   for (DType s : floats)
     for (DType d : floats) {

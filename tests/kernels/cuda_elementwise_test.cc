@@ -16,9 +16,9 @@ namespace {
 
 const std::vector<int64_t> kSizes = {1, 3, 4, 17, 1000, 4097, (1 << 16) + 3};
 
-const UnaryOp kUnaryOps[] = {UnaryOp::Neg,     UnaryOp::Exp,       UnaryOp::Log,       UnaryOp::Sqrt,
-                             UnaryOp::Relu,    UnaryOp::Relu6,     UnaryOp::Sigmoid,   UnaryOp::Tanh,
-                             UnaryOp::Abs,     UnaryOp::Pow,       UnaryOp::Clamp,     UnaryOp::AddScalar,
+const UnaryOp kUnaryOps[] = {UnaryOp::Neg,       UnaryOp::Exp,        UnaryOp::Log,       UnaryOp::Sqrt,
+                             UnaryOp::Relu,      UnaryOp::Relu6,      UnaryOp::Sigmoid,   UnaryOp::Tanh,
+                             UnaryOp::Abs,       UnaryOp::Pow,        UnaryOp::Clamp,     UnaryOp::AddScalar,
                              UnaryOp::MulScalar, UnaryOp::RSubScalar, UnaryOp::RDivScalar};
 
 bool needs_positive(UnaryOp op) {
@@ -101,7 +101,7 @@ std::vector<BinaryCase> binary_cases(DType t, double lo, double hi) {
   return cases;
 }
 
-const BinaryOp kArithmetic[] = {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul,
+const BinaryOp kArithmetic[] = {BinaryOp::Add, BinaryOp::Sub,     BinaryOp::Mul,
                                 BinaryOp::Div, BinaryOp::Maximum, BinaryOp::Minimum};
 const BinaryOp kComparisons[] = {BinaryOp::Eq, BinaryOp::Ne, BinaryOp::Lt, BinaryOp::Le, BinaryOp::Gt, BinaryOp::Ge};
 

@@ -46,7 +46,7 @@ void check_gemm(DType t, bool ta, bool tb, const GemmCase& g, double tol) {
   got.expect_intact(what);
 }
 
-const GemmCase kCases[] = {{1, 1, 1, 1, 1.0, 0.0, false},    {17, 33, 65, 1, 1.0, 0.0, false},
+const GemmCase kCases[] = {{1, 1, 1, 1, 1.0, 0.0, false},     {17, 33, 65, 1, 1.0, 0.0, false},
                            {64, 48, 128, 3, 0.5, 1.0, false}, {31, 7, 300, 4, 2.0, -0.5, true},
                            {5, 6, 0, 2, 1.0, 0.75, false},    {200, 130, 40, 1, 1.0, 0.0, false}};
 
@@ -71,8 +71,7 @@ TEST(CudaGemm, MatchesCpu) {
 // Copies device tensor x to the host on stream s (waits for s).
 Tensor host_copy(const Tensor& x, const Stream& s) {
   Tensor out = empty(x.shape(), TensorOptions(x.dtype()));
-  EXPECT_EQ(cudaMemcpyAsync(out.raw_data(), x.raw_data(), x.nbytes(), cudaMemcpyDeviceToHost, s.cuda()),
-            cudaSuccess);
+  EXPECT_EQ(cudaMemcpyAsync(out.raw_data(), x.raw_data(), x.nbytes(), cudaMemcpyDeviceToHost, s.cuda()), cudaSuccess);
   s.synchronize();
   return out;
 }

@@ -28,7 +28,7 @@ Tensor random_indices(int64_t count, int64_t n) {
   return random_cpu({count}, DType::F64, 0, static_cast<double>(n)).to(DType::I64).contiguous();
 }
 
-const std::vector<Layout> kLayouts = {{1, 10, 1, 7},    {3, 50, 4, 20},  {2, 17, 3, 40},   {5, 8, 64, 30},
+const std::vector<Layout> kLayouts = {{1, 10, 1, 7},       {3, 50, 4, 20}, {2, 17, 3, 40},   {5, 8, 64, 30},
                                       {1, 1000, 256, 500}, {64, 30, 1, 9}, {2, 5, 1001, 12}, {300, 10, 100, 1}};
 
 TEST(CudaIndex, IndexSelectMatchesCpuForEveryElementSize) {
@@ -45,8 +45,8 @@ TEST(CudaIndex, IndexSelectMatchesCpuForEveryElementSize) {
                                    want.raw_data(), Stream());
         Tensor xd = to_gpu(x, shift), id = to_gpu(idx);
         Guarded got(t, n, Device::cuda(0), shift);
-        gpu_backend().index_select(t, xd.raw_data(), l.outer, l.n_src, l.inner, id.data<int64_t>(), l.n_idx,
-                                   got.data(), gpu_stream());
+        gpu_backend().index_select(t, xd.raw_data(), l.outer, l.n_src, l.inner, id.data<int64_t>(), l.n_idx, got.data(),
+                                   gpu_stream());
         expect_bitwise_equal(to_host(got.middle()), want, what);
         got.expect_intact(what);
       }
@@ -61,8 +61,8 @@ TEST(CudaIndex, GatherMatchesCpu) {
       const int64_t n = l.outer * l.n_idx * l.inner;
       Tensor idx = random_indices(n, l.n_src);
       Tensor want = empty({n}, t);
-      cpu_backend().gather(t, x.raw_data(), l.outer, l.n_src, l.inner, idx.data<int64_t>(), l.n_idx,
-                           want.raw_data(), Stream());
+      cpu_backend().gather(t, x.raw_data(), l.outer, l.n_src, l.inner, idx.data<int64_t>(), l.n_idx, want.raw_data(),
+                           Stream());
       Tensor xd = to_gpu(x), id = to_gpu(idx);
       Guarded got(t, n, Device::cuda(0), 1);
       gpu_backend().gather(t, xd.raw_data(), l.outer, l.n_src, l.inner, id.data<int64_t>(), l.n_idx, got.data(),
@@ -155,8 +155,7 @@ TEST(CudaIndex, OutOfRangeIndexRaisesAtSynchronizeAndTheContextSurvives) {
     gpu_backend().gather(DType::F32, xd.raw_data(), l.outer, l.n_src, l.inner, id.data<int64_t>(), 2, out.data(), s);
     EXPECT_THROW(s.synchronize(), IndexError);
     Guarded dst(DType::F32, l.outer * l.n_src * l.inner, Device::cuda(0));
-    gpu_backend().scatter_add(DType::F32, out.data(), l.outer, 2, l.inner, id.data<int64_t>(), l.n_src, dst.data(),
-                              s);
+    gpu_backend().scatter_add(DType::F32, out.data(), l.outer, 2, l.inner, id.data<int64_t>(), l.n_src, dst.data(), s);
     EXPECT_THROW(s.synchronize(), IndexError);
     dst.expect_intact("scatter_add with bad indices");
   }

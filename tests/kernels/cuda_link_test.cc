@@ -5,10 +5,10 @@
 #include <string>
 
 #include "kernels/cuda/cuda_backend.h"
-#include "runtime/tensor/backend.h"
 #include "runtime/base/error.h"
 #include "runtime/memory/stream.h"
 #include "runtime/memory/stream_check.h"
+#include "runtime/tensor/backend.h"
 #include "runtime/tensor/tensor.h"
 #include "tests/testing.h"
 

@@ -23,14 +23,16 @@ std::string layout_name(const Layout& l) {
 }
 
 // Rows (inner == 1) and columns, small and large, including shapes that split r into segments.
-const std::vector<Layout> kLayouts = {
-    {1, 1, 1},      {3, 7, 1},       {1000, 5, 1},   {64, 1000, 1},     {5, 4096, 1},   {2, 100003, 1},
-    {1, 1 << 21, 1}, {1, 3, 1 << 20}, {4, 33, 7},     {2, 1000, 64},     {1, 50000, 3},  {100, 3, 200},
-    {3, 20000, 16},  {1, 1 << 18, 4}, {7, 1, 5},      {1, 4099, 1 << 8}};
+const std::vector<Layout> kLayouts = {{1, 1, 1},      {3, 7, 1},       {1000, 5, 1},    {64, 1000, 1},
+                                      {5, 4096, 1},   {2, 100003, 1},  {1, 1 << 21, 1}, {1, 3, 1 << 20},
+                                      {4, 33, 7},     {2, 1000, 64},   {1, 50000, 3},   {100, 3, 200},
+                                      {3, 20000, 16}, {1, 1 << 18, 4}, {7, 1, 5},       {1, 4099, 1 << 8}};
 
 void check_reduce(ReduceOp op, DType t, const Layout& l, int64_t shift, const Tensor& x_cpu) {
-  const std::string what = std::string(op == ReduceOp::Sum ? "sum" : op == ReduceOp::Max ? "max" : "min") + " " +
-                           dtype_name(t) + " " + layout_name(l) + " shift=" + std::to_string(shift);
+  const std::string what = std::string(op == ReduceOp::Sum   ? "sum"
+                                       : op == ReduceOp::Max ? "max"
+                                                             : "min") +
+                           " " + dtype_name(t) + " " + layout_name(l) + " shift=" + std::to_string(shift);
   const bool with_indices = op != ReduceOp::Sum;
   const int64_t n = l.outer * l.inner;
   Guarded want_v(t, n, Device::cpu()), want_i(DType::I64, n, Device::cpu());
@@ -72,19 +74,23 @@ TEST(CudaReduce, NaNAndTiesPickTheFirstPositionLikeTheCpu) {
   TD_REQUIRE_GPU();
   // Few distinct values (many ties), with NaNs sprinkled in some rows and columns.
   for (DType t : {DType::F32, DType::F64})
-    for (const Layout& l : {Layout{300, 40, 1}, Layout{4, 3000, 1}, Layout{1, 1 << 20, 1}, Layout{6, 50, 9},
-                            Layout{2, 20000, 8}}) {
+    for (const Layout& l :
+         {Layout{300, 40, 1}, Layout{4, 3000, 1}, Layout{1, 1 << 20, 1}, Layout{6, 50, 9}, Layout{2, 20000, 8}}) {
       Tensor x = random_cpu({l.outer * l.r * l.inner}, DType::F64, 0, 4).to(DType::I32).to(t).contiguous();
       Tensor noise = random_cpu({x.numel()}, DType::F64, 0, 1);
       auto* xv = static_cast<uint8_t*>(x.raw_data());
       const double* nv = noise.data<double>();
       for (int64_t i = 0; i < x.numel(); ++i) {
         if (nv[i] < 0.002) {
-          if (t == DType::F32) reinterpret_cast<float*>(xv)[i] = NAN;
-          else reinterpret_cast<double*>(xv)[i] = NAN;
+          if (t == DType::F32)
+            reinterpret_cast<float*>(xv)[i] = NAN;
+          else
+            reinterpret_cast<double*>(xv)[i] = NAN;
         } else if (nv[i] < 0.004) {
-          if (t == DType::F32) reinterpret_cast<float*>(xv)[i] = -0.0f;
-          else reinterpret_cast<double*>(xv)[i] = -0.0;
+          if (t == DType::F32)
+            reinterpret_cast<float*>(xv)[i] = -0.0f;
+          else
+            reinterpret_cast<double*>(xv)[i] = -0.0;
         }
       }
       for (ReduceOp op : {ReduceOp::Max, ReduceOp::Min}) check_reduce(op, t, l, 0, x);
@@ -155,8 +161,10 @@ void expect_same_specials(const Tensor& got, const Tensor& want, const std::stri
   ASSERT_EQ(g.size(), w.size());
   int64_t bad = 0;
   for (size_t i = 0; i < g.size(); ++i) {
-    if (std::isnan(g[i]) != std::isnan(w[i]) || std::isinf(g[i]) != std::isinf(w[i])) ++bad;
-    else if (std::isinf(g[i]) && (g[i] > 0) != (w[i] > 0)) ++bad;
+    if (std::isnan(g[i]) != std::isnan(w[i]) || std::isinf(g[i]) != std::isinf(w[i]))
+      ++bad;
+    else if (std::isinf(g[i]) && (g[i] > 0) != (w[i] > 0))
+      ++bad;
   }
   EXPECT_EQ(bad, 0) << what << ": NaN/inf positions differ";
 }

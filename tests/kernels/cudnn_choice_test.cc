@@ -75,10 +75,10 @@ TEST(CudnnChoice, ResultsTimedWithTheRequestedMathComeFirst) {
 
 TEST(CudnnChoice, SkipsWhatCannotRunAsChosen) {
   const std::vector<cudnnConvolutionFwdAlgoPerf_t> found = {
-      result(5, CUDNN_DEFAULT_MATH, 0),                                      // no FMA kernel: not supported
-      result(6, CUDNN_DEFAULT_MATH, 0),                                      // its FMA workspace is too big
-      result(7, CUDNN_FMA_MATH, 0, /*det=*/false),                           // not deterministic
-      result(8, CUDNN_FMA_MATH, 0, true, CUDNN_STATUS_ALLOC_FAILED),         // failed in Find
+      result(5, CUDNN_DEFAULT_MATH, 0),                               // no FMA kernel: not supported
+      result(6, CUDNN_DEFAULT_MATH, 0),                               // its FMA workspace is too big
+      result(7, CUDNN_FMA_MATH, 0, /*det=*/false),                    // not deterministic
+      result(8, CUDNN_FMA_MATH, 0, true, CUDNN_STATUS_ALLOC_FAILED),  // failed in Find
       result(2, CUDNN_DEFAULT_MATH, 0)};
   Sizes sizes;
   sizes.bytes[{6, CUDNN_FMA_MATH}] = 2 * kLimit;

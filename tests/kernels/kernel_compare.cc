@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "runtime/base/cuda_check.h"
-#include "runtime/tensor/rng.h"
 #include "runtime/memory/stream.h"
+#include "runtime/tensor/rng.h"
 #include "tests/testing.h"
 
 namespace tandem {
@@ -38,8 +38,7 @@ Guarded::Guarded(DType t, int64_t n, Device device, int64_t shift) : before_(kGu
 }
 
 void Guarded::load(const Tensor& host) const {
-  ASSERT_TRUE(host.is_contiguous() && host.device().is_cpu() && host.dtype() == middle_.dtype() &&
-              host.numel() == n_);
+  ASSERT_TRUE(host.is_contiguous() && host.device().is_cpu() && host.dtype() == middle_.dtype() && host.numel() == n_);
   if (middle_.device().is_cpu())
     std::memcpy(middle_.raw_data(), host.raw_data(), host.nbytes());
   else
@@ -78,8 +77,8 @@ const void* gpu_mirror(const Tensor& x, Tensor& holder) {
   const size_t bytes = x.storage().nbytes();
   holder = empty({static_cast<int64_t>(bytes)}, TensorOptions(DType::U8).with_device(Device::cuda(0)));
   copy_bytes(holder.raw_data(), x.storage().data(), bytes, cudaMemcpyHostToDevice);
-  const size_t offset = static_cast<size_t>(static_cast<const uint8_t*>(x.raw_data()) -
-                                            static_cast<const uint8_t*>(x.storage().data()));
+  const size_t offset =
+      static_cast<size_t>(static_cast<const uint8_t*>(x.raw_data()) - static_cast<const uint8_t*>(x.storage().data()));
   return static_cast<const uint8_t*>(holder.raw_data()) + offset;
 }
 

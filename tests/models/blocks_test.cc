@@ -4,8 +4,8 @@
 
 #include "models/blocks.h"
 #include "models/registry.h"
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/error.h"
+#include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
 #include "tests/testing.h"
 
@@ -63,8 +63,8 @@ TEST(Blocks, PipeBdBoundaryShapes) {
   EXPECT_EQ(shapes[3].input, expected[2]);
   auto imagenet = make_model("mobilenet_v2");
   shapes = block_shapes(imagenet->blocks(), {256, 3, 224, 224});
-  expected = {{256, 24, 56, 56}, {256, 32, 28, 28}, {256, 64, 14, 14}, {256, 96, 14, 14}, {256, 160, 7, 7},
-              {256, 1000}};
+  expected = {{256, 24, 56, 56}, {256, 32, 28, 28}, {256, 64, 14, 14},
+              {256, 96, 14, 14}, {256, 160, 7, 7},  {256, 1000}};
   for (size_t i = 0; i < 6; ++i) EXPECT_EQ(shapes[i].output, expected[i]) << i;
   ModelOptions narrow;
   narrow.width = 16;

@@ -131,7 +131,8 @@ TEST(Checkpoint, WrongOrDamagedFilesGiveClearErrors) {
   // A weights-only file cannot resume training.
   std::string weights = ::testing::TempDir() + "ck_weights.safetensors";
   save_safetensors(weights, r.model->state_dict());
-  expect_error<ValueError>([&] { load_checkpoint(weights, *r.model, r.opt.get(), nullptr); }, "holds no optimizer state");
+  expect_error<ValueError>([&] { load_checkpoint(weights, *r.model, r.opt.get(), nullptr); },
+                           "holds no optimizer state");
   load_weights(weights, *r.model);
   // A truncated file.
   std::ifstream in(path, std::ios::binary);

@@ -17,8 +17,8 @@
 #include "models/zoo/supernet.h"
 #include "runtime/base/config.h"
 #include "runtime/base/error.h"
-#include "runtime/tensor/ops.h"
 #include "runtime/optim/optim.h"
+#include "runtime/tensor/ops.h"
 #include "tests/testing.h"
 #include "tools/train/trainer.h"
 
@@ -98,9 +98,9 @@ Conv2dSpec cspec(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t pad
 
 TEST(CudaModels, LayersMatchCpu) {
   TD_REQUIRE_GPU();
-  for (const Conv2dSpec& s : {cspec(3, 8, 3, 1, 1, 1, 1, false), cspec(8, 16, 3, 2, 1, 1, 1, true),
-                              cspec(6, 6, 3, 1, 2, 2, 1, false), cspec(8, 8, 5, 2, 2, 1, 8, false),
-                              cspec(8, 12, 1, 1, 0, 1, 4, true), cspec(3, 8, 7, 2, 3, 1, 1, false)})
+  for (const Conv2dSpec& s :
+       {cspec(3, 8, 3, 1, 1, 1, 1, false), cspec(8, 16, 3, 2, 1, 1, 1, true), cspec(6, 6, 3, 1, 2, 2, 1, false),
+        cspec(8, 8, 5, 2, 2, 1, 8, false), cspec(8, 12, 1, 1, 0, 1, 4, true), cspec(3, 8, 7, 2, 3, 1, 1, false)})
     expect_cuda_matches_cpu([&](Generator& g) { return std::make_shared<Conv2d>(s, g); }, {4, s.in_channels, 11, 10},
                             true, "conv " + std::to_string(s.kernel));
   for (bool training : {true, false})
@@ -119,8 +119,8 @@ TEST(CudaModels, LayersMatchCpu) {
   expect_cuda_matches_cpu(
       [](Generator& g) {
         auto seq = std::make_shared<Sequential>();
-        seq->add(std::make_shared<Residual>(std::make_shared<Conv2d>(cspec(3, 3, 3, 1, 1, 1, 1, false), g), nullptr,
-                                            true));
+        seq->add(
+            std::make_shared<Residual>(std::make_shared<Conv2d>(cspec(3, 3, 3, 1, 1, 1, 1, false), g), nullptr, true));
         seq->add(std::make_shared<ReLU>());
         seq->add(std::make_shared<Identity>());
         seq->add(std::make_shared<Flatten>());
@@ -197,9 +197,9 @@ TEST(CudaModels, LossesMatchCpu) {
   check([&](const Tensor& x, Device d) { return mse_loss(x, teacher.to(d)); }, "mse");
   check([&](const Tensor& x, Device d) { return kl_div(log_softmax(x, 1), softmax(teacher.to(d), 1)); }, "kl");
   // A bad label on the device surfaces as IndexError at the next synchronization.
-  EXPECT_THROW(cross_entropy(logits.to(cuda), from_vector<int64_t>({0, 3, 9, 1, 1, 4, 7, 10}, {8}).to(cuda))
-                   .to(Device::cpu()),
-               IndexError);
+  EXPECT_THROW(
+      cross_entropy(logits.to(cuda), from_vector<int64_t>({0, 3, 9, 1, 1, 4, 7, 10}, {8}).to(cuda)).to(Device::cpu()),
+      IndexError);
 }
 
 TEST(CudaModels, OptimizersMatchCpu) {

@@ -11,9 +11,9 @@
 #include "models/checkpoint.h"
 #include "models/registry.h"
 #include "runtime/base/config.h"
+#include "runtime/formats/safetensors.h"
 #include "runtime/tensor/ops.h"
 #include "runtime/tensor/rng.h"
-#include "runtime/formats/safetensors.h"
 #include "tests/testing.h"
 #include "tools/train/trainer.h"
 

@@ -7,8 +7,8 @@
 #include "models/init.h"
 #include "models/layers.h"
 #include "models/sequential.h"
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/error.h"
+#include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
 #include "tests/harness/module_gradients.h"
 #include "tests/testing.h"
@@ -340,8 +340,10 @@ TEST(Dropout, ScalesKeptValuesAndRepeatsWithItsGenerator) {
   auto y = d.forward(x).to_vector<float>();
   int64_t zeros_seen = 0;
   for (float v : y) {
-    if (v == 0) ++zeros_seen;
-    else EXPECT_FLOAT_EQ(v, 1.0f / 0.75f);
+    if (v == 0)
+      ++zeros_seen;
+    else
+      EXPECT_FLOAT_EQ(v, 1.0f / 0.75f);
   }
   EXPECT_NEAR(zeros_seen / 10000.0, 0.25, 0.03);
   d.eval();

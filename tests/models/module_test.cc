@@ -4,9 +4,9 @@
 
 #include "models/layers.h"
 #include "models/sequential.h"
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/error.h"
 #include "runtime/memory/memory.h"
+#include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
 #include "tests/testing.h"
 
@@ -185,7 +185,11 @@ TEST(Module, GeneratorStatesRoundTrip) {
   EXPECT_GT(tandem::testing::max_rel_error(y1, y2), 0) << "dropout masks should differ between calls";
   net->load_rng_state(state);
   tandem::testing::expect_bitwise_equal(net->forward(x), y1, "after restoring the dropout generator");
-  expect_error<ValueError>([&] { net->load_rng_state({{"nope", zeros({2}, DType::I64)}}); }, {"no generator named 'nope'"});
+  expect_error<ValueError>(
+      [&] {
+        net->load_rng_state({{"nope", zeros({2}, DType::I64)}});
+      },
+      {"no generator named 'nope'"});
   expect_error<ValueError>([&] { net->load_rng_state({{"drop.generator", zeros({3}, DType::I64)}}); }, {"shape [2]"});
 }
 
@@ -202,8 +206,11 @@ TEST(Module, SequentialShapeErrorsNameTheItem) {
   Generator gen(tandem::testing::fresh_seed());
   auto net = small_model(gen);
   EXPECT_EQ(net->output_shape({5, 2, 8, 8}), (Shape{5, 4}));
-  expect_error<ShapeError>([&] { net->output_shape({5, 3, 8, 8}); },
-                           {"item 'features.0' (Conv2d(2, 3, kernel 3, padding 1))", "expects 2 input channels"});
+  expect_error<ShapeError>(
+      [&] {
+        net->output_shape({5, 3, 8, 8});
+      },
+      {"item 'features.0' (Conv2d(2, 3, kernel 3, padding 1))", "expects 2 input channels"});
   expect_error<ShapeError>([&] { net->output_shape({5, 2, 8}); }, {"4-D input"});
 }
 

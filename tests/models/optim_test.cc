@@ -6,11 +6,11 @@
 #include <functional>
 #include <memory>
 
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/error.h"
-#include "runtime/optim/lr_schedule.h"
 #include "runtime/memory/memory.h"
+#include "runtime/optim/lr_schedule.h"
 #include "runtime/optim/optim.h"
+#include "runtime/tensor/autograd.h"
 #include "runtime/tensor/rng.h"
 #include "tests/testing.h"
 
@@ -256,7 +256,8 @@ TEST(Optimizers, RefusesBadInput) {
 
 // make_optimizer builds the optimizer its spec names: the same updates, bit for bit, as the class made by hand
 // with the documented options (Nesterov only with momentum; AdamW's decay decoupled).
-void expect_same_steps(const OptimizerSpec& spec, const std::function<std::unique_ptr<Optimizer>(const NamedTensors&)>& by_hand) {
+void expect_same_steps(const OptimizerSpec& spec,
+                       const std::function<std::unique_ptr<Optimizer>(const NamedTensors&)>& by_hand) {
   const uint64_t seed = fresh_seed();
   std::vector<std::vector<double>> results;
   for (int built = 0; built < 2; ++built) {
@@ -353,8 +354,8 @@ TEST(LrSchedule, ParsesSpecsInEpochs) {
   EXPECT_EQ(w->factor(0), 0.0);
   EXPECT_NEAR(w->factor(5), 1.0, 1e-15);
   EXPECT_NEAR(w->factor(100), 0.1, 1e-15);
-  for (const char* bad : {"", "cosin", "step", "step:x", "multistep:3,1", "warmup:1", "warmup:0+cosine",
-                          "cosine:0.1:2", "warmup:10+cosine"}) {
+  for (const char* bad : {"", "cosin", "step", "step:x", "multistep:3,1", "warmup:1", "warmup:0+cosine", "cosine:0.1:2",
+                          "warmup:10+cosine"}) {
     try {
       parse_lr_schedule(bad, 10, 100);
       ADD_FAILURE() << "accepted '" << bad << "'";

@@ -91,8 +91,8 @@ Golden check_golden(SafetensorsContents c, const std::string& path) {
     tensor(c, "parity.input", DType::F32, {g.batch, o.in_channels, g.size, g.size});
     std::vector<double> labels = tensor(c, "parity.labels", DType::I64, {g.batch}).to_vector<double>();
     for (double l : labels)
-      TD_CHECK(l >= 0 && l < static_cast<double>(o.num_classes), "label ", l, " is outside the model's ",
-               o.num_classes, " classes");
+      TD_CHECK(l >= 0 && l < static_cast<double>(o.num_classes), "label ", l, " is outside the model's ", o.num_classes,
+               " classes");
     g.contents = std::move(c);
     return g;
   } catch (const Error& e) {
@@ -222,11 +222,11 @@ void check_golden_step(const std::string& path, Device device, DType dtype) {
       continue;
     }
     double torch_err = error(*torch32, want, scale);
-    EXPECT_LE(err, std::max(kF32ResultFactor * torch_err, kF32Floor)) << what << ": PyTorch's float32 error is "
-                                                                        << torch_err;
-    LargestErrors& kind = kinds[is_parameter_gradient(r.first)        ? "parameter gradients"
+    EXPECT_LE(err, std::max(kF32ResultFactor * torch_err, kF32Floor))
+        << what << ": PyTorch's float32 error is " << torch_err;
+    LargestErrors& kind = kinds[is_parameter_gradient(r.first)    ? "parameter gradients"
                                 : r.first.rfind("after.", 0) == 0 ? "running statistics"
-                                                                   : "outputs"];
+                                                                  : "outputs"];
     if (err > kind.tandem) kind.where = r.first;
     kind.tandem = std::max(kind.tandem, err);
     kind.torch = std::max(kind.torch, torch_err);
@@ -279,12 +279,11 @@ TEST(Parity, GoldenFileWithBadMetadataIsAnErrorNamingIt) {
   auto golden = [](SafetensorsMetadata meta, Shape input_shape) {
     SafetensorsContents c;
     c.metadata = std::move(meta);
-    c.tensors = {{"parity.input", zeros(input_shape, DType::F32)},
-                 {"parity.labels", zeros({2}, DType::I64)}};
+    c.tensors = {{"parity.input", zeros(input_shape, DType::F32)}, {"parity.labels", zeros({2}, DType::I64)}};
     return c;
   };
-  const SafetensorsMetadata good = {{"model", "resnet18:width=4,classes=10"}, {"batch", "2"}, {"size", "8"},
-                                    {"seed", "1"}};
+  const SafetensorsMetadata good = {
+      {"model", "resnet18:width=4,classes=10"}, {"batch", "2"}, {"size", "8"}, {"seed", "1"}};
   EXPECT_NO_THROW(check_golden(golden(good, {2, 3, 8, 8}), "/x/parity_ok.safetensors"));
   auto expect_rejected = [&](SafetensorsMetadata meta, Shape input_shape, const std::string& why) {
     try {

@@ -7,8 +7,8 @@
 #include <sstream>
 
 #include "runtime/base/error.h"
-#include "runtime/tensor/rng.h"
 #include "runtime/formats/safetensors.h"
+#include "runtime/tensor/rng.h"
 #include "tests/testing.h"
 
 namespace tandem {
@@ -129,8 +129,11 @@ TEST(Safetensors, RefusesBadTensorsToWrite) {
   std::string path = temp_path("bad_write.safetensors");
   expect_error<ValueError>([&] { save_safetensors(path, {{"x", zeros({1})}, {"x", zeros({1})}}); }, "appears twice");
   expect_error<ValueError>([&] { save_safetensors(path, {{"", zeros({1})}}); }, "invalid tensor name");
-  expect_error<IoError>([&] { save_safetensors("/nonexistent-dir/x.safetensors", {{"x", zeros({1})}}); },
-                        "cannot open");
+  expect_error<IoError>(
+      [&] {
+        save_safetensors("/nonexistent-dir/x.safetensors", {{"x", zeros({1})}});
+      },
+      "cannot open");
 }
 
 TEST(Safetensors, CorruptFilesNameTheFault) {

@@ -10,8 +10,8 @@
 #include "models/zoo/mobilenet_v2.h"
 #include "models/zoo/resnet.h"
 #include "models/zoo/supernet.h"
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/error.h"
+#include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
 #include "tests/harness/module_gradients.h"
 #include "tests/testing.h"
@@ -69,7 +69,7 @@ Layout torchvision_resnet(int depth, int64_t classes, int64_t width = 64) {
 
 // torchvision's MobileNetV2 (width 1.0) state_dict layout.
 Layout torchvision_mobilenet_v2(int64_t classes) {
-  const int64_t settings[7][4] = {{1, 16, 1, 1}, {6, 24, 2, 2}, {6, 32, 3, 2}, {6, 64, 4, 2},
+  const int64_t settings[7][4] = {{1, 16, 1, 1}, {6, 24, 2, 2},  {6, 32, 3, 2}, {6, 64, 4, 2},
                                   {6, 96, 3, 1}, {6, 160, 3, 2}, {6, 320, 1, 1}};
   Layout l = {{"features.0.0.weight", {32, 3, 3, 3}}};
   add_bn(l, "features.0.1", 32);
@@ -219,8 +219,8 @@ TEST(Zoo, InitializesLikeTorchvision) {
   double sq = 0;
   for (double v : w) sq += v * v / w.size();
   EXPECT_NEAR(std::sqrt(sq), std::sqrt(2.0 / (64 * 49)), 0.05 * std::sqrt(2.0 / (64 * 49)));
-  for (double v : p[1].second.to_vector<double>()) EXPECT_EQ(v, 1.0);  // bn1.weight
-  for (double v : p[2].second.to_vector<double>()) EXPECT_EQ(v, 0.0);  // bn1.bias
+  for (double v : p[1].second.to_vector<double>()) EXPECT_EQ(v, 1.0);                                 // bn1.weight
+  for (double v : p[2].second.to_vector<double>()) EXPECT_EQ(v, 0.0);                                 // bn1.bias
   for (double v : p.back().second.to_vector<double>()) EXPECT_LE(std::abs(v), 1 / std::sqrt(512.0));  // fc.bias
   auto m = make_model("mobilenet_v2");
   NamedTensors mp = m->named_parameters();
@@ -381,8 +381,7 @@ TEST(Supernet, AlphaGradientIsTheBinaryGateGradientOfTheSampledPath) {
   double g_dot_o = sum(mul(y.detach(), w)).item<double>();
   std::vector<double> p = cell.probabilities();
   auto got = cell.alpha.grad().to_vector<double>();
-  for (size_t k = 0; k < p.size(); ++k)
-    EXPECT_NEAR(got[k], g_dot_o * p[s] * ((k == s ? 1.0 : 0.0) - p[k]), 1e-10) << k;
+  for (size_t k = 0; k < p.size(); ++k) EXPECT_NEAR(got[k], g_dot_o * p[s] * ((k == s ? 1.0 : 0.0) - p[k]), 1e-10) << k;
 }
 
 }  // namespace

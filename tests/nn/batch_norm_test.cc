@@ -11,7 +11,6 @@
 namespace tandem {
 namespace {
 
-
 TEST(BatchNorm, RejectsBadArguments) {
   Generator gen(testing::fresh_seed());
   Tensor x = randn({4, 3, 2, 2}, gen, DType::F32);

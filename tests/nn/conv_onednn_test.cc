@@ -4,16 +4,15 @@
 #include <gtest/gtest.h>
 
 #include "kernels/cpu/nn/conv_onednn.h"
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/config.h"
-#include "runtime/nn/nn_ops.h"
-#include "runtime/tensor/ops.h"
 #include "runtime/base/parallel_for.h"
+#include "runtime/nn/nn_ops.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/tensor/ops.h"
 #include "tests/testing.h"
 
 namespace tandem {
 namespace {
-
 
 struct Case {
   const char* what;

@@ -2,11 +2,11 @@
 // thread-count independence and error paths.
 #include <gtest/gtest.h>
 
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/error.h"
-#include "runtime/nn/nn_ops.h"
-#include "runtime/tensor/ops.h"
 #include "runtime/base/parallel_for.h"
+#include "runtime/nn/nn_ops.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/tensor/ops.h"
 #include "tests/harness/gradient_check.h"
 #include "tests/testing.h"
 
@@ -63,10 +63,10 @@ TEST(Conv2d, RejectsMismatchedInputs) {
   EXPECT_THROW(conv2d(x, randn({6, 1, 3, 3}, gen, DType::F32), Tensor(), g3), ShapeError);  // groups
   Conv2dOptions g2 = o;
   g2.groups = 2;
-  EXPECT_THROW(conv2d(x, w, Tensor(), g2), ShapeError);                           // weight not per group
-  EXPECT_THROW(conv2d(x.flatten(2), w, Tensor(), o), ShapeError);                 // 3-D input
-  EXPECT_THROW(conv2d(x, w.flatten(1), Tensor(), o), ShapeError);                 // 2-D weight
-  EXPECT_THROW(conv2d(x, w, randn({5}, gen, DType::F32), o), ShapeError);  // bias size
+  EXPECT_THROW(conv2d(x, w, Tensor(), g2), ShapeError);                                    // weight not per group
+  EXPECT_THROW(conv2d(x.flatten(2), w, Tensor(), o), ShapeError);                          // 3-D input
+  EXPECT_THROW(conv2d(x, w.flatten(1), Tensor(), o), ShapeError);                          // 2-D weight
+  EXPECT_THROW(conv2d(x, w, randn({5}, gen, DType::F32), o), ShapeError);                  // bias size
   EXPECT_THROW(conv2d(randn({1, 4, 2, 2}, gen, DType::F32), w, Tensor(), o), ShapeError);  // too small
   EXPECT_THROW(conv2d(x, w.to(DType::F64), Tensor(), o), DTypeError);
   EXPECT_THROW(conv2d(x.to(DType::I32), w.to(DType::I32), Tensor(), o), DTypeError);

@@ -5,17 +5,16 @@
 
 #include <functional>
 
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/config.h"
 #include "runtime/base/error.h"
 #include "runtime/nn/nn_backend.h"
 #include "runtime/nn/nn_ops.h"
+#include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
 #include "tests/testing.h"
 
 namespace tandem {
 namespace {
-
 
 Device gpu() { return Device::cuda(0); }
 
@@ -122,8 +121,7 @@ TEST(CudaParity, Conv2dWithTf32StaysClose) {
   TD_REQUIRE_GPU();
   testing::NumericsGuard sw(true, false);
   Generator gen(testing::fresh_seed());
-  std::vector<Tensor> in = {randn({8, 32, 16, 16}, gen, DType::F32), randn({32, 32, 3, 3}, gen, DType::F32),
-                            Tensor()};
+  std::vector<Tensor> in = {randn({8, 32, 16, 16}, gen, DType::F32), randn({32, 32, 3, 3}, gen, DType::F32), Tensor()};
   Conv2dOptions o = conv_options(1, 1, 1, 1);
   expect_parity([o](const std::vector<Tensor>& t) { return conv2d(t[0], t[1], t[2], o); }, in, false, 5e-2,
                 "conv2d tf32");
@@ -134,8 +132,8 @@ TEST(CudaParity, Conv2dIsRepeatableInDeterministicMode) {
   testing::NumericsGuard sw(false, true);
   for (bool cl : {false, true}) {
     Generator gen(testing::fresh_seed());
-    std::vector<Tensor> in = {randn({16, 32, 20, 20}, gen, DType::F32),
-                              randn({32, 32, 3, 3}, gen, DType::F32), randn({32}, gen, DType::F32)};
+    std::vector<Tensor> in = {randn({16, 32, 20, 20}, gen, DType::F32), randn({32, 32, 3, 3}, gen, DType::F32),
+                              randn({32}, gen, DType::F32)};
     Conv2dOptions o = conv_options(1, 1, 1, 1);
     expect_repeatable([o](const std::vector<Tensor>& t) { return conv2d(t[0], t[1], t[2], o); }, in, cl,
                       "deterministic conv2d");
@@ -186,8 +184,7 @@ TEST(CudaParity, BatchNorm) {
             if (cl && s.size() != 4) continue;
             Generator gen(testing::fresh_seed());
             const int64_t c = s[1];
-            std::vector<Tensor> in = {add(randn(s, gen, dtype), 3.0),
-                                      affine ? randn({c}, gen, dtype) : Tensor(),
+            std::vector<Tensor> in = {add(randn(s, gen, dtype), 3.0), affine ? randn({c}, gen, dtype) : Tensor(),
                                       affine ? randn({c}, gen, dtype) : Tensor()};
             Tensor rm = randn({c}, gen, dtype), rv = add(rand({c}, gen, TensorOptions(dtype)), 0.5);
             Tensor rm_gpu = rm.to(gpu()).clone(), rv_gpu = rv.to(gpu()).clone();

@@ -3,16 +3,15 @@
 #include <gtest/gtest.h>
 
 #include "runtime/base/error.h"
+#include "runtime/base/philox.h"
 #include "runtime/nn/nn_ops.h"
 #include "runtime/tensor/ops.h"
-#include "runtime/base/philox.h"
 #include "tests/harness/gradient_check.h"
 #include "tests/nn/nn_cases.h"
 #include "tests/testing.h"
 
 namespace tandem {
 namespace {
-
 
 TEST(Dropout, MaskComesFromPhiloxAndKeptValuesAreScaled) {
   Generator data(testing::fresh_seed());

@@ -12,7 +12,6 @@
 namespace tandem {
 namespace {
 
-
 TEST(MemoryFormat, ConversionsKeepValuesAndSetStrides) {
   Generator gen(testing::fresh_seed());
   for (Shape s : {Shape{2, 3, 4, 5}, Shape{2, 1, 4, 4}, Shape{3, 5, 1, 1}}) {

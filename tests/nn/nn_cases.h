@@ -9,9 +9,9 @@
 namespace tandem {
 namespace testing {
 
-std::vector<OpCase> conv_cases();        // conv2d: every option and CPU path, NCHW and channels-last
-std::vector<OpCase> pool_cases();        // max/avg pooling (padding, ceil_mode, count_include_pad), global average
-std::vector<OpCase> batch_norm_cases();  // training (with the running statistics' update) and evaluation
+std::vector<OpCase> conv_cases();            // conv2d: every option and CPU path, NCHW and channels-last
+std::vector<OpCase> pool_cases();            // max/avg pooling (padding, ceil_mode, count_include_pad), global average
+std::vector<OpCase> batch_norm_cases();      // training (with the running statistics' update) and evaluation
 std::vector<OpCase> dropout_format_cases();  // dropout against the Philox mask; memory-format conversions
 
 // Pooling options in one call (kernel, stride, padding; ceil_mode, count_include_pad).

@@ -133,8 +133,8 @@ std::vector<OpCase> batch_norm_cases() {
           "batch_norm_train_" + suffix, bn_inputs(k, affine, false),
           [k, affine](const TV& in, DType) { return run_bn(in, k, affine, false, true); },
           [affine](const HV& in) {
-            return HV{normalize(in[0], batch_stats(in[0]), affine ? &in[1] : nullptr, affine ? &in[2] : nullptr,
-                                kTrainEps)};
+            return HV{
+                normalize(in[0], batch_stats(in[0]), affine ? &in[1] : nullptr, affine ? &in[2] : nullptr, kTrainEps)};
           }));
       // Evaluation: normalized by the running statistics, which stay as they were.
       cs.push_back(make_case(

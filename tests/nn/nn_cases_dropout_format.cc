@@ -2,8 +2,8 @@
 // mask) and the memory-format conversions (values unchanged, gradients through them).
 #include <gtest/gtest.h>
 
-#include "runtime/nn/nn_ops.h"
 #include "runtime/base/philox.h"
+#include "runtime/nn/nn_ops.h"
 #include "tests/nn/nn_cases.h"
 
 namespace tandem {

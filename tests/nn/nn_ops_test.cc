@@ -14,8 +14,7 @@ INSTANTIATE_TEST_SUITE_P(BatchNorm, OpTest, ::testing::ValuesIn(batch_norm_cases
 INSTANTIATE_TEST_SUITE_P(DropoutFormat, OpTest, ::testing::ValuesIn(dropout_format_cases()), case_name);
 INSTANTIATE_TEST_SUITE_P(Conv, OpGradientTest, ::testing::ValuesIn(differentiable(conv_cases())), case_name);
 INSTANTIATE_TEST_SUITE_P(Pool, OpGradientTest, ::testing::ValuesIn(differentiable(pool_cases())), case_name);
-INSTANTIATE_TEST_SUITE_P(BatchNorm, OpGradientTest, ::testing::ValuesIn(differentiable(batch_norm_cases())),
-                         case_name);
+INSTANTIATE_TEST_SUITE_P(BatchNorm, OpGradientTest, ::testing::ValuesIn(differentiable(batch_norm_cases())), case_name);
 INSTANTIATE_TEST_SUITE_P(DropoutFormat, OpGradientTest, ::testing::ValuesIn(differentiable(dropout_format_cases())),
                          case_name);
 

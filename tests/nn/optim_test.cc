@@ -4,15 +4,14 @@
 
 #include <cmath>
 
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/error.h"
 #include "runtime/nn/nn_ops.h"
+#include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
 #include "tests/testing.h"
 
 namespace tandem {
 namespace {
-
 
 const std::vector<Shape> kShapes = {{3, 4}, {7}, {2, 3, 2, 2}};
 
@@ -51,7 +50,8 @@ void check_sgd(const SgdHyper& base, DType dtype, double tol) {
         }
         p[t][i] -= h.lr * d;
       }
-      testing::expect_close(params[t], from_vector(p[t], kShapes[t]).to(dtype), tol, "sgd step " + std::to_string(step));
+      testing::expect_close(params[t], from_vector(p[t], kShapes[t]).to(dtype), tol,
+                            "sgd step " + std::to_string(step));
       if (h.momentum != 0)
         testing::expect_close(bufs[t], from_vector(buf[t], kShapes[t]).to(dtype), tol, "momentum buffer");
     }
@@ -140,11 +140,11 @@ TEST(OptimizerSteps, RejectMismatchedLists) {
   std::vector<Tensor> p = random_list(gen, DType::F32), g = random_list(gen, DType::F32);
   std::vector<Tensor> b = zeros_list(DType::F32);
   SgdHyper h = sgd(0.1, 0.9, 0, 0, false);
-  EXPECT_THROW(sgd_step_(p, {g[0], g[1]}, b, h), ValueError);                  // list lengths
-  EXPECT_THROW(sgd_step_(p, g, {}, h), ValueError);                            // momentum without buffers
-  EXPECT_THROW(sgd_step_(p, {g[1], g[0], g[2]}, b, h), ShapeError);            // shapes
+  EXPECT_THROW(sgd_step_(p, {g[0], g[1]}, b, h), ValueError);        // list lengths
+  EXPECT_THROW(sgd_step_(p, g, {}, h), ValueError);                  // momentum without buffers
+  EXPECT_THROW(sgd_step_(p, {g[1], g[0], g[2]}, b, h), ShapeError);  // shapes
   EXPECT_THROW(sgd_step_(p, {g[0].to(DType::F64), g[1], g[2]}, b, h), DTypeError);
-  EXPECT_THROW(sgd_step_(p, g, b, sgd(0.1, 0.9, 0.5, 0, true)), ValueError);   // nesterov with dampening
+  EXPECT_THROW(sgd_step_(p, g, b, sgd(0.1, 0.9, 0.5, 0, true)), ValueError);  // nesterov with dampening
   EXPECT_THROW(sgd_step_(p, g, b, sgd(-1, 0, 0, 0, false)), ValueError);
   std::vector<Tensor> pt = {randn({4, 3}, gen, DType::F32).t()};
   EXPECT_THROW(sgd_step_(pt, {zeros({3, 4})}, {}, sgd(0.1, 0, 0, 0, false)), ValueError);  // not contiguous

@@ -16,7 +16,6 @@ namespace {
 
 using testing::pool_options;
 
-
 TEST(Pool2d, MaxPoolPropagatesNaN) {
   std::vector<double> v = {1.0, std::nan(""), 3.0, 2.0};
   Tensor y = max_pool2d(from_vector(v, {1, 1, 2, 2}), pool_options(2, 2, 2, 2, 0, 0, false, true));

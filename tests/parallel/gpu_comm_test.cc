@@ -17,10 +17,10 @@ namespace tandem {
 namespace parallel {
 namespace {
 
-using testing::rank_input;
-using testing::rank_order_sum_reference;
 using tandem::testing::expect_bitwise_equal;
 using tandem::testing::fresh_seed;
+using testing::rank_input;
+using testing::rank_order_sum_reference;
 
 TEST(WorkerGpu, DevicesAndPartitions) {
   TD_REQUIRE_GPU();
@@ -48,8 +48,8 @@ TEST(WorkerGpu, DevicesAndPartitions) {
       EXPECT_EQ(p[i].sm_count, g[0].sm_count);
     }
   }
-  std::printf("cuda:0 has %d SMs; cuda:0/4 partitions: %d SMs each, green contexts: %s\n", g[0].sm_count,
-              p[0].sm_count, p[0].green_context ? "yes" : "no");
+  std::printf("cuda:0 has %d SMs; cuda:0/4 partitions: %d SMs each, green contexts: %s\n", g[0].sm_count, p[0].sm_count,
+              p[0].green_context ? "yes" : "no");
 }
 
 // One process of a multi-process run makes its own worker only: streams (and so a context) on its GPU alone.

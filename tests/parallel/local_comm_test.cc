@@ -15,12 +15,12 @@ namespace tandem {
 namespace parallel {
 namespace {
 
+using tandem::testing::expect_bitwise_equal;
+using tandem::testing::fresh_seed;
 using testing::exact_sum;
 using testing::rank_input;
 using testing::rank_order_sum_reference;
 using testing::run_local;
-using tandem::testing::expect_bitwise_equal;
-using tandem::testing::fresh_seed;
 
 constexpr int kRanks = 4;
 
@@ -123,48 +123,54 @@ TEST(LocalSendRecv, InIssueOrderPairsMessagesAsNcclDoesAndRejectsAnotherOrder) {
   const uint64_t seed = fresh_seed();
   // Tags in the order they were sent: the values arrive as with tag matching, and the communicators ask for
   // one issuing thread (as NCCL's do).
-  run_local(2, [&](Worker&, Communicator& c) {
-    EXPECT_TRUE(c.needs_one_issuer());
-    std::shared_ptr<Communicator> sub = c.split({1, 0});
-    EXPECT_TRUE(sub->needs_one_issuer());
-    if (c.rank() == 0) {
-      std::vector<Request> sent;
-      for (int k = 0; k < 3; ++k) sent.push_back(c.isend(rank_input(seed + k, 0, {4}, DType::F32), 1, 10 + k));
-      for (Request& r : sent) r.wait();
-    } else {
-      for (int k = 0; k < 3; ++k) {
-        Tensor got = zeros({4});
-        c.recv(got, 0, 10 + k);
-        expect_bitwise_equal(got, rank_input(seed + k, 0, {4}, DType::F32), "message " + std::to_string(k));
-      }
-    }
-  }, MessageMatching::InIssueOrder);
+  run_local(
+      2,
+      [&](Worker&, Communicator& c) {
+        EXPECT_TRUE(c.needs_one_issuer());
+        std::shared_ptr<Communicator> sub = c.split({1, 0});
+        EXPECT_TRUE(sub->needs_one_issuer());
+        if (c.rank() == 0) {
+          std::vector<Request> sent;
+          for (int k = 0; k < 3; ++k) sent.push_back(c.isend(rank_input(seed + k, 0, {4}, DType::F32), 1, 10 + k));
+          for (Request& r : sent) r.wait();
+        } else {
+          for (int k = 0; k < 3; ++k) {
+            Tensor got = zeros({4});
+            c.recv(got, 0, 10 + k);
+            expect_bitwise_equal(got, rank_input(seed + k, 0, {4}, DType::F32), "message " + std::to_string(k));
+          }
+        }
+      },
+      MessageMatching::InIssueOrder);
   // Received in another order than sent: by tag that is fine, in issue order both ends fail.
   for (MessageMatching m : {MessageMatching::ByTag, MessageMatching::InIssueOrder}) {
     const bool strict = m == MessageMatching::InIssueOrder;
-    run_local(2, [&](Worker&, Communicator& c) {
-      EXPECT_EQ(c.needs_one_issuer(), strict);
-      if (c.rank() == 0) {
-        Request a = c.isend(rank_input(seed, 0, {2}, DType::F32), 1, 1);
-        Request b = c.isend(rank_input(seed + 1, 0, {2}, DType::F32), 1, 2);
-        if (!strict) {
-          a.wait();
-          b.wait();
-        } else {
-          EXPECT_THROW(a.wait(), Error);
-        }
-      } else {
-        Tensor got = zeros({2});
-        if (!strict) {
-          c.recv(got, 0, 2);
-          expect_bitwise_equal(got, rank_input(seed + 1, 0, {2}, DType::F32), "tag 2 first");
-          c.recv(got, 0, 1);
-          expect_bitwise_equal(got, rank_input(seed, 0, {2}, DType::F32), "tag 1 second");
-        } else {
-          expect_error<BackendError>([&] { c.recv(got, 0, 2); }, "rank 0's next message to rank 1 has tag 1");
-        }
-      }
-    }, m);
+    run_local(
+        2,
+        [&](Worker&, Communicator& c) {
+          EXPECT_EQ(c.needs_one_issuer(), strict);
+          if (c.rank() == 0) {
+            Request a = c.isend(rank_input(seed, 0, {2}, DType::F32), 1, 1);
+            Request b = c.isend(rank_input(seed + 1, 0, {2}, DType::F32), 1, 2);
+            if (!strict) {
+              a.wait();
+              b.wait();
+            } else {
+              EXPECT_THROW(a.wait(), Error);
+            }
+          } else {
+            Tensor got = zeros({2});
+            if (!strict) {
+              c.recv(got, 0, 2);
+              expect_bitwise_equal(got, rank_input(seed + 1, 0, {2}, DType::F32), "tag 2 first");
+              c.recv(got, 0, 1);
+              expect_bitwise_equal(got, rank_input(seed, 0, {2}, DType::F32), "tag 1 second");
+            } else {
+              expect_error<BackendError>([&] { c.recv(got, 0, 2); }, "rank 0's next message to rank 1 has tag 1");
+            }
+          }
+        },
+        m);
   }
 }
 
@@ -197,7 +203,8 @@ TEST(LocalAllReduce, BitwiseEqualToTheRankOrderSumOnEveryRank) {
         if (is_floating(d) || !mean) cases.push_back({d, n, mean});
   const uint64_t seed = fresh_seed();
   for (const AllReduceCase& k : cases) {
-    const std::string what = std::string(dtype_name(k.dtype)) + " x" + std::to_string(k.numel) + (k.mean ? " mean" : "");
+    const std::string what =
+        std::string(dtype_name(k.dtype)) + " x" + std::to_string(k.numel) + (k.mean ? " mean" : "");
     const double scale = k.mean ? 1.0 / kRanks : 1.0;
     std::vector<Tensor> in = inputs_of(seed + k.numel, kRanks, {k.numel}, k.dtype);
     Tensor want = rank_order_sum_reference(in, scale);
@@ -209,7 +216,10 @@ TEST(LocalAllReduce, BitwiseEqualToTheRankOrderSumOnEveryRank) {
       out[c.rank()] = t;
     });
     for (int r = 0; r < kRanks; ++r) expect_bitwise_equal(out[r], want, what + " rank " + std::to_string(r));
-    const double tol = k.dtype == DType::F16 ? 2e-3 : k.dtype == DType::BF16 ? 1e-2 : k.dtype == DType::F32 ? 4e-6 : 1e-12;
+    const double tol = k.dtype == DType::F16    ? 2e-3
+                       : k.dtype == DType::BF16 ? 1e-2
+                       : k.dtype == DType::F32  ? 4e-6
+                                                : 1e-12;
     std::vector<double> got = out[0].to_vector<double>();
     for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], exact[i], tol * (1 + std::abs(exact[i]))) << what;
   }
@@ -238,7 +248,8 @@ TEST(LocalAllReduce, MismatchedShapesFailOnEveryRankAndTheGroupGoesOn) {
   std::atomic<int> failures{0};
   run_local(kRanks, [&](Worker&, Communicator& c) {
     Tensor t = ones({c.rank() == 3 ? 5 : 4});
-    expect_error<ShapeError>([&] { c.all_reduce(t); }, "all_reduce: rank 3 passed [5] f32 on cpu but rank 0 passed [4] f32");
+    expect_error<ShapeError>([&] { c.all_reduce(t); },
+                             "all_reduce: rank 3 passed [5] f32 on cpu but rank 0 passed [4] f32");
     ++failures;
     Tensor d = ones({2}, c.rank() == 1 ? DType::F64 : DType::F32);
     expect_error<DTypeError>([&] { c.all_reduce(d); }, "rank 1 passed [2] f64");
@@ -318,7 +329,8 @@ TEST(LocalSplit, TwoDisjointPairsReduceConcurrently) {
       t.copy_(in[c.rank()]);
       mine->all_reduce(t, 0.5);
     }
-    const std::vector<Tensor> pair = c.rank() < 2 ? std::vector<Tensor>{in[0], in[1]} : std::vector<Tensor>{in[3], in[2]};
+    const std::vector<Tensor> pair =
+        c.rank() < 2 ? std::vector<Tensor>{in[0], in[1]} : std::vector<Tensor>{in[3], in[2]};
     expect_bitwise_equal(t, rank_order_sum_reference(pair, 0.5));
     // Point-to-point inside a pair uses sub-ranks.
     Tensor got = zeros({1001});
@@ -343,7 +355,7 @@ TEST(LocalSplit, BadListsAreRejected) {
 TEST(LocalRecords, BytesAndTimesPerOperation) {
   run_local(2, [&](Worker&, Communicator& c) {
     c.set_recording(true);
-    Tensor t = ones({10}, DType::F64);  // 80 bytes
+    Tensor t = ones({10}, DType::F64);     // 80 bytes
     Tensor got = empty({10}, DType::F64);  // not t: the peer reads t until the send completes
     Request r = c.isend(t, 1 - c.rank());
     c.recv(got, 1 - c.rank());

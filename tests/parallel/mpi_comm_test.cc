@@ -20,10 +20,10 @@ namespace tandem {
 namespace parallel {
 namespace {
 
+using tandem::testing::expect_bitwise_equal;
 using testing::rank_input;
 using testing::rank_order_sum_reference;
 using testing::run_local;
-using tandem::testing::expect_bitwise_equal;
 
 constexpr int kProcesses = 4;
 
@@ -89,17 +89,20 @@ TEST_F(Mpi, AllReduceMatchesTheLocalBackendBitwise) {
     for (int64_t n : {1, 3, 7, 4097})
       for (double scale : {1.0, 0.25}) {
         if (!is_floating(d) && scale != 1.0) continue;
-        const std::string what = std::string(dtype_name(d)) + " x" + std::to_string(n) + " scale " + std::to_string(scale);
+        const std::string what =
+            std::string(dtype_name(d)) + " x" + std::to_string(n) + " scale " + std::to_string(scale);
         std::vector<Tensor> in;
         for (int r = 0; r < kProcesses; ++r) in.push_back(rank_input(seed + n, r, {n}, d));
         Tensor t = in[c.rank()].clone();
         c.all_reduce(t, scale);
         expect_bitwise_equal(t, rank_order_sum_reference(in, scale), what);
-        expect_bitwise_equal(t, local_result(c.rank(), [&](Communicator& lc) {
-                               Tensor x = in[lc.rank()].clone();
-                               lc.all_reduce(x, scale);
-                               return x;
-                             }),
+        expect_bitwise_equal(t,
+                             local_result(c.rank(),
+                                          [&](Communicator& lc) {
+                                            Tensor x = in[lc.rank()].clone();
+                                            lc.all_reduce(x, scale);
+                                            return x;
+                                          }),
                              what + " vs local");
       }
 }
@@ -116,11 +119,13 @@ TEST_F(Mpi, BroadcastAllGatherReduceScatterBarrier) {
 
   Tensor g = zeros({32, 3});
   c.all_gather(in[c.rank()], g);
-  expect_bitwise_equal(g, local_result(c.rank(), [&](Communicator& lc) {
-                         Tensor o = zeros({32, 3});
-                         lc.all_gather(in[lc.rank()], o);
-                         return o;
-                       }),
+  expect_bitwise_equal(g,
+                       local_result(c.rank(),
+                                    [&](Communicator& lc) {
+                                      Tensor o = zeros({32, 3});
+                                      lc.all_gather(in[lc.rank()], o);
+                                      return o;
+                                    }),
                        "all_gather");
   expect_bitwise_equal(g.narrow(0, 8, 8).contiguous(), in[1], "all_gather slice 1");
 

@@ -48,10 +48,29 @@ int mpi_test_main(int argc, char** argv, int processes, int timeout_s) {
       return 1;
     }
     setenv("TMPDIR", session, 1);
-    std::vector<std::string> args = {"mpirun", "-np", std::to_string(processes), "--oversubscribe",
-                                     "--allow-run-as-root", "--bind-to", "none", "--mca", "btl", "self,vader",
-                                     "--mca", "btl_vader_backing_directory", session, "--mca", "pml", "ob1",
-                                     "--mca", "osc", "^ucx", "--mca", "mpi_yield_when_idle", "1", "--timeout",
+    std::vector<std::string> args = {"mpirun",
+                                     "-np",
+                                     std::to_string(processes),
+                                     "--oversubscribe",
+                                     "--allow-run-as-root",
+                                     "--bind-to",
+                                     "none",
+                                     "--mca",
+                                     "btl",
+                                     "self,vader",
+                                     "--mca",
+                                     "btl_vader_backing_directory",
+                                     session,
+                                     "--mca",
+                                     "pml",
+                                     "ob1",
+                                     "--mca",
+                                     "osc",
+                                     "^ucx",
+                                     "--mca",
+                                     "mpi_yield_when_idle",
+                                     "1",
+                                     "--timeout",
                                      std::to_string(timeout_s)};
     for (int i = 0; i < argc; ++i) args.push_back(argv[i]);
     std::vector<char*> cargs;

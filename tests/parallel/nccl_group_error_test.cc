@@ -9,8 +9,8 @@
 
 #include "parallel/nccl_comm.h"
 #include "parallel/worker.h"
-#include "runtime/tensor/backend.h"
 #include "runtime/base/error.h"
+#include "runtime/tensor/backend.h"
 #include "tests/testing.h"
 
 namespace tandem {
@@ -31,8 +31,8 @@ TEST(NcclGroup, AFailureInsideAGroupClosesIt) {
   // (reported by the launch's own check when the kernel has already run, else by the synchronize).
   EXPECT_THROW(
       {
-        backend_for(a).unary(UnaryOp::Neg, DType::F32, elsewhere.raw_data(), elsewhere.raw_data(), 4,
-                             UnaryParams(), workers[0].compute);
+        backend_for(a).unary(UnaryOp::Neg, DType::F32, elsewhere.raw_data(), elsewhere.raw_data(), 4, UnaryParams(),
+                             workers[0].compute);
         workers[0].compute.synchronize();
       },
       Error);

@@ -141,8 +141,8 @@ TEST(PlanModel, TheReferenceOrderIsThePaperCodesAtFourWorkers) {
     if (seen.empty() || seen.back() != gs) seen.push_back(gs);
     ++plans;
   }
-  EXPECT_EQ(seen, (std::vector<std::vector<int>>{{1, 1, 1, 1}, {4}, {3, 1}, {2, 2}, {1, 3}, {2, 1, 1}, {1, 2, 1},
-                                                  {1, 1, 2}}));
+  EXPECT_EQ(seen, (std::vector<std::vector<int>>{
+                      {1, 1, 1, 1}, {4}, {3, 1}, {2, 2}, {1, 3}, {2, 1, 1}, {1, 2, 1}, {1, 1, 2}}));
   EXPECT_EQ(plans, 10 + 1 + 3 * 5 + 3 * 10);  // C(5,3) pipelines, 1, 3 x C(5,1), 3 x C(5,2)
 }
 

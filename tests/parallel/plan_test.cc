@@ -162,10 +162,12 @@ TEST(Plan, JsonRoundTripAndHandWrittenPlans) {
   }
   // The poster's A6000 plan: [3,1] with stages {0,1,2}, {3,4,5}.
   Plan hand = Plan::from_json(parse_json(R"({"stages":[{"first":0,"last":2,"replicas":3},
-                                                        {"first":3,"last":5,"replicas":1}]})"), 6, 4);
+                                                        {"first":3,"last":5,"replicas":1}]})"),
+                              6, 4);
   EXPECT_EQ(hand.stage_ranks(), (std::vector<std::vector<int>>{{0, 1, 2}, {3}}));
   EXPECT_THROW(Plan::from_json(parse_json(R"({"stages":[{"first":0,"last":1,"replicas":2},
-                                                         {"first":3,"last":5,"replicas":2}]})"), 6, 4),
+                                                         {"first":3,"last":5,"replicas":2}]})"),
+                               6, 4),
                ValueError);  // a gap
   EXPECT_THROW(Plan::from_json(parse_json(R"({"stages":[{"first":0,"last":5,"replicas":3}]})"), 6, 4),
                ValueError);  // 3 workers for 4

@@ -1,8 +1,8 @@
 // Tests of schedules: validation, the simulator, the trace writer, and the executor on CPU workers.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -163,8 +163,8 @@ TEST(Trace, JsonHasOneEventPerInstructionAndRelayFlows) {
     }
   }
   EXPECT_EQ(complete, static_cast<int>(s.size()));
-  EXPECT_EQ(flows, 2 * 3);     // one arrow (two events) per relay
-  EXPECT_EQ(meta, 2 * 3);      // process name + 2 thread names per worker
+  EXPECT_EQ(flows, 2 * 3);  // one arrow (two events) per relay
+  EXPECT_EQ(meta, 2 * 3);   // process name + 2 thread names per worker
 }
 
 TEST(Executor, RunsProgramsInOrderWithCrossWorkerAndCrossLaneDependencies) {

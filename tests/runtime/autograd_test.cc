@@ -7,8 +7,8 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/error.h"
+#include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
 #include "tests/testing.h"
 
@@ -170,9 +170,7 @@ TEST(Autograd, NoGradGuardRecordsNothingAndIsThreadLocal) {
     bool other_records = false;
     std::thread([&] { other_records = (x * 2.0).requires_grad() && autograd::grad_enabled(); }).join();
     EXPECT_TRUE(other_records);
-    {
-      NoGradGuard nested;
-    }
+    { NoGradGuard nested; }
     EXPECT_FALSE(autograd::grad_enabled());
   }
   EXPECT_TRUE(autograd::grad_enabled());
@@ -278,9 +276,8 @@ TEST(Autograd, NodesThatReceiveNoGradientAreSkipped) {
   Tensor x = leaf({3}, gen);
   Tensor h = exp(x);  // its only consumer below sends it no gradient
   Tensor blocked = h.detach().clone();
-  autograd::record("blocks_gradient", {h}, {blocked}, [](std::vector<Tensor>&, const std::vector<bool>&) {
-    return std::vector<Tensor>{Tensor()};
-  });
+  autograd::record("blocks_gradient", {h}, {blocked},
+                   [](std::vector<Tensor>&, const std::vector<bool>&) { return std::vector<Tensor>{Tensor()}; });
   Tensor loss = sum(blocked) + sum(x * 2.0);
   loss.backward();
   for (double g : values(x.grad())) EXPECT_EQ(g, 2.0);

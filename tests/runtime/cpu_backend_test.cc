@@ -7,9 +7,9 @@
 #include <limits>
 #include <vector>
 
-#include "runtime/tensor/backend.h"
 #include "runtime/base/config.h"
 #include "runtime/base/error.h"
+#include "runtime/tensor/backend.h"
 #include "runtime/tensor/rng.h"
 #include "tests/testing.h"
 
@@ -32,7 +32,8 @@ void check_gemm(DType t, bool ta, bool tb, const GemmCase& g) {
   const int64_t lda = a_cols + 2, ldb = b_cols + 3, ldc = g.n + 1;  // padded rows
   const int64_t sa = a_rows * lda + 5, sb = g.shared_b ? 0 : b_rows * ldb, sc = g.m * ldc + 4;
   Generator gen(fresh_seed());
-  Tensor a = uniform({g.batch * sa}, -1, 1, gen, t), b = uniform({(g.shared_b ? 1 : g.batch) * b_rows * ldb}, -1, 1, gen, t);
+  Tensor a = uniform({g.batch * sa}, -1, 1, gen, t),
+         b = uniform({(g.shared_b ? 1 : g.batch) * b_rows * ldb}, -1, 1, gen, t);
   Tensor c = uniform({g.batch * sc}, -1, 1, gen, t);
   std::vector<double> av = a.to_vector<double>(), bv = b.to_vector<double>(), want = c.to_vector<double>();
   for (int64_t p = 0; p < g.batch; ++p)
@@ -47,18 +48,19 @@ void check_gemm(DType t, bool ta, bool tb, const GemmCase& g) {
         double& out = want[p * sc + i * ldc + j];
         out = g.alpha * s + (g.beta == 0 ? 0.0 : g.beta * out);
       }
-  cpu().gemm(t, ta, tb, g.m, g.n, g.k, g.alpha, a.raw_data(), lda, sa, b.raw_data(), ldb, sb, g.beta, c.raw_data(),
-             ldc, sc, g.batch, Stream());
+  cpu().gemm(t, ta, tb, g.m, g.n, g.k, g.alpha, a.raw_data(), lda, sa, b.raw_data(), ldb, sb, g.beta, c.raw_data(), ldc,
+             sc, g.batch, Stream());
   std::vector<double> got = c.to_vector<double>();
   double tol = t == DType::F32 ? 1e-5 * std::sqrt(static_cast<double>(g.k) + 1) : 1e-12;
   double worst = 0;
-  for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]) / std::max(1.0, std::abs(want[i])));
+  for (size_t i = 0; i < got.size(); ++i)
+    worst = std::max(worst, std::abs(got[i] - want[i]) / std::max(1.0, std::abs(want[i])));
   EXPECT_LE(worst, tol) << dtype_name(t) << (ta ? " A^T" : " A") << (tb ? " B^T" : " B") << " m=" << g.m << " n=" << g.n
                         << " k=" << g.k << " batch=" << g.batch << " alpha=" << g.alpha << " beta=" << g.beta;
 }
 
 TEST(CpuGemm, AlphaBetaPaddedLeadingDimsAndBatchStrides) {
-  const GemmCase cases[] = {{1, 1, 1, 1, 1.0, 0.0, false},   {7, 19, 5, 2, 0.5, 1.0, false},
+  const GemmCase cases[] = {{1, 1, 1, 1, 1.0, 0.0, false},    {7, 19, 5, 2, 0.5, 1.0, false},
                             {13, 33, 70, 3, 2.0, -0.5, true}, {6, 16, 260, 1, 1.0, 0.25, false},
                             {5, 6, 0, 2, 1.0, 0.75, false},   {4, 3, 2, 2, 0.0, 2.0, false}};
   for (DType t : {DType::F32, DType::F64})
@@ -90,8 +92,8 @@ TEST(CpuGemm, BetaZeroOverwritesNaN) {
 
 TEST(CpuReduce, MinMaxSumWithFirstIndexOfTheExtreme) {
   // [outer 2, r 4, inner 3] with a repeated minimum and maximum in some columns.
-  std::vector<double> x = {5, 1, 0, 2, 1, 7, 5, 3, 0, -1, 9, 7,  //
-                           0, 0, 0, 0, 0, 0, 4, -2, 3, 4, -2, 1};
+  std::vector<double> x = {5, 1, 0, 2, 1, 7, 5, 3,  0, -1, 9,  7,  //
+                           0, 0, 0, 0, 0, 0, 4, -2, 3, 4,  -2, 1};
   std::vector<double> out(6);
   std::vector<int64_t> idx(6);
   cpu().reduce(ReduceOp::Min, DType::F64, x.data(), 2, 4, 3, out.data(), idx.data(), Stream());

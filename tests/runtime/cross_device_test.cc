@@ -10,8 +10,8 @@
 #include <thread>
 
 #include "runtime/base/error.h"
-#include "runtime/tensor/ops.h"
 #include "runtime/memory/stream.h"
+#include "runtime/tensor/ops.h"
 #include "tests/testing.h"
 
 namespace tandem {
@@ -58,13 +58,13 @@ TEST(CrossDevice, FreeWaitsForAnotherDevicesStreamThatUsedTheMemory) {
     Tensor x = full({4096}, 1.0, d0);
     current_stream(d0).synchronize();  // x is written: this test is about the free, not the copy's start
     StreamGate gate(copier);
-    copy = x.to(d1, copier);  // records copier on x's storage
-    x = Tensor();             // the free, ordered after copier's copy
+    copy = x.to(d1, copier);               // records copier on x's storage
+    x = Tensor();                          // the free, ordered after copier's copy
     Tensor reuse = full({4096}, 2.0, d0);  // the pool may hand x's block to its allocation stream again
     Event refilled;
     refilled.record(current_stream(d0));
-    EXPECT_FALSE(completes_within(refilled, 200)) << "freed memory was overwritten while a stream of " << d1
-                                                  << " still had to read it";
+    EXPECT_FALSE(completes_within(refilled, 200))
+        << "freed memory was overwritten while a stream of " << d1 << " still had to read it";
     gate.open();
   }
   copier.synchronize();

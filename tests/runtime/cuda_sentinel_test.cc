@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/tensor/backend.h"
 #include "runtime/base/config.h"
+#include "runtime/tensor/backend.h"
 #include "runtime/tensor/ops.h"
 #include "tests/kernels/kernel_compare.h"
 #include "tests/testing.h"
@@ -149,8 +149,8 @@ TEST_F(CudaSentinel, BatchedGemmWithTransposedB) {
     Tensor a = host(batch * m * k, t), b = host(batch * n * k, t), want = empty({batch * m * n}, t);
     Tensor ag = to_gpu(a), bg = to_gpu(b);
     Guarded c(t, batch * m * n, kGpu);
-    gpu_backend().gemm(t, false, true, m, n, k, 1.0, ag.raw_data(), k, m * k, bg.raw_data(), k, n * k, 0.0, c.data(),
-                       n, m * n, batch, gpu_stream());
+    gpu_backend().gemm(t, false, true, m, n, k, 1.0, ag.raw_data(), k, m * k, bg.raw_data(), k, n * k, 0.0, c.data(), n,
+                       m * n, batch, gpu_stream());
     cpu_backend().gemm(t, false, true, m, n, k, 1.0, a.raw_data(), k, m * k, b.raw_data(), k, n * k, 0.0,
                        want.raw_data(), n, m * n, batch, Stream());
     expect_close(result(c, "gemm"), want, tolerance(t), "gemm");
@@ -166,8 +166,8 @@ TEST_F(CudaSentinel, IndexingAndItsAccumulatingBackwards) {
   Guarded sel(DType::F64, n_out, kGpu);
   gpu_backend().index_select(DType::F64, xg.raw_data(), outer, n_src, inner, idxg.data<int64_t>(), n_idx, sel.data(),
                              gpu_stream());
-  cpu_backend().index_select(DType::F64, x.raw_data(), outer, n_src, inner, idx.data<int64_t>(), n_idx,
-                             want.raw_data(), Stream());
+  cpu_backend().index_select(DType::F64, x.raw_data(), outer, n_src, inner, idx.data<int64_t>(), n_idx, want.raw_data(),
+                             Stream());
   expect_bitwise_equal(result(sel, "index_select"), want, "index_select");
 
   Guarded gat(DType::F64, n_out, kGpu);

@@ -12,9 +12,9 @@
 
 #include "runtime/base/cuda_check.h"
 #include "runtime/base/error.h"
-#include "runtime/tensor/ops.h"
 #include "runtime/base/parallel_for.h"
 #include "runtime/memory/stream.h"
+#include "runtime/tensor/ops.h"
 #include "tests/testing.h"
 
 namespace tandem {
@@ -221,8 +221,7 @@ TEST(ParallelFor, NestedCallsRunInline) {
   IntraOpThreads threads(4);
   std::atomic<int64_t> total{0};
   parallel_for(0, 8, 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i)
-      parallel_for(0, 100, 1, [&](int64_t a, int64_t b) { total += b - a; });
+    for (int64_t i = lo; i < hi; ++i) parallel_for(0, 100, 1, [&](int64_t a, int64_t b) { total += b - a; });
   });
   EXPECT_EQ(total.load(), 800);
 }
@@ -238,9 +237,7 @@ TEST(ParallelFor, ThreadCountIsPerThread) {
 TEST(ParallelFor, KernelResultsDoNotDependOnTheThreadCount) {
   Generator gen(fresh_seed());
   Tensor a = randn({70, 300}, gen), b = randn({300, 90}, gen), big = randn({40000}, gen, DType::F64);
-  auto run = [&] {
-    return std::vector<Tensor>{matmul(a, b), sum(a, {0}), softmax(a, 1), exp(big), add(big, big)};
-  };
+  auto run = [&] { return std::vector<Tensor>{matmul(a, b), sum(a, {0}), softmax(a, 1), exp(big), add(big, big)}; };
   std::vector<Tensor> one, four;
   {
     IntraOpThreads t(1);

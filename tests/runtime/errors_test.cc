@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/tensor/backend.h"
 #include "runtime/base/error.h"
+#include "runtime/tensor/backend.h"
 #include "runtime/tensor/ops.h"
 #include "tests/testing.h"
 

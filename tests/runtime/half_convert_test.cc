@@ -50,8 +50,8 @@ void expect_conversions(const std::vector<Case>& cases, DType t) {
   for (const Case& c : cases) values.push_back(c.value);
   std::vector<uint16_t> got = bits_of(from_vector<float>(values, {static_cast<int64_t>(values.size())}).to(t));
   for (size_t i = 0; i < cases.size(); ++i)
-    EXPECT_EQ(got[i], cases[i].bits) << dtype_name(t) << " of " << cases[i].value << " (" << cases[i].why
-                                     << "): got 0x" << std::hex << got[i] << ", want 0x" << cases[i].bits;
+    EXPECT_EQ(got[i], cases[i].bits) << dtype_name(t) << " of " << cases[i].value << " (" << cases[i].why << "): got 0x"
+                                     << std::hex << got[i] << ", want 0x" << cases[i].bits;
 }
 
 TEST(HalfConversion, F32ToF16Bits) {
@@ -87,10 +87,10 @@ TEST(HalfConversion, F32ToF16Bits) {
 }
 
 TEST(HalfConversion, F16BitsToF32) {
-  std::vector<float> got = from_bits({0x0001, 0x03FF, 0x0400, 0x3C00, 0x3555, 0xC000, 0x7BFF, 0x8000, 0xFC00, 0x7E00},
-                                     DType::F16)
-                               .to(DType::F32)
-                               .to_vector<float>();
+  std::vector<float> got =
+      from_bits({0x0001, 0x03FF, 0x0400, 0x3C00, 0x3555, 0xC000, 0x7BFF, 0x8000, 0xFC00, 0x7E00}, DType::F16)
+          .to(DType::F32)
+          .to_vector<float>();
   EXPECT_EQ(got[0], 0x1p-24f);
   EXPECT_EQ(got[1], 1023 * 0x1p-24f);
   EXPECT_EQ(got[2], 0x1p-14f);
@@ -138,8 +138,8 @@ TEST(HalfConversion, EveryNonNaNPatternRoundTripsThroughF32) {
   for (DType t : {DType::F16, DType::BF16}) {
     std::vector<uint16_t> all;
     for (uint32_t b = 0; b < 65536; ++b) {
-      bool nan = t == DType::F16 ? ((b & 0x7C00) == 0x7C00 && (b & 0x3FF) != 0)
-                                 : ((b & 0x7F80) == 0x7F80 && (b & 0x7F) != 0);
+      bool nan =
+          t == DType::F16 ? ((b & 0x7C00) == 0x7C00 && (b & 0x3FF) != 0) : ((b & 0x7F80) == 0x7F80 && (b & 0x7F) != 0);
       if (!nan) all.push_back(static_cast<uint16_t>(b));
     }
     std::vector<uint16_t> back = bits_of(from_bits(all, t).to(DType::F32).to(t));

@@ -11,11 +11,11 @@
 
 #include "runtime/memory/host_cache.h"
 #include "runtime/memory/memory.h"
-#include "runtime/tensor/ops.h"
-#include "runtime/tensor/rng.h"
 #include "runtime/memory/storage.h"
 #include "runtime/memory/stream.h"
 #include "runtime/memory/stream_check.h"
+#include "runtime/tensor/ops.h"
+#include "runtime/tensor/rng.h"
 #include "tests/testing.h"
 
 namespace tandem {

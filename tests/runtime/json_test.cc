@@ -90,8 +90,9 @@ TEST(Json, NumbersBeyondADoubleAreRefusedAndIntegersAreExact) {
   EXPECT_MENTIONS(parse_error_of("[1e999]"), "number overflow parsing '1e999'");
   EXPECT_MENTIONS(parse_error_of("{\"a\":-1e400}"), "number overflow parsing '-1e400'");
   const int64_t max = std::numeric_limits<int64_t>::max(), min = std::numeric_limits<int64_t>::min();
-  Json j = parse_json("[9223372036854775807, -9223372036854775808, 9223372036854775808, 18446744073709551616, "
-                      "3.0, 1e3, 2.5, 1e300, 9007199254740993.0, -0]");
+  Json j = parse_json(
+      "[9223372036854775807, -9223372036854775808, 9223372036854775808, 18446744073709551616, "
+      "3.0, 1e3, 2.5, 1e300, 9007199254740993.0, -0]");
   EXPECT_EQ(json_int(j[0], "max"), max);  // exact, not rounded through a double
   EXPECT_EQ(json_int(j[1], "min"), min);
   EXPECT_MENTIONS(value_error_of([&] { json_int(j[2], "2^63"); }),

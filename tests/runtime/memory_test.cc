@@ -9,17 +9,17 @@
 
 #include "runtime/base/error.h"
 #include "runtime/memory/memory.h"
-#include "runtime/tensor/ops.h"
 #include "runtime/memory/storage.h"
+#include "runtime/tensor/ops.h"
 #include "runtime/tensor/tensor.h"
 #include "tests/testing.h"
 
 namespace tandem {
 namespace {
 
-constexpr MemoryCategory kAll[] = {MemoryCategory::Parameters,   MemoryCategory::Gradients,
+constexpr MemoryCategory kAll[] = {MemoryCategory::Parameters,     MemoryCategory::Gradients,
                                    MemoryCategory::OptimizerState, MemoryCategory::Activations,
-                                   MemoryCategory::Workspace,    MemoryCategory::Communication};
+                                   MemoryCategory::Workspace,      MemoryCategory::Communication};
 
 MemoryTracker& cpu_tracker() { return device_memory(Device::cpu()); }
 
@@ -91,9 +91,7 @@ TEST(MemoryStats, PeaksAndResetPeaks) {
   {
     MemoryCategoryGuard g(MemoryCategory::Communication);
     Tensor a = empty({1000}, DType::U8);
-    {
-      Tensor b = empty({3000}, DType::U8);
-    }
+    { Tensor b = empty({3000}, DType::U8); }
     Tensor c = empty({500}, DType::U8);
     MemoryCounters mid = t.counters();
     EXPECT_EQ(mid.cur(MemoryCategory::Communication) - base.cur(MemoryCategory::Communication), 1500);
@@ -118,10 +116,10 @@ TEST(MemoryStats, BytesOverTimeRecordsEveryChangeInOrder) {
   double t0 = host_time_s();
   {
     MemoryCategoryGuard g(MemoryCategory::OptimizerState);
-    Tensor a = empty({10}, DType::F32);   // +40
-    Tensor b = empty({25}, DType::F64);   // +200
-    a = Tensor();                          // -40
-  }                                        // b: -200
+    Tensor a = empty({10}, DType::F32);  // +40
+    Tensor b = empty({25}, DType::F64);  // +200
+    a = Tensor();                        // -40
+  }                                      // b: -200
   double t1 = host_time_s();
   std::vector<MemorySample> s = t.stop_recording();
   const int64_t want_cat[] = {40, 240, 200, 0};

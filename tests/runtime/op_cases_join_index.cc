@@ -29,8 +29,12 @@ void add_concat(std::vector<OpCase>& cs) {
   // A strided part, and one that does not require grad.
   OpCase mixed = make_case(
       "concat_strided_and_constant", {float_in({4, 3}), float_in({2, 4}, normal_values(), false)},
-      [](const TV& in, DType) { return TV{concat({in[0].t(), in[1]}, 0)}; },
-      [](const HV& in) { return HV{ref::concat({ref::transpose(in[0], 0, 1), in[1]}, 0)}; });
+      [](const TV& in, DType) {
+        return TV{concat({in[0].t(), in[1]}, 0)};
+      },
+      [](const HV& in) {
+        return HV{ref::concat({ref::transpose(in[0], 0, 1), in[1]}, 0)};
+      });
   cs.push_back(mixed);
 }
 
@@ -47,7 +51,9 @@ void add_split_chunk(std::vector<OpCase>& cs) {
   cs.push_back(make_case(
       "split_equal_with_remainder", {float_in({2, 3, 5})},
       [](const TV& in, DType) { return split(in[0], int64_t{2}, 2); },
-      [](const HV& in) { return ref::split(in[0], {2, 2, 1}, 2); }));
+      [](const HV& in) {
+        return ref::split(in[0], {2, 2, 1}, 2);
+      }));
   const std::tuple<const char*, Shape, int64_t, int64_t, std::vector<int64_t>> chunks[] = {
       {"chunk_dim_0", {4, 3, 2}, 2, 0, {2, 2}},
       {"chunk_dim_1_uneven", {2, 5, 3}, 2, 1, {3, 2}},
@@ -63,14 +69,16 @@ void add_split_chunk(std::vector<OpCase>& cs) {
   // Only some parts used: the unused ones get zero gradients.
   cs.push_back(make_case(
       "split_first_part_only", {float_in({4, 3})},
-      [](const TV& in, DType) { return TV{split(in[0], std::vector<int64_t>{1, 3}, 0)[1]}; },
+      [](const TV& in, DType) {
+        return TV{split(in[0], std::vector<int64_t>{1, 3}, 0)[1]};
+      },
       [](const HV& in) { return HV{ref::slice(in[0], 0, 1, 4, 1)}; }));
 }
 
 void add_indexing(std::vector<OpCase>& cs) {
   // Indices repeat (5 draws from 4 or fewer values), so the backward must accumulate.
-  const std::tuple<int64_t, Shape, int64_t> selects[] = {{0, {4, 3, 2}, 5}, {1, {2, 5, 3}, 6}, {2, {2, 3, 5}, 7},
-                                                         {-1, {3, 4}, 2}};
+  const std::tuple<int64_t, Shape, int64_t> selects[] = {
+      {0, {4, 3, 2}, 5}, {1, {2, 5, 3}, 6}, {2, {2, 3, 5}, 7}, {-1, {3, 4}, 2}};
   for (const auto& [d, shape, n] : selects) {
     int64_t dim = d;
     int64_t bound = shape[ref::wrap(dim, static_cast<int64_t>(shape.size()))];
@@ -79,8 +87,11 @@ void add_indexing(std::vector<OpCase>& cs) {
         [dim](const TV& in, DType) { return TV{index_select(in[0], dim, in[1])}; },
         [dim](const HV& in) { return HV{ref::index_select(in[0], dim, in[1])}; }));
   }
-  const std::tuple<int64_t, Shape, Shape> gathers[] = {
-      {0, {4, 3}, {5, 3}}, {1, {3, 4}, {3, 6}}, {2, {2, 3, 4}, {2, 3, 5}}, {1, {2, 3, 4}, {2, 2, 4}}, {-1, {3, 4}, {3, 2}}};
+  const std::tuple<int64_t, Shape, Shape> gathers[] = {{0, {4, 3}, {5, 3}},
+                                                       {1, {3, 4}, {3, 6}},
+                                                       {2, {2, 3, 4}, {2, 3, 5}},
+                                                       {1, {2, 3, 4}, {2, 2, 4}},
+                                                       {-1, {3, 4}, {3, 2}}};
   for (const auto& [d, xs, is] : gathers) {
     int64_t dim = d;
     int64_t bound = xs[ref::wrap(dim, static_cast<int64_t>(xs.size()))];

@@ -20,7 +20,9 @@ OpCase matmul_case(const std::string& name, Shape a, Layout la, Shape b, Layout 
     return s;
   };
   auto as_given = [](const Tensor& t, Layout l) { return l == Layout::Transposed ? t.transpose(-1, -2) : t; };
-  auto ref_given = [](const HostTensor& t, Layout l) { return l == Layout::Transposed ? ref::transpose(t, -1, -2) : t; };
+  auto ref_given = [](const HostTensor& t, Layout l) {
+    return l == Layout::Transposed ? ref::transpose(t, -1, -2) : t;
+  };
   return make_case(
       name, {float_in(stored(a, la)), float_in(stored(b, lb))},
       [=](const TV& in, DType) { return TV{matmul(as_given(in[0], la), as_given(in[1], lb))}; },
@@ -54,12 +56,20 @@ void add_matmul(std::vector<OpCase>& cs) {
       [](const HV& in) { return HV{ref::matmul(ref::slice(in[0], 1, 0, 8, 2), in[1])}; }));
   cs.push_back(make_case(
       "matmul_permuted_3d_by_2d", {float_in({3, 2, 4}), float_in({4, 5})},
-      [](const TV& in, DType) { return TV{matmul(in[0].permute({1, 0, 2}), in[1])}; },
-      [](const HV& in) { return HV{ref::matmul(ref::permute(in[0], {1, 0, 2}), in[1])}; }));
+      [](const TV& in, DType) {
+        return TV{matmul(in[0].permute({1, 0, 2}), in[1])};
+      },
+      [](const HV& in) {
+        return HV{ref::matmul(ref::permute(in[0], {1, 0, 2}), in[1])};
+      }));
   cs.push_back(make_case(
       "matmul_broadcast_batch", {float_in({3, 4}), float_in({2, 4, 5})},
-      [](const TV& in, DType) { return TV{matmul(in[0].expand({2, 3, 4}), in[1])}; },
-      [](const HV& in) { return HV{ref::matmul(ref::broadcast_to(in[0], {2, 3, 4}), in[1])}; }));
+      [](const TV& in, DType) {
+        return TV{matmul(in[0].expand({2, 3, 4}), in[1])};
+      },
+      [](const HV& in) {
+        return HV{ref::matmul(ref::broadcast_to(in[0], {2, 3, 4}), in[1])};
+      }));
 }
 
 // x @ w^T + b over the last dim of x.

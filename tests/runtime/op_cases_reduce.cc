@@ -25,8 +25,8 @@ double larger(double a, double b) { return std::max(a, b); }
 
 void add_sum_mean_amax(std::vector<OpCase>& cs) {
   const Shape x{2, 3, 4};
-  const std::pair<Dims, bool> reductions[] = {{{}, false},    {{0}, false},     {{1}, false},    {{-1}, false},
-                                              {{0, 2}, false}, {{1}, true},      {{0, 1, 2}, false}, {{2, 0}, true}};
+  const std::pair<Dims, bool> reductions[] = {{{}, false},     {{0}, false}, {{1}, false},       {{-1}, false},
+                                              {{0, 2}, false}, {{1}, true},  {{0, 1, 2}, false}, {{2, 0}, true}};
   for (const auto& [dims, keep] : reductions) {
     std::string sfx = "_" + dims_name(dims) + (keep ? "_keepdim" : "");
     Dims d = dims;
@@ -50,14 +50,20 @@ void add_sum_mean_amax(std::vector<OpCase>& cs) {
   // A strided input takes the permute-and-copy path of the reduction.
   cs.push_back(make_case(
       "sum_permuted_input_dims_1", {float_in({3, 2, 4})},
-      [](const TV& in, DType) { return TV{sum(in[0].permute({1, 0, 2}), {1})}; },
-      [](const HV& in) { return HV{ref::reduce(ref::permute(in[0], {1, 0, 2}), {1}, false, 0.0, plus)}; }));
+      [](const TV& in, DType) {
+        return TV{sum(in[0].permute({1, 0, 2}), {1})};
+      },
+      [](const HV& in) {
+        return HV{ref::reduce(ref::permute(in[0], {1, 0, 2}), {1}, false, 0.0, plus)};
+      }));
   cs.push_back(make_case(
       "amax_permuted_input_dims_0", {float_in({3, 2, 4}, distinct_values())},
-      [](const TV& in, DType) { return TV{amax(in[0].permute({2, 0, 1}), {0})}; },
+      [](const TV& in, DType) {
+        return TV{amax(in[0].permute({2, 0, 1}), {0})};
+      },
       [](const HV& in) {
-        return HV{ref::reduce(ref::permute(in[0], {2, 0, 1}), {0}, false, -std::numeric_limits<double>::infinity(),
-                              larger)};
+        return HV{
+            ref::reduce(ref::permute(in[0], {2, 0, 1}), {0}, false, -std::numeric_limits<double>::infinity(), larger)};
       }));
 }
 
@@ -65,8 +71,8 @@ void add_max_argmax(std::vector<OpCase>& cs) {
   const Shape x{2, 3, 4};
   for (int64_t dim : {0, 1, 2, -1}) {
     for (bool keep : {false, true}) {
-      std::string sfx = (dim < 0 ? "_dim_neg" + std::to_string(-dim) : "_dim_" + std::to_string(dim)) +
-                        (keep ? "_keepdim" : "");
+      std::string sfx =
+          (dim < 0 ? "_dim_neg" + std::to_string(-dim) : "_dim_" + std::to_string(dim)) + (keep ? "_keepdim" : "");
       cs.push_back(make_case(
           "max" + sfx, {float_in(x, distinct_values())},
           [dim, keep](const TV& in, DType) {
@@ -83,9 +89,11 @@ void add_max_argmax(std::vector<OpCase>& cs) {
 }
 
 void add_sum_to(std::vector<OpCase>& cs) {
-  const std::pair<const char*, Shape> targets[] = {
-      {"sum_to_3x1", {3, 1}}, {"sum_to_4", {4}}, {"sum_to_2x1x4", {2, 1, 4}}, {"sum_to_scalar", {}},
-      {"sum_to_same", {2, 3, 4}}};
+  const std::pair<const char*, Shape> targets[] = {{"sum_to_3x1", {3, 1}},
+                                                   {"sum_to_4", {4}},
+                                                   {"sum_to_2x1x4", {2, 1, 4}},
+                                                   {"sum_to_scalar", {}},
+                                                   {"sum_to_same", {2, 3, 4}}};
   for (const auto& [name, target] : targets) {
     Shape t = target;
     cs.push_back(make_case(

@@ -20,73 +20,170 @@ OpCase view_case(const std::string& name, Shape shape, ViewFn f, ViewRef r, bool
 
 void add_views(std::vector<OpCase>& cs) {
   const Shape x{2, 3, 4};
-  cs.push_back(view_case("view_6x4", x, [](const Tensor& t) { return t.view({6, 4}); },
-                         [](const HostTensor& h) { return ref::reshape(h, {6, 4}); }));
-  cs.push_back(view_case("view_infer_dim", x, [](const Tensor& t) { return t.view({-1, 2}); },
-                         [](const HostTensor& h) { return ref::reshape(h, {12, 2}); }));
+  cs.push_back(view_case(
+      "view_6x4", x,
+      [](const Tensor& t) {
+        return t.view({6, 4});
+      },
+      [](const HostTensor& h) {
+        return ref::reshape(h, {6, 4});
+      }));
+  cs.push_back(view_case(
+      "view_infer_dim", x,
+      [](const Tensor& t) {
+        return t.view({-1, 2});
+      },
+      [](const HostTensor& h) {
+        return ref::reshape(h, {12, 2});
+      }));
   // A view of a permuted tensor that only splits its contiguous last dim: no copy needed.
-  cs.push_back(view_case("view_of_permuted", x, [](const Tensor& t) { return t.permute({1, 0, 2}).view({3, 2, 2, 2}); },
-                         [](const HostTensor& h) { return ref::reshape(ref::permute(h, {1, 0, 2}), {3, 2, 2, 2}); }));
-  cs.push_back(view_case("reshape_view_path", x, [](const Tensor& t) { return t.reshape({4, 6}); },
-                         [](const HostTensor& h) { return ref::reshape(h, {4, 6}); }));
-  cs.push_back(view_case("reshape_copy_path", x, [](const Tensor& t) { return t.permute({2, 0, 1}).reshape({-1}); },
-                         [](const HostTensor& h) { return ref::reshape(ref::permute(h, {2, 0, 1}), {24}); }));
-  cs.push_back(view_case("permute_2_0_1", x, [](const Tensor& t) { return t.permute({2, 0, 1}); },
-                         [](const HostTensor& h) { return ref::permute(h, {2, 0, 1}); }));
-  cs.push_back(view_case("permute_negative_dims", x, [](const Tensor& t) { return t.permute({-1, -3, -2}); },
-                         [](const HostTensor& h) { return ref::permute(h, {2, 0, 1}); }));
-  cs.push_back(view_case("transpose_0_2", x, [](const Tensor& t) { return t.transpose(0, 2); },
-                         [](const HostTensor& h) { return ref::transpose(h, 0, 2); }));
-  cs.push_back(view_case("transpose_neg", x, [](const Tensor& t) { return t.transpose(-1, -2); },
-                         [](const HostTensor& h) { return ref::transpose(h, 1, 2); }));
-  cs.push_back(view_case("t_2d", {3, 5}, [](const Tensor& t) { return t.t(); },
-                         [](const HostTensor& h) { return ref::transpose(h, 0, 1); }));
-  cs.push_back(view_case("slice_step_2", {2, 5, 4}, [](const Tensor& t) { return t.slice(1, 0, 5, 2); },
-                         [](const HostTensor& h) { return ref::slice(h, 1, 0, 5, 2); }));
-  cs.push_back(view_case("slice_step_3_offset", {2, 3, 7}, [](const Tensor& t) { return t.slice(2, 1, 7, 3); },
-                         [](const HostTensor& h) { return ref::slice(h, 2, 1, 7, 3); }));
-  cs.push_back(view_case("slice_negative_bounds", x, [](const Tensor& t) { return t.slice(-1, -3, -1); },
-                         [](const HostTensor& h) { return ref::slice(h, 2, -3, -1, 1); }));
-  cs.push_back(view_case("slice_clamped_bounds", x, [](const Tensor& t) { return t.slice(0, -10, 10); },
-                         [](const HostTensor& h) { return ref::slice(h, 0, -10, 10, 1); }));
-  cs.push_back(view_case("slice_of_transposed", {5, 4}, [](const Tensor& t) { return t.t().slice(1, 1, 5, 2); },
-                         [](const HostTensor& h) { return ref::slice(ref::transpose(h, 0, 1), 1, 1, 5, 2); }));
-  cs.push_back(view_case("narrow_dim_2", x, [](const Tensor& t) { return t.narrow(2, 1, 2); },
-                         [](const HostTensor& h) { return ref::slice(h, 2, 1, 3, 1); }));
+  cs.push_back(view_case(
+      "view_of_permuted", x,
+      [](const Tensor& t) {
+        return t.permute({1, 0, 2}).view({3, 2, 2, 2});
+      },
+      [](const HostTensor& h) {
+        return ref::reshape(ref::permute(h, {1, 0, 2}), {3, 2, 2, 2});
+      }));
+  cs.push_back(view_case(
+      "reshape_view_path", x,
+      [](const Tensor& t) {
+        return t.reshape({4, 6});
+      },
+      [](const HostTensor& h) {
+        return ref::reshape(h, {4, 6});
+      }));
+  cs.push_back(view_case(
+      "reshape_copy_path", x,
+      [](const Tensor& t) {
+        return t.permute({2, 0, 1}).reshape({-1});
+      },
+      [](const HostTensor& h) {
+        return ref::reshape(ref::permute(h, {2, 0, 1}), {24});
+      }));
+  cs.push_back(view_case(
+      "permute_2_0_1", x,
+      [](const Tensor& t) {
+        return t.permute({2, 0, 1});
+      },
+      [](const HostTensor& h) {
+        return ref::permute(h, {2, 0, 1});
+      }));
+  cs.push_back(view_case(
+      "permute_negative_dims", x,
+      [](const Tensor& t) {
+        return t.permute({-1, -3, -2});
+      },
+      [](const HostTensor& h) {
+        return ref::permute(h, {2, 0, 1});
+      }));
+  cs.push_back(view_case(
+      "transpose_0_2", x, [](const Tensor& t) { return t.transpose(0, 2); },
+      [](const HostTensor& h) { return ref::transpose(h, 0, 2); }));
+  cs.push_back(view_case(
+      "transpose_neg", x, [](const Tensor& t) { return t.transpose(-1, -2); },
+      [](const HostTensor& h) { return ref::transpose(h, 1, 2); }));
+  cs.push_back(view_case(
+      "t_2d", {3, 5}, [](const Tensor& t) { return t.t(); },
+      [](const HostTensor& h) { return ref::transpose(h, 0, 1); }));
+  cs.push_back(view_case(
+      "slice_step_2", {2, 5, 4}, [](const Tensor& t) { return t.slice(1, 0, 5, 2); },
+      [](const HostTensor& h) { return ref::slice(h, 1, 0, 5, 2); }));
+  cs.push_back(view_case(
+      "slice_step_3_offset", {2, 3, 7}, [](const Tensor& t) { return t.slice(2, 1, 7, 3); },
+      [](const HostTensor& h) { return ref::slice(h, 2, 1, 7, 3); }));
+  cs.push_back(view_case(
+      "slice_negative_bounds", x, [](const Tensor& t) { return t.slice(-1, -3, -1); },
+      [](const HostTensor& h) { return ref::slice(h, 2, -3, -1, 1); }));
+  cs.push_back(view_case(
+      "slice_clamped_bounds", x, [](const Tensor& t) { return t.slice(0, -10, 10); },
+      [](const HostTensor& h) { return ref::slice(h, 0, -10, 10, 1); }));
+  cs.push_back(view_case(
+      "slice_of_transposed", {5, 4}, [](const Tensor& t) { return t.t().slice(1, 1, 5, 2); },
+      [](const HostTensor& h) { return ref::slice(ref::transpose(h, 0, 1), 1, 1, 5, 2); }));
+  cs.push_back(view_case(
+      "narrow_dim_2", x, [](const Tensor& t) { return t.narrow(2, 1, 2); },
+      [](const HostTensor& h) { return ref::slice(h, 2, 1, 3, 1); }));
   auto select_ref = [](const HostTensor& h, int64_t dim, int64_t i) {
     HostTensor s = ref::slice(h, dim, i, i + 1, 1);
     s.shape.erase(s.shape.begin() + dim);
     return s;
   };
-  cs.push_back(view_case("select_dim_1_neg_index", x, [](const Tensor& t) { return t.select(1, -1); },
-                         [select_ref](const HostTensor& h) { return select_ref(h, 1, 2); }));
-  cs.push_back(view_case("select_dim_0", x, [](const Tensor& t) { return t.select(0, 1); },
-                         [select_ref](const HostTensor& h) { return select_ref(h, 0, 1); }));
-  cs.push_back(view_case("unsqueeze_0", x, [](const Tensor& t) { return t.unsqueeze(0); },
-                         [](const HostTensor& h) { return ref::reshape(h, {1, 2, 3, 4}); }));
-  cs.push_back(view_case("unsqueeze_neg1_of_transposed", {3, 4}, [](const Tensor& t) { return t.t().unsqueeze(-1); },
-                         [](const HostTensor& h) { return ref::reshape(ref::transpose(h, 0, 1), {4, 3, 1}); }));
-  cs.push_back(view_case("squeeze_1", {2, 1, 4}, [](const Tensor& t) { return t.squeeze(1); },
-                         [](const HostTensor& h) { return ref::reshape(h, {2, 4}); }));
-  cs.push_back(view_case("flatten_1_2", {2, 3, 4, 2}, [](const Tensor& t) { return t.flatten(1, 2); },
-                         [](const HostTensor& h) { return ref::reshape(h, {2, 12, 2}); }));
-  cs.push_back(view_case("flatten_all_of_permuted", x, [](const Tensor& t) { return t.permute({1, 2, 0}).flatten(); },
-                         [](const HostTensor& h) { return ref::reshape(ref::permute(h, {1, 2, 0}), {24}); }));
-  cs.push_back(view_case("flatten_0d", {}, [](const Tensor& t) { return t.flatten(); },
-                         [](const HostTensor& h) { return ref::reshape(h, {1}); }));
-  cs.push_back(view_case("expand_3x1_to_2x3x4", {3, 1}, [](const Tensor& t) { return t.expand({2, 3, 4}); },
-                         [](const HostTensor& h) { return ref::broadcast_to(h, {2, 3, 4}); }));
-  cs.push_back(view_case("expand_0d", {}, [](const Tensor& t) { return t.expand({2, 3}); },
-                         [](const HostTensor& h) { return ref::broadcast_to(h, {2, 3}); }));
+  cs.push_back(view_case(
+      "select_dim_1_neg_index", x, [](const Tensor& t) { return t.select(1, -1); },
+      [select_ref](const HostTensor& h) { return select_ref(h, 1, 2); }));
+  cs.push_back(view_case(
+      "select_dim_0", x, [](const Tensor& t) { return t.select(0, 1); },
+      [select_ref](const HostTensor& h) { return select_ref(h, 0, 1); }));
+  cs.push_back(view_case(
+      "unsqueeze_0", x, [](const Tensor& t) { return t.unsqueeze(0); },
+      [](const HostTensor& h) {
+        return ref::reshape(h, {1, 2, 3, 4});
+      }));
+  cs.push_back(view_case(
+      "unsqueeze_neg1_of_transposed", {3, 4}, [](const Tensor& t) { return t.t().unsqueeze(-1); },
+      [](const HostTensor& h) {
+        return ref::reshape(ref::transpose(h, 0, 1), {4, 3, 1});
+      }));
+  cs.push_back(view_case(
+      "squeeze_1", {2, 1, 4}, [](const Tensor& t) { return t.squeeze(1); },
+      [](const HostTensor& h) {
+        return ref::reshape(h, {2, 4});
+      }));
+  cs.push_back(view_case(
+      "flatten_1_2", {2, 3, 4, 2}, [](const Tensor& t) { return t.flatten(1, 2); },
+      [](const HostTensor& h) {
+        return ref::reshape(h, {2, 12, 2});
+      }));
+  cs.push_back(view_case(
+      "flatten_all_of_permuted", x,
+      [](const Tensor& t) {
+        return t.permute({1, 2, 0}).flatten();
+      },
+      [](const HostTensor& h) {
+        return ref::reshape(ref::permute(h, {1, 2, 0}), {24});
+      }));
+  cs.push_back(view_case(
+      "flatten_0d", {}, [](const Tensor& t) { return t.flatten(); },
+      [](const HostTensor& h) { return ref::reshape(h, {1}); }));
+  cs.push_back(view_case(
+      "expand_3x1_to_2x3x4", {3, 1},
+      [](const Tensor& t) {
+        return t.expand({2, 3, 4});
+      },
+      [](const HostTensor& h) {
+        return ref::broadcast_to(h, {2, 3, 4});
+      }));
+  cs.push_back(view_case(
+      "expand_0d", {},
+      [](const Tensor& t) {
+        return t.expand({2, 3});
+      },
+      [](const HostTensor& h) {
+        return ref::broadcast_to(h, {2, 3});
+      }));
 }
 
 void add_copies(std::vector<OpCase>& cs) {
   const Shape x{2, 3, 4};
-  cs.push_back(view_case("contiguous_of_permuted", x, [](const Tensor& t) { return t.permute({2, 0, 1}).contiguous(); },
-                         [](const HostTensor& h) { return ref::permute(h, {2, 0, 1}); }));
-  cs.push_back(view_case("clone", x, [](const Tensor& t) { return t.clone(); }, [](const HostTensor& h) { return h; }));
-  cs.push_back(view_case("clone_of_expanded", {3, 1}, [](const Tensor& t) { return t.expand({2, 3, 4}).clone(); },
-                         [](const HostTensor& h) { return ref::broadcast_to(h, {2, 3, 4}); }));
+  cs.push_back(view_case(
+      "contiguous_of_permuted", x,
+      [](const Tensor& t) {
+        return t.permute({2, 0, 1}).contiguous();
+      },
+      [](const HostTensor& h) {
+        return ref::permute(h, {2, 0, 1});
+      }));
+  cs.push_back(view_case(
+      "clone", x, [](const Tensor& t) { return t.clone(); }, [](const HostTensor& h) { return h; }));
+  cs.push_back(view_case(
+      "clone_of_expanded", {3, 1},
+      [](const Tensor& t) {
+        return t.expand({2, 3, 4}).clone();
+      },
+      [](const HostTensor& h) {
+        return ref::broadcast_to(h, {2, 3, 4});
+      }));
   // Conversions between the compute dtypes. Finite differences through an f32 rounding would mean nothing, so
   // the inputs are multiples of 2^-8 in [-4, 4) and the step is 2^-8: x and x +- step are exact in f32, the cast
   // is then the identity on them and the difference quotient its exact derivative. The f64 run checks the
@@ -110,7 +207,10 @@ void add_copies(std::vector<OpCase>& cs) {
         dst.permute({2, 1, 0}).copy_(in[0]);
         return TV{dst};
       },
-      [](const HV& in) { return HV{ref::permute(in[0], {2, 1, 0})}; }, false));
+      [](const HV& in) {
+        return HV{ref::permute(in[0], {2, 1, 0})};
+      },
+      false));
   cs.push_back(make_case(
       "copy_broadcast_other_dtype", {float_in({3, 1})},
       [x](const TV& in, DType dt) {

@@ -5,9 +5,9 @@
 
 #include <vector>
 
-#include "runtime/tensor/ops.h"
 #include "runtime/memory/storage.h"
 #include "runtime/memory/stream.h"
+#include "runtime/tensor/ops.h"
 #include "tests/testing.h"
 
 namespace tandem {

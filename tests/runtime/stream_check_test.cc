@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "runtime/base/error.h"
-#include "runtime/tensor/ops.h"
-#include "runtime/tensor/rng.h"
 #include "runtime/memory/stream.h"
 #include "runtime/memory/stream_check.h"
+#include "runtime/tensor/ops.h"
+#include "runtime/tensor/rng.h"
 #include "tests/testing.h"
 
 namespace tandem {
@@ -63,8 +63,9 @@ TEST_F(StreamCheck, ReadAfterWriteOnAnotherStreamNeedsAnEvent) {
         stream_check::Context step("the consumer's step");
         on(b, [&] { return mul(x, 2.0); });
       },
-      {"read after write", storage, "unary (a read) in the consumer's step on cpu stream " + std::to_string(b.id()) +
-       " 'consumer B'", "random (a write) on cpu stream " + std::to_string(a.id()) + " 'producer A'", "Stream::wait"});
+      {"read after write", storage,
+       "unary (a read) in the consumer's step on cpu stream " + std::to_string(b.id()) + " 'consumer B'",
+       "random (a write) on cpu stream " + std::to_string(a.id()) + " 'producer A'", "Stream::wait"});
 
   Tensor x2 = random_on(a, 64);
   Event produced;
@@ -175,10 +176,9 @@ TEST_F(StreamCheck, AFreeMustComeAfterEveryUseOnOtherStreams) {
     b.wait(written);
     Tensor y = on(b, [&] { return mul(x, 2.0); });
   }  // x is freed on a while b's read of it is not ordered before
-  expect_violation([&] { random_on(a, 64); },
-                   {"use before free", "allocated on cpu stream " + std::to_string(a.id()),
-                    "unary (a read) on cpu stream " + std::to_string(b.id()), "record_stream(cpu stream " +
-                    std::to_string(b.id())});
+  expect_violation([&] { random_on(a, 64); }, {"use before free", "allocated on cpu stream " + std::to_string(a.id()),
+                                               "unary (a read) on cpu stream " + std::to_string(b.id()),
+                                               "record_stream(cpu stream " + std::to_string(b.id())});
   // Or at the next synchronization, of any stream.
   {
     Tensor x = random_on(a, 64);

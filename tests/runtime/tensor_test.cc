@@ -22,8 +22,9 @@ Tensor iota(const Shape& shape, DType t = DType::F32) { return arange(shape_nume
 
 TEST(TensorBasics, ViewsShareStorageAndTheVersionCounter) {
   Tensor x = iota({2, 3, 4});
-  std::vector<Tensor> views = {x.permute({2, 0, 1}), x.slice(1, 0, 3, 2), x.view({6, 4}), x.select(0, 1),
-                               x.unsqueeze(0), x.flatten(), x.transpose(0, 1), x.detach(), x.narrow(2, 1, 2)};
+  std::vector<Tensor> views = {x.permute({2, 0, 1}), x.slice(1, 0, 3, 2), x.view({6, 4}),
+                               x.select(0, 1),       x.unsqueeze(0),      x.flatten(),
+                               x.transpose(0, 1),    x.detach(),          x.narrow(2, 1, 2)};
   uint64_t v0 = x.version();
   for (const Tensor& v : views) {
     EXPECT_TRUE(v.storage().same(x.storage()));
@@ -202,10 +203,10 @@ TEST(TensorBasics, SetStoragePointsEveryHandleAtTheNewMemory) {
   flat.fill_(2.0);  // writes through the buffer are the tensor's
   EXPECT_EQ(handle.to_vector<float>(), std::vector<float>(6, 2.0f));
   EXPECT_EQ(old_view.to_vector<float>(), std::vector<float>(6, 0.0f));  // a view keeps what it had
-  EXPECT_EQ(p.version(), flat.version());                                // the buffer's version counter now
+  EXPECT_EQ(p.version(), flat.version());                               // the buffer's version counter now
   EXPECT_THROW(p.set_storage_(flat.storage(), 5), ValueError);          // elements 5..10 of 10
   EXPECT_THROW(p.set_storage_(flat.storage(), -1), ValueError);
-  EXPECT_EQ(handle.storage_offset(), 4);                                 // a refused call changes nothing
+  EXPECT_EQ(handle.storage_offset(), 4);  // a refused call changes nothing
   p.set_storage_(Storage());
   EXPECT_EQ(handle.storage().data(), nullptr);
   EXPECT_EQ(handle.shape(), (Shape{2, 3}));

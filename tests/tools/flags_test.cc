@@ -41,10 +41,13 @@ struct Example {
     p.integers("--sizes", "LIST", &v.sizes, "sizes", 1);
     p.words("--kinds", "LIST", &v.kinds, "kinds");
     p.flag("--fast", &v.fast, true, "go fast");
-    p.custom("--mode", "M", [this](const std::string& m) {
-      TD_CHECK(m == "x" || m == "y", "unknown mode '", m, "'");
-      v.mode = m;
-    }, "x or y");
+    p.custom(
+        "--mode", "M",
+        [this](const std::string& m) {
+          TD_CHECK(m == "x" || m == "y", "unknown mode '", m, "'");
+          v.mode = m;
+        },
+        "x or y");
     p.footer("The end.");
   }
   void parse(std::vector<std::string> args) {
@@ -128,9 +131,9 @@ TEST(Flags, HelpListsEveryFlagWithItsTextInGroups) {
   EXPECT_EXIT(e.parse({"--help"}), ::testing::ExitedWithCode(0), "");
   const std::string help = e.p.help();
   EXPECT_EQ(help.rfind("usage: example [flags]\n\nParses flags for the test.\n", 0), 0u) << help;
-  for (const char* s : {"--name NAME", "a name\n", "over two lines", "--count N", "a count (default 7)", "--seed S",
-                        "more:", "--rate X", "--sizes LIST", "--kinds LIST", "--fast", "go fast", "--mode M",
-                        "x or y", "The end."})
+  for (const char* s :
+       {"--name NAME", "a name\n", "over two lines", "--count N", "a count (default 7)", "--seed S",
+        "more:", "--rate X", "--sizes LIST", "--kinds LIST", "--fast", "go fast", "--mode M", "x or y", "The end."})
     EXPECT_NE(help.find(s), std::string::npos) << s << " missing from\n" << help;
   EXPECT_LT(help.find("flags:"), help.find("more:"));
   EXPECT_LT(help.find("--fast"), help.find("--help"));  // --help comes last

@@ -161,13 +161,13 @@ const char* cublasGetStatusString(cublasStatus_t status) {
   return "unknown status";
 }
 
-cublasStatus_t cublasGemmStridedBatchedEx_64(cublasHandle_t handle, cublasOperation_t transa,
-                                             cublasOperation_t transb, int64_t m, int64_t n, int64_t k,
-                                             const void* alpha, const void* A, cudaDataType Atype, int64_t lda,
-                                             long long int strideA, const void* B, cudaDataType Btype, int64_t ldb,
-                                             long long int strideB, const void* beta, void* C, cudaDataType Ctype,
-                                             int64_t ldc, long long int strideC, int64_t batchCount,
-                                             cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
+cublasStatus_t cublasGemmStridedBatchedEx_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+                                             int64_t m, int64_t n, int64_t k, const void* alpha, const void* A,
+                                             cudaDataType Atype, int64_t lda, long long int strideA, const void* B,
+                                             cudaDataType Btype, int64_t ldb, long long int strideB, const void* beta,
+                                             void* C, cudaDataType Ctype, int64_t ldc, long long int strideC,
+                                             int64_t batchCount, cublasComputeType_t computeType,
+                                             cublasGemmAlgo_t algo) {
   const std::string api = "cublasGemmStridedBatchedEx_64";
   if (!alive(handle)) return fail(CUBLAS_STATUS_NOT_INITIALIZED, api + ": not a live cuBLAS handle");
   auto valid_op = [](cublasOperation_t op) { return op == CUBLAS_OP_N || op == CUBLAS_OP_T || op == CUBLAS_OP_C; };
@@ -212,8 +212,7 @@ cublasStatus_t cublasGemmStridedBatchedEx_64(cublasHandle_t handle, cublasOperat
   if (!(algo >= CUBLAS_GEMM_DEFAULT && algo <= CUBLAS_GEMM_ALGO23) &&
       !(algo >= CUBLAS_GEMM_DEFAULT_TENSOR_OP && algo <= CUBLAS_GEMM_ALGO15_TENSOR_OP))
     return fail(CUBLAS_STATUS_NOT_SUPPORTED, api + ": algo " + std::to_string(algo) + " is not a cublasGemmAlgo_t");
-  if (alpha == nullptr || beta == nullptr)
-    return fail(CUBLAS_STATUS_INVALID_VALUE, api + ": alpha or beta is NULL");
+  if (alpha == nullptr || beta == nullptr) return fail(CUBLAS_STATUS_INVALID_VALUE, api + ": alpha or beta is NULL");
   if (m == 0 || n == 0 || batchCount == 0) return CUBLAS_STATUS_SUCCESS;  // nothing to compute
 
   Gemm g;
@@ -237,10 +236,9 @@ cublasStatus_t cublasGemmStridedBatchedEx_64(cublasHandle_t handle, cublasOperat
     return fail(CUBLAS_STATUS_EXECUTION_FAILED,
                 api + ": the handle's stream cannot take work: " + cudaGetErrorString(err));
   const int64_t e = static_cast<int64_t>(element);
-  const std::vector<cudasim::Access> accesses = {
-      {static_cast<const char*>(A) + sa.first * e, sa.bytes, api + " A"},
-      {static_cast<const char*>(B) + sb.first * e, sb.bytes, api + " B"},
-      {static_cast<const char*>(C) + sc.first * e, sc.bytes, api + " C"}};
+  const std::vector<cudasim::Access> accesses = {{static_cast<const char*>(A) + sa.first * e, sa.bytes, api + " A"},
+                                                 {static_cast<const char*>(B) + sb.first * e, sb.bytes, api + " B"},
+                                                 {static_cast<const char*>(C) + sc.first * e, sc.bytes, api + " C"}};
   cudasim::enqueue_checked(stream.get(), handle->device, api, accesses, [=] {
     if (f64)
       gemm(g, static_cast<const double*>(A), static_cast<const double*>(B), static_cast<double*>(C));

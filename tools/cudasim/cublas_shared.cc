@@ -33,18 +33,10 @@ void tile(int64_t K, const double* A, int64_t lda, const double* B, int64_t ldb,
 template <int MI>
 void row_tile(int nj, int64_t K, const double* A, int64_t lda, const double* B, int64_t ldb, double* C, int64_t ldc) {
   switch (nj) {
-    case 4:
-      tile<MI, 4>(K, A, lda, B, ldb, C, ldc);
-      break;
-    case 3:
-      tile<MI, 3>(K, A, lda, B, ldb, C, ldc);
-      break;
-    case 2:
-      tile<MI, 2>(K, A, lda, B, ldb, C, ldc);
-      break;
-    default:
-      tile<MI, 1>(K, A, lda, B, ldb, C, ldc);
-      break;
+    case 4: tile<MI, 4>(K, A, lda, B, ldb, C, ldc); break;
+    case 3: tile<MI, 3>(K, A, lda, B, ldb, C, ldc); break;
+    case 2: tile<MI, 2>(K, A, lda, B, ldb, C, ldc); break;
+    default: tile<MI, 1>(K, A, lda, B, ldb, C, ldc); break;
   }
 }
 
@@ -93,18 +85,10 @@ void gemm_nt(int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, cons
         continue;
       }
       switch (mi) {
-        case 4:
-          row_tile<4>(nj, K, a, lda, b, ldb, c, ldc);
-          break;
-        case 3:
-          row_tile<3>(nj, K, a, lda, b, ldb, c, ldc);
-          break;
-        case 2:
-          row_tile<2>(nj, K, a, lda, b, ldb, c, ldc);
-          break;
-        default:
-          row_tile<1>(nj, K, a, lda, b, ldb, c, ldc);
-          break;
+        case 4: row_tile<4>(nj, K, a, lda, b, ldb, c, ldc); break;
+        case 3: row_tile<3>(nj, K, a, lda, b, ldb, c, ldc); break;
+        case 2: row_tile<2>(nj, K, a, lda, b, ldb, c, ldc); break;
+        default: row_tile<1>(nj, K, a, lda, b, ldb, c, ldc); break;
       }
     }
   }

@@ -343,9 +343,7 @@ Support support(Pass pass, int a, const Problem& p) {
   }
   const int64_t tiles = N * ((P + 3) / 4) * ((Q + 3) / 4);
   switch (m) {
-    case Method::ImplicitGemm:
-      s.flops = direct;
-      break;
+    case Method::ImplicitGemm: s.flops = direct; break;
     case Method::PrecompGemm:  // a table of input offsets per filter tap
       s.workspace = static_cast<size_t>(Cg * R * S * 8);
       s.flops = direct;
@@ -380,8 +378,7 @@ Support support(Pass pass, int a, const Problem& p) {
         s.workspace = static_cast<size_t>(4 * K * Cg * R * S * e);
       s.flops = direct;
       break;
-    case Method::Never:
-      break;
+    case Method::Never: break;
   }
   return s;
 }
@@ -678,12 +675,12 @@ void cudnnGetLastErrorString(char* message, size_t max_size) {
 }
 
 // cudnnCreate<Kind>Descriptor and cudnnDestroy<Kind>Descriptor: the same bookkeeping for every kind.
-#define TD_SIM_DESCRIPTOR_LIFETIME(Kind)                                                  \
-  cudnnStatus_t cudnnCreate##Kind##Descriptor(cudnn##Kind##Descriptor_t* desc) {          \
-    return create(desc, "cudnnCreate" #Kind "Descriptor");                                \
-  }                                                                                       \
-  cudnnStatus_t cudnnDestroy##Kind##Descriptor(cudnn##Kind##Descriptor_t desc) {          \
-    return destroy(desc, "cudnnDestroy" #Kind "Descriptor");                              \
+#define TD_SIM_DESCRIPTOR_LIFETIME(Kind)                                         \
+  cudnnStatus_t cudnnCreate##Kind##Descriptor(cudnn##Kind##Descriptor_t* desc) { \
+    return create(desc, "cudnnCreate" #Kind "Descriptor");                       \
+  }                                                                              \
+  cudnnStatus_t cudnnDestroy##Kind##Descriptor(cudnn##Kind##Descriptor_t desc) { \
+    return destroy(desc, "cudnnDestroy" #Kind "Descriptor");                     \
   }
 
 TD_SIM_DESCRIPTOR_LIFETIME(Tensor)

@@ -99,8 +99,7 @@ CUresult sm_resource_split_by_count(CUdevResource* result, unsigned* nb_groups, 
   *nb_groups = groups;
   if (result == nullptr) return CUDA_SUCCESS;
   for (unsigned g = 0; g < groups; ++g) set_sm_resource(&result[g], tag.device, tag.first_sm + g * size, size);
-  if (remaining != nullptr)
-    set_sm_resource(remaining, tag.device, tag.first_sm + groups * size, total - groups * size);
+  if (remaining != nullptr) set_sm_resource(remaining, tag.device, tag.first_sm + groups * size, total - groups * size);
   return CUDA_SUCCESS;
 }
 

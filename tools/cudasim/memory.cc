@@ -66,7 +66,7 @@ struct BlockLife {
 
 namespace {
 
-constexpr size_t kAlignment = 256;      // cudaMalloc's alignment
+constexpr size_t kAlignment = 256;        // cudaMalloc's alignment
 constexpr unsigned char kNanByte = 0xff;  // 0xff.. is a NaN as f16, bf16, f32 and f64
 
 struct Region {
@@ -140,8 +140,8 @@ std::string use_problem(const PoolUse& u, uint64_t sid, int device) {
   const std::string on = "stream " + std::to_string(sid) + " of cuda:" + std::to_string(device);
   const std::string alloc = "stream " + std::to_string(u.alloc_stream);
   std::ostringstream os;
-  os << "on " << on << " touches " << u.ptr << " in pool block " << static_cast<const void*>(u.base) << " ("
-     << u.bytes << " bytes of cuda:" << u.device << ", cudaMallocAsync on " << alloc << ")";
+  os << "on " << on << " touches " << u.ptr << " in pool block " << static_cast<const void*>(u.base) << " (" << u.bytes
+     << " bytes of cuda:" << u.device << ", cudaMallocAsync on " << alloc << ")";
   if (u.freed) {
     os << ", which cudaFreeAsync on stream " << u.free_stream << " freed before this work was queued (a use after "
        << "free)";
@@ -182,8 +182,9 @@ std::string access_denied(int device, const Region& g) {
            " (cudaDeviceEnablePeerAccess)";
   }
   if (g.pool != nullptr && g.pool->access.count(device) != 0) return "";
-  return "cuda:" + std::to_string(device) + " was given no access to the memory pool of cuda:" +
-         std::to_string(g.a.device) + " (cudaMemPoolSetAccess; peer access does not cover pool memory)";
+  return "cuda:" + std::to_string(device) +
+         " was given no access to the memory pool of cuda:" + std::to_string(g.a.device) +
+         " (cudaMemPoolSetAccess; peer access does not cover pool memory)";
 }
 
 bool reserve_locked(int device, size_t bytes) {
@@ -328,8 +329,7 @@ std::string check_range(const void* p, size_t n, Side side, const Region& g, con
   return "";
 }
 
-cudaError_t copy_async(void* dst, const void* src, size_t n, cudaMemcpyKind kind, CUstream_st* s,
-                       const char* api) {
+cudaError_t copy_async(void* dst, const void* src, size_t n, cudaMemcpyKind kind, CUstream_st* s, const char* api) {
   if (n == 0) return cudaSuccess;
   if (dst == nullptr || src == nullptr) return set_error(cudaErrorInvalidValue, std::string(api) + ": null pointer");
   Region gd, gs;
@@ -504,8 +504,8 @@ cudaError_t cudaFree(void* ptr) {
     std::lock_guard<std::mutex> lock(cudasim::mu);
     const cudasim::Region* r = cudasim::region_of(ptr);
     if (r == nullptr || r->a.base != ptr || r->a.kind != cudasim::MemoryKind::Device)
-      return set_error(cudaErrorInvalidValue, "cudaFree of " + cudasim::hex(ptr) +
-                                                  ", which cudaMalloc did not return (or was freed already)");
+      return set_error(cudaErrorInvalidValue,
+                       "cudaFree of " + cudasim::hex(ptr) + ", which cudaMalloc did not return (or was freed already)");
     g = *r;
   }
   cudasim::synchronize_device(g.a.device);  // cudaFree waits for the device's work
@@ -612,8 +612,8 @@ cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
   std::lock_guard<std::mutex> lock(cudasim::mu);
   const cudasim::Region* r = cudasim::region_of(ptr);
   if (r == nullptr || r->a.base != ptr || r->a.kind != cudasim::MemoryKind::Pool)
-    return set_error(cudaErrorInvalidValue, "cudaFreeAsync of " + cudasim::hex(ptr) +
-                                                ", which cudaMallocAsync did not return");
+    return set_error(cudaErrorInvalidValue,
+                     "cudaFreeAsync of " + cudasim::hex(ptr) + ", which cudaMallocAsync did not return");
   if (r->life->freed) return set_error(cudaErrorInvalidValue, "cudaFreeAsync of " + cudasim::hex(ptr) + " twice");
   const size_t capacity = r->capacity;
   r->pool->cached.push_back({static_cast<char*>(ptr), capacity, s->id, ran});
@@ -679,8 +679,7 @@ cudaError_t cudaHostGetDevicePointer(void** device_ptr, void* host_ptr, unsigned
   return cudaSuccess;
 }
 
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind,
-                            cudaStream_t stream) {
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream) {
   cudaError_t err;
   CUstream_st* s = cudasim::resolve_stream(stream, &err);
   if (s == nullptr) return set_error(err);
@@ -705,8 +704,7 @@ cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int 
   if (cudasim::side_of(dst, &gd) != cudasim::Side::Device || gd.a.device != dst_device ||
       cudasim::side_of(src, &gs) != cudasim::Side::Device || gs.a.device != src_device)
     return set_error(cudaErrorInvalidValue, "cudaMemcpyPeerAsync: the pointers are not memory of cuda:" +
-                                                std::to_string(dst_device) + " and cuda:" +
-                                                std::to_string(src_device));
+                                                std::to_string(dst_device) + " and cuda:" + std::to_string(src_device));
   std::string bad = cudasim::check_range(dst, count, cudasim::Side::Device, gd, "destination");
   if (bad.empty()) bad = cudasim::check_range(src, count, cudasim::Side::Device, gs, "source");
   if (!bad.empty()) return set_error(cudaErrorInvalidValue, "cudaMemcpyPeerAsync: " + bad);

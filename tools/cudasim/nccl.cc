@@ -74,8 +74,8 @@ StreamImpl* stream_of(const char* api, const ncclComm* c, cudaStream_t stream, n
     return nullptr;
   }
   if (stream_device(s) != c->device) {
-    *r = fail(ncclInvalidUsage, std::string(api) + " on " + describe(c) + ": the stream belongs to cuda:" +
-                                    std::to_string(stream_device(s)) +
+    *r = fail(ncclInvalidUsage, std::string(api) + " on " + describe(c) +
+                                    ": the stream belongs to cuda:" + std::to_string(stream_device(s)) +
                                     "; a communicator's operations run on streams of its own device");
     return nullptr;
   }
@@ -189,8 +189,8 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
   if (ncclResult_t r = cudasim::nccl::check_init(nranks, commId, rank)) return note(r);
   const int device = cudasim::current_device();
   if (cudaError_t e = cudasim::check_device(device))
-    return note(fail(ncclUnhandledCudaError, "ncclCommInitRank: cuda:" + std::to_string(device) +
-                                                 " cannot be used: " + cudaGetErrorName(e)));
+    return note(fail(ncclUnhandledCudaError,
+                     "ncclCommInitRank: cuda:" + std::to_string(device) + " cannot be used: " + cudaGetErrorName(e)));
   cudasim::nccl::Membership m;
   if (ncclResult_t r = cudasim::nccl::join_init(comm, nranks, commId, rank, device, &m)) return note(r);
   if (cudasim::nccl::group.depth > 0) {
@@ -213,8 +213,8 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
                                                 std::to_string(cudasim::device_count()) +
                                                 " simulated devices (TANDEM_CUDASIM_DEVICES)"));
     if (e != cudaSuccess)
-      return note(fail(ncclUnhandledCudaError, "ncclCommInitAll: cuda:" + std::to_string(d) +
-                                                   " cannot be used: " + cudaGetErrorName(e)));
+      return note(fail(ncclUnhandledCudaError,
+                       "ncclCommInitAll: cuda:" + std::to_string(d) + " cannot be used: " + cudaGetErrorName(e)));
     devices.push_back(d);
   }
   return note(cudasim::nccl::init_all(comm, devices));
@@ -225,15 +225,16 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) { return note(cudasim::nccl::destr
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
   if (newcomm == nullptr) return note(fail(ncclInvalidArgument, "ncclCommSplit: newcomm is NULL"));
   if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
-    return note(fail(ncclInvalidArgument, "ncclCommSplit: color " + std::to_string(color) +
-                                              " is neither >= 0 nor NCCL_SPLIT_NOCOLOR"));
+    return note(fail(ncclInvalidArgument,
+                     "ncclCommSplit: color " + std::to_string(color) + " is neither >= 0 nor NCCL_SPLIT_NOCOLOR"));
   if (config != nullptr) {
     const ncclConfig_t initialized = NCCL_CONFIG_INITIALIZER;
     if (config->size != initialized.size || config->magic != initialized.magic)
       return note(fail(ncclInvalidArgument, "ncclCommSplit: config was not set up with NCCL_CONFIG_INITIALIZER"));
     if (config->blocking == 0)
-      return note(fail(ncclInvalidUsage, "ncclCommSplit: nonblocking communicators (config.blocking = 0) are "
-                                         "not simulated"));
+      return note(fail(ncclInvalidUsage,
+                       "ncclCommSplit: nonblocking communicators (config.blocking = 0) are "
+                       "not simulated"));
   }
   if (ncclResult_t r = cudasim::nccl::hold(comm, "ncclCommSplit")) return note(r);
   cudasim::nccl::Membership m;
@@ -262,28 +263,24 @@ ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, n
                                ncclSum, root);
 }
 
-ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  return cudasim::nccl::submit("ncclAllReduce", comm, stream, Kind::AllReduce, sendbuff, recvbuff, count, datatype,
-                               op);
+ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t stream) {
+  return cudasim::nccl::submit("ncclAllReduce", comm, stream, Kind::AllReduce, sendbuff, recvbuff, count, datatype, op);
 }
 
 ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
                            ncclComm_t comm, cudaStream_t stream) {
-  return cudasim::nccl::submit("ncclAllGather", comm, stream, Kind::AllGather, sendbuff, recvbuff, sendcount,
-                               datatype);
+  return cudasim::nccl::submit("ncclAllGather", comm, stream, Kind::AllGather, sendbuff, recvbuff, sendcount, datatype);
 }
 
 ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                       cudaStream_t stream) {
-  return cudasim::nccl::submit("ncclSend", comm, stream, Kind::Send, sendbuff, nullptr, count, datatype, ncclSum,
-                               peer);
+  return cudasim::nccl::submit("ncclSend", comm, stream, Kind::Send, sendbuff, nullptr, count, datatype, ncclSum, peer);
 }
 
 ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                       cudaStream_t stream) {
-  return cudasim::nccl::submit("ncclRecv", comm, stream, Kind::Recv, nullptr, recvbuff, count, datatype, ncclSum,
-                               peer);
+  return cudasim::nccl::submit("ncclRecv", comm, stream, Kind::Recv, nullptr, recvbuff, count, datatype, ncclSum, peer);
 }
 
 ncclResult_t ncclGroupStart() {
@@ -292,8 +289,7 @@ ncclResult_t ncclGroupStart() {
 }
 
 ncclResult_t ncclGroupEnd() {
-  if (cudasim::nccl::group.depth == 0)
-    return fail(ncclInvalidUsage, "ncclGroupEnd without a matching ncclGroupStart");
+  if (cudasim::nccl::group.depth == 0) return fail(ncclInvalidUsage, "ncclGroupEnd without a matching ncclGroupStart");
   if (--cudasim::nccl::group.depth > 0) return ncclSuccess;
   return cudasim::nccl::end_group();
 }

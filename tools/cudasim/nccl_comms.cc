@@ -116,8 +116,8 @@ ncclResult_t check_distinct(const std::vector<int>& devices, std::string* error)
   for (size_t r = 0; r < devices.size(); ++r)
     for (size_t q = 0; q < r; ++q)
       if (devices[q] == devices[r]) {
-        *error = "ranks " + std::to_string(q) + " and " + std::to_string(r) + " are both on cuda:" +
-                 std::to_string(devices[r]) +
+        *error = "ranks " + std::to_string(q) + " and " + std::to_string(r) +
+                 " are both on cuda:" + std::to_string(devices[r]) +
                  ": NCCL refuses two ranks of one communicator on one GPU (make a communicator per GPU, "
                  "or several communicators that share the GPU)";
         return ncclInvalidUsage;
@@ -166,14 +166,14 @@ void poison(Join& j, ncclResult_t r, const std::string& text) {
 
 // Registers `member` of the join under `key` (made by `fresh` for the first one); *completed tells whether
 // this member was the last one (or made the join fail). Caller holds mu().
-ncclResult_t enter(const std::string& key, const std::function<std::shared_ptr<Join>()>& fresh, int size,
-                   int member, int device, Membership* m, bool* completed) {
+ncclResult_t enter(const std::string& key, const std::function<std::shared_ptr<Join>()>& fresh, int size, int member,
+                   int device, Membership* m, bool* completed) {
   std::shared_ptr<Join>& slot = joins()[key];
   if (!slot) slot = fresh();
   std::shared_ptr<Join> j = slot;
   if (j->size != size) {
-    const std::string text = j->what + ": rank " + std::to_string(member) + " gives nranks " +
-                             std::to_string(size) + " and an earlier rank gave " + std::to_string(j->size);
+    const std::string text = j->what + ": rank " + std::to_string(member) + " gives nranks " + std::to_string(size) +
+                             " and an earlier rank gave " + std::to_string(j->size);
     poison(*j, ncclInvalidArgument, text);
     *completed = true;
     return fail(ncclInvalidArgument, text);
@@ -234,8 +234,8 @@ ncclResult_t hold(ncclComm_t comm, const char* api) {
   if (comm == nullptr) return fail(ncclInvalidArgument, std::string(api) + ": comm is NULL");
   std::lock_guard<std::mutex> lock(mu());
   if (live().count(comm) == 0)
-    return fail(ncclInvalidArgument, std::string(api) + ": " + hex(comm) +
-                                         " is not a live communicator (destroyed, or never created)");
+    return fail(ncclInvalidArgument,
+                std::string(api) + ": " + hex(comm) + " is not a live communicator (destroyed, or never created)");
   if (comm->holds > 0 && comm->holder != std::this_thread::get_id())
     return fail(ncclInvalidUsage,
                 std::string(api) + ": " + describe(comm) +
@@ -264,13 +264,12 @@ ncclResult_t check_init(int nranks, const ncclUniqueId& id, int rank) {
   }
   if (nranks < 1) return fail(ncclInvalidArgument, "ncclCommInitRank: nranks " + std::to_string(nranks) + " < 1");
   if (rank < 0 || rank >= nranks)
-    return fail(ncclInvalidArgument, "ncclCommInitRank: rank " + std::to_string(rank) + " is not in [0, " +
-                                         std::to_string(nranks) + ")");
+    return fail(ncclInvalidArgument,
+                "ncclCommInitRank: rank " + std::to_string(rank) + " is not in [0, " + std::to_string(nranks) + ")");
   return ncclSuccess;
 }
 
-ncclResult_t join_init(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, int device,
-                       Membership* m) {
+ncclResult_t join_init(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, int device, Membership* m) {
   IdBytes b;
   std::memcpy(&b, id.internal, sizeof(b));
   const std::string key = "init " + std::to_string(b.serial);

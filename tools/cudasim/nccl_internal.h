@@ -58,9 +58,9 @@ struct Op {
 struct CollectiveSlot {
   std::vector<Op> posted;
   std::vector<bool> arrived;
-  int first = -1;    // the rank every later one is compared with
-  int count = 0;     // ranks arrived
-  int left = 0;      // ranks whose task has finished with the slot
+  int first = -1;     // the rank every later one is compared with
+  int count = 0;      // ranks arrived
+  int left = 0;       // ranks whose task has finished with the slot
   std::string error;  // a mismatch, or a rank that gave up: no rank does the work any more
   bool working = false, done = false;
 };
@@ -132,8 +132,7 @@ struct Membership {
 };
 // Checks ncclCommInitRank's arguments: an id made by this process, a rank in [0, nranks).
 ncclResult_t check_init(int nranks, const ncclUniqueId& id, int rank);
-ncclResult_t join_init(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, int device,
-                       Membership* m);
+ncclResult_t join_init(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, int device, Membership* m);
 ncclResult_t join_split(ncclComm* parent, int color, int key, ncclComm_t* out, Membership* m);
 // Waits (with the simulator's watchdog) for the other ranks and stores this rank's communicator in *m.out.
 ncclResult_t await(const Membership& m);

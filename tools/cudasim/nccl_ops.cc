@@ -148,8 +148,8 @@ Item post(Clique& c, int rank, const Op& op) {
     if (m.send.count != m.recv.count || m.send.type != m.recv.type) {
       const int src = std::get<0>(key), dst = std::get<1>(key);
       m.error = "message #" + std::to_string(op.seq) + " from rank " + std::to_string(src) + " to rank " +
-                std::to_string(dst) + " of communicator " + std::to_string(c.id) + ": " + c.rank_name(src) +
-                " sends " + signature(m.send) + " and " + c.rank_name(dst) + " receives " + signature(m.recv) +
+                std::to_string(dst) + " of communicator " + std::to_string(c.id) + ": " + c.rank_name(src) + " sends " +
+                signature(m.send) + " and " + c.rank_name(dst) + " receives " + signature(m.recv) +
                 " (NCCL needs the same count and datatype on both sides; it would corrupt data or hang)";
     } else {
       m.copying = true;

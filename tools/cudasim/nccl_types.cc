@@ -18,12 +18,10 @@ struct TypeInfo {
 };
 
 const TypeInfo kTypes[] = {
-    {ncclInt8, "ncclInt8", 1},          {ncclUint8, "ncclUint8", 1},
-    {ncclInt32, "ncclInt32", 4},        {ncclUint32, "ncclUint32", 4},
-    {ncclInt64, "ncclInt64", 8},        {ncclUint64, "ncclUint64", 8},
-    {ncclFloat16, "ncclFloat16", 2},    {ncclFloat32, "ncclFloat32", 4},
-    {ncclFloat64, "ncclFloat64", 8},    {ncclBfloat16, "ncclBfloat16", 2},
-    {ncclFloat8e4m3, "ncclFloat8e4m3", 1}, {ncclFloat8e5m2, "ncclFloat8e5m2", 1},
+    {ncclInt8, "ncclInt8", 1},         {ncclUint8, "ncclUint8", 1},           {ncclInt32, "ncclInt32", 4},
+    {ncclUint32, "ncclUint32", 4},     {ncclInt64, "ncclInt64", 8},           {ncclUint64, "ncclUint64", 8},
+    {ncclFloat16, "ncclFloat16", 2},   {ncclFloat32, "ncclFloat32", 4},       {ncclFloat64, "ncclFloat64", 8},
+    {ncclBfloat16, "ncclBfloat16", 2}, {ncclFloat8e4m3, "ncclFloat8e4m3", 1}, {ncclFloat8e5m2, "ncclFloat8e5m2", 1},
 };
 
 const TypeInfo* info(ncclDataType_t t) {

@@ -46,8 +46,7 @@ Config read_config() {
     } else if (s == "random") {
       c.order = ThreadOrder::Random;
     } else if (s != "forward" && !s.empty()) {
-      std::fprintf(stderr, "cudasim: TANDEM_CUDASIM_ORDER=%s is not forward, reverse or random; using forward\n",
-                   o);
+      std::fprintf(stderr, "cudasim: TANDEM_CUDASIM_ORDER=%s is not forward, reverse or random; using forward\n", o);
     }
   }
   return c;
@@ -78,8 +77,7 @@ const ErrorText kErrors[] = {
     {cudaErrorIllegalAddress, "cudaErrorIllegalAddress", "an illegal memory access was encountered"},
     {cudaErrorLaunchOutOfResources, "cudaErrorLaunchOutOfResources", "too many resources requested for launch"},
     {cudaErrorLaunchTimeout, "cudaErrorLaunchTimeout", "the launch timed out and was terminated"},
-    {cudaErrorPeerAccessAlreadyEnabled, "cudaErrorPeerAccessAlreadyEnabled",
-     "peer access is already enabled"},
+    {cudaErrorPeerAccessAlreadyEnabled, "cudaErrorPeerAccessAlreadyEnabled", "peer access is already enabled"},
     {cudaErrorPeerAccessNotEnabled, "cudaErrorPeerAccessNotEnabled", "peer access has not been enabled"},
     {cudaErrorIllegalInstruction, "cudaErrorIllegalInstruction", "an illegal instruction was encountered"},
     {cudaErrorMisalignedAddress, "cudaErrorMisalignedAddress", "misaligned address"},
@@ -299,8 +297,8 @@ cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int dev
     case cudaDevAttrStreamPrioritiesSupported: *value = 1; return cudaSuccess;
     default: break;
   }
-  return set_error(cudaErrorInvalidValue, "cudaDeviceGetAttribute: attribute " + std::to_string(attr) +
-                                              " is not simulated");
+  return set_error(cudaErrorInvalidValue,
+                   "cudaDeviceGetAttribute: attribute " + std::to_string(attr) + " is not simulated");
 }
 
 cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {
@@ -322,7 +320,8 @@ cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags) {
   if (flags != 0) return set_error(cudaErrorInvalidValue, "cudaDeviceEnablePeerAccess: flags must be 0");
   if (peer < 0 || peer >= cudasim::device_count()) return set_error(cudaErrorInvalidDevice);
   if (cudaError_t e = check_device(self)) return set_error(e);
-  if (peer == self) return set_error(cudaErrorInvalidDevice, "cudaDeviceEnablePeerAccess: a device is not its own peer");
+  if (peer == self)
+    return set_error(cudaErrorInvalidDevice, "cudaDeviceEnablePeerAccess: a device is not its own peer");
   cudasim::DeviceState& d = cudasim::device_state(self);
   std::lock_guard<std::mutex> lock(d.mu);
   if (!d.peers.insert(peer).second) return set_error(cudaErrorPeerAccessAlreadyEnabled);
@@ -339,6 +338,10 @@ cudaError_t cudaDeviceDisablePeerAccess(int peer) {
 }
 
 // Which build this is: programs and tests find it with dlsym (absent from NVIDIA's libraries).
-const char* tandem_cudasim_version(void) { return "Tandem cudasim 1 (CUDA " "13.0" " API)"; }
+const char* tandem_cudasim_version(void) {
+  return "Tandem cudasim 1 (CUDA "
+         "13.0"
+         " API)";
+}
 
 }  // extern "C"

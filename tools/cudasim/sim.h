@@ -21,13 +21,13 @@ namespace cudasim {
 enum class ThreadOrder { Forward, Reverse, Random };
 
 struct Config {
-  int devices = 4;                            // TANDEM_CUDASIM_DEVICES
-  int sms = 32;                               // TANDEM_CUDASIM_SMS: SMs per device
-  size_t memory_bytes = size_t{4} << 30;      // TANDEM_CUDASIM_MEMORY_MB: memory per device
-  ThreadOrder order = ThreadOrder::Forward;   // TANDEM_CUDASIM_ORDER=forward|reverse|random
-  uint64_t order_seed = 0;                    // TANDEM_CUDASIM_SEED (random order)
-  int host_threads = 2;                       // TANDEM_CUDASIM_THREADS: host threads running blocks
-  double watchdog_s = 300;                    // TANDEM_CUDASIM_WATCHDOG_S: a blocked stream becomes a fault
+  int devices = 4;                           // TANDEM_CUDASIM_DEVICES
+  int sms = 32;                              // TANDEM_CUDASIM_SMS: SMs per device
+  size_t memory_bytes = size_t{4} << 30;     // TANDEM_CUDASIM_MEMORY_MB: memory per device
+  ThreadOrder order = ThreadOrder::Forward;  // TANDEM_CUDASIM_ORDER=forward|reverse|random
+  uint64_t order_seed = 0;                   // TANDEM_CUDASIM_SEED (random order)
+  int host_threads = 2;                      // TANDEM_CUDASIM_THREADS: host threads running blocks
+  double watchdog_s = 300;                   // TANDEM_CUDASIM_WATCHDOG_S: a blocked stream becomes a fault
 };
 const Config& config();
 

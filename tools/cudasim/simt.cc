@@ -1,8 +1,8 @@
 // The simulated GPU's kernel engine: every CUDA thread is a fiber (Boost.Context), the threads of a block
 // run on one host thread and switch only at barriers and warp collectives, and blocks are spread over host
 // threads and the SMs of the stream's device or green context.
-#include <boost/context/detail/fcontext.hpp>
 #include <sys/mman.h>
+#include <boost/context/detail/fcontext.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -318,8 +318,8 @@ std::string try_warp(BlockRun& run, int w, bool* completed) {
              std::to_string(l) + " (" + thread_name(f) + "), which has exited";
     if (f.state == State::AtBarrier)
       return std::string(op_name(leader->op)) + " at " + site(leader->file, leader->line) + " waits for lane " +
-             std::to_string(l) + " (" + thread_name(f) + "), which waits at __syncthreads at " +
-             site(f.file, f.line) + ": a deadlock";
+             std::to_string(l) + " (" + thread_name(f) + "), which waits at __syncthreads at " + site(f.file, f.line) +
+             ": a deadlock";
     if (f.state != State::AtWarp) return "";  // still running: it may yet arrive
     if (f.op != leader->op || f.mask != mask)
       return thread_name(*leader) + " is at " + op_name(leader->op) + " (" + site(leader->file, leader->line) +
@@ -348,10 +348,22 @@ std::string try_warp(BlockRun& run, int w, bool* completed) {
         bool in = false;
         const int b = f.arg;
         switch (f.op) {
-          case WarpOp::ShflIdx: j = min_lane | (b & ~segmask & 0x1f); in = j <= max_lane; break;
-          case WarpOp::ShflUp: j = l - b; in = j >= max_lane; break;
-          case WarpOp::ShflDown: j = l + b; in = j <= max_lane; break;
-          case WarpOp::ShflXor: j = l ^ b; in = j <= max_lane; break;
+          case WarpOp::ShflIdx:
+            j = min_lane | (b & ~segmask & 0x1f);
+            in = j <= max_lane;
+            break;
+          case WarpOp::ShflUp:
+            j = l - b;
+            in = j >= max_lane;
+            break;
+          case WarpOp::ShflDown:
+            j = l + b;
+            in = j <= max_lane;
+            break;
+          case WarpOp::ShflXor:
+            j = l ^ b;
+            in = j <= max_lane;
+            break;
           default: break;
         }
         if (!in) j = l;
@@ -401,8 +413,7 @@ std::string run_block(BlockRun& run) {
     // Every thread left waits at __syncthreads: all of the block must be there, at the same one.
     const Fiber* first = nullptr;
     for (const Fiber& f : run.fibers) {
-      if (f.state == State::Done)
-        continue;
+      if (f.state == State::Done) continue;
       if (first == nullptr) first = &f;
       if (f.file != first->file || f.line != first->line)
         return "divergent __syncthreads: " + thread_name(*first) + " waits at " + site(first->file, first->line) +
@@ -410,8 +421,8 @@ std::string run_block(BlockRun& run) {
     }
     for (const Fiber& f : run.fibers)
       if (f.state == State::Done)
-        return "__syncthreads at " + site(first->file, first->line) + " is not reached by every thread of the block: " +
-               thread_name(f) + " has exited";
+        return "__syncthreads at " + site(first->file, first->line) +
+               " is not reached by every thread of the block: " + thread_name(f) + " has exited";
     for (Fiber& f : run.fibers) f.state = State::Runnable;
   }
 }
@@ -642,9 +653,9 @@ void launch(const char* kernel, const char* file, int line, dim3 grid, dim3 bloc
     return;
   }
   if (stream_device(s) != current_device()) {
-    set_error(cudaErrorInvalidResourceHandle, "launch of kernel " + name + " on a stream of cuda:" +
-                                                  std::to_string(stream_device(s)) + " while the current device is cuda:" +
-                                                  std::to_string(current_device()));
+    set_error(cudaErrorInvalidResourceHandle,
+              "launch of kernel " + name + " on a stream of cuda:" + std::to_string(stream_device(s)) +
+                  " while the current device is cuda:" + std::to_string(current_device()));
     return;
   }
   std::string bad = launch_error(grid, block, shared_bytes);

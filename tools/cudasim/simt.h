@@ -125,13 +125,12 @@ inline void __syncwarp(unsigned mask = 0xffffffffu, const char* file = __builtin
   ::cudasim::simt::warp(::cudasim::simt::WarpOp::SyncWarp, mask, 0, 0, 32, file, line);
 }
 
-#define CUDASIM_SHFL(NAME, OP, ARG)                                                                             \
-  template <typename T>                                                                                       \
-  inline T NAME(unsigned mask, T var, ARG, int width = 32, const char* file = __builtin_FILE(),                \
-                int line = __builtin_LINE()) {                                                                \
-    return ::cudasim::simt::from_bits<T>(::cudasim::simt::warp(::cudasim::simt::WarpOp::OP, mask,               \
-                                                               ::cudasim::simt::to_bits(var), arg, width, file, \
-                                                               line));                                        \
+#define CUDASIM_SHFL(NAME, OP, ARG)                                                                 \
+  template <typename T>                                                                             \
+  inline T NAME(unsigned mask, T var, ARG, int width = 32, const char* file = __builtin_FILE(),     \
+                int line = __builtin_LINE()) {                                                      \
+    return ::cudasim::simt::from_bits<T>(::cudasim::simt::warp(                                     \
+        ::cudasim::simt::WarpOp::OP, mask, ::cudasim::simt::to_bits(var), arg, width, file, line)); \
   }
 CUDASIM_SHFL(__shfl_sync, ShflIdx, int arg)
 CUDASIM_SHFL(__shfl_up_sync, ShflUp, unsigned arg)
@@ -139,7 +138,8 @@ CUDASIM_SHFL(__shfl_down_sync, ShflDown, unsigned arg)
 CUDASIM_SHFL(__shfl_xor_sync, ShflXor, int arg)
 #undef CUDASIM_SHFL
 
-inline unsigned __ballot_sync(unsigned mask, int pred, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+inline unsigned __ballot_sync(unsigned mask, int pred, const char* file = __builtin_FILE(),
+                              int line = __builtin_LINE()) {
   return static_cast<unsigned>(
       ::cudasim::simt::warp(::cudasim::simt::WarpOp::Ballot, mask, pred != 0, 0, 32, file, line));
 }

@@ -25,18 +25,18 @@ struct CUstream_st {
     std::function<void()> fn;
     std::function<void()> then;  // runs once the stream counts the task as done (event records)
   };
-  uint64_t id = 0;            // unique per process: names the stream, keys stream-ordered pool reuse
+  uint64_t id = 0;  // unique per process: names the stream, keys stream-ordered pool reuse
   int device = 0;
-  unsigned flags = 0;         // cudaStreamNonBlocking or 0
+  unsigned flags = 0;  // cudaStreamNonBlocking or 0
   int priority = 0;
-  bool legacy = false;        // the legacy default stream of its device
-  std::vector<int> sms;       // SMs its kernels may use
+  bool legacy = false;   // the legacy default stream of its device
+  std::vector<int> sms;  // SMs its kernels may use
   std::mutex mu;
   std::condition_variable cv;
   std::deque<Task> queue;
-  uint64_t enqueued = 0;      // tasks queued so far
-  uint64_t completed = 0;     // tasks run so far
-  std::string running;        // the task running now ("" when idle)
+  uint64_t enqueued = 0;   // tasks queued so far
+  uint64_t completed = 0;  // tasks run so far
+  std::string running;     // the task running now ("" when idle)
   bool stopping = false;
   std::thread thread;
 };
@@ -70,11 +70,11 @@ struct DeviceState {
   }
   const int index;
   std::atomic<int> sticky{0};
-  std::mutex mu;                   // guards the fields below
-  std::set<int> peers;             // devices whose cudaMalloc memory this one may access
+  std::mutex mu;                                      // guards the fields below
+  std::set<int> peers;                                // devices whose cudaMalloc memory this one may access
   std::vector<std::shared_ptr<CUstream_st>> streams;  // live streams, the legacy one included
   std::shared_ptr<CUstream_st> legacy;
-  size_t reserved = 0;             // bytes held: cudaMalloc, pools (used and cached), library allocations
+  size_t reserved = 0;  // bytes held: cudaMalloc, pools (used and cached), library allocations
   PoolState* default_pool = nullptr;
   std::vector<int> all_sms;
   std::unique_ptr<std::atomic<uint64_t>[]> sm_blocks;  // blocks run by each SM

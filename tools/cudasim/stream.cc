@@ -66,8 +66,8 @@ void retire(CUstream_st* s) {
 }
 
 std::string stream_name(const CUstream_st& s) {
-  return "stream " + std::to_string(s.id) + (s.legacy ? " (legacy default)" : "") + " of cuda:" +
-         std::to_string(s.device);
+  return "stream " + std::to_string(s.id) + (s.legacy ? " (legacy default)" : "") +
+         " of cuda:" + std::to_string(s.device);
 }
 
 void run_stream(CUstream_st* s) {
@@ -154,8 +154,7 @@ void notify_all() {
 
 void wait_until(const std::function<bool()>& ready, const std::string& what) {
   std::unique_lock<std::mutex> lock(wait_mu());
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::duration<double>(config().watchdog_s);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(config().watchdog_s);
   while (!ready()) {
     if (wait_cv().wait_until(lock, deadline) == std::cv_status::timeout && !ready()) {
       std::ostringstream os;
@@ -443,13 +442,15 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   }
   // The event completes once the stream counts everything before it as done (so that a stream whose last
   // work is this record is idle when the event is complete).
-  cudasim::enqueue_marked(s, "cudaEventRecord", [] {}, [e, generation] {
-    std::lock_guard<std::mutex> lock(e->mu);
-    if (generation > e->completed) {
-      e->completed = generation;
-      e->time_ms = cudasim::now_ms();
-    }
-  });
+  cudasim::enqueue_marked(
+      s, "cudaEventRecord", [] {},
+      [e, generation] {
+        std::lock_guard<std::mutex> lock(e->mu);
+        if (generation > e->completed) {
+          e->completed = generation;
+          e->time_ms = cudasim::now_ms();
+        }
+      });
   return cudaSuccess;
 }
 

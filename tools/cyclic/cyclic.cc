@@ -21,15 +21,15 @@
 #include "parallel/cyclic/trainer.h"
 #include "parallel/simulator.h"
 #include "parallel/trace.h"
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/error.h"
 #include "runtime/base/files.h"
 #include "runtime/formats/json.h"
-#include "runtime/optim/lr_schedule.h"
-#include "runtime/tensor/ops.h"
-#include "runtime/progress/progress.h"
 #include "runtime/formats/safetensors.h"
 #include "runtime/memory/stream.h"
+#include "runtime/optim/lr_schedule.h"
+#include "runtime/progress/progress.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/tensor/ops.h"
 #include "tools/cyclic/flags.h"
 #include "tools/flags/flags.h"
 
@@ -92,8 +92,8 @@ void simulate(const Flags& f, Rule rule) {
     for (const parallel::InstrTime& it : sim.times) {
       const Action& a = t.actions[it.id];
       if (a.kind != ActionKind::Forward && a.kind != ActionKind::Backward) continue;
-      cells << a.stage << "," << a.micro << "," << a.round << "," << (a.kind == ActionKind::Forward ? "f" : "b")
-            << "," << it.start_s << "," << it.end_s << "\n";
+      cells << a.stage << "," << a.micro << "," << a.round << "," << (a.kind == ActionKind::Forward ? "f" : "b") << ","
+            << it.start_s << "," << it.end_s << "\n";
     }
     stored.push_back(stored_activations(t, sim.times, std::vector<double>(f.stages, 1.0)).total);
     traffic.push_back(scheduled_bytes_per_bin(t, sim.times, 1.0, static_cast<int>(sim.makespan_s) + 1));
@@ -227,10 +227,10 @@ int run(const Flags& f) {
   ModelFactory factory = [model_name, model_options] {
     return std::static_pointer_cast<models::Sequential>(models::make_model(model_name, model_options));
   };
-  data::Pipeline train_pipe = data::Pipeline::parse(f.train_transform.empty() ? default_transform(f.dataset, true)
-                                                                              : f.train_transform);
-  data::Pipeline test_pipe = data::Pipeline::parse(f.test_transform.empty() ? default_transform(f.dataset, false)
-                                                                            : f.test_transform);
+  data::Pipeline train_pipe =
+      data::Pipeline::parse(f.train_transform.empty() ? default_transform(f.dataset, true) : f.train_transform);
+  data::Pipeline test_pipe =
+      data::Pipeline::parse(f.test_transform.empty() ? default_transform(f.dataset, false) : f.test_transform);
   data::LoaderOptions lo;
   lo.batch_size = f.batch;
   lo.seed = f.seed;
@@ -240,7 +240,7 @@ int run(const Flags& f) {
   const int64_t rounds_per_epoch = loader.batches_per_epoch() / N;
   if (rounds_per_epoch < 1)
     flags::usage_error("the training set (" + std::to_string(train_set->size()) + " samples) is too small for " +
-                std::to_string(N) + " micro-batches of " + std::to_string(f.batch));
+                       std::to_string(N) + " micro-batches of " + std::to_string(f.batch));
   int64_t total_rounds = static_cast<int64_t>(std::ceil(f.epochs * static_cast<double>(rounds_per_epoch)));
   if (f.max_rounds > 0) total_rounds = std::min(total_rounds, f.max_rounds);
   if (total_rounds < 1) flags::usage_error("nothing to train: --epochs gives no round");
@@ -261,12 +261,11 @@ int run(const Flags& f) {
   o.weight_decay = f.weight_decay;
   o.nesterov = f.nesterov;
   o.lr_schedule = optim::parse_lr_schedule(f.lr_schedule, rounds_per_epoch, total_rounds);
-  const std::string worker_spec =
-      f.workers.empty() ? "cpu:" + std::to_string(workers_needed(mode, N, S)) : f.workers;
+  const std::string worker_spec = f.workers.empty() ? "cpu:" + std::to_string(workers_needed(mode, N, S)) : f.workers;
   CyclicTrainer trainer(factory, micro_input, o, parallel::make_workers(worker_spec));
   std::printf("cyclic: %s, %s, %s sync, N = %d micro-batches of %lld, S = %d stages on %s\n", rule_name(rule),
-              mode_name(mode), mode == Mode::DpWorkers ? sync_name(o.sync ? *o.sync : default_sync(rule)) : "no",
-              N, static_cast<long long>(f.batch), S, worker_spec.c_str());
+              mode_name(mode), mode == Mode::DpWorkers ? sync_name(o.sync ? *o.sync : default_sync(rule)) : "no", N,
+              static_cast<long long>(f.batch), S, worker_spec.c_str());
   std::printf("cyclic: %s; split %s\n", train_set->describe().c_str(),
               describe_split(trainer.units(), trainer.stage_starts()).c_str());
 
@@ -299,8 +298,11 @@ int run(const Flags& f) {
     NamedTensors all = trainer.model_state();
     for (auto& kv : trainer.checkpoint_state()) all.push_back(kv);
     save_safetensors(f.checkpoint, all,
-                     {{"format", "pt"}, {"tandem.checkpoint", "cyclic"}, {"cyclic.rule", rule_name(rule)},
-                      {"cyclic.mode", mode_name(mode)}, {"cyclic.model", f.model}});
+                     {{"format", "pt"},
+                      {"tandem.checkpoint", "cyclic"},
+                      {"cyclic.rule", rule_name(rule)},
+                      {"cyclic.mode", mode_name(mode)},
+                      {"cyclic.model", f.model}});
   };
 
   std::optional<std::ofstream> log, evals;
@@ -371,7 +373,8 @@ int run(const Flags& f) {
     });
     if (log)
       *log << trainer.round() << "," << epoch_f << "," << loss << "," << (samples ? double(correct) / samples : 0.0)
-           << "," << lr << "," << wall << "," << steady << "\n" << std::flush;
+           << "," << lr << "," << wall << "," << steady << "\n"
+           << std::flush;
     const bool epoch_end = trainer.round() % rounds_per_epoch == 0;
     const bool last = trainer.round() >= total_rounds;
     if (epoch_end) {
@@ -388,8 +391,9 @@ int run(const Flags& f) {
                     static_cast<long long>(trainer.round()), epoch_f, last_eval.accuracy, last_eval.loss);
         std::fflush(stdout);
       });
-      if (evals) *evals << trainer.round() << "," << epoch_f << "," << last_eval.accuracy << "," << last_eval.loss
-                        << "\n" << std::flush;
+      if (evals)
+        *evals << trainer.round() << "," << epoch_f << "," << last_eval.accuracy << "," << last_eval.loss << "\n"
+               << std::flush;
     }
   }
   save();

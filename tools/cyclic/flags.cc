@@ -61,8 +61,8 @@ Flags parse_flags(int argc, char** argv) {
             "rounds recorded for the memory/communication curves and the trace (the first\n"
             "timeline; default: --log-every)",
             1);
-  p.number("--eval-every", "E", &f.eval_every, "evaluate on the test split every E epochs (default 1; 0: only at the end)",
-           0);
+  p.number("--eval-every", "E", &f.eval_every,
+           "evaluate on the test split every E epochs (default 1; 0: only at the end)", 0);
   p.text("--checkpoint", "PATH", &f.checkpoint, "safetensors checkpoint, written after every epoch and at the end");
   p.text("--resume", "PATH", &f.resume, "continue from a checkpoint of the same configuration");
   p.integer("--loader-threads", "K", &f.loader_threads, "data loading threads (default 2)", 0);

@@ -11,8 +11,8 @@ struct Flags {
   std::string model = "resnet18:cifar,width=16";
   std::string dataset = "fashion-mnist";
   std::string train_transform, test_transform;  // empty: chosen by dataset
-  int64_t subset = 0;       // use only the first N training samples (0: all)
-  int64_t test_subset = 0;  // evaluate on the first N test samples (0: all)
+  int64_t subset = 0;                           // use only the first N training samples (0: all)
+  int64_t test_subset = 0;                      // evaluate on the first N test samples (0: all)
   std::string rule = "cdp-v1";
   std::string mode = "dp-workers";
   std::string sync = "auto";
@@ -27,16 +27,17 @@ struct Flags {
   bool nesterov = false;
   std::string lr_schedule = "step:30:0.2";
   double epochs = 1;
-  int64_t max_rounds = 0;   // stop after this many rounds (0: the epochs)
-  int64_t log_every = 50;   // rounds per timeline (one log line each)
-  int64_t record_rounds = 0;  // rounds of the first timeline recorded for memory/comm curves and the trace (0: =log_every)
-  double eval_every = 1;    // epochs
+  int64_t max_rounds = 0;  // stop after this many rounds (0: the epochs)
+  int64_t log_every = 50;  // rounds per timeline (one log line each)
+  int64_t record_rounds =
+      0;                  // rounds of the first timeline recorded for memory/comm curves and the trace (0: =log_every)
+  double eval_every = 1;  // epochs
   uint64_t seed = 0;
   int loader_threads = 2;
-  std::string out;          // output directory (logs, curves, trace)
-  std::string checkpoint;   // written at the end of every epoch and at the end
+  std::string out;         // output directory (logs, curves, trace)
+  std::string checkpoint;  // written at the end of every epoch and at the end
   std::string resume;
-  bool simulate = false;    // write unit-time timelines instead of training
+  bool simulate = false;  // write unit-time timelines instead of training
   int64_t simulate_rounds = 3;
 };
 

@@ -15,11 +15,11 @@
 #include "models/checkpoint.h"
 #include "models/registry.h"
 #include "parallel/bd/session.h"
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/error.h"
 #include "runtime/base/files.h"
-#include "runtime/tensor/ops.h"
 #include "runtime/formats/safetensors.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/tensor/ops.h"
 #include "tools/flags/flags.h"
 #include "tools/train/trainer.h"
 
@@ -93,10 +93,11 @@ int run(const Options& o) {
   const std::string teacher_path = o.cache_dir + "/teacher-resnet18w8-n" + std::to_string(o.subset) + "-b" +
                                    std::to_string(o.batch) + "-e" + std::to_string(o.teacher_epochs) + "-s" +
                                    std::to_string(o.seed) + ".safetensors";
-  std::printf("Pipe-BD demo: blockwise distillation of a ResNet-18 (width 8) teacher into a depthwise-separable\n"
-              "student on Fashion-MNIST (%s training images, accuracies on %s test images), batch %lld.\n\n",
-              o.subset > 0 ? std::to_string(o.subset).c_str() : "all", o.test_subset > 0 ? std::to_string(o.test_subset).c_str() : "all",
-              static_cast<long long>(o.batch));
+  std::printf(
+      "Pipe-BD demo: blockwise distillation of a ResNet-18 (width 8) teacher into a depthwise-separable\n"
+      "student on Fashion-MNIST (%s training images, accuracies on %s test images), batch %lld.\n\n",
+      o.subset > 0 ? std::to_string(o.subset).c_str() : "all",
+      o.test_subset > 0 ? std::to_string(o.test_subset).c_str() : "all", static_cast<long long>(o.batch));
 
   // 1. The teacher: trained once, then reused from the cache.
   if (exists(teacher_path)) {
@@ -174,18 +175,21 @@ int run(const Options& o) {
     for (double b : x.busy_fraction) busy += b / static_cast<double>(x.busy_fraction.size());
     for (int64_t m : x.peak_memory) peak = std::max(peak, m / 1048576.0);
     std::printf("%-11s %10.2f %9.2fx %8.2fx %6.0f%% %10.1f %9.2f%%\n", parallel::bd::strategy_title(x.strategy),
-                x.epoch_s, dp ? dp->wall_s / x.wall_s : 0.0, dp && x.simulated_s > 0 ? dp->simulated_s / x.simulated_s : 0.0,
-                100 * busy, peak, 100 * accuracy(*student, test, o.test_subset));
+                x.epoch_s, dp ? dp->wall_s / x.wall_s : 0.0,
+                dp && x.simulated_s > 0 ? dp->simulated_s / x.simulated_s : 0.0, 100 * busy, peak,
+                100 * accuracy(*student, test, o.test_subset));
   }
   std::printf("%-11s %10s %10s %9s %7s %10s %9.2f%%\n", "teacher", "", "", "", "", "", 100 * teacher_acc);
-  std::printf("\nspeedup: DP's measured time per epoch over the strategy's on the same workers; (sim.): the same "
-              "from the\nsimulator and the profile; busy: share of time in loads, teacher, student and updates.\n"
-              "All strategies compute the same per-block mathematics; the students differ only where DP's\n"
-              "and AHD's per-worker BatchNorm statistics cover fewer rows.\n");
+  std::printf(
+      "\nspeedup: DP's measured time per epoch over the strategy's on the same workers; (sim.): the same "
+      "from the\nsimulator and the profile; busy: share of time in loads, teacher, student and updates.\n"
+      "All strategies compute the same per-block mathematics; the students differ only where DP's\n"
+      "and AHD's per-worker BatchNorm statistics cover fewer rows.\n");
   if (r.device.find("cpu") != std::string::npos)
-    std::printf("Note: the CPU workers are threads sharing this machine's %u cores: they do not run side by side at\n"
-                "their profiled speeds as the simulator assumes, so measured and simulated speedups differ.\n",
-                std::thread::hardware_concurrency());
+    std::printf(
+        "Note: the CPU workers are threads sharing this machine's %u cores: they do not run side by side at\n"
+        "their profiled speeds as the simulator assumes, so measured and simulated speedups differ.\n",
+        std::thread::hardware_concurrency());
   std::printf("total %.0f s\n", host_time_s() - t0);
   return 0;
 }

@@ -22,8 +22,11 @@ int64_t bytes(const std::string& v) {
   char* end = nullptr;
   const double x = std::strtod(v.c_str(), &end);
   const std::string unit = end ? end : "";
-  const double scale = unit.empty() || unit == "B" ? 1 : unit == "KiB" ? 1024.0 : unit == "MiB" ? 1048576.0
-                       : unit == "GiB" ? 1073741824.0 : -1;
+  const double scale = unit.empty() || unit == "B" ? 1
+                       : unit == "KiB"             ? 1024.0
+                       : unit == "MiB"             ? 1048576.0
+                       : unit == "GiB"             ? 1073741824.0
+                                                   : -1;
   TD_CHECK(!v.empty() && end != v.c_str() && scale > 0 && x > 0,
            "--memory-limit needs a positive size such as 512MiB or 2GiB, got '", v, "'");
   return static_cast<int64_t>(x * scale);
@@ -75,29 +78,35 @@ SessionOptions parse(int argc, char** argv) {
   p.text("--lr-schedule", "SPEC", &o.train.lr_schedule,
          "constant | step:E[:G] | multistep:E1,E2[:G] | cosine[:MIN] | warmup:E[:S]+<any>\n"
          "stepped once per optimizer step (default cosine)");
-  p.custom("--teacher-bn", "MODE", [&](const std::string& v) { o.train.teacher_bn = parallel::bd::parse_teacher_bn(v); },
-           "eval (default: running statistics) or train (batch statistics, as Pipe-BD's code)");
+  p.custom(
+      "--teacher-bn", "MODE", [&](const std::string& v) { o.train.teacher_bn = parallel::bd::parse_teacher_bn(v); },
+      "eval (default: running statistics) or train (batch statistics, as Pipe-BD's code)");
   p.integer("--seed", "N", &o.train.data_seed, "data order and augmentation (default 0)");
   p.integer("--loader-threads", "N", &o.train.loader_threads, "data threads per loading worker (default 1)", 0);
   p.group("parallelism");
-  p.custom("--strategy", "S", [&](const std::string& v) { o.strategies = parallel::bd::parse_strategies(v); },
-           "dp, ls, tr, dpu, ahd, a comma list, or all (default all)");
-  p.text("--workers", "SPEC", &o.workers, "cpu:N, cuda:I, cuda:I-J, cuda:I/P (P SM partitions), best:N (default best:4)");
+  p.custom(
+      "--strategy", "S", [&](const std::string& v) { o.strategies = parallel::bd::parse_strategies(v); },
+      "dp, ls, tr, dpu, ahd, a comma list, or all (default all)");
+  p.text("--workers", "SPEC", &o.workers,
+         "cpu:N, cuda:I, cuda:I-J, cuda:I/P (P SM partitions), best:N (default best:4)");
   p.text("--comm", "C", &o.comm,
          "auto (default: mpi/nccl under mpirun, else local), local, mpi, nccl, or\n"
          "local-ordered (local, pairing messages in issue order as NCCL does: a CPU check)");
-  p.custom("--memory-limit", "M", [&](const std::string& v) { o.memory_limit = bytes(v); },
-           "per-worker memory for the planners, bytes or with KiB/MiB/GiB (default none;\n"
-           "tandem plan model only)");
-  p.custom("--plan-model", "M", [&](const std::string& v) { o.plan_model = parallel::bd::parse_plan_model(v); },
-           std::string("the AHD planner's cost model: tandem (the relay into a replicated stage split\n"
-                       "over its replicas; memory limit honoured) or pipe-bd (the paper code's planner:\n"
-                       "the full-batch relay charged to the receiving stage, its order among equal\n"
-                       "plans, no memory limit); default ") +
-               parallel::bd::plan_model_name(parallel::bd::kDefaultPlanModel));
+  p.custom(
+      "--memory-limit", "M", [&](const std::string& v) { o.memory_limit = bytes(v); },
+      "per-worker memory for the planners, bytes or with KiB/MiB/GiB (default none;\n"
+      "tandem plan model only)");
+  p.custom(
+      "--plan-model", "M", [&](const std::string& v) { o.plan_model = parallel::bd::parse_plan_model(v); },
+      std::string("the AHD planner's cost model: tandem (the relay into a replicated stage split\n"
+                  "over its replicas; memory limit honoured) or pipe-bd (the paper code's planner:\n"
+                  "the full-batch relay charged to the receiving stage, its order among equal\n"
+                  "plans, no memory limit); default ") +
+          parallel::bd::plan_model_name(parallel::bd::kDefaultPlanModel));
   p.text("--plan", "FILE", &o.plan_path, "the AHD plan (JSON, as written to OUT/plan.json) instead of the planner's");
   p.text("--profile", "FILE", &o.profile_path, "a saved profile (OUT/profile.json) instead of profiling");
-  p.integer("--profile-trials", "N", &o.profile.trials, "timed trials per measurement (default 5; the median counts)", 1);
+  p.integer("--profile-trials", "N", &o.profile.trials, "timed trials per measurement (default 5; the median counts)",
+            1);
   p.group("output");
   p.text("--out", "DIR", &o.out_dir,
          "writes profile.json, plan.json, summary.json, and per strategy DIR/<s>/block<i>\n"
@@ -151,9 +160,10 @@ int run(int argc, char** argv) {
   print_losses(r);
   std::printf("\n%s", parallel::bd::report_table(r).c_str());
   if (!o.out_dir.empty())
-    std::printf("wrote %s/{profile,plan,summary}.json and per strategy <s>/{block<i>,student}.safetensors, "
-                "<s>/trace.json\n",
-                o.out_dir.c_str());
+    std::printf(
+        "wrote %s/{profile,plan,summary}.json and per strategy <s>/{block<i>,student}.safetensors, "
+        "<s>/trace.json\n",
+        o.out_dir.c_str());
   return 0;
 }
 

@@ -146,54 +146,67 @@ void Parser::group(const std::string& title) { impl_->app.option_defaults()->gro
 void Parser::footer(const std::string& text) { impl_->app.footer(text); }
 
 void Parser::text(const std::string& name, const std::string& value, std::string* out, const std::string& help) {
-  impl_->add(name, value, [out](const std::string& v) { *out = v; }, help);
+  impl_->add(
+      name, value, [out](const std::string& v) { *out = v; }, help);
 }
 
 void Parser::integer(const std::string& name, const std::string& value, int64_t* out, const std::string& help,
                      int64_t min) {
-  impl_->add(name, value, [=](const std::string& v) {
-    *out = to_integer(name, v, min, std::numeric_limits<int64_t>::max());
-  }, help);
+  impl_->add(
+      name, value, [=](const std::string& v) { *out = to_integer(name, v, min, std::numeric_limits<int64_t>::max()); },
+      help);
 }
 
 void Parser::integer(const std::string& name, const std::string& value, int* out, const std::string& help,
                      int64_t min) {
-  impl_->add(name, value, [=](const std::string& v) {
-    *out = static_cast<int>(to_integer(name, v, min, std::numeric_limits<int>::max()));
-  }, help);
+  impl_->add(
+      name, value,
+      [=](const std::string& v) { *out = static_cast<int>(to_integer(name, v, min, std::numeric_limits<int>::max())); },
+      help);
 }
 
 void Parser::integer(const std::string& name, const std::string& value, uint64_t* out, const std::string& help) {
-  impl_->add(name, value, [=](const std::string& v) {
-    *out = static_cast<uint64_t>(to_integer(name, v, 0, std::numeric_limits<int64_t>::max()));
-  }, help);
+  impl_->add(
+      name, value,
+      [=](const std::string& v) {
+        *out = static_cast<uint64_t>(to_integer(name, v, 0, std::numeric_limits<int64_t>::max()));
+      },
+      help);
 }
 
 void Parser::number(const std::string& name, const std::string& value, double* out, const std::string& help,
                     double min) {
-  impl_->add(name, value, [=](const std::string& v) { *out = to_number(name, v, min); }, help);
+  impl_->add(
+      name, value, [=](const std::string& v) { *out = to_number(name, v, min); }, help);
 }
 
 void Parser::integers(const std::string& name, const std::string& value, std::vector<int64_t>* out,
                       const std::string& help, int64_t min) {
-  impl_->add(name, value, [=](const std::string& v) {
-    out->clear();
-    for (const std::string& item : split(v))
-      out->push_back(to_integer(name, item, min, std::numeric_limits<int64_t>::max()));
-    if (out->empty()) throw BadValue{name + " needs a comma-separated list of integers, got '" + v + "'"};
-  }, help);
+  impl_->add(
+      name, value,
+      [=](const std::string& v) {
+        out->clear();
+        for (const std::string& item : split(v))
+          out->push_back(to_integer(name, item, min, std::numeric_limits<int64_t>::max()));
+        if (out->empty()) throw BadValue{name + " needs a comma-separated list of integers, got '" + v + "'"};
+      },
+      help);
 }
 
 void Parser::words(const std::string& name, const std::string& value, std::vector<std::string>* out,
                    const std::string& help) {
-  impl_->add(name, value, [=](const std::string& v) {
-    *out = split(v);
-    if (out->empty()) throw BadValue{name + " needs a comma-separated list, got '" + v + "'"};
-  }, help);
+  impl_->add(
+      name, value,
+      [=](const std::string& v) {
+        *out = split(v);
+        if (out->empty()) throw BadValue{name + " needs a comma-separated list, got '" + v + "'"};
+      },
+      help);
 }
 
 void Parser::flag(const std::string& name, bool* out, bool when_given, const std::string& help) {
-  impl_->app.add_flag_callback(name, [=] { *out = when_given; }, help);
+  impl_->app.add_flag_callback(
+      name, [=] { *out = when_given; }, help);
   impl_->widest = std::max(impl_->widest, name.size() + 2);
 }
 

@@ -39,11 +39,10 @@ class Parser {
   // A decimal number of at least `min` (never NaN).
   void number(const std::string& name, const std::string& value, double* out, const std::string& help, double min);
   // A comma-separated list of integers, each at least `min`; it replaces the default.
-  void integers(const std::string& name, const std::string& value, std::vector<int64_t>* out,
-                const std::string& help, int64_t min);
+  void integers(const std::string& name, const std::string& value, std::vector<int64_t>* out, const std::string& help,
+                int64_t min);
   // A comma-separated list of words; it replaces the default.
-  void words(const std::string& name, const std::string& value, std::vector<std::string>* out,
-             const std::string& help);
+  void words(const std::string& name, const std::string& value, std::vector<std::string>* out, const std::string& help);
   // A flag without a value: sets *out to `when_given`.
   void flag(const std::string& name, bool* out, bool when_given, const std::string& help);
   // A value `apply` interprets; a tandem::Error it throws becomes a usage error with its message.

@@ -18,11 +18,12 @@ const char kProgram[] = "train";
 
 TrainOptions parse(int argc, char** argv) {
   TrainOptions o;
-  flags::Parser p(kProgram,
-                  "train [--model SPEC] [--dataset SPEC] [--epochs N] [--batch N] [--lr X] [--optimizer NAME]\n"
-                  "             [--schedule SPEC] [--device DEV] [--checkpoint PATH] [--resume PATH] [--seed N] [flags]",
-                  "Supervised training of a model of the registry; prints the parameter count and memory plan, "
-                  "progress\nwith images/s, and per epoch the loss and train/test accuracy.");
+  flags::Parser p(
+      kProgram,
+      "train [--model SPEC] [--dataset SPEC] [--epochs N] [--batch N] [--lr X] [--optimizer NAME]\n"
+      "             [--schedule SPEC] [--device DEV] [--checkpoint PATH] [--resume PATH] [--seed N] [flags]",
+      "Supervised training of a model of the registry; prints the parameter count and memory plan, "
+      "progress\nwith images/s, and per epoch the loss and train/test accuracy.");
   p.text("--model", "SPEC", &o.model,
          "NAME[:key=value,...], NAME one of resnet18, resnet34, resnet50, mobilenet_v2,\n"
          "vgg16_bn; keys cifar, width, width_mult, classes, in_channels, dropout, separable,\n"

@@ -1,9 +1,9 @@
 // The supervised training loop.
 #include "tools/train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <algorithm>
 #include <iomanip>
 #include <optional>
 #include <sstream>
@@ -14,14 +14,14 @@
 #include "models/checkpoint.h"
 #include "models/losses.h"
 #include "models/registry.h"
-#include "runtime/tensor/autograd.h"
 #include "runtime/base/checked_math.h"
 #include "runtime/base/error.h"
+#include "runtime/base/parse_count.h"
 #include "runtime/optim/lr_schedule.h"
-#include "runtime/tensor/ops.h"
 #include "runtime/optim/optim.h"
 #include "runtime/progress/progress.h"
-#include "runtime/base/parse_count.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/tensor/ops.h"
 
 namespace tandem {
 namespace train {
@@ -147,8 +147,8 @@ Trainer::Trainer(const TrainOptions& o, std::ostream& log) : s_(std::make_unique
       << "memory plan: parameters+buffers " << mib(param_bytes) << ", gradients " << mib(grad_bytes)
       << ", optimizer state " << mib(optim_bytes) << " (" << s_->optimizer->name() << "), total "
       << mib(param_bytes + grad_bytes + optim_bytes) << " + activations\n"
-      << "data: " << train_set->describe() << "; " << s_->steps_per_epoch << " steps of " << o.batch
-      << " per epoch on " << s_->device.str() << "\n"
+      << "data: " << train_set->describe() << "; " << s_->steps_per_epoch << " steps of " << o.batch << " per epoch on "
+      << s_->device.str() << "\n"
       << "schedule: " << s_->scheduler->schedule().describe() << ", lr " << o.lr << "\n";
   if (s_->first_epoch > 0) log << "resumed from " << o.resume << " after epoch " << s_->first_epoch << "\n";
   log.flush();
@@ -214,13 +214,14 @@ std::vector<EpochResult> Trainer::run() {
       if (s.o.log_every > 0 && (step + 1) % s.o.log_every == 0) {
         read_losses();
         auto print = [&] {
-          s.log << "epoch " << epoch + 1 << " step " << step + 1 << "/" << s.steps_per_epoch << "  loss "
-                << std::fixed << std::setprecision(4) << r.step_losses.back() << "  lr " << std::setprecision(5)
-                << s.optimizer->lr(0) << "  " << std::setprecision(0) << window_images / seconds_since(window)
-                << " img/s" << std::endl;
+          s.log << "epoch " << epoch + 1 << " step " << step + 1 << "/" << s.steps_per_epoch << "  loss " << std::fixed
+                << std::setprecision(4) << r.step_losses.back() << "  lr " << std::setprecision(5) << s.optimizer->lr(0)
+                << "  " << std::setprecision(0) << window_images / seconds_since(window) << " img/s" << std::endl;
         };
-        if (live) live->print_above(print);
-        else print();
+        if (live)
+          live->print_above(print);
+        else
+          print();
         window = Clock::now();
         window_images = 0;
       }

@@ -12,8 +12,8 @@ namespace tandem {
 namespace train {
 
 struct TrainOptions {
-  std::string model = "resnet18:cifar";  // a model spec (models/registry.h); classes and in_channels default
-                                         // to the dataset's
+  std::string model = "resnet18:cifar";   // a model spec (models/registry.h); classes and in_channels default
+                                          // to the dataset's
   std::string dataset = "fashion-mnist";  // an open_dataset spec (train and test splits)
   std::string transform = "auto";         // training transform (data/transforms.h); auto: by dataset
   int64_t epochs = 1;
@@ -29,13 +29,13 @@ struct TrainOptions {
   std::string checkpoint;           // written at the end of every epoch (atomically)
   std::string resume;               // continue from this checkpoint
   uint64_t seed = 0;
-  int workers = 2;               // loader threads
-  int64_t steps_per_epoch = 0;   // 0: the whole training split
-  int64_t log_every = 50;        // progress line every N steps (0: none)
-  bool live_progress = false;    // the live display of runtime/progress/progress.h on stderr (steps, images/s, time left)
-  bool evaluate = true;          // test accuracy after each epoch
-  std::string eval_only;         // weights to evaluate on the test split (no training): a Tandem checkpoint
-                                 // or a torchvision-layout safetensors file
+  int workers = 2;              // loader threads
+  int64_t steps_per_epoch = 0;  // 0: the whole training split
+  int64_t log_every = 50;       // progress line every N steps (0: none)
+  bool live_progress = false;  // the live display of runtime/progress/progress.h on stderr (steps, images/s, time left)
+  bool evaluate = true;        // test accuracy after each epoch
+  std::string eval_only;       // weights to evaluate on the test split (no training): a Tandem checkpoint
+                               // or a torchvision-layout safetensors file
 };
 
 struct EpochResult {

@@ -40,8 +40,8 @@ void channel_ranges(const BatchNormGeometry& g, int per_channel, F&& fn) {
 }
 
 template <typename T>
-void forward_train(const BatchNormGeometry& g, const T* x, const T* weight, const T* bias, double eps,
-                   double momentum, T* running_mean, T* running_var, T* y, T* save_mean, T* save_invstd) {
+void forward_train(const BatchNormGeometry& g, const T* x, const T* weight, const T* bias, double eps, double momentum,
+                   T* running_mean, T* running_var, T* y, T* save_mean, T* save_invstd) {
   const double m = static_cast<double>(g.n * g.hw);
   channel_ranges(g, 4, [&](int64_t c0, int64_t c1, double* acc) {
     // acc[4k]: sum, then mean; acc[4k+1]: centered sum of squares; acc[4k+2], acc[4k+3]: scale, shift.
@@ -127,8 +127,8 @@ void CpuNNBackend::batch_norm_forward_train(const BatchNormGeometry& g, const vo
                                             const Stream&) {
   auto f = [](const void* p) { return static_cast<const float*>(p); };
   auto fm = [](void* p) { return static_cast<float*>(p); };
-  if (batch_norm_f32_forward_train(g, f(x), f(weight), f(bias), eps, momentum, fm(running_mean), fm(running_var),
-                                   fm(y), fm(save_mean), fm(save_invstd)))
+  if (batch_norm_f32_forward_train(g, f(x), f(weight), f(bias), eps, momentum, fm(running_mean), fm(running_var), fm(y),
+                                   fm(save_mean), fm(save_invstd)))
     return;
   TD_DISPATCH_FLOAT(g.dtype, "batch_norm", {
     forward_train(g, static_cast<const scalar_t*>(x), static_cast<const scalar_t*>(weight),
@@ -157,8 +157,7 @@ void CpuNNBackend::batch_norm_backward(const BatchNormGeometry& g, bool training
                                        void* dweight, void* dbias, const Stream&) {
   auto f = [](const void* p) { return static_cast<const float*>(p); };
   auto fm = [](void* p) { return static_cast<float*>(p); };
-  if (batch_norm_f32_backward(g, training, f(x), f(dy), f(weight), f(mean), f(invstd), fm(dx), fm(dweight),
-                              fm(dbias)))
+  if (batch_norm_f32_backward(g, training, f(x), f(dy), f(weight), f(mean), f(invstd), fm(dx), fm(dweight), fm(dbias)))
     return;
   TD_DISPATCH_FLOAT(g.dtype, "batch_norm backward", {
     backward(g, training, static_cast<const scalar_t*>(x), static_cast<const scalar_t*>(dy),

@@ -112,9 +112,9 @@ void for_each_channel(const BatchNormGeometry& g, F&& fn) {
 
 }  // namespace
 
-bool batch_norm_f32_forward_train(const BatchNormGeometry& g, const float* x, const float* weight,
-                                  const float* bias, double eps, double momentum, float* running_mean,
-                                  float* running_var, float* y, float* save_mean, float* save_invstd) {
+bool batch_norm_f32_forward_train(const BatchNormGeometry& g, const float* x, const float* weight, const float* bias,
+                                  double eps, double momentum, float* running_mean, float* running_var, float* y,
+                                  float* save_mean, float* save_invstd) {
   if (!applies(g)) return false;
   const double m = static_cast<double>(g.n * g.hw);
   for_each_channel(g, [&](int64_t c) {
@@ -138,13 +138,12 @@ bool batch_norm_f32_forward_train(const BatchNormGeometry& g, const float* x, co
   return true;
 }
 
-bool batch_norm_f32_forward_eval(const BatchNormGeometry& g, const float* x, const float* weight,
-                                 const float* bias, const float* running_mean, const float* running_var, double eps,
-                                 float* y) {
+bool batch_norm_f32_forward_eval(const BatchNormGeometry& g, const float* x, const float* weight, const float* bias,
+                                 const float* running_mean, const float* running_var, double eps, float* y) {
   if (!applies(g)) return false;
   for_each_channel(g, [&](int64_t c) {
-    const double scale = (weight ? static_cast<double>(weight[c]) : 1.0) /
-                         std::sqrt(static_cast<double>(running_var[c]) + eps);
+    const double scale =
+        (weight ? static_cast<double>(weight[c]) : 1.0) / std::sqrt(static_cast<double>(running_var[c]) + eps);
     const double shift = bias ? static_cast<double>(bias[c]) : 0.0;
     for (int64_t i = 0; i < g.n; ++i) {
       const int64_t at = (i * g.c + c) * g.hw;

@@ -10,12 +10,11 @@ namespace cpu {
 // TANDEM_ONEDNN=0 runs the plain kernels of batch_norm.cc, the reference). Arguments as NNBackend's. Each
 // channel's sums run in a fixed order set by the shape (8 lanes per plane, lanes then planes in order), so
 // results do not depend on the thread count.
-bool batch_norm_f32_forward_train(const BatchNormGeometry& g, const float* x, const float* weight,
-                                  const float* bias, double eps, double momentum, float* running_mean,
-                                  float* running_var, float* y, float* save_mean, float* save_invstd);
-bool batch_norm_f32_forward_eval(const BatchNormGeometry& g, const float* x, const float* weight,
-                                 const float* bias, const float* running_mean, const float* running_var, double eps,
-                                 float* y);
+bool batch_norm_f32_forward_train(const BatchNormGeometry& g, const float* x, const float* weight, const float* bias,
+                                  double eps, double momentum, float* running_mean, float* running_var, float* y,
+                                  float* save_mean, float* save_invstd);
+bool batch_norm_f32_forward_eval(const BatchNormGeometry& g, const float* x, const float* weight, const float* bias,
+                                 const float* running_mean, const float* running_var, double eps, float* y);
 bool batch_norm_f32_backward(const BatchNormGeometry& g, bool training, const float* x, const float* dy,
                              const float* weight, const float* mean, const float* invstd, float* dx, float* dweight,
                              float* dbias);

@@ -143,8 +143,8 @@ void forward_gemm(const Conv2dGeometry& g, const T* x, const T* w, const T* bias
         out = ybuf.data();
       }
       for (int64_t gi = 0; gi < g.groups; ++gi)
-        gemm_cpu<T>(false, false, d.og, ld, d.kg, T(1), w + gi * d.og * d.kg, d.kg, colp + gi * d.kg * ld, ld,
-                    T(0), out + gi * d.og * ld, ld);
+        gemm_cpu<T>(false, false, d.og, ld, d.kg, T(1), w + gi * d.og * d.kg, d.kg, colp + gi * d.kg * ld, ld, T(0),
+                    out + gi * d.og * ld, ld);
       // out is [o, cnt, ohw]: move it to y [cnt, o, ohw] and add the bias.
       for (int64_t img = 0; img < cnt; ++img)
         for (int64_t o = 0; o < g.o; ++o) {
@@ -417,9 +417,8 @@ template void nhwc_to_nchw<double>(const double*, double*, int64_t, int64_t, int
 
 void CpuNNBackend::conv2d_forward(const Conv2dGeometry& g, const void* x, const void* w, const void* bias, void* y,
                                   const Stream&) {
-  if (g.dtype == DType::F32 &&
-      onednn_conv_forward(g, static_cast<const float*>(x), static_cast<const float*>(w),
-                          static_cast<const float*>(bias), static_cast<float*>(y)))
+  if (g.dtype == DType::F32 && onednn_conv_forward(g, static_cast<const float*>(x), static_cast<const float*>(w),
+                                                   static_cast<const float*>(bias), static_cast<float*>(y)))
     return;
   TD_DISPATCH_FLOAT(g.dtype, "conv2d", {
     conv_forward(g, static_cast<const scalar_t*>(x), static_cast<const scalar_t*>(w),
@@ -429,8 +428,8 @@ void CpuNNBackend::conv2d_forward(const Conv2dGeometry& g, const void* x, const 
 
 void CpuNNBackend::conv2d_backward_data(const Conv2dGeometry& g, const void* dy, const void* w, void* dx,
                                         const Stream&) {
-  if (g.dtype == DType::F32 && onednn_conv_backward_data(g, static_cast<const float*>(dy),
-                                                         static_cast<const float*>(w), static_cast<float*>(dx)))
+  if (g.dtype == DType::F32 && onednn_conv_backward_data(g, static_cast<const float*>(dy), static_cast<const float*>(w),
+                                                         static_cast<float*>(dx)))
     return;
   TD_DISPATCH_FLOAT(g.dtype, "conv2d backward", {
     conv_backward_data(g, static_cast<const scalar_t*>(dy), static_cast<const scalar_t*>(w),

@@ -52,8 +52,7 @@ struct Piece {
 
 // Tandem's layouts as oneDNN descriptors, with explicit strides: NCHW and NHWC, whole tensors or channel slices.
 memory::desc activation_md(const Conv2dGeometry& g, int64_t n, int64_t c, int64_t c_total, int64_t h, int64_t w) {
-  Dims strides = g.channels_last ? Dims{h * w * c_total, 1, w * c_total, c_total}
-                                 : Dims{c_total * h * w, h * w, w, 1};
+  Dims strides = g.channels_last ? Dims{h * w * c_total, 1, w * c_total, c_total} : Dims{c_total * h * w, h * w, w, 1};
   return memory::desc({n, c, h, w}, memory::data_type::f32, strides);
 }
 
@@ -110,10 +109,10 @@ std::shared_ptr<Plan> make_plan(const Conv2dGeometry& g, const Piece& p, Op op, 
   const auto alg = dnnl::algorithm::convolution_direct;
   try {
     using Fwd = dnnl::convolution_forward;
-    Fwd::desc fd = bias ? Fwd::desc(dnnl::prop_kind::forward_training, alg, any_like(x), any_like(w), b,
-                                    any_like(y), strides, dilates, pad_l, pad_r)
-                        : Fwd::desc(dnnl::prop_kind::forward_training, alg, any_like(x), any_like(w),
-                                    any_like(y), strides, dilates, pad_l, pad_r);
+    Fwd::desc fd = bias ? Fwd::desc(dnnl::prop_kind::forward_training, alg, any_like(x), any_like(w), b, any_like(y),
+                                    strides, dilates, pad_l, pad_r)
+                        : Fwd::desc(dnnl::prop_kind::forward_training, alg, any_like(x), any_like(w), any_like(y),
+                                    strides, dilates, pad_l, pad_r);
     Fwd::primitive_desc fpd(fd, attr, engine());
     auto plan = std::make_shared<Plan>();
     if (op == Op::forward) {
@@ -155,9 +154,27 @@ std::shared_ptr<Plan> make_plan(const Conv2dGeometry& g, const Piece& p, Op op, 
 std::shared_ptr<Plan> plan_for(const Conv2dGeometry& g, const Piece& p, Op op, bool bias) {
   static std::mutex mu;
   static std::map<std::vector<int64_t>, std::shared_ptr<Plan>> cache;
-  const std::vector<int64_t> key{static_cast<int64_t>(op), bias, g.channels_last, p.n, p.c, p.o, g.c, g.h, g.w,
-                                 g.o, g.kh, g.kw, g.oh, g.ow, g.stride_h, g.stride_w, g.pad_h, g.pad_w,
-                                 g.dilation_h, g.dilation_w, g.groups};
+  const std::vector<int64_t> key{static_cast<int64_t>(op),
+                                 bias,
+                                 g.channels_last,
+                                 p.n,
+                                 p.c,
+                                 p.o,
+                                 g.c,
+                                 g.h,
+                                 g.w,
+                                 g.o,
+                                 g.kh,
+                                 g.kw,
+                                 g.oh,
+                                 g.ow,
+                                 g.stride_h,
+                                 g.stride_w,
+                                 g.pad_h,
+                                 g.pad_w,
+                                 g.dilation_h,
+                                 g.dilation_w,
+                                 g.groups};
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache.find(key);

@@ -15,9 +15,8 @@ namespace cpu {
 namespace {
 
 // One (image, channel) plane: x [h, w] -> y, indices [oh, ow].
-__attribute__((target_clones("avx512f", "avx2", "default"))) void pool_plane(const Pool2dGeometry& g,
-                                                                             const float* x, float* y,
-                                                                             int32_t* indices) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void pool_plane(const Pool2dGeometry& g, const float* x,
+                                                                             float* y, int32_t* indices) {
   const int64_t sw = g.stride_w;
   for (int64_t oy = 0; oy < g.oh; ++oy) {
     float* best = y + oy * g.ow;

@@ -19,8 +19,7 @@ struct SgdScalars {
 // One span of one parameter, the hyperparameters' branches resolved at compile time so that the loop
 // vectorizes (the same operations per element, so the same results, as a scalar loop).
 template <typename T, bool Decay, bool Momentum, bool First, bool Nesterov>
-void sgd_span(T* __restrict p, const T* __restrict g, T* __restrict buf, int64_t lo, int64_t hi,
-              const SgdScalars& s) {
+void sgd_span(T* __restrict p, const T* __restrict g, T* __restrict buf, int64_t lo, int64_t hi, const SgdScalars& s) {
   const T lr = static_cast<T>(s.lr), mom = static_cast<T>(s.mom), damp = static_cast<T>(s.damp),
           wd = static_cast<T>(s.wd);
   for (int64_t i = lo; i < hi; ++i) {
@@ -64,8 +63,8 @@ void sgd(int64_t count, void* const* params, const void* const* grads, void* con
 }
 
 template <typename T>
-void adam(int64_t count, void* const* params, const void* const* grads, void* const* exp_avg,
-          void* const* exp_avg_sq, const int64_t* numels, const AdamHyper& h) {
+void adam(int64_t count, void* const* params, const void* const* grads, void* const* exp_avg, void* const* exp_avg_sq,
+          const int64_t* numels, const AdamHyper& h) {
   const double step = static_cast<double>(h.step);
   const T b1 = static_cast<T>(h.beta1), b2 = static_cast<T>(h.beta2), one_b1 = static_cast<T>(1.0 - h.beta1),
           one_b2 = static_cast<T>(1.0 - h.beta2), eps = static_cast<T>(h.eps), wd = static_cast<T>(h.weight_decay);
@@ -96,8 +95,7 @@ void adam(int64_t count, void* const* params, const void* const* grads, void* co
 }  // namespace
 
 void CpuNNBackend::sgd_step(DType t, int64_t count, void* const* params, const void* const* grads,
-                            void* const* momentum_buffers, const int64_t* numels, const SgdHyper& h,
-                            const Stream&) {
+                            void* const* momentum_buffers, const int64_t* numels, const SgdHyper& h, const Stream&) {
   TD_DISPATCH_FLOAT(t, "sgd_step_", { sgd<scalar_t>(count, params, grads, momentum_buffers, numels, h); });
 }
 

@@ -128,28 +128,24 @@ void avg_backward(const Pool2dGeometry& g, const T* dy, T* dx) {
 void CpuNNBackend::max_pool2d_forward(const Pool2dGeometry& g, const void* x, void* y, int32_t* indices,
                                       const Stream&) {
   if (max_pool2d_f32_forward(g, static_cast<const float*>(x), static_cast<float*>(y), indices)) return;
-  TD_DISPATCH_FLOAT(g.dtype, "max_pool2d", {
-    max_forward(g, static_cast<const scalar_t*>(x), static_cast<scalar_t*>(y), indices);
-  });
+  TD_DISPATCH_FLOAT(g.dtype, "max_pool2d",
+                    { max_forward(g, static_cast<const scalar_t*>(x), static_cast<scalar_t*>(y), indices); });
 }
 
 void CpuNNBackend::max_pool2d_backward(const Pool2dGeometry& g, const void* dy, const int32_t* indices, void* dx,
                                        const Stream&) {
-  TD_DISPATCH_FLOAT(g.dtype, "max_pool2d backward", {
-    max_backward(g, static_cast<const scalar_t*>(dy), indices, static_cast<scalar_t*>(dx));
-  });
+  TD_DISPATCH_FLOAT(g.dtype, "max_pool2d backward",
+                    { max_backward(g, static_cast<const scalar_t*>(dy), indices, static_cast<scalar_t*>(dx)); });
 }
 
 void CpuNNBackend::avg_pool2d_forward(const Pool2dGeometry& g, const void* x, void* y, const Stream&) {
-  TD_DISPATCH_FLOAT(g.dtype, "avg_pool2d", {
-    avg_forward(g, static_cast<const scalar_t*>(x), static_cast<scalar_t*>(y));
-  });
+  TD_DISPATCH_FLOAT(g.dtype, "avg_pool2d",
+                    { avg_forward(g, static_cast<const scalar_t*>(x), static_cast<scalar_t*>(y)); });
 }
 
 void CpuNNBackend::avg_pool2d_backward(const Pool2dGeometry& g, const void* dy, void* dx, const Stream&) {
-  TD_DISPATCH_FLOAT(g.dtype, "avg_pool2d backward", {
-    avg_backward(g, static_cast<const scalar_t*>(dy), static_cast<scalar_t*>(dx));
-  });
+  TD_DISPATCH_FLOAT(g.dtype, "avg_pool2d backward",
+                    { avg_backward(g, static_cast<const scalar_t*>(dy), static_cast<scalar_t*>(dx)); });
 }
 
 }  // namespace cpu

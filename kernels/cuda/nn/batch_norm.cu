@@ -146,8 +146,8 @@ __global__ void finalize_stats(const double2* partial, int64_t splits, int64_t c
   save_invstd[c] = static_cast<T>(invstd);
   if (running_mean != nullptr) {
     running_mean[c] = static_cast<T>((1.0 - momentum) * static_cast<double>(running_mean[c]) + momentum * mean);
-    running_var[c] = static_cast<T>((1.0 - momentum) * static_cast<double>(running_var[c]) +
-                                    momentum * var * count / (count - 1.0));
+    running_var[c] =
+        static_cast<T>((1.0 - momentum) * static_cast<double>(running_var[c]) + momentum * var * count / (count - 1.0));
   }
   k[c] = static_cast<T>((weight ? static_cast<double>(weight[c]) : 1.0) * invstd);
   b[c] = bias ? bias[c] : T(0);
@@ -158,8 +158,8 @@ __global__ void eval_coefficients(int64_t channels, const T* running_var, const 
                                   T* k, T* b) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= channels) return;
-  k[c] = static_cast<T>((weight ? static_cast<double>(weight[c]) : 1.0) /
-                        sqrt(static_cast<double>(running_var[c]) + eps));
+  k[c] =
+      static_cast<T>((weight ? static_cast<double>(weight[c]) : 1.0) / sqrt(static_cast<double>(running_var[c]) + eps));
   b[c] = bias ? bias[c] : T(0);
 }
 

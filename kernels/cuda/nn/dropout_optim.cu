@@ -138,8 +138,7 @@ unsigned launch_blocks(int64_t blocks) {
 
 }  // namespace
 
-void CudaNNBackend::dropout_mask(int64_t n, double p, uint64_t seed, uint64_t offset, uint8_t* mask,
-                                 const Stream& s) {
+void CudaNNBackend::dropout_mask(int64_t n, double p, uint64_t seed, uint64_t offset, uint8_t* mask, const Stream& s) {
   if (n <= 0) return;
   LaunchScope ls(s);
   launch_kernel(TD_KERNEL(dropout_mask_kernel), grid_for(ceil_div(ceil_div(n, 4), kThreads), ls.device()), kThreads, 0,
@@ -160,8 +159,7 @@ void CudaNNBackend::masked_scale(DType t, const void* x, const uint8_t* mask, do
 }
 
 void CudaNNBackend::sgd_step(DType t, int64_t count, void* const* params, const void* const* grads,
-                             void* const* momentum_buffers, const int64_t* numels, const SgdHyper& h,
-                             const Stream& s) {
+                             void* const* momentum_buffers, const int64_t* numels, const SgdHyper& h, const Stream& s) {
   if (count <= 0) return;
   LaunchScope ls(s);
   const bool use_momentum = h.momentum != 0;
@@ -169,8 +167,14 @@ void CudaNNBackend::sgd_step(DType t, int64_t count, void* const* params, const 
   const void* const* lists[3] = {params, grads, use_momentum ? momentum_buffers : params};
   TD_DISPATCH_FLOAT(t, "sgd_step_", {
     using T = scalar_t;
-    SgdCoef<T> k{static_cast<T>(h.lr), static_cast<T>(h.momentum), static_cast<T>(1.0 - h.dampening),
-                 static_cast<T>(h.weight_decay), h.weight_decay != 0, use_momentum, h.nesterov, h.first_step};
+    SgdCoef<T> k{static_cast<T>(h.lr),
+                 static_cast<T>(h.momentum),
+                 static_cast<T>(1.0 - h.dampening),
+                 static_cast<T>(h.weight_decay),
+                 h.weight_decay != 0,
+                 use_momentum,
+                 h.nesterov,
+                 h.first_step};
     for_each_batch<3>(count, lists, numels, [&](const TensorList<3>& list, int64_t blocks) {
       launch_kernel(TD_KERNEL(sgd_kernel<T>), launch_blocks(blocks), kThreads, 0, ls.stream(), list, k);
       TD_CUDA_CHECK_LAUNCH(ls.stream(), "sgd_step_");
@@ -179,8 +183,8 @@ void CudaNNBackend::sgd_step(DType t, int64_t count, void* const* params, const 
 }
 
 void CudaNNBackend::adam_step(DType t, int64_t count, void* const* params, const void* const* grads,
-                              void* const* exp_avg, void* const* exp_avg_sq, const int64_t* numels,
-                              const AdamHyper& h, const Stream& s) {
+                              void* const* exp_avg, void* const* exp_avg_sq, const int64_t* numels, const AdamHyper& h,
+                              const Stream& s) {
   if (count <= 0) return;
   LaunchScope ls(s);
   const void* const* lists[4] = {params, grads, exp_avg, exp_avg_sq};

@@ -1,7 +1,7 @@
 // Registers the CUDA NN backend (convolutions in kernels/cudnn/conv.cc, the rest in this folder's .cu files)
 // for DeviceType::CUDA when this library is linked (alwayslink).
-#include "kernels/cuda/nn/cuda_nn_backend.h"
 #include "kernels/registration.h"
+#include "kernels/cuda/nn/cuda_nn_backend.h"
 
 namespace tandem {
 namespace cuda {
