@@ -2,6 +2,9 @@
 // pool.
 #include "runtime/memory/storage.h"
 
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <vector>
 
@@ -13,6 +16,14 @@
 namespace tandem {
 
 namespace {
+
+std::atomic<bool>& fill_fresh_flag() {
+  static std::atomic<bool> flag([] {
+    const char* v = std::getenv("TANDEM_FILL_FRESH");
+    return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
+  }());
+  return flag;
+}
 // One cudaMallocAsync pool per device, with a release threshold high enough that freed memory
 // stays cached in the pool instead of going back to the driver at each synchronization.
 cudaMemPool_t device_pool(int device) {
@@ -90,6 +101,9 @@ struct Storage::Impl {
   }
 };
 
+bool fill_fresh_host_memory() { return fill_fresh_flag().load(std::memory_order_relaxed); }
+void set_fill_fresh_host_memory(bool on) { fill_fresh_flag().store(on); }
+
 Storage Storage::allocate(size_t nbytes, Device device, const Stream& stream, bool pinned) {
   auto impl = std::make_shared<Impl>();
   impl->device = device;
@@ -105,6 +119,7 @@ Storage Storage::allocate(size_t nbytes, Device device, const Stream& stream, bo
       } else {
         impl->data = host_cache::allocate(nbytes, &impl->block_bytes);
       }
+      if (fill_fresh_host_memory()) std::memset(impl->data, 0xff, nbytes);
     }
   } else {
     check_device_available(device);

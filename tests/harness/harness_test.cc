@@ -1,9 +1,10 @@
 // The harness's checkers fed the bugs they are for: a backward scaled by 1.01 (by the OpCase gradient check,
 // the tensor-function form and the probing, kink-skipping form), a forward off by 1e-3 and an op that writes
-// its input.
+// its input, and one that leaves an output element unwritten.
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
+#include "runtime/memory/storage.h"
 #include "runtime/tensor/ops.h"
 #include "runtime/tensor/rng.h"
 #include "tests/harness/gradient_check.h"
@@ -82,6 +83,25 @@ TEST(ForwardCheck, OpWritingItsInputFails) {
       },
       [](const HV& in) { return HV{ref::map(in[0], [](double) { return 1.0; })}; }, false);
   EXPECT_NONFATAL_FAILURE(check_forward(writes, DType::F64), "input 0 changed by the op");
+}
+
+// An op that leaves the last element of its output unwritten: fresh memory filled with NaN (TANDEM_FILL_FRESH, on
+// in the test suite; the simulated GPU always fills) makes the forward check see it even where the host cache
+// hands back the block of an earlier run of the same op, holding the right answer.
+TEST(ForwardCheck, OutputElementLeftUnwrittenFails) {
+  static OpCase lazy = make_case(
+      "misses_last_element", {float_in({3, 4})},
+      [](const TV& in, DType) {
+        Tensor out = empty_like(in[0]);
+        out.view({12}).narrow(0, 0, 11).copy_(in[0].view({12}).narrow(0, 0, 11));
+        return TV{out};
+      },
+      [](const HV& in) { return HV{in[0]}; }, false);
+  const bool was = fill_fresh_host_memory();
+  set_fill_fresh_host_memory(true);
+  EXPECT_NONFATAL_FAILURE(check_forward(lazy, DType::F64), "element 11 is");
+  EXPECT_NONFATAL_FAILURE(check_forward(lazy, DType::F32), "element 11 is");
+  set_fill_fresh_host_memory(was);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // scopes (also freed on another thread), Storage::set_category, and the CPU allocator's alignment.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <thread>
@@ -266,6 +267,26 @@ TEST(CpuAllocator, DataIs64ByteAlignedAndSized) {
   if (!cuda_available()) {
     EXPECT_FALSE(p.storage().pinned());
   }
+}
+
+}  // namespace
+}  // namespace tandem
+
+namespace tandem {
+namespace {
+
+// With the fill on, fresh host memory reads as NaN in every floating dtype and -1 in the integer ones, also when
+// the host cache hands back a block that held written values.
+TEST(FillFresh, FreshHostMemoryReadsAsNaNEvenWhenReused) {
+  const bool was = fill_fresh_host_memory();
+  set_fill_fresh_host_memory(true);
+  for (DType t : {DType::F32, DType::F64, DType::F16, DType::BF16}) {
+    { Tensor written = full({37}, 2.5, TensorOptions(t)); }  // its block goes back to the cache
+    Tensor fresh = empty({37}, TensorOptions(t));
+    for (double v : fresh.to(DType::F64).to_vector<double>()) EXPECT_TRUE(std::isnan(v)) << dtype_name(t) << ": " << v;
+  }
+  for (int64_t v : empty({9}, TensorOptions(DType::I64)).to_vector<int64_t>()) EXPECT_EQ(v, -1);
+  set_fill_fresh_host_memory(was);
 }
 
 }  // namespace
