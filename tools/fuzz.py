@@ -30,7 +30,7 @@ READERS = ["idx", "cifar", "image", "packed", "safetensors", "checkpoint"]
 # What the readers and the harness need, relative to ROOT (globs).
 SOURCES = [
     "data/*.cc",
-    "runtime/*.cc",
+    "runtime/*/*.cc",
     "kernels/cpu/*.cc",
     "kernels/cpu/nn/*.cc",
     "models/checkpoint.cc",

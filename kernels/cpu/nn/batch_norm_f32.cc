@@ -5,13 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "runtime/base/config.h"
 #include "runtime/base/parallel_for.h"
-
-// The 8-double vectors pass between inline helpers only, never across an ABI boundary.
-#pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace tandem {
 namespace cpu {
@@ -19,19 +15,14 @@ namespace cpu {
 namespace {
 
 typedef double Lanes __attribute__((vector_size(64)));  // 8 doubles
-typedef float Floats __attribute__((vector_size(32)));  // 8 floats
 #define TD_BN_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 
-inline Lanes load(const float* p) {
-  Floats f;
-  std::memcpy(&f, p, sizeof f);
-  return __builtin_convertvector(f, Lanes);
-}
-inline void store(float* p, Lanes v) {
-  Floats f = __builtin_convertvector(v, Floats);
-  std::memcpy(p, &f, sizeof f);
-}
-inline double lane_sum(Lanes v) {
+// Loads and stores are macros and lane_sum takes a reference: a function passing an 8-double vector by value
+// would change the ABI between the clones (clang refuses it; GCC warns).
+typedef float UnalignedFloats __attribute__((vector_size(32), aligned(4), may_alias));
+#define TD_BN_LOAD(p) __builtin_convertvector(*reinterpret_cast<const UnalignedFloats*>(p), Lanes)
+#define TD_BN_STORE(p, v) (*reinterpret_cast<UnalignedFloats*>(p) = __builtin_convertvector((v), UnalignedFloats))
+inline double lane_sum(const Lanes& v) {
   double s = 0;
   for (int k = 0; k < 8; ++k) s += v[k];
   return s;
@@ -41,7 +32,7 @@ inline double lane_sum(Lanes v) {
 TD_BN_CLONES double plane_sum(const float* x, int64_t n) {
   Lanes acc = {};
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) acc += load(x + i);
+  for (; i + 8 <= n; i += 8) acc += TD_BN_LOAD(x + i);
   double s = lane_sum(acc);
   for (; i < n; ++i) s += static_cast<double>(x[i]);
   return s;
@@ -52,7 +43,7 @@ TD_BN_CLONES double plane_centered_squares(const float* x, int64_t n, double mea
   Lanes acc = {};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    Lanes d = load(x + i) - mean;
+    Lanes d = TD_BN_LOAD(x + i) - mean;
     acc += d * d;
   }
   double s = lane_sum(acc);
@@ -66,7 +57,7 @@ TD_BN_CLONES double plane_centered_squares(const float* x, int64_t n, double mea
 // y = (x - mean) * scale + shift.
 TD_BN_CLONES void plane_affine(const float* x, int64_t n, double mean, double scale, double shift, float* y) {
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) store(y + i, (load(x + i) - mean) * scale + shift);
+  for (; i + 8 <= n; i += 8) TD_BN_STORE(y + i, (TD_BN_LOAD(x + i) - mean) * scale + shift);
   for (; i < n; ++i) y[i] = static_cast<float>((static_cast<double>(x[i]) - mean) * scale + shift);
 }
 
@@ -76,9 +67,9 @@ TD_BN_CLONES void plane_grad_sums(const float* x, const float* dy, int64_t n, do
   Lanes a = {}, b = {};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    Lanes d = load(dy + i);
+    Lanes d = TD_BN_LOAD(dy + i);
     a += d;
-    b += d * (load(x + i) - mean);
+    b += d * (TD_BN_LOAD(x + i) - mean);
   }
   double sa = lane_sum(a), sb = lane_sum(b);
   for (; i < n; ++i) {
@@ -94,7 +85,7 @@ TD_BN_CLONES void plane_grad_sums(const float* x, const float* dy, int64_t n, do
 TD_BN_CLONES void plane_grad_input(const float* x, const float* dy, int64_t n, double mean, double a, double b,
                                    double c, float* dx) {
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) store(dx + i, load(dy + i) * a + (load(x + i) - mean) * b + c);
+  for (; i + 8 <= n; i += 8) TD_BN_STORE(dx + i, TD_BN_LOAD(dy + i) * a + (TD_BN_LOAD(x + i) - mean) * b + c);
   for (; i < n; ++i)
     dx[i] = static_cast<float>(static_cast<double>(dy[i]) * a + (static_cast<double>(x[i]) - mean) * b + c);
 }
