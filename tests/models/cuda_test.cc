@@ -19,6 +19,7 @@
 #include "runtime/base/error.h"
 #include "runtime/optim/optim.h"
 #include "runtime/tensor/ops.h"
+#include "tests/models/conv_specs.h"
 #include "tests/testing.h"
 #include "tools/train/trainer.h"
 
@@ -82,25 +83,11 @@ void expect_cuda_matches_cpu(const std::function<ModulePtr(Generator&)>& build, 
                                   buffer_scale[kind(bc[i].first)]);
 }
 
-Conv2dSpec cspec(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t pad, int64_t dil, int64_t groups,
-                 bool bias) {
-  Conv2dSpec s;
-  s.in_channels = in;
-  s.out_channels = out;
-  s.kernel = k;
-  s.stride = stride;
-  s.padding = pad;
-  s.dilation = dil;
-  s.groups = groups;
-  s.bias = bias;
-  return s;
-}
-
 TEST(CudaModels, LayersMatchCpu) {
   TD_REQUIRE_GPU();
-  for (const Conv2dSpec& s :
-       {cspec(3, 8, 3, 1, 1, 1, 1, false), cspec(8, 16, 3, 2, 1, 1, 1, true), cspec(6, 6, 3, 1, 2, 2, 1, false),
-        cspec(8, 8, 5, 2, 2, 1, 8, false), cspec(8, 12, 1, 1, 0, 1, 4, true), cspec(3, 8, 7, 2, 3, 1, 1, false)})
+  for (const Conv2dSpec& s : {conv_spec_of(3, 8, 3, 1, 1, 1, 1, false), conv_spec_of(8, 16, 3, 2, 1, 1, 1, true),
+                              conv_spec_of(6, 6, 3, 1, 2, 2, 1, false), conv_spec_of(8, 8, 5, 2, 2, 1, 8, false),
+                              conv_spec_of(8, 12, 1, 1, 0, 1, 4, true), conv_spec_of(3, 8, 7, 2, 3, 1, 1, false)})
     expect_cuda_matches_cpu([&](Generator& g) { return std::make_shared<Conv2d>(s, g); }, {4, s.in_channels, 11, 10},
                             true, "conv " + std::to_string(s.kernel));
   for (bool training : {true, false})
@@ -119,8 +106,8 @@ TEST(CudaModels, LayersMatchCpu) {
   expect_cuda_matches_cpu(
       [](Generator& g) {
         auto seq = std::make_shared<Sequential>();
-        seq->add(
-            std::make_shared<Residual>(std::make_shared<Conv2d>(cspec(3, 3, 3, 1, 1, 1, 1, false), g), nullptr, true));
+        seq->add(std::make_shared<Residual>(std::make_shared<Conv2d>(conv_spec_of(3, 3, 3, 1, 1, 1, 1, false), g),
+                                            nullptr, true));
         seq->add(std::make_shared<ReLU>());
         seq->add(std::make_shared<Identity>());
         seq->add(std::make_shared<Flatten>());
