@@ -18,3 +18,17 @@ def tandem_program(name, srcs, deps = [], **kwargs):
         ],
         **kwargs
     )
+
+def bench_program(name, deps = []):
+    """A benchmark program: tandem_program from NAME.cc, visible to tests/tools, which tests its command line.
+
+    Args:
+      name: the program's name; its source is name + ".cc".
+      deps: what it uses besides //kernels:all and //tools/flags.
+    """
+    tandem_program(
+        name = name,
+        srcs = [name + ".cc"],
+        deps = deps,
+        visibility = ["//tests/tools:__pkg__"],
+    )
