@@ -24,6 +24,10 @@ std::atomic<bool>& onednn() {
   static std::atomic<bool> f(env_flag("TANDEM_ONEDNN", true));
   return f;
 }
+std::atomic<bool>& fill_fresh() {
+  static std::atomic<bool> f(env_flag("TANDEM_FILL_FRESH", false));
+  return f;
+}
 }  // namespace
 
 bool allow_tf32() { return tf32().load(std::memory_order_relaxed); }
@@ -32,5 +36,7 @@ bool deterministic() { return determ().load(std::memory_order_relaxed); }
 void set_deterministic(bool on) { determ().store(on); }
 bool cpu_onednn() { return onednn().load(std::memory_order_relaxed); }
 void set_cpu_onednn(bool on) { onednn().store(on); }
+bool fill_fresh_host_memory() { return fill_fresh().load(std::memory_order_relaxed); }
+void set_fill_fresh_host_memory(bool on) { fill_fresh().store(on); }
 
 }  // namespace tandem

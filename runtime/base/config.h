@@ -1,5 +1,5 @@
-// Process-wide numeric switches: TF32 for f32 matrix products and convolutions, deterministic mode, and
-// oneDNN behind the CPU backend.
+// Process-wide numeric switches: TF32 for f32 matrix products and convolutions, deterministic mode, oneDNN
+// behind the CPU backend, and the NaN fill of fresh host memory.
 #pragma once
 
 namespace tandem {
@@ -17,5 +17,12 @@ void set_deterministic(bool on);
 // Tandem's own plain kernels, the reference the tests compare oneDNN with, run everything).
 bool cpu_onednn();
 void set_cpu_onednn(bool on);
+
+// Whether fresh host storages are filled with 0xff bytes (NaN in every floating dtype, -1 in the integer ones)
+// so that reading memory an op never wrote shows, as the simulated GPU does with device memory (the host cache
+// would otherwise hand back a block holding a previous run's right answer). TANDEM_FILL_FRESH=1 at start (the
+// test suite sets it), or set_fill_fresh_host_memory. Off by default: it costs a pass over each allocation.
+bool fill_fresh_host_memory();
+void set_fill_fresh_host_memory(bool on);
 
 }  // namespace tandem

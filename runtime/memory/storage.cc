@@ -3,11 +3,11 @@
 #include "runtime/memory/storage.h"
 
 #include <atomic>
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <vector>
 
+#include "runtime/base/config.h"
 #include "runtime/base/cuda_check.h"
 #include "runtime/base/error.h"
 #include "runtime/memory/host_cache.h"
@@ -17,13 +17,6 @@ namespace tandem {
 
 namespace {
 
-std::atomic<bool>& fill_fresh_flag() {
-  static std::atomic<bool> flag([] {
-    const char* v = std::getenv("TANDEM_FILL_FRESH");
-    return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
-  }());
-  return flag;
-}
 // One cudaMallocAsync pool per device, with a release threshold high enough that freed memory
 // stays cached in the pool instead of going back to the driver at each synchronization.
 cudaMemPool_t device_pool(int device) {
@@ -100,9 +93,6 @@ struct Storage::Impl {
     ignore_cuda_error(cudaFreeAsync(data, stream.cuda()), "cudaFreeAsync");
   }
 };
-
-bool fill_fresh_host_memory() { return fill_fresh_flag().load(std::memory_order_relaxed); }
-void set_fill_fresh_host_memory(bool on) { fill_fresh_flag().store(on); }
 
 Storage Storage::allocate(size_t nbytes, Device device, const Stream& stream, bool pinned) {
   auto impl = std::make_shared<Impl>();

@@ -18,13 +18,6 @@ namespace tandem {
 // (runtime/memory/host_cache.h).
 void release_cached_memory(Device device);
 
-// Whether fresh host storages are filled with 0xff bytes (NaN in every floating dtype, -1 in the integer ones)
-// so that reading memory an op never wrote shows, as the simulated GPU does with device memory (the host cache
-// would otherwise hand back a block holding a previous run's right answer). TANDEM_FILL_FRESH=1 at start (the
-// test suite sets it), or set_fill_fresh_host_memory. Off by default: it costs a pass over each allocation.
-bool fill_fresh_host_memory();
-void set_fill_fresh_host_memory(bool on);
-
 class Storage {
  public:
   Storage() = default;

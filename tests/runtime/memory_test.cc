@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/base/config.h"
 #include "runtime/base/error.h"
 #include "runtime/memory/memory.h"
 #include "runtime/memory/storage.h"
