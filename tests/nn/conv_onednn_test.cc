@@ -1,8 +1,9 @@
-// The CPU backend's oneDNN convolution (kernels/cpu/nn/conv_onednn.cc) against its plain kernels
-// (TANDEM_ONEDNN=0's path) and an f64 reference, on fresh random inputs; that it really ran; and that its
-// results do not depend on the thread count.
+// The CPU backend's oneDNN convolution (kernels/cpu/nn/conv_onednn.cc, with the im2col + GEMM path of
+// conv_gemm.cc it hands small planes to) against its plain kernels (TANDEM_ONEDNN=0's path) and an f64
+// reference, on fresh random inputs; that it really ran; and that its results do not depend on the thread count.
 #include <gtest/gtest.h>
 
+#include "kernels/cpu/nn/conv_gemm.h"
 #include "kernels/cpu/nn/conv_onednn.h"
 #include "runtime/base/config.h"
 #include "runtime/base/parallel_for.h"
@@ -22,7 +23,8 @@ struct Case {
 
 // Shapes of the model zoo's layers, shrunk, and the odd ones: a batch that does not split evenly, one image,
 // a strided 1x1 (its right padding is negative in oneDNN's terms), groups, depthwise, channels-last, and deep
-// layers with more weights than activations (split by channels, into unequal pieces for 48).
+// layers with more weights than activations (split by channels, into unequal pieces for 48), and the planes
+// the GEMM path takes (2x2 and 1x1 planes, a strided 1x1).
 std::vector<Case> cases() {
   return {
       {"stem 7x7/2", 3, 3, 20, 18, 8, 7, 2, 3, 1, false, false},
@@ -38,6 +40,10 @@ std::vector<Case> cases() {
       {"deep 3x3", 2, 32, 4, 4, 48, 3, 1, 1, 1, true, false},
       {"deep 3x3 channels-last", 3, 48, 3, 3, 32, 3, 1, 1, 1, false, true},
       {"deep 1x1, one image", 1, 64, 2, 2, 32, 1, 1, 0, 1, true, false},
+      {"3x3 on 2x2 (GEMM)", 3, 64, 2, 2, 32, 3, 1, 1, 1, true, false},
+      {"3x3/2 to 1x1 (GEMM)", 5, 32, 2, 2, 48, 3, 2, 1, 1, false, false},
+      {"3x3 on 1x1, mostly padding", 4, 32, 1, 1, 16, 3, 1, 1, 1, true, false},
+      {"strided 1x1 (GEMM)", 2, 64, 6, 6, 32, 1, 2, 0, 1, false, false},
   };
 }
 
@@ -101,16 +107,21 @@ TEST(Conv2dOneDnn, ToleranceCatchesAShiftedWindow) {
   EXPECT_GT(testing::max_rel_error(shifted, good), 100 * 2e-5);
 }
 
+Conv2dGeometry geometry(const Case& k) {
+  Conv2dGeometry g;
+  g.channels_last = k.channels_last;
+  g.n = k.n, g.c = k.c, g.h = k.h, g.w = k.w, g.o = k.o, g.kh = g.kw = k.k;
+  g.stride_h = g.stride_w = k.stride, g.pad_h = g.pad_w = k.pad, g.groups = k.groups;
+  g.oh = (k.h + 2 * k.pad - k.k) / k.stride + 1;
+  g.ow = (k.w + 2 * k.pad - k.k) / k.stride + 1;
+  return g;
+}
+
 // oneDNN really ran each case (no quiet fall-back to the plain kernels behind the comparison above).
 TEST(Conv2dOneDnn, RunsEveryCase) {
   for (const Case& k : cases()) {
     SCOPED_TRACE(k.what);
-    Conv2dGeometry g;
-    g.channels_last = k.channels_last;
-    g.n = k.n, g.c = k.c, g.h = k.h, g.w = k.w, g.o = k.o, g.kh = g.kw = k.k;
-    g.stride_h = g.stride_w = k.stride, g.pad_h = g.pad_w = k.pad, g.groups = k.groups;
-    g.oh = (k.h + 2 * k.pad - k.k) / k.stride + 1;
-    g.ow = (k.w + 2 * k.pad - k.k) / k.stride + 1;
+    const Conv2dGeometry g = geometry(k);
     std::vector<float> x(k.n * k.c * k.h * k.w, 1.f), w(k.o * (k.c / k.groups) * k.k * k.k, 1.f);
     std::vector<float> y(k.n * k.o * g.oh * g.ow), b(k.o, 0.5f);
     EXPECT_TRUE(cpu::onednn_conv_forward(g, x.data(), w.data(), k.bias ? b.data() : nullptr, y.data()));
@@ -123,6 +134,111 @@ TEST(Conv2dOneDnn, RunsEveryCase) {
   float one = 1.f, out = 0.f;
   EXPECT_FALSE(cpu::onednn_conv_forward(g, &one, &one, nullptr, &out));  // switched off: the plain kernels run
   set_cpu_onednn(true);
+}
+
+// The rule of conv_gemm.h, pass by pass, on the shapes it was measured on and the ones it leaves out.
+TEST(Conv2dGemm, TakesTheSmallPlanesItWasMeasuredOn) {
+  using cpu::ConvPass;
+  auto takes = [](const Case& k, ConvPass pass, DType dtype = DType::F32) {
+    Conv2dGeometry g = geometry(k);
+    g.dtype = dtype;
+    return cpu::conv_gemm_applies(g, pass);
+  };
+  const Case layer4{"ResNet layer4 at 64x64", 64, 512, 2, 2, 512, 3, 1, 1, 1, false, false};
+  EXPECT_TRUE(takes(layer4, ConvPass::backward_weight));
+  EXPECT_FALSE(takes(layer4, ConvPass::forward));  // 256 output pixels in the batch
+  EXPECT_FALSE(takes(layer4, ConvPass::backward_data));
+  const Case small_batch{"the same at batch 8", 8, 512, 2, 2, 512, 3, 1, 1, 1, false, false};
+  EXPECT_TRUE(takes(small_batch, ConvPass::forward));
+  EXPECT_TRUE(takes(small_batch, ConvPass::backward_data));
+  EXPECT_FALSE(takes(small_batch, ConvPass::forward, DType::F64));
+  const Case padding{"3x3 on 1x1", 8, 512, 1, 1, 512, 3, 1, 1, 1, false, false};
+  EXPECT_TRUE(takes(padding, ConvPass::backward_weight));
+  EXPECT_FALSE(takes(padding, ConvPass::forward));  // 8 of 9 columns would be zeros
+  const Case downsample{"strided 1x1", 64, 256, 16, 16, 512, 1, 2, 0, 1, false, false};
+  EXPECT_TRUE(takes(downsample, ConvPass::backward_weight));
+  EXPECT_FALSE(takes(downsample, ConvPass::forward));
+  for (const Case& k : {Case{"1x1", 8, 64, 2, 2, 64, 1, 1, 0, 1, false, false},
+                        Case{"large plane", 8, 64, 16, 16, 64, 3, 1, 1, 1, false, false},
+                        Case{"groups", 8, 64, 2, 2, 64, 3, 1, 1, 2, false, false},
+                        Case{"channels-last", 8, 64, 2, 2, 64, 3, 1, 1, 1, false, true}})
+    for (ConvPass pass : {ConvPass::forward, ConvPass::backward_data, ConvPass::backward_weight})
+      EXPECT_FALSE(takes(k, pass)) << k.what << " pass " << static_cast<int>(pass);
+}
+
+// The GEMM path run directly, with every option (rectangular kernels, strides, padding, dilation) and chunk
+// budgets that give one image per chunk, a ragged last chunk and the whole batch in one, against the f64
+// plain kernels; and bitwise the same at 1 and 3 threads.
+TEST(Conv2dGemm, MatchesF64InEveryChunking) {
+  struct Shape {
+    const char* what;
+    int64_t n, c, h, w, o, kh, kw;
+    Conv2dOptions opt;
+  };
+  auto opt = [](int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw) {
+    Conv2dOptions o;
+    o.stride_h = sh, o.stride_w = sw, o.pad_h = ph, o.pad_w = pw, o.dilation_h = dh, o.dilation_w = dw;
+    return o;
+  };
+  const Shape shapes[] = {
+      {"3x3 padded", 5, 6, 4, 3, 7, 3, 3, opt(1, 1, 1, 1, 1, 1)},
+      {"rectangular, strided", 5, 3, 7, 6, 4, 3, 2, opt(2, 1, 0, 1, 1, 1)},
+      {"dilated", 5, 2, 7, 7, 3, 3, 3, opt(1, 2, 2, 1, 2, 2)},
+      {"strided 1x1", 5, 8, 5, 5, 6, 1, 1, opt(2, 2, 0, 0, 1, 1)},
+  };
+  for (const Shape& k : shapes) {
+    SCOPED_TRACE(k.what);
+    Generator gen(testing::fresh_seed());
+    Tensor x = randn({k.n, k.c, k.h, k.w}, gen, DType::F32);
+    Tensor w = randn({k.o, k.c, k.kh, k.kw}, gen, DType::F32);
+    Tensor b = randn({k.o}, gen, DType::F32);
+    Tensor x64 = x.to(DType::F64).set_requires_grad(), w64 = w.to(DType::F64).set_requires_grad();
+    Tensor y64 = conv2d(x64, w64, b.to(DType::F64), k.opt);
+    Tensor dy = randn(y64.shape(), gen, DType::F32);
+    sum(mul(y64, dy.to(DType::F64))).backward();
+    Conv2dGeometry g;
+    g.n = k.n, g.c = k.c, g.h = k.h, g.w = k.w, g.o = k.o, g.kh = k.kh, g.kw = k.kw, g.oh = y64.shape()[2],
+    g.ow = y64.shape()[3];
+    g.stride_h = k.opt.stride_h, g.stride_w = k.opt.stride_w, g.pad_h = k.opt.pad_h, g.pad_w = k.opt.pad_w;
+    g.dilation_h = k.opt.dilation_h, g.dilation_w = k.opt.dilation_w;
+    const int64_t per_image = k.c * k.kh * k.kw * g.oh * g.ow;
+    for (int64_t chunk : {per_image, 2 * per_image, cpu::kConvGemmChunkFloats}) {
+      SCOPED_TRACE("chunk of " + std::to_string(chunk) + " floats");
+      auto run = [&] {
+        Tensor y = empty(y64.shape(), DType::F32), dx = empty(x.shape(), DType::F32);
+        Tensor dw = empty(w.shape(), DType::F32);
+        cpu::conv_gemm_forward(g, x.data<float>(), w.data<float>(), b.data<float>(), y.data<float>(), chunk);
+        cpu::conv_gemm_backward_data(g, dy.data<float>(), w.data<float>(), dx.data<float>(), chunk);
+        cpu::conv_gemm_backward_weight(g, x.data<float>(), dy.data<float>(), dw.data<float>(), chunk);
+        return std::vector<Tensor>{y, dx, dw};
+      };
+      const int threads = intra_op_threads();
+      set_intra_op_threads(1);
+      auto one = run();
+      set_intra_op_threads(3);
+      auto three = run();
+      set_intra_op_threads(threads);
+      const Tensor want[] = {y64.detach(), x64.grad(), w64.grad()};
+      for (int i = 0; i < 3; ++i) {
+        testing::expect_close(one[i], want[i].to(DType::F32), 2e-5, std::to_string(i));
+        testing::expect_bitwise_equal(one[i], three[i], std::to_string(i));
+      }
+    }
+  }
+}
+
+// The comparison above catches a lost chunk: the weight gradient of all images but the last is far outside
+// its tolerance.
+TEST(Conv2dGemm, ToleranceCatchesALostChunk) {
+  Generator gen(testing::fresh_seed());
+  const Case k{"3x3", 4, 8, 3, 3, 5, 3, 1, 1, 1, false, false};
+  Tensor x = randn({k.n, k.c, k.h, k.w}, gen, DType::F32), dy = randn({k.n, k.o, 3, 3}, gen, DType::F32);
+  Tensor full = empty({k.o, k.c, 3, 3}, DType::F32), lost = empty({k.o, k.c, 3, 3}, DType::F32);
+  Conv2dGeometry g = geometry(k);
+  cpu::conv_gemm_backward_weight(g, x.data<float>(), dy.data<float>(), full.data<float>());
+  g.n = k.n - 1;
+  cpu::conv_gemm_backward_weight(g, x.data<float>(), dy.data<float>(), lost.data<float>());
+  EXPECT_GT(testing::max_rel_error(lost, full), 100 * 2e-5);
 }
 
 TEST(Conv2dOneDnn, ResultsDoNotDependOnThreadCount) {

@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kernels/cpu/nn/conv_gemm.h"
 #include "kernels/cpu/onednn.h"
 #include "runtime/base/config.h"
 #include "runtime/base/parallel_for.h"
@@ -314,12 +315,14 @@ bool run_pieces(const Conv2dGeometry& g, Op op, const std::vector<Piece>& pieces
 // reads all the activations and its share of the weights), else by images.
 bool onednn_conv_forward(const Conv2dGeometry& g, const float* x, const float* w, const float* bias, float* y) {
   if (!cpu_onednn()) return false;
+  if (conv_gemm_applies(g, ConvPass::forward)) return conv_gemm_forward(g, x, w, bias, y), true;
   const Split split = channel_splittable(g, g.o) && w_size(g) > x_size(g) ? Split::out_channels : Split::images;
   return run_pieces(g, Op::forward, pieces_of(g, split), x, w, nullptr, bias, y, nullptr);
 }
 
 bool onednn_conv_backward_data(const Conv2dGeometry& g, const float* dy, const float* w, float* dx) {
   if (!cpu_onednn()) return false;
+  if (conv_gemm_applies(g, ConvPass::backward_data)) return conv_gemm_backward_data(g, dy, w, dx), true;
   const Split split = channel_splittable(g, g.c) && w_size(g) > y_size(g) ? Split::in_channels : Split::images;
   return run_pieces(g, Op::backward_data, pieces_of(g, split), nullptr, w, dy, nullptr, dx, nullptr);
 }
@@ -328,6 +331,7 @@ bool onednn_conv_backward_data(const Conv2dGeometry& g, const float* dy, const f
 // order.
 bool onednn_conv_backward_weight(const Conv2dGeometry& g, const float* x, const float* dy, float* dw) {
   if (!cpu_onednn()) return false;
+  if (conv_gemm_applies(g, ConvPass::backward_weight)) return conv_gemm_backward_weight(g, x, dy, dw), true;
   const std::vector<Piece> pieces = pieces_of(g, channel_splittable(g, g.o) ? Split::out_channels : Split::images);
   if (pieces.size() == 1 || pieces[0].o < g.o)
     return run_pieces(g, Op::backward_weight, pieces, x, nullptr, dy, nullptr, dw, nullptr);

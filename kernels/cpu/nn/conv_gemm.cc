@@ -1,0 +1,207 @@
+// Float32 NCHW convolution as im2col + GEMM behind the CPU backend.
+// Why: oneDNN's direct kernels vectorize over the pixels of a channel block; on the small planes of a
+// network's deep layers (8x8 and below) they ran at a fifth of what its sgemm reaches on the same products
+// (measured single-threaded on ResNet-18's layers at 64x64: backward weights 9-19 GFLOP/s against 60-95),
+// and PyTorch's CPU convolutions run those same kernels. A chunk of images is unfolded into columns, one
+// GEMM runs the chunk, and the result is folded back: every element is a sum in an order fixed by the shapes.
+#include "kernels/cpu/nn/conv_gemm.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/onednn.h"
+#include "runtime/base/error.h"
+#include "runtime/base/parallel_for.h"
+
+namespace tandem {
+namespace cpu {
+
+namespace {
+
+struct Sizes {
+  int64_t taps, rows, pixels, in_plane, per_chunk;  // kh*kw, c*taps, oh*ow, h*w, images per chunk
+};
+
+Sizes sizes_of(const Conv2dGeometry& g, int64_t chunk_floats) {
+  Sizes s;
+  s.taps = g.kh * g.kw;
+  s.rows = g.c * s.taps;
+  s.pixels = g.oh * g.ow;
+  s.in_plane = g.h * g.w;
+  s.per_chunk = std::max<int64_t>(1, std::min(g.n, chunk_floats / (s.rows * s.pixels)));
+  return s;
+}
+
+// The calling thread's buffers, grown as needed and reused across calls (their contents are always written
+// before being read).
+float* buffer(int slot, int64_t floats) {
+  thread_local std::vector<float> bufs[2];
+  if (static_cast<int64_t>(bufs[slot].size()) < floats) bufs[slot].resize(floats);
+  return bufs[slot].data();
+}
+
+// Input row (ih or iw) read by output position `out` through tap `tap`; outside [0, size) reads padding.
+inline int64_t input_at(int64_t out, int64_t stride, int64_t pad, int64_t tap, int64_t dilation) {
+  return out * stride - pad + tap * dilation;
+}
+
+// col [c * taps, nb * pixels]: row (c, i, j), column (image, oh, ow) holds x[image, c, ih, iw], 0 in the padding.
+void im2col(const Conv2dGeometry& g, const Sizes& s, const float* x, int64_t nb, float* col) {
+  const int64_t cols = nb * s.pixels;
+  parallel_for(0, s.rows, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const int64_t c = r / s.taps, i = r % s.taps / g.kw, j = r % g.kw;
+      for (int64_t n = 0; n < nb; ++n) {
+        const float* plane = x + (n * g.c + c) * s.in_plane;
+        float* out = col + r * cols + n * s.pixels;
+        for (int64_t oh = 0; oh < g.oh; ++oh, out += g.ow) {
+          const int64_t ih = input_at(oh, g.stride_h, g.pad_h, i, g.dilation_h);
+          if (ih < 0 || ih >= g.h) {
+            std::fill(out, out + g.ow, 0.f);
+            continue;
+          }
+          const float* src = plane + ih * g.w;
+          for (int64_t ow = 0; ow < g.ow; ++ow) {
+            const int64_t iw = input_at(ow, g.stride_w, g.pad_w, j, g.dilation_w);
+            out[ow] = iw >= 0 && iw < g.w ? src[iw] : 0.f;
+          }
+        }
+      }
+    }
+  });
+}
+
+// dx [nb, c, h, w] = the sum, over every column entry that im2col would have read from a pixel, of dcol's
+// entry; each plane is summed by one task in tap, then pixel order.
+void col2im(const Conv2dGeometry& g, const Sizes& s, const float* dcol, int64_t nb, float* dx) {
+  const int64_t cols = nb * s.pixels;
+  parallel_for(0, nb * g.c, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t p = lo; p < hi; ++p) {
+      const int64_t n = p / g.c, c = p % g.c;
+      float* plane = dx + p * s.in_plane;
+      std::fill(plane, plane + s.in_plane, 0.f);
+      for (int64_t t = 0; t < s.taps; ++t) {
+        const int64_t i = t / g.kw, j = t % g.kw;
+        const float* row = dcol + (c * s.taps + t) * cols + n * s.pixels;
+        for (int64_t oh = 0; oh < g.oh; ++oh, row += g.ow) {
+          const int64_t ih = input_at(oh, g.stride_h, g.pad_h, i, g.dilation_h);
+          if (ih < 0 || ih >= g.h) continue;
+          float* dst = plane + ih * g.w;
+          for (int64_t ow = 0; ow < g.ow; ++ow) {
+            const int64_t iw = input_at(ow, g.stride_w, g.pad_w, j, g.dilation_w);
+            if (iw >= 0 && iw < g.w) dst[iw] += row[ow];
+          }
+        }
+      }
+    }
+  });
+}
+
+// mat [o, nb * pixels] <-> y [nb, o, pixels] (the chunk's images of an NCHW output or its gradient).
+void gather_output(const Conv2dGeometry& g, const Sizes& s, const float* y, int64_t nb, float* mat) {
+  parallel_for(0, g.o, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t o = lo; o < hi; ++o)
+      for (int64_t n = 0; n < nb; ++n)
+        std::memcpy(mat + (o * nb + n) * s.pixels, y + (n * g.o + o) * s.pixels, s.pixels * sizeof(float));
+  });
+}
+
+void scatter_output(const Conv2dGeometry& g, const Sizes& s, const float* mat, const float* bias, int64_t nb,
+                    float* y) {
+  parallel_for(0, g.o, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t o = lo; o < hi; ++o) {
+      const float b = bias ? bias[o] : 0.f;
+      for (int64_t n = 0; n < nb; ++n) {
+        const float* src = mat + (o * nb + n) * s.pixels;
+        float* dst = y + (n * g.o + o) * s.pixels;
+        if (bias)
+          for (int64_t p = 0; p < s.pixels; ++p) dst[p] = src[p] + b;
+        else
+          std::memcpy(dst, src, s.pixels * sizeof(float));
+      }
+    }
+  });
+}
+
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+          int64_t ldb, float beta, float* c, int64_t ldc) {
+  TD_CHECK_T(BackendError, onednn_gemm(trans_a, trans_b, m, n, k, 1.f, a, lda, b, ldb, beta, c, ldc),
+             "the GEMM convolution needs oneDNN's GEMM, which is switched off or was given an empty product");
+}
+
+// The share of a spatial axis's (output position, tap) pairs that read the input, not its padding.
+double taps_inside(int64_t out, int64_t in, int64_t taps, int64_t stride, int64_t pad, int64_t dilation) {
+  int64_t inside = 0;
+  for (int64_t o = 0; o < out; ++o)
+    for (int64_t t = 0; t < taps; ++t) {
+      const int64_t i = input_at(o, stride, pad, t, dilation);
+      inside += i >= 0 && i < in;
+    }
+  return static_cast<double>(inside) / static_cast<double>(out * taps);
+}
+
+}  // namespace
+
+// Measured single-threaded, each pass of each layer shape of ResNet-18/50 and MobileNetV2's stem at 32x32 and
+// 64x64 inputs, batches 8 and 64: oneDNN's weight gradient loses to the GEMM (up to 4x, 13x for a strided 1x1
+// with 1024 channels) wherever the output plane has 4 pixels or fewer, and for every strided 1x1 layer;
+// its forward and data gradient lose (up to 3x) where the whole batch has 64 output pixels or fewer, unless
+// most of the columns would be padding (a 3x3 on a 1x1 plane: 8 of 9 taps are zeros), and win or tie
+// elsewhere.
+bool conv_gemm_applies(const Conv2dGeometry& g, ConvPass pass) {
+  if (g.dtype != DType::F32 || g.channels_last || g.groups != 1 || g.n <= 0 || g.c <= 0 || g.o <= 0 || g.oh <= 0 ||
+      g.ow <= 0)
+    return false;
+  const bool one_by_one = g.kh == 1 && g.kw == 1 && g.pad_h == 0 && g.pad_w == 0;
+  const bool strided = g.stride_h > 1 || g.stride_w > 1;
+  if (one_by_one && !strided) return false;
+  const int64_t pixels = g.oh * g.ow;
+  if (pass == ConvPass::backward_weight) return pixels <= 4 || one_by_one;
+  const double inside = taps_inside(g.oh, g.h, g.kh, g.stride_h, g.pad_h, g.dilation_h) *
+                        taps_inside(g.ow, g.w, g.kw, g.stride_w, g.pad_w, g.dilation_w);
+  return g.n * pixels <= 64 && inside >= 0.25;
+}
+
+void conv_gemm_forward(const Conv2dGeometry& g, const float* x, const float* w, const float* bias, float* y,
+                       int64_t chunk_floats) {
+  const Sizes s = sizes_of(g, chunk_floats);
+  for (int64_t n0 = 0; n0 < g.n; n0 += s.per_chunk) {
+    const int64_t nb = std::min(s.per_chunk, g.n - n0), cols = nb * s.pixels;
+    float* col = buffer(0, s.rows * cols);
+    float* mat = buffer(1, g.o * cols);
+    im2col(g, s, x + n0 * g.c * s.in_plane, nb, col);
+    gemm(false, false, g.o, cols, s.rows, w, s.rows, col, cols, 0.f, mat, cols);
+    scatter_output(g, s, mat, bias, nb, y + n0 * g.o * s.pixels);
+  }
+}
+
+void conv_gemm_backward_data(const Conv2dGeometry& g, const float* dy, const float* w, float* dx,
+                             int64_t chunk_floats) {
+  const Sizes s = sizes_of(g, chunk_floats);
+  for (int64_t n0 = 0; n0 < g.n; n0 += s.per_chunk) {
+    const int64_t nb = std::min(s.per_chunk, g.n - n0), cols = nb * s.pixels;
+    float* dcol = buffer(0, s.rows * cols);
+    float* mat = buffer(1, g.o * cols);
+    gather_output(g, s, dy + n0 * g.o * s.pixels, nb, mat);
+    gemm(true, false, s.rows, cols, g.o, w, s.rows, mat, cols, 0.f, dcol, cols);
+    col2im(g, s, dcol, nb, dx + n0 * g.c * s.in_plane);
+  }
+}
+
+// Chunks add to dw in image order.
+void conv_gemm_backward_weight(const Conv2dGeometry& g, const float* x, const float* dy, float* dw,
+                               int64_t chunk_floats) {
+  const Sizes s = sizes_of(g, chunk_floats);
+  for (int64_t n0 = 0; n0 < g.n; n0 += s.per_chunk) {
+    const int64_t nb = std::min(s.per_chunk, g.n - n0), cols = nb * s.pixels;
+    float* col = buffer(0, s.rows * cols);
+    float* mat = buffer(1, g.o * cols);
+    im2col(g, s, x + n0 * g.c * s.in_plane, nb, col);
+    gather_output(g, s, dy + n0 * g.o * s.pixels, nb, mat);
+    gemm(false, true, g.o, s.rows, cols, mat, cols, col, cols, n0 == 0 ? 0.f : 1.f, dw, s.rows);
+  }
+}
+
+}  // namespace cpu
+}  // namespace tandem
