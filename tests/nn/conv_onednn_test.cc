@@ -158,7 +158,10 @@ TEST(Conv2dGemm, TakesTheSmallPlanesItWasMeasuredOn) {
   const Case downsample{"strided 1x1", 64, 256, 16, 16, 512, 1, 2, 0, 1, false, false};
   EXPECT_TRUE(takes(downsample, ConvPass::backward_weight));
   EXPECT_FALSE(takes(downsample, ConvPass::forward));
-  for (const Case& k : {Case{"1x1", 8, 64, 2, 2, 64, 1, 1, 0, 1, false, false},
+  const Case pointwise{"1x1 on 2x2", 8, 1024, 2, 2, 256, 1, 1, 0, 1, false, false};
+  EXPECT_TRUE(takes(pointwise, ConvPass::backward_weight));
+  EXPECT_TRUE(takes(pointwise, ConvPass::forward));
+  for (const Case& k : {Case{"1x1 on 8x8", 8, 64, 8, 8, 64, 1, 1, 0, 1, false, false},
                         Case{"large plane", 8, 64, 16, 16, 64, 3, 1, 1, 1, false, false},
                         Case{"groups", 8, 64, 2, 2, 64, 3, 1, 1, 2, false, false},
                         Case{"channels-last", 8, 64, 2, 2, 64, 3, 1, 1, 1, false, true}})
@@ -185,6 +188,7 @@ TEST(Conv2dGemm, MatchesF64InEveryChunking) {
       {"rectangular, strided", 5, 3, 7, 6, 4, 3, 2, opt(2, 1, 0, 1, 1, 1)},
       {"dilated", 5, 2, 7, 7, 3, 3, 3, opt(1, 2, 2, 1, 2, 2)},
       {"strided 1x1", 5, 8, 5, 5, 6, 1, 1, opt(2, 2, 0, 0, 1, 1)},
+      {"1x1", 5, 8, 2, 3, 6, 1, 1, opt(1, 1, 0, 0, 1, 1)},
   };
   for (const Shape& k : shapes) {
     SCOPED_TRACE(k.what);

@@ -1,9 +1,9 @@
 // Float32 NCHW convolution as im2col + GEMM behind the CPU backend.
-// Why: oneDNN's direct kernels vectorize over the pixels of a channel block; on the small planes of a
-// network's deep layers (8x8 and below) they ran at a fifth of what its sgemm reaches on the same products
-// (measured single-threaded on ResNet-18's layers at 64x64: backward weights 9-19 GFLOP/s against 60-95),
-// and PyTorch's CPU convolutions run those same kernels. A chunk of images is unfolded into columns, one
-// GEMM runs the chunk, and the result is folded back: every element is a sum in an order fixed by the shapes.
+// Why: oneDNN's direct kernels vectorize over the pixels of a channel block; on the tiny planes of a network's
+// deep layers (2x2, 1x1) they ran several times slower than its sgemm on the same products (measured
+// single-threaded on ResNet-18's layer4 at 64x64, batch 64: weight gradient 29 ms against 10 ms), and PyTorch's
+// CPU convolutions run those same kernels. A chunk of images is unfolded into columns, one GEMM runs the chunk,
+// and the result is folded back: every element is a sum in an order fixed by the shapes.
 #include "kernels/cpu/nn/conv_gemm.h"
 
 #include <algorithm>
@@ -143,21 +143,20 @@ double taps_inside(int64_t out, int64_t in, int64_t taps, int64_t stride, int64_
 
 }  // namespace
 
-// Measured single-threaded, each pass of each layer shape of ResNet-18/50 and MobileNetV2's stem at 32x32 and
-// 64x64 inputs, batches 8 and 64: oneDNN's weight gradient loses to the GEMM (up to 4x, 13x for a strided 1x1
-// with 1024 channels) wherever the output plane has 4 pixels or fewer, and for every strided 1x1 layer;
-// its forward and data gradient lose (up to 3x) where the whole batch has 64 output pixels or fewer, unless
-// most of the columns would be padding (a 3x3 on a 1x1 plane: 8 of 9 taps are zeros), and win or tie
-// elsewhere.
+// Measured single-threaded, each pass of each layer shape of ResNet-18/50 (3x3, 1x1, strided 1x1) and
+// MobileNetV2's stem at 32x32 and 64x64 inputs, batches 8 and 64: oneDNN's weight gradient loses to the GEMM
+// (up to 4x for a 3x3, 7x for a 1x1, 13x for a strided 1x1 with 1024 channels) wherever the output plane has
+// 4 pixels or fewer, and for every strided 1x1 layer; its forward and data gradient lose (up to 3x) where the
+// whole batch has 64 output pixels or fewer, unless most of the columns would be padding (a 3x3 on a 1x1
+// plane: 8 of 9 taps are zeros), and win or tie elsewhere.
 bool conv_gemm_applies(const Conv2dGeometry& g, ConvPass pass) {
   if (g.dtype != DType::F32 || g.channels_last || g.groups != 1 || g.n <= 0 || g.c <= 0 || g.o <= 0 || g.oh <= 0 ||
       g.ow <= 0)
     return false;
-  const bool one_by_one = g.kh == 1 && g.kw == 1 && g.pad_h == 0 && g.pad_w == 0;
-  const bool strided = g.stride_h > 1 || g.stride_w > 1;
-  if (one_by_one && !strided) return false;
+  const bool strided_one_by_one =
+      g.kh == 1 && g.kw == 1 && g.pad_h == 0 && g.pad_w == 0 && (g.stride_h > 1 || g.stride_w > 1);
   const int64_t pixels = g.oh * g.ow;
-  if (pass == ConvPass::backward_weight) return pixels <= 4 || one_by_one;
+  if (pass == ConvPass::backward_weight) return pixels <= 4 || strided_one_by_one;
   const double inside = taps_inside(g.oh, g.h, g.kh, g.stride_h, g.pad_h, g.dilation_h) *
                         taps_inside(g.ow, g.w, g.kw, g.stride_w, g.pad_w, g.dilation_w);
   return g.n * pixels <= 64 && inside >= 0.25;

@@ -13,7 +13,7 @@ enum class ConvPass { forward, backward_data, backward_weight };
 
 // Whether the GEMM path runs this pass of g: a fixed rule on the shapes (never on timings, so results do not
 // change from run to run), measured on the zoo's layers at batches 8 and 64 (kernels/cpu/nn/conv_gemm.cc). Only
-// f32 NCHW without groups; 1x1 stride-1 convolutions stay with oneDNN, whose 1x1 kernels are GEMMs already.
+// f32 NCHW without groups.
 bool conv_gemm_applies(const Conv2dGeometry& g, ConvPass pass);
 
 // Columns of im2col per chunk of images at most (floats): images go through in chunks of a size fixed by the
