@@ -14,7 +14,11 @@ void CpuBackend::random(DType t, void* out, int64_t n, uint64_t seed, uint64_t o
     parallel_for(0, blocks, 1024, [&](int64_t lo, int64_t hi) {
       for (int64_t blk = lo; blk < hi; ++blk) {
         philox::Block b = philox::generate(seed, offset + static_cast<uint64_t>(blk));
-        for (int w = 0; w < 4 && blk * 4 + w < n; ++w)
+        if (blk * 4 + 4 <= n) {
+          philox::sample_block<scalar_t>(b, spec.normal, spec.a, spec.b, o + blk * 4);
+          continue;
+        }
+        for (int w = 0; blk * 4 + w < n; ++w)
           o[blk * 4 + w] = philox::sample<scalar_t>(b, w, spec.normal, spec.a, spec.b);
       }
     });

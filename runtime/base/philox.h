@@ -143,24 +143,51 @@ TD_HOST_DEVICE T uniform_in(double lo, double hi, double u) {
   return v;
 }
 
-// Standard normal for value i, by Box-Muller on the word pair (0,1) or (2,3) of its counter.
-TD_HOST_DEVICE double normal_at(const Block& b, int word) {
-  int pair = word & 2;
+// Standard normals of the word pair (0,1) or (2,3) of a counter, by Box-Muller: `even` for its first word,
+// `odd` for its second.
+TD_HOST_DEVICE void normal_pair(const Block& b, int pair, double& even, double& odd) {
   double u1 = (static_cast<double>(b.x[pair]) + 1.0) * (1.0 / 4294967296.0);  // (0, 1]
   double u2 = uniform32(b.x[pair + 1]);                                       // [0, 1)
   double radius = dsqrt(dmul(-2.0, log_unit(u1)));
   double s, c;
   sincos_turn(u2, s, c);
-  return dmul(radius, (word & 1) ? s : c);
+  even = dmul(radius, c);
+  odd = dmul(radius, s);
+}
+
+// Standard normal for value i: word i%4 of its counter.
+TD_HOST_DEVICE double normal_at(const Block& b, int word) {
+  double even, odd;
+  normal_pair(b, word & 2, even, odd);
+  return (word & 1) ? odd : even;
 }
 
 // Word w of block b as a value of T: normal(mean a, std b_) or uniform in [a, b_). The CPU and CUDA random
 // kernels both call this, so they agree bit for bit.
 template <typename T>
+TD_HOST_DEVICE T normal_value(double z, double a, double b_) {
+  return static_cast<T>(dadd(a, dmul(b_, z)));
+}
+template <typename T>
 TD_HOST_DEVICE T sample(const Block& b, int w, bool normal, double a, double b_) {
-  if (normal) return static_cast<T>(dadd(a, dmul(b_, normal_at(b, w))));
+  if (normal) return normal_value<T>(normal_at(b, w), a, b_);
   double u = sizeof(T) == 4 ? uniform24(b.x[w]) : uniform32(b.x[w]);
   return uniform_in<T>(a, b_, u);
+}
+
+// The four values sample gives for words 0-3 of b, each normal pair computed once (the CPU's whole blocks).
+template <typename T>
+TD_HOST_DEVICE void sample_block(const Block& b, bool normal, double a, double b_, T* out) {
+  if (!normal) {
+    for (int w = 0; w < 4; ++w) out[w] = sample<T>(b, w, false, a, b_);
+    return;
+  }
+  for (int pair = 0; pair < 4; pair += 2) {
+    double even, odd;
+    normal_pair(b, pair, even, odd);
+    out[pair] = normal_value<T>(even, a, b_);
+    out[pair + 1] = normal_value<T>(odd, a, b_);
+  }
 }
 
 }  // namespace philox

@@ -2,6 +2,8 @@
 // moments of uniform and normal draws, in-place fills, and CPU == CUDA bit for bit (GPU only).
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -56,6 +58,29 @@ TEST(Philox, ValueIUsesCounterOffsetPlusIOver4AndWordIMod4) {
     EXPECT_EQ(f[i], static_cast<float>(static_cast<double>(w >> 8) / 16777216.0)) << i;  // 24 bits
     EXPECT_EQ(d[i], static_cast<double>(w) / 4294967296.0) << i;                         // 32 bits
   }
+}
+
+// The CPU fills whole counters with sample_block, the CUDA kernel value by value with sample: the same bits,
+// normal (each Box-Muller pair computed once) and uniform, f32 and f64, for a mean and a scale off 0 and 1.
+template <typename T>
+void expect_block_matches_values(uint64_t seed) {
+  for (uint64_t counter = 0; counter < 256; ++counter) {
+    philox::Block b = philox::generate(seed, counter);
+    for (bool normal : {true, false}) {
+      T block[4];
+      philox::sample_block<T>(b, normal, 0.25, 3.0, block);
+      for (int w = 0; w < 4; ++w) {
+        const T one = philox::sample<T>(b, w, normal, 0.25, 3.0);
+        EXPECT_EQ(std::memcmp(&block[w], &one, sizeof(T)), 0) << counter << " " << normal << " " << w;
+      }
+    }
+  }
+}
+
+TEST(Philox, BlockOfFourMatchesValueByValue) {
+  const uint64_t seed = fresh_seed();
+  expect_block_matches_values<float>(seed);
+  expect_block_matches_values<double>(seed);
 }
 
 TEST(Rng, SameSeedAndOffsetReproduce) {
