@@ -53,13 +53,49 @@ def _save(fig, out_dir, name, header, rows):
     return [png, table]
 
 
-def _panels(sim_dir, runs):
-    """A figure with one panel for the unit-time model (if sim_dir) and one for the runs (if any)."""
-    panels = (1 if sim_dir else 0) + (1 if runs else 0)
-    if panels == 0:
-        return None, None
-    fig, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 4), squeeze=False)
-    return fig, axes[0]
+def _model_and_runs_figure(out_dir, name, sim_dir, runs, model_panel, runs_panel):
+    """A figure with one panel for the unit-time model (if sim_dir) and one for the runs (if any), each drawn by
+    its function (ax, rows) which appends the plotted rows; saved as NAME (_save). Returns the paths written."""
+    panels = ([model_panel] if sim_dir else []) + ([runs_panel] if runs else [])
+    if not panels:
+        return []
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4), squeeze=False)
+    rows = []
+    for ax, panel in zip(axes[0], panels):
+        panel(ax, rows)
+    return _save(fig, out_dir, name, ["source", "series", "time", "value"], rows)
+
+
+def _model_panel(sim_dir, name, ylabel, draw):
+    """The panel function (ax, rows) of the unit-time model's CSV NAME (a step column and one per timeline):
+    draw(ax, j, n, column, steps, values) plots column j of n."""
+
+    def panel(ax, rows):
+        sim = _read(os.path.join(sim_dir, name))
+        cols = [k for k in sim[0].keys() if k != "step"]
+        steps = [int(r["step"]) for r in sim]
+        for j, col in enumerate(cols):
+            vals = [float(r[col]) for r in sim]
+            draw(ax, j, len(cols), col, steps, vals)
+            rows += [["unit-time model", col, s, v] for s, v in zip(steps, vals)]
+        _label(ax, "time step", ylabel, "unit-time model")
+
+    return panel
+
+
+def _run_tables(runs, name):
+    """(index, label, rows of the run's CSV NAME) for every run that wrote NAME, in label order."""
+    for j, (label, d) in enumerate(sorted(runs.items())):
+        path = os.path.join(d, name)
+        if os.path.exists(path):
+            yield j, label, _read(path)
+
+
+def _label(ax, xlabel, ylabel, title, **legend):
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(**legend)
 
 
 def _timeline_panel(ax, cells, title, steps):
@@ -130,79 +166,41 @@ def timeline_figure(out_dir, sim_dir):
 
 
 def activations_figure(out_dir, sim_dir, runs):
-    fig, axes = _panels(sim_dir, runs)
-    if fig is None:
-        return []
-    rows = []
-    i = 0
-    if sim_dir:
-        sim = _read(os.path.join(sim_dir, "activations_sim.csv"))
-        cols = [k for k in sim[0].keys() if k != "step"]
-        steps = [int(r["step"]) for r in sim]
-        for j, col in enumerate(cols):
-            vals = [float(r[col]) for r in sim]
-            axes[i].step(steps, vals, where="post", label=col, color=COLORS[j])
-            rows += [["unit-time model", col, s, v] for s, v in zip(steps, vals)]
-        axes[i].set_xlabel("time step")
-        axes[i].set_ylabel("stored stage activations (total over workers)")
-        axes[i].set_title("unit-time model")
-        axes[i].legend()
-        i += 1
-    if runs:
-        for j, (label, d) in enumerate(sorted(runs.items())):
-            path = os.path.join(d, "memory.csv")
-            if not os.path.exists(path):
-                continue
-            mem = _read(path)
+    def draw(ax, j, n, col, steps, vals):
+        ax.step(steps, vals, where="post", label=col, color=COLORS[j])
+
+    def measured(ax, rows):
+        for j, label, mem in _run_tables(runs, "memory.csv"):
             t = [float(r["schedule_time"]) for r in mem]
             v = [float(r["measured_total"]) / 2 ** 20 for r in mem]
-            axes[i].step(t, v, where="post", label="%s measured" % label, color=COLORS[j])
+            ax.step(t, v, where="post", label="%s measured" % label, color=COLORS[j])
             p = [float(r["predicted_total"]) / 2 ** 20 for r in mem]
-            axes[i].step(t, p, where="post", linestyle=":", color=COLORS[j], label="%s predicted" % label)
+            ax.step(t, p, where="post", linestyle=":", color=COLORS[j], label="%s predicted" % label)
             rows += [[label, "measured_MiB", a, b] for a, b in zip(t, v)]
             rows += [[label, "predicted_MiB", a, b] for a, b in zip(t, p)]
-        axes[i].set_xlabel("schedule time (s, simulated from measured stage times)")
-        axes[i].set_ylabel("activation MiB (total over workers)")
-        axes[i].set_title("training runs")
-        axes[i].legend(fontsize=8)
-    return _save(fig, out_dir, "cyclic_activations", ["source", "series", "time", "value"], rows)
+        _label(ax, "schedule time (s, simulated from measured stage times)", "activation MiB (total over workers)",
+               "training runs", fontsize=8)
+
+    model = _model_panel(sim_dir, "activations_sim.csv", "stored stage activations (total over workers)", draw)
+    return _model_and_runs_figure(out_dir, "cyclic_activations", sim_dir, runs, model, measured)
 
 
 def comm_figure(out_dir, sim_dir, runs):
-    fig, axes = _panels(sim_dir, runs)
-    if fig is None:
-        return []
-    rows = []
-    i = 0
-    if sim_dir:
-        sim = _read(os.path.join(sim_dir, "comm_sim.csv"))
-        cols = [k for k in sim[0].keys() if k != "step"]
-        steps = [int(r["step"]) for r in sim]
-        width = 0.8 / len(cols)
-        for j, col in enumerate(cols):
-            vals = [float(r[col]) for r in sim]
-            axes[i].bar([s + j * width for s in steps], vals, width=width, label=col, color=COLORS[j])
-            rows += [["unit-time model", col, s, v] for s, v in zip(steps, vals)]
-        axes[i].set_xlabel("time step")
-        axes[i].set_ylabel("stage gradients sent (all workers)")
-        axes[i].set_title("unit-time model")
-        axes[i].legend()
-        i += 1
-    if runs:
-        for j, (label, d) in enumerate(sorted(runs.items())):
-            path = os.path.join(d, "comm.csv")
-            if not os.path.exists(path):
-                continue
-            comm = _read(path)
+    def draw(ax, j, n, col, steps, vals):
+        width = 0.8 / n
+        ax.bar([s + j * width for s in steps], vals, width=width, label=col, color=COLORS[j])
+
+    def measured(ax, rows):
+        for j, label, comm in _run_tables(runs, "comm.csv"):
             t = [float(r["time_s"]) for r in comm]
             v = [float(r["bytes"]) / 2 ** 20 for r in comm]
-            axes[i].plot(t, v, label=label, color=COLORS[j], linewidth=0.9)
+            ax.plot(t, v, label=label, color=COLORS[j], linewidth=0.9)
             rows += [[label, "MiB_per_bin", a, b] for a, b in zip(t, v)]
-        axes[i].set_xlabel("wall time of the recorded rounds (s)")
-        axes[i].set_ylabel("MiB moved per bin (all workers)")
-        axes[i].set_title("training runs")
-        axes[i].legend(fontsize=8)
-    return _save(fig, out_dir, "cyclic_comm", ["source", "series", "time", "value"], rows)
+        _label(ax, "wall time of the recorded rounds (s)", "MiB moved per bin (all workers)", "training runs",
+               fontsize=8)
+
+    model = _model_panel(sim_dir, "comm_sim.csv", "stage gradients sent (all workers)", draw)
+    return _model_and_runs_figure(out_dir, "cyclic_comm", sim_dir, runs, model, measured)
 
 
 def accuracy_figure(out_dir, runs):
