@@ -19,43 +19,18 @@ Figures:
 """
 
 import argparse
-import csv
 import os
 import sys
 
-import matplotlib
-
-matplotlib.use("Agg")
+from plot_files import print_written, read_csv, save, write_csv  # first: it selects matplotlib's Agg backend
 import matplotlib.pyplot as plt  # noqa: E402
 
 COLORS = ["#1f77b4", "#d62728", "#e6b800", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
 
 
-def _read(path):
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
-
-
-def _write(path, header, rows):
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(header)
-        w.writerows(rows)
-
-
-def _save(fig, out_dir, name, header, rows):
-    """Writes fig as NAME.png and the plotted rows as NAME.csv; returns both paths."""
-    fig.tight_layout()
-    png, table = os.path.join(out_dir, name + ".png"), os.path.join(out_dir, name + ".csv")
-    fig.savefig(png, dpi=130)
-    plt.close(fig)
-    _write(table, header, rows)
-    return [png, table]
-
-
 def _model_and_runs_figure(out_dir, name, sim_dir, runs, model_panel, runs_panel):
     """A figure with one panel for the unit-time model (if sim_dir) and one for the runs (if any), each drawn by
-    its function (ax, rows) which appends the plotted rows; saved as NAME (_save). Returns the paths written."""
+    its function (ax, rows) which appends the plotted rows; saved as NAME (plot_files.save). Returns the paths written."""
     panels = ([model_panel] if sim_dir else []) + ([runs_panel] if runs else [])
     if not panels:
         return []
@@ -63,7 +38,7 @@ def _model_and_runs_figure(out_dir, name, sim_dir, runs, model_panel, runs_panel
     rows = []
     for ax, panel in zip(axes[0], panels):
         panel(ax, rows)
-    return _save(fig, out_dir, name, ["source", "series", "time", "value"], rows)
+    return save(fig, out_dir, name, ["source", "series", "time", "value"], rows, dpi=130)
 
 
 def _model_panel(sim_dir, name, ylabel, draw):
@@ -71,7 +46,7 @@ def _model_panel(sim_dir, name, ylabel, draw):
     draw(ax, j, n, column, steps, values) plots column j of n."""
 
     def panel(ax, rows):
-        sim = _read(os.path.join(sim_dir, name))
+        sim = read_csv(os.path.join(sim_dir, name))
         cols = [k for k in sim[0].keys() if k != "step"]
         steps = [int(r["step"]) for r in sim]
         for j, col in enumerate(cols):
@@ -88,7 +63,7 @@ def _run_tables(runs, name):
     for j, (label, d) in enumerate(sorted(runs.items())):
         path = os.path.join(d, name)
         if os.path.exists(path):
-            yield j, label, _read(path)
+            yield j, label, read_csv(path)
 
 
 def _label(ax, xlabel, ylabel, title, **legend):
@@ -140,7 +115,7 @@ def timeline_figure(out_dir, sim_dir):
     if "dp" not in names or len(names) < 2:
         raise ValueError("%s needs timeline_dp.csv and one CDP timeline (run `cyclic --simulate`)" % sim_dir)
     order = ["dp"] + [n for n in names if n != "dp"]
-    panels = {n: _read(os.path.join(sim_dir, "timeline_%s.csv" % n)) for n in order}
+    panels = {n: read_csv(os.path.join(sim_dir, "timeline_%s.csv" % n)) for n in order}
     stages = max(int(c["stage"]) for c in panels["dp"]) + 1
     micro = max(int(c["micro"]) for c in panels["dp"]) + 1
     steps = int(max(float(c["end"]) for c in panels[order[1]]))
@@ -156,13 +131,8 @@ def timeline_figure(out_dir, sim_dir):
                for m in range(micro)]
     fig.legend(handles=handles, loc="upper right", fontsize=8)
     fig.suptitle("N = %d micro-batches, S = %d stages (\u2191 forward, \u2193 backward)" % (micro, stages), fontsize=10)
-    fig.tight_layout(rect=(0, 0, 0.92, 0.95))
-    png = os.path.join(out_dir, "cyclic_timeline.png")
-    fig.savefig(png, dpi=130)
-    plt.close(fig)
-    _write(os.path.join(out_dir, "cyclic_timeline.csv"), ["panel", "stage", "step", "micro_batch", "kind", "round"],
-           rows)
-    return [png, os.path.join(out_dir, "cyclic_timeline.csv")]
+    return save(fig, out_dir, "cyclic_timeline", ["panel", "stage", "step", "micro_batch", "kind", "round"], rows,
+                dpi=130, rect=(0, 0, 0.92, 0.95))
 
 
 def activations_figure(out_dir, sim_dir, runs):
@@ -211,13 +181,13 @@ def accuracy_figure(out_dir, runs):
     for j, (label, d) in enumerate(sorted(runs.items())):
         ev_path, log_path = os.path.join(d, "eval.csv"), os.path.join(d, "log.csv")
         if os.path.exists(ev_path):
-            ev = _read(ev_path)
+            ev = read_csv(ev_path)
             e = [float(r["epoch"]) for r in ev]
             a = [100 * float(r["test_accuracy"]) for r in ev]
             acc_ax.plot(e, a, marker="o", label=label, color=COLORS[j])
             rows += [[label, "test_accuracy_pct", x, y] for x, y in zip(e, a)]
         if os.path.exists(log_path):
-            log = _read(log_path)
+            log = read_csv(log_path)
             e = [float(r["epoch"]) for r in log]
             l = [float(r["loss"]) for r in log]
             loss_ax.plot(e, l, label=label, color=COLORS[j], linewidth=0.9)
@@ -228,7 +198,7 @@ def accuracy_figure(out_dir, runs):
     loss_ax.set_xlabel("epoch")
     loss_ax.set_ylabel("training loss")
     loss_ax.legend()
-    return _save(fig, out_dir, "cyclic_accuracy", ["run", "series", "epoch", "value"], rows)
+    return save(fig, out_dir, "cyclic_accuracy", ["run", "series", "epoch", "value"], rows, dpi=130)
 
 
 def generate(out_dir, inputs):
@@ -274,13 +244,8 @@ def main(argv):
         return out
 
     runs, curve_runs = labelled(a.run, "--run"), labelled(a.curve_run, "--curve-run")
-    try:
-        for path in generate(a.out, {"simulation": a.simulation, "runs": runs, "curve_runs": curve_runs}):
-            print(path)
-    except (ValueError, OSError, KeyError) as e:
-        print("cyclic.py: %s" % e, file=sys.stderr)
-        return 2
-    return 0
+    return print_written("cyclic.py",
+                         lambda: generate(a.out, {"simulation": a.simulation, "runs": runs, "curve_runs": curve_runs}))
 
 
 if __name__ == "__main__":
