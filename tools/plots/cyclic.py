@@ -30,7 +30,8 @@ COLORS = ["#1f77b4", "#d62728", "#e6b800", "#2ca02c", "#9467bd", "#8c564b", "#e3
 
 def _model_and_runs_figure(out_dir, name, sim_dir, runs, model_panel, runs_panel):
     """A figure with one panel for the unit-time model (if sim_dir) and one for the runs (if any), each drawn by
-    its function (ax, rows) which appends the plotted rows; saved as NAME (plot_files.save). Returns the paths written."""
+    its function (ax, rows) which appends the plotted rows; saved as NAME (plot_files.save). Returns the paths
+    written."""
     panels = ([model_panel] if sim_dir else []) + ([runs_panel] if runs else [])
     if not panels:
         return []
