@@ -28,22 +28,24 @@ std::shared_ptr<Dataset> open_dataset(const std::string& spec, bool train) {
     need_arg("DIR");
     return open_idx_dir(arg, train, kind);
   }
-  if (kind == "cifar10") {
-    need_arg("DIR");
-    return open_cifar10(arg, train);
-  }
-  if (kind == "cifar100") {
-    need_arg("DIR");
-    return open_cifar100(arg, train);
-  }
-  if (kind == "folder") {
-    need_arg("DIR");
-    return open_image_folder(arg, train);
-  }
-  if (kind == "packed") {
-    need_arg("PATH");
-    return open_packed(arg, train);
-  }
+  // The readers of one directory or file: the kind, what its argument names, the reader.
+  struct Reader {
+    const char* kind;
+    const char* what;
+    std::shared_ptr<Dataset> (*open)(const std::string&, bool);
+  };
+  static const Reader kReaders[] = {
+      {"cifar10", "DIR", open_cifar10},
+      {"cifar100", "DIR", open_cifar100},
+      {"folder", "DIR",
+       [](const std::string& dir, bool t) -> std::shared_ptr<Dataset> { return open_image_folder(dir, t); }},
+      {"packed", "PATH", open_packed},
+  };
+  for (const Reader& r : kReaders)
+    if (kind == r.kind) {
+      need_arg(r.what);
+      return r.open(arg, train);
+    }
   TD_THROW(ValueError, "unknown dataset spec '", spec,
            "' (known: fashion-mnist[:DIR], mnist:DIR, idx:DIR, cifar10:DIR, cifar100:DIR, folder:DIR, "
            "packed:PATH, synthetic[:n=N,classes=K,h=H,w=W,c=C,seed=S,noise=A])");

@@ -2,6 +2,7 @@
 #include "models/layers.h"
 
 #include <sstream>
+#include <utility>
 
 #include "models/init.h"
 #include "runtime/base/error.h"
@@ -192,27 +193,24 @@ std::string Linear::describe() const {
 Tensor ReLU::forward(const Tensor& x) { return relu(x); }
 Tensor ReLU6::forward(const Tensor& x) { return relu6(x); }
 
-MaxPool2d::MaxPool2d(int64_t kernel, int64_t stride, int64_t padding, bool ceil_mode)
-    : Module("MaxPool2d"), o_(pool_options(kernel, stride, padding, ceil_mode)) {}
-Tensor MaxPool2d::forward(const Tensor& x) { return max_pool2d(x, o_); }
-Shape MaxPool2d::output_shape(const Shape& input) const { return pooled_shape(input, o_, describe()); }
-std::string MaxPool2d::describe() const {
+Pool2d::Pool2d(std::string type_name, int64_t kernel, int64_t stride, int64_t padding, bool ceil_mode)
+    : Module(std::move(type_name)), o_(pool_options(kernel, stride, padding, ceil_mode)) {}
+Shape Pool2d::output_shape(const Shape& input) const { return pooled_shape(input, o_, describe()); }
+std::string Pool2d::describe() const {
   std::ostringstream os;
-  os << "MaxPool2d(kernel " << o_.kernel_h << ", stride " << o_.stride_h << ", padding " << o_.pad_h << ")";
+  os << type_name() << "(kernel " << o_.kernel_h << ", stride " << o_.stride_h << ", padding " << o_.pad_h << ")";
   return os.str();
 }
 
+MaxPool2d::MaxPool2d(int64_t kernel, int64_t stride, int64_t padding, bool ceil_mode)
+    : Pool2d("MaxPool2d", kernel, stride, padding, ceil_mode) {}
+Tensor MaxPool2d::forward(const Tensor& x) { return max_pool2d(x, o_); }
+
 AvgPool2d::AvgPool2d(int64_t kernel, int64_t stride, int64_t padding, bool ceil_mode, bool count_include_pad)
-    : Module("AvgPool2d"), o_(pool_options(kernel, stride, padding, ceil_mode)) {
+    : Pool2d("AvgPool2d", kernel, stride, padding, ceil_mode) {
   o_.count_include_pad = count_include_pad;
 }
 Tensor AvgPool2d::forward(const Tensor& x) { return avg_pool2d(x, o_); }
-Shape AvgPool2d::output_shape(const Shape& input) const { return pooled_shape(input, o_, describe()); }
-std::string AvgPool2d::describe() const {
-  std::ostringstream os;
-  os << "AvgPool2d(kernel " << o_.kernel_h << ", stride " << o_.stride_h << ", padding " << o_.pad_h << ")";
-  return os.str();
-}
 
 Tensor GlobalAvgPool::forward(const Tensor& x) { return global_avg_pool2d(x); }
 Shape GlobalAvgPool::output_shape(const Shape& input) const {

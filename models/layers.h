@@ -107,28 +107,28 @@ class ReLU6 : public Module {
   Shape output_shape(const Shape& input) const override { return input; }
 };
 
-class MaxPool2d : public Module {
+// What max and average pooling share: square window options, the output shape, the cost and the description.
+class Pool2d : public Module {
  public:
-  MaxPool2d(int64_t kernel, int64_t stride, int64_t padding = 0, bool ceil_mode = false);
-  Tensor forward(const Tensor& x) override;
   Shape output_shape(const Shape& input) const override;
   double flops(const Shape& input) const override { return per_element_flops(input); }
   std::string describe() const override;
 
- private:
+ protected:
+  Pool2d(std::string type_name, int64_t kernel, int64_t stride, int64_t padding, bool ceil_mode);
   Pool2dOptions o_;
 };
 
-class AvgPool2d : public Module {
+class MaxPool2d : public Pool2d {
+ public:
+  MaxPool2d(int64_t kernel, int64_t stride, int64_t padding = 0, bool ceil_mode = false);
+  Tensor forward(const Tensor& x) override;
+};
+
+class AvgPool2d : public Pool2d {
  public:
   AvgPool2d(int64_t kernel, int64_t stride, int64_t padding = 0, bool ceil_mode = false, bool count_include_pad = true);
   Tensor forward(const Tensor& x) override;
-  Shape output_shape(const Shape& input) const override;
-  double flops(const Shape& input) const override { return per_element_flops(input); }
-  std::string describe() const override;
-
- private:
-  Pool2dOptions o_;
 };
 
 // Mean over H and W: [N, C, H, W] -> [N, C] (PyTorch's AdaptiveAvgPool2d(1) followed by flatten(1)).

@@ -32,11 +32,7 @@ namespace {
 
 }  // namespace
 
-#define TD_NCCL_CHECK(expr)                                                       \
-  do {                                                                            \
-    ncclResult_t td_nccl_ = (expr);                                               \
-    if (td_nccl_ != ncclSuccess) raise_nccl(td_nccl_, #expr, __FILE__, __LINE__); \
-  } while (0)
+#define TD_NCCL_CHECK(expr) TD_STATUS_CHECK(expr, #expr, ncclSuccess, raise_nccl)
 
 namespace {
 

@@ -3,7 +3,7 @@
 
 #include <cublas_v2.h>
 
-#include "runtime/base/error.h"
+#include "runtime/base/cuda_check.h"
 
 namespace tandem {
 namespace detail {
@@ -11,8 +11,4 @@ namespace detail {
 }  // namespace detail
 }  // namespace tandem
 
-#define TD_CUBLAS_CHECK(expr)                                                                                       \
-  do {                                                                                                              \
-    cublasStatus_t td_status_ = (expr);                                                                             \
-    if (td_status_ != CUBLAS_STATUS_SUCCESS) ::tandem::detail::raise_cublas(td_status_, #expr, __FILE__, __LINE__); \
-  } while (0)
+#define TD_CUBLAS_CHECK(expr) TD_STATUS_CHECK(expr, #expr, CUBLAS_STATUS_SUCCESS, ::tandem::detail::raise_cublas)

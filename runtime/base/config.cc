@@ -12,31 +12,31 @@ bool env_flag(const char* name, bool fallback) {
   if (v == nullptr || v[0] == '\0') return fallback;
   return std::strcmp(v, "0") != 0;
 }
-std::atomic<bool>& tf32() {
-  static std::atomic<bool> f(env_flag("TANDEM_TF32", true));
-  return f;
-}
-std::atomic<bool>& determ() {
-  static std::atomic<bool> f(env_flag("TANDEM_DETERMINISTIC", false));
-  return f;
-}
-std::atomic<bool>& onednn() {
-  static std::atomic<bool> f(env_flag("TANDEM_ONEDNN", true));
-  return f;
-}
-std::atomic<bool>& fill_fresh() {
-  static std::atomic<bool> f(env_flag("TANDEM_FILL_FRESH", false));
+
+// The switches, each with its environment variable and the value it has when that is unset or empty.
+enum Switch { kTf32, kDeterministic, kOnednn, kFillFresh, kSwitches };
+struct EnvDefault {
+  const char* name;
+  bool fallback;
+};
+constexpr EnvDefault kEnv[kSwitches] = {
+    {"TANDEM_TF32", true}, {"TANDEM_DETERMINISTIC", false}, {"TANDEM_ONEDNN", true}, {"TANDEM_FILL_FRESH", false}};
+
+// Switch S, read from its environment variable on first use.
+template <Switch S>
+std::atomic<bool>& flag() {
+  static std::atomic<bool> f(env_flag(kEnv[S].name, kEnv[S].fallback));
   return f;
 }
 }  // namespace
 
-bool allow_tf32() { return tf32().load(std::memory_order_relaxed); }
-void set_allow_tf32(bool on) { tf32().store(on); }
-bool deterministic() { return determ().load(std::memory_order_relaxed); }
-void set_deterministic(bool on) { determ().store(on); }
-bool cpu_onednn() { return onednn().load(std::memory_order_relaxed); }
-void set_cpu_onednn(bool on) { onednn().store(on); }
-bool fill_fresh_host_memory() { return fill_fresh().load(std::memory_order_relaxed); }
-void set_fill_fresh_host_memory(bool on) { fill_fresh().store(on); }
+bool allow_tf32() { return flag<kTf32>().load(std::memory_order_relaxed); }
+void set_allow_tf32(bool on) { flag<kTf32>().store(on); }
+bool deterministic() { return flag<kDeterministic>().load(std::memory_order_relaxed); }
+void set_deterministic(bool on) { flag<kDeterministic>().store(on); }
+bool cpu_onednn() { return flag<kOnednn>().load(std::memory_order_relaxed); }
+void set_cpu_onednn(bool on) { flag<kOnednn>().store(on); }
+bool fill_fresh_host_memory() { return flag<kFillFresh>().load(std::memory_order_relaxed); }
+void set_fill_fresh_host_memory(bool on) { flag<kFillFresh>().store(on); }
 
 }  // namespace tandem

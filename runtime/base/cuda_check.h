@@ -1,4 +1,5 @@
-// TD_CUDA_CHECK and TD_CUDA_CHECK_LAUNCH: turn CUDA runtime errors into BackendError with the error text.
+// TD_CUDA_CHECK and TD_CUDA_CHECK_LAUNCH: turn CUDA runtime errors into BackendError with the error text (and
+// TD_STATUS_CHECK, the status check that the CUDA libraries' macros share).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -22,11 +23,16 @@ void check_launch(cudaStream_t stream, const char* what, const char* file, int l
 }  // namespace detail
 }  // namespace tandem
 
-#define TD_CUDA_CHECK(expr)                                                                       \
-  do {                                                                                            \
-    cudaError_t td_err_ = (expr);                                                                 \
-    if (td_err_ != cudaSuccess) ::tandem::detail::raise_cuda(td_err_, #expr, __FILE__, __LINE__); \
+// TD_STATUS_CHECK(expr, text, ok, raise_fn): for a call of the CUDA runtime or a CUDA library (cuBLAS, cuDNN, NCCL)
+// that returns a status: raise_fn(status, text, file, line) when expr's status is not ok. Each library's check macro
+// passes text as #expr, so that the message shows the call as written.
+#define TD_STATUS_CHECK(expr, text, ok, raise_fn)                           \
+  do {                                                                      \
+    const auto td_status_ = (expr);                                         \
+    if (td_status_ != (ok)) raise_fn(td_status_, text, __FILE__, __LINE__); \
   } while (0)
+
+#define TD_CUDA_CHECK(expr) TD_STATUS_CHECK(expr, #expr, cudaSuccess, ::tandem::detail::raise_cuda)
 
 // Call right after every kernel launch.
 #define TD_CUDA_CHECK_LAUNCH(stream, what) ::tandem::detail::check_launch((stream), (what), __FILE__, __LINE__)

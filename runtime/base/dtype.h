@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 namespace tandem {
 
@@ -20,24 +21,14 @@ inline bool is_compute_float(DType t) { return t == DType::F32 || t == DType::F6
 template <typename T>
 struct dtype_of;
 template <>
-struct dtype_of<float> {
-  static constexpr DType value = DType::F32;
-};
+struct dtype_of<float> : std::integral_constant<DType, DType::F32> {};
 template <>
-struct dtype_of<double> {
-  static constexpr DType value = DType::F64;
-};
+struct dtype_of<double> : std::integral_constant<DType, DType::F64> {};
 template <>
-struct dtype_of<int32_t> {
-  static constexpr DType value = DType::I32;
-};
+struct dtype_of<int32_t> : std::integral_constant<DType, DType::I32> {};
 template <>
-struct dtype_of<int64_t> {
-  static constexpr DType value = DType::I64;
-};
+struct dtype_of<int64_t> : std::integral_constant<DType, DType::I64> {};
 template <>
-struct dtype_of<uint8_t> {
-  static constexpr DType value = DType::U8;
-};
+struct dtype_of<uint8_t> : std::integral_constant<DType, DType::U8> {};
 
 }  // namespace tandem

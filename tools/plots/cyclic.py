@@ -19,47 +19,59 @@ Figures:
 """
 
 import argparse
-import csv
 import os
 import sys
 
-import matplotlib
-
-matplotlib.use("Agg")
+from plot_files import print_written, read_csv, save, write_csv  # first: it selects matplotlib's Agg backend
 import matplotlib.pyplot as plt  # noqa: E402
 
 COLORS = ["#1f77b4", "#d62728", "#e6b800", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
 
 
-def _read(path):
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
+def _model_and_runs_figure(out_dir, name, sim_dir, runs, model_panel, runs_panel):
+    """A figure with one panel for the unit-time model (if sim_dir) and one for the runs (if any), each drawn by
+    its function (ax, rows) which appends the plotted rows; saved as NAME (plot_files.save). Returns the paths
+    written."""
+    panels = ([model_panel] if sim_dir else []) + ([runs_panel] if runs else [])
+    if not panels:
+        return []
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4), squeeze=False)
+    rows = []
+    for ax, panel in zip(axes[0], panels):
+        panel(ax, rows)
+    return save(fig, out_dir, name, ["source", "series", "time", "value"], rows, dpi=130)
 
 
-def _write(path, header, rows):
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(header)
-        w.writerows(rows)
+def _model_panel(sim_dir, name, ylabel, draw):
+    """The panel function (ax, rows) of the unit-time model's CSV NAME (a step column and one per timeline):
+    draw(ax, j, n, column, steps, values) plots column j of n."""
+
+    def panel(ax, rows):
+        sim = read_csv(os.path.join(sim_dir, name))
+        cols = [k for k in sim[0].keys() if k != "step"]
+        steps = [int(r["step"]) for r in sim]
+        for j, col in enumerate(cols):
+            vals = [float(r[col]) for r in sim]
+            draw(ax, j, len(cols), col, steps, vals)
+            rows += [["unit-time model", col, s, v] for s, v in zip(steps, vals)]
+        _label(ax, "time step", ylabel, "unit-time model")
+
+    return panel
 
 
-def _save(fig, out_dir, name, header, rows):
-    """Writes fig as NAME.png and the plotted rows as NAME.csv; returns both paths."""
-    fig.tight_layout()
-    png, table = os.path.join(out_dir, name + ".png"), os.path.join(out_dir, name + ".csv")
-    fig.savefig(png, dpi=130)
-    plt.close(fig)
-    _write(table, header, rows)
-    return [png, table]
+def _run_tables(runs, name):
+    """(index, label, rows of the run's CSV NAME) for every run that wrote NAME, in label order."""
+    for j, (label, d) in enumerate(sorted(runs.items())):
+        path = os.path.join(d, name)
+        if os.path.exists(path):
+            yield j, label, read_csv(path)
 
 
-def _panels(sim_dir, runs):
-    """A figure with one panel for the unit-time model (if sim_dir) and one for the runs (if any)."""
-    panels = (1 if sim_dir else 0) + (1 if runs else 0)
-    if panels == 0:
-        return None, None
-    fig, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 4), squeeze=False)
-    return fig, axes[0]
+def _label(ax, xlabel, ylabel, title, **legend):
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(**legend)
 
 
 def _timeline_panel(ax, cells, title, steps):
@@ -104,7 +116,7 @@ def timeline_figure(out_dir, sim_dir):
     if "dp" not in names or len(names) < 2:
         raise ValueError("%s needs timeline_dp.csv and one CDP timeline (run `cyclic --simulate`)" % sim_dir)
     order = ["dp"] + [n for n in names if n != "dp"]
-    panels = {n: _read(os.path.join(sim_dir, "timeline_%s.csv" % n)) for n in order}
+    panels = {n: read_csv(os.path.join(sim_dir, "timeline_%s.csv" % n)) for n in order}
     stages = max(int(c["stage"]) for c in panels["dp"]) + 1
     micro = max(int(c["micro"]) for c in panels["dp"]) + 1
     steps = int(max(float(c["end"]) for c in panels[order[1]]))
@@ -120,89 +132,46 @@ def timeline_figure(out_dir, sim_dir):
                for m in range(micro)]
     fig.legend(handles=handles, loc="upper right", fontsize=8)
     fig.suptitle("N = %d micro-batches, S = %d stages (\u2191 forward, \u2193 backward)" % (micro, stages), fontsize=10)
-    fig.tight_layout(rect=(0, 0, 0.92, 0.95))
-    png = os.path.join(out_dir, "cyclic_timeline.png")
-    fig.savefig(png, dpi=130)
-    plt.close(fig)
-    _write(os.path.join(out_dir, "cyclic_timeline.csv"), ["panel", "stage", "step", "micro_batch", "kind", "round"],
-           rows)
-    return [png, os.path.join(out_dir, "cyclic_timeline.csv")]
+    return save(fig, out_dir, "cyclic_timeline", ["panel", "stage", "step", "micro_batch", "kind", "round"], rows,
+                dpi=130, rect=(0, 0, 0.92, 0.95))
 
 
 def activations_figure(out_dir, sim_dir, runs):
-    fig, axes = _panels(sim_dir, runs)
-    if fig is None:
-        return []
-    rows = []
-    i = 0
-    if sim_dir:
-        sim = _read(os.path.join(sim_dir, "activations_sim.csv"))
-        cols = [k for k in sim[0].keys() if k != "step"]
-        steps = [int(r["step"]) for r in sim]
-        for j, col in enumerate(cols):
-            vals = [float(r[col]) for r in sim]
-            axes[i].step(steps, vals, where="post", label=col, color=COLORS[j])
-            rows += [["unit-time model", col, s, v] for s, v in zip(steps, vals)]
-        axes[i].set_xlabel("time step")
-        axes[i].set_ylabel("stored stage activations (total over workers)")
-        axes[i].set_title("unit-time model")
-        axes[i].legend()
-        i += 1
-    if runs:
-        for j, (label, d) in enumerate(sorted(runs.items())):
-            path = os.path.join(d, "memory.csv")
-            if not os.path.exists(path):
-                continue
-            mem = _read(path)
+    def draw(ax, j, n, col, steps, vals):
+        ax.step(steps, vals, where="post", label=col, color=COLORS[j])
+
+    def measured(ax, rows):
+        for j, label, mem in _run_tables(runs, "memory.csv"):
             t = [float(r["schedule_time"]) for r in mem]
             v = [float(r["measured_total"]) / 2 ** 20 for r in mem]
-            axes[i].step(t, v, where="post", label="%s measured" % label, color=COLORS[j])
+            ax.step(t, v, where="post", label="%s measured" % label, color=COLORS[j])
             p = [float(r["predicted_total"]) / 2 ** 20 for r in mem]
-            axes[i].step(t, p, where="post", linestyle=":", color=COLORS[j], label="%s predicted" % label)
+            ax.step(t, p, where="post", linestyle=":", color=COLORS[j], label="%s predicted" % label)
             rows += [[label, "measured_MiB", a, b] for a, b in zip(t, v)]
             rows += [[label, "predicted_MiB", a, b] for a, b in zip(t, p)]
-        axes[i].set_xlabel("schedule time (s, simulated from measured stage times)")
-        axes[i].set_ylabel("activation MiB (total over workers)")
-        axes[i].set_title("training runs")
-        axes[i].legend(fontsize=8)
-    return _save(fig, out_dir, "cyclic_activations", ["source", "series", "time", "value"], rows)
+        _label(ax, "schedule time (s, simulated from measured stage times)", "activation MiB (total over workers)",
+               "training runs", fontsize=8)
+
+    model = _model_panel(sim_dir, "activations_sim.csv", "stored stage activations (total over workers)", draw)
+    return _model_and_runs_figure(out_dir, "cyclic_activations", sim_dir, runs, model, measured)
 
 
 def comm_figure(out_dir, sim_dir, runs):
-    fig, axes = _panels(sim_dir, runs)
-    if fig is None:
-        return []
-    rows = []
-    i = 0
-    if sim_dir:
-        sim = _read(os.path.join(sim_dir, "comm_sim.csv"))
-        cols = [k for k in sim[0].keys() if k != "step"]
-        steps = [int(r["step"]) for r in sim]
-        width = 0.8 / len(cols)
-        for j, col in enumerate(cols):
-            vals = [float(r[col]) for r in sim]
-            axes[i].bar([s + j * width for s in steps], vals, width=width, label=col, color=COLORS[j])
-            rows += [["unit-time model", col, s, v] for s, v in zip(steps, vals)]
-        axes[i].set_xlabel("time step")
-        axes[i].set_ylabel("stage gradients sent (all workers)")
-        axes[i].set_title("unit-time model")
-        axes[i].legend()
-        i += 1
-    if runs:
-        for j, (label, d) in enumerate(sorted(runs.items())):
-            path = os.path.join(d, "comm.csv")
-            if not os.path.exists(path):
-                continue
-            comm = _read(path)
+    def draw(ax, j, n, col, steps, vals):
+        width = 0.8 / n
+        ax.bar([s + j * width for s in steps], vals, width=width, label=col, color=COLORS[j])
+
+    def measured(ax, rows):
+        for j, label, comm in _run_tables(runs, "comm.csv"):
             t = [float(r["time_s"]) for r in comm]
             v = [float(r["bytes"]) / 2 ** 20 for r in comm]
-            axes[i].plot(t, v, label=label, color=COLORS[j], linewidth=0.9)
+            ax.plot(t, v, label=label, color=COLORS[j], linewidth=0.9)
             rows += [[label, "MiB_per_bin", a, b] for a, b in zip(t, v)]
-        axes[i].set_xlabel("wall time of the recorded rounds (s)")
-        axes[i].set_ylabel("MiB moved per bin (all workers)")
-        axes[i].set_title("training runs")
-        axes[i].legend(fontsize=8)
-    return _save(fig, out_dir, "cyclic_comm", ["source", "series", "time", "value"], rows)
+        _label(ax, "wall time of the recorded rounds (s)", "MiB moved per bin (all workers)", "training runs",
+               fontsize=8)
+
+    model = _model_panel(sim_dir, "comm_sim.csv", "stage gradients sent (all workers)", draw)
+    return _model_and_runs_figure(out_dir, "cyclic_comm", sim_dir, runs, model, measured)
 
 
 def accuracy_figure(out_dir, runs):
@@ -213,13 +182,13 @@ def accuracy_figure(out_dir, runs):
     for j, (label, d) in enumerate(sorted(runs.items())):
         ev_path, log_path = os.path.join(d, "eval.csv"), os.path.join(d, "log.csv")
         if os.path.exists(ev_path):
-            ev = _read(ev_path)
+            ev = read_csv(ev_path)
             e = [float(r["epoch"]) for r in ev]
             a = [100 * float(r["test_accuracy"]) for r in ev]
             acc_ax.plot(e, a, marker="o", label=label, color=COLORS[j])
             rows += [[label, "test_accuracy_pct", x, y] for x, y in zip(e, a)]
         if os.path.exists(log_path):
-            log = _read(log_path)
+            log = read_csv(log_path)
             e = [float(r["epoch"]) for r in log]
             l = [float(r["loss"]) for r in log]
             loss_ax.plot(e, l, label=label, color=COLORS[j], linewidth=0.9)
@@ -230,7 +199,7 @@ def accuracy_figure(out_dir, runs):
     loss_ax.set_xlabel("epoch")
     loss_ax.set_ylabel("training loss")
     loss_ax.legend()
-    return _save(fig, out_dir, "cyclic_accuracy", ["run", "series", "epoch", "value"], rows)
+    return save(fig, out_dir, "cyclic_accuracy", ["run", "series", "epoch", "value"], rows, dpi=130)
 
 
 def generate(out_dir, inputs):
@@ -276,13 +245,8 @@ def main(argv):
         return out
 
     runs, curve_runs = labelled(a.run, "--run"), labelled(a.curve_run, "--curve-run")
-    try:
-        for path in generate(a.out, {"simulation": a.simulation, "runs": runs, "curve_runs": curve_runs}):
-            print(path)
-    except (ValueError, OSError, KeyError) as e:
-        print("cyclic.py: %s" % e, file=sys.stderr)
-        return 2
-    return 0
+    return print_written("cyclic.py",
+                         lambda: generate(a.out, {"simulation": a.simulation, "runs": runs, "curve_runs": curve_runs}))
 
 
 if __name__ == "__main__":

@@ -16,14 +16,11 @@ Figures:
 """
 
 import argparse
-import csv
 import json
 import os
 import sys
 
-import matplotlib
-
-matplotlib.use("Agg")
+from plot_files import print_written, save, write_csv  # first: it selects matplotlib's Agg backend
 import matplotlib.pyplot as plt  # noqa: E402
 
 STRATEGIES = ["dp", "ls", "tr", "dpu", "ahd"]
@@ -34,13 +31,6 @@ PART_COLORS = {"load": "#9467bd", "teacher": "#1f77b4", "student": "#2ca02c", "u
                "comm": "#d62728", "idle": "#dddddd"}
 KIND_COLORS = {"load": "#9467bd", "forward": "#1f77b4", "forward_backward": "#2ca02c", "update": "#e6b800",
                "send": "#ff7f0e", "recv": "#d62728", "all_reduce": "#8c564b", "barrier": "#000000"}
-
-
-def _write(path, header, rows):
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(header)
-        w.writerows(rows)
 
 
 def _paths(value):
@@ -83,8 +73,6 @@ def speedup_figure(out_dir, workloads):
                 rows.append([w["label"], w["measured_workers"], "measured", TITLES[name], "%.4f" % s["speedup"]])
         for p in w.get("projections", []):
             rows.append([w["label"], p["workers"], "simulated", p["title"], "%.4f" % p["speedup"]])
-    _write(os.path.join(out_dir, "pipe_bd_speedup.csv"), ["workload", "workers", "source", "strategy", "speedup"],
-           rows)
     fig, axes = plt.subplots(1, len(workloads), figsize=(6 * len(workloads), 4), squeeze=False)
     for ax, w in zip(axes[0], workloads):
         groups = [("%d\nmeasured" % w["measured_workers"], "measured", w["measured_workers"])]
@@ -106,11 +94,8 @@ def speedup_figure(out_dir, workloads):
         ax.set_xlabel("workers")
         ax.set_ylabel("speedup over DP")
     axes[0][0].legend(fontsize=8)
-    fig.tight_layout()
-    path = os.path.join(out_dir, "pipe_bd_speedup.png")
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return [path, path[:-4] + ".csv"]
+    return save(fig, out_dir, "pipe_bd_speedup", ["workload", "workers", "source", "strategy", "speedup"], rows,
+                dpi=120)
 
 
 def breakdown_figure(out_dir, workloads):
@@ -138,12 +123,7 @@ def breakdown_figure(out_dir, workloads):
             if si == 0:
                 ax.set_ylabel("seconds")
     axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    path = os.path.join(out_dir, "pipe_bd_breakdown.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    _write(path[:-4] + ".csv", ["workload", "strategy", "rank", "part", "seconds"], rows)
-    return [path, path[:-4] + ".csv"]
+    return save(fig, out_dir, "pipe_bd_breakdown", ["workload", "strategy", "rank", "part", "seconds"], rows, dpi=110)
 
 
 def memory_figure(out_dir, workloads):
@@ -164,12 +144,7 @@ def memory_figure(out_dir, workloads):
         ax.set_xticklabels(names, rotation=20, fontsize=8)
         ax.set_ylabel("peak memory per worker (MiB)")
         ax.set_title(w["label"])
-    fig.tight_layout()
-    path = os.path.join(out_dir, "pipe_bd_memory.png")
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    _write(path[:-4] + ".csv", ["workload", "strategy", "peak_mib"], rows)
-    return [path, path[:-4] + ".csv"]
+    return save(fig, out_dir, "pipe_bd_memory", ["workload", "strategy", "peak_mib"], rows, dpi=120)
 
 
 def timeline_figure(out_dir, workloads):
@@ -201,7 +176,7 @@ def timeline_figure(out_dir, workloads):
         plt.close(fig)
         written.append(path)
     csv_path = os.path.join(out_dir, "pipe_bd_timeline.csv")
-    _write(csv_path, ["workload", "strategy", "rank", "lane", "kind", "label", "start_s", "end_s"], rows)
+    write_csv(csv_path, ["workload", "strategy", "rank", "lane", "kind", "label", "start_s", "end_s"], rows)
     return written + [csv_path]
 
 
@@ -228,13 +203,7 @@ def main(argv):
     p.add_argument("bench", nargs="+", help="JSON files written by `bd_bench --json PATH`")
     p.add_argument("--out", required=True, help="output directory")
     a = p.parse_args(argv)
-    try:
-        for path in generate(a.out, {"bench": a.bench}):
-            print(path)
-    except (ValueError, OSError, KeyError) as e:
-        print("pipe_bd.py: %s" % e, file=sys.stderr)
-        return 2
-    return 0
+    return print_written("pipe_bd.py", lambda: generate(a.out, {"bench": a.bench}))
 
 
 if __name__ == "__main__":

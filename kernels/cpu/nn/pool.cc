@@ -45,81 +45,83 @@ Window window_of(const Pool2dGeometry& g, int64_t oy, int64_t ox) {
   return Window{h0, h1, w0, w1, static_cast<double>(g.count_include_pad ? padded : inside)};
 }
 
+// Runs fn(in, out) for every (image, channel) plane, the planes in parallel: in and out address the plane's
+// input and output elements.
+template <typename Fn>
+void for_each_plane(const Pool2dGeometry& g, Fn fn) {
+  parallel_for(0, g.n * g.c, 4, [&](int64_t lo, int64_t hi) {
+    for (int64_t p = lo; p < hi; ++p) fn(plane_of(g, p, g.h, g.w), plane_of(g, p, g.oh, g.ow));
+  });
+}
+
+// Zeroes the input plane's gradient, which the backward passes then accumulate into.
+template <typename T>
+void zero_plane(const Pool2dGeometry& g, const Plane& in, T* dx) {
+  for (int64_t ih = 0; ih < g.h; ++ih)
+    for (int64_t iw = 0; iw < g.w; ++iw) dx[in.at(ih, iw)] = T(0);
+}
+
 template <typename T>
 void max_forward(const Pool2dGeometry& g, const T* x, T* y, int32_t* indices) {
-  parallel_for(0, g.n * g.c, 4, [&](int64_t lo, int64_t hi) {
-    for (int64_t p = lo; p < hi; ++p) {
-      Plane in = plane_of(g, p, g.h, g.w), out = plane_of(g, p, g.oh, g.ow);
-      for (int64_t oy = 0; oy < g.oh; ++oy)
-        for (int64_t ox = 0; ox < g.ow; ++ox) {
-          Window win = window_of(g, oy, ox);
-          T best = -std::numeric_limits<T>::infinity();
-          int64_t arg = win.h0 * g.w + win.w0;
-          // The first maximum wins; a NaN wins over everything (it propagates).
-          for (int64_t ih = win.h0; ih < win.h1 && !std::isnan(best); ++ih)
-            for (int64_t iw = win.w0; iw < win.w1; ++iw) {
-              T v = x[in.at(ih, iw)];
-              if (v > best || std::isnan(v)) {
-                best = v;
-                arg = ih * g.w + iw;
-                if (std::isnan(v)) break;
-              }
+  for_each_plane(g, [&](const Plane& in, const Plane& out) {
+    for (int64_t oy = 0; oy < g.oh; ++oy)
+      for (int64_t ox = 0; ox < g.ow; ++ox) {
+        Window win = window_of(g, oy, ox);
+        T best = -std::numeric_limits<T>::infinity();
+        int64_t arg = win.h0 * g.w + win.w0;
+        // The first maximum wins; a NaN wins over everything (it propagates).
+        for (int64_t ih = win.h0; ih < win.h1 && !std::isnan(best); ++ih)
+          for (int64_t iw = win.w0; iw < win.w1; ++iw) {
+            T v = x[in.at(ih, iw)];
+            if (v > best || std::isnan(v)) {
+              best = v;
+              arg = ih * g.w + iw;
+              if (std::isnan(v)) break;
             }
-          y[out.at(oy, ox)] = best;
-          indices[out.at(oy, ox)] = static_cast<int32_t>(arg);
-        }
-    }
+          }
+        y[out.at(oy, ox)] = best;
+        indices[out.at(oy, ox)] = static_cast<int32_t>(arg);
+      }
   });
 }
 
 template <typename T>
 void max_backward(const Pool2dGeometry& g, const T* dy, const int32_t* indices, T* dx) {
-  parallel_for(0, g.n * g.c, 4, [&](int64_t lo, int64_t hi) {
-    for (int64_t p = lo; p < hi; ++p) {
-      Plane in = plane_of(g, p, g.h, g.w), out = plane_of(g, p, g.oh, g.ow);
-      for (int64_t ih = 0; ih < g.h; ++ih)
-        for (int64_t iw = 0; iw < g.w; ++iw) dx[in.at(ih, iw)] = T(0);
-      for (int64_t oy = 0; oy < g.oh; ++oy)
-        for (int64_t ox = 0; ox < g.ow; ++ox) {
-          int64_t arg = indices[out.at(oy, ox)];
-          dx[in.at(arg / g.w, arg % g.w)] += dy[out.at(oy, ox)];
-        }
-    }
+  for_each_plane(g, [&](const Plane& in, const Plane& out) {
+    zero_plane(g, in, dx);
+    for (int64_t oy = 0; oy < g.oh; ++oy)
+      for (int64_t ox = 0; ox < g.ow; ++ox) {
+        int64_t arg = indices[out.at(oy, ox)];
+        dx[in.at(arg / g.w, arg % g.w)] += dy[out.at(oy, ox)];
+      }
   });
 }
 
 template <typename T>
 void avg_forward(const Pool2dGeometry& g, const T* x, T* y) {
-  parallel_for(0, g.n * g.c, 4, [&](int64_t lo, int64_t hi) {
-    for (int64_t p = lo; p < hi; ++p) {
-      Plane in = plane_of(g, p, g.h, g.w), out = plane_of(g, p, g.oh, g.ow);
-      for (int64_t oy = 0; oy < g.oh; ++oy)
-        for (int64_t ox = 0; ox < g.ow; ++ox) {
-          Window win = window_of(g, oy, ox);
-          double s = 0;
-          for (int64_t ih = win.h0; ih < win.h1; ++ih)
-            for (int64_t iw = win.w0; iw < win.w1; ++iw) s += static_cast<double>(x[in.at(ih, iw)]);
-          y[out.at(oy, ox)] = static_cast<T>(s / win.divisor);
-        }
-    }
+  for_each_plane(g, [&](const Plane& in, const Plane& out) {
+    for (int64_t oy = 0; oy < g.oh; ++oy)
+      for (int64_t ox = 0; ox < g.ow; ++ox) {
+        Window win = window_of(g, oy, ox);
+        double s = 0;
+        for (int64_t ih = win.h0; ih < win.h1; ++ih)
+          for (int64_t iw = win.w0; iw < win.w1; ++iw) s += static_cast<double>(x[in.at(ih, iw)]);
+        y[out.at(oy, ox)] = static_cast<T>(s / win.divisor);
+      }
   });
 }
 
 template <typename T>
 void avg_backward(const Pool2dGeometry& g, const T* dy, T* dx) {
-  parallel_for(0, g.n * g.c, 4, [&](int64_t lo, int64_t hi) {
-    for (int64_t p = lo; p < hi; ++p) {
-      Plane in = plane_of(g, p, g.h, g.w), out = plane_of(g, p, g.oh, g.ow);
-      for (int64_t ih = 0; ih < g.h; ++ih)
-        for (int64_t iw = 0; iw < g.w; ++iw) dx[in.at(ih, iw)] = T(0);
-      for (int64_t oy = 0; oy < g.oh; ++oy)
-        for (int64_t ox = 0; ox < g.ow; ++ox) {
-          Window win = window_of(g, oy, ox);
-          T share = static_cast<T>(static_cast<double>(dy[out.at(oy, ox)]) / win.divisor);
-          for (int64_t ih = win.h0; ih < win.h1; ++ih)
-            for (int64_t iw = win.w0; iw < win.w1; ++iw) dx[in.at(ih, iw)] += share;
-        }
-    }
+  for_each_plane(g, [&](const Plane& in, const Plane& out) {
+    zero_plane(g, in, dx);
+    for (int64_t oy = 0; oy < g.oh; ++oy)
+      for (int64_t ox = 0; ox < g.ow; ++ox) {
+        Window win = window_of(g, oy, ox);
+        T share = static_cast<T>(static_cast<double>(dy[out.at(oy, ox)]) / win.divisor);
+        for (int64_t ih = win.h0; ih < win.h1; ++ih)
+          for (int64_t iw = win.w0; iw < win.w1; ++iw) dx[in.at(ih, iw)] += share;
+      }
   });
 }
 

@@ -207,6 +207,18 @@ __global__ void apply_backward(ChannelLayout L, const T* dy, const T* x, const T
 
 bool small_index(const ChannelLayout& L) { return L.numel() < (int64_t{1} << 31); }
 
+// Launches apply_affine over L, with 32-bit indices where they suffice.
+template <typename T>
+void launch_apply_affine(const ChannelLayout& L, const T* x, const T* m, const T* k, const T* b, T* y,
+                         const LaunchScope& ls) {
+  const unsigned grid = grid_for(ceil_div(L.numel(), kThreads), ls.device());
+  if (small_index(L))
+    launch_kernel(TD_KERNEL(apply_affine<T, uint32_t>), grid, kThreads, 0, ls.stream(), L, x, m, k, b, y);
+  else
+    launch_kernel(TD_KERNEL(apply_affine<T, int64_t>), grid, kThreads, 0, ls.stream(), L, x, m, k, b, y);
+  TD_CUDA_CHECK_LAUNCH(ls.stream(), "batch_norm apply_affine");
+}
+
 unsigned channel_blocks(int64_t channels) { return static_cast<unsigned>(ceil_div(channels, kThreads)); }
 
 // Workspace of `doubles2` double2 values followed by `ts` values of T (all stream-ordered with the call).
@@ -246,14 +258,7 @@ void CudaNNBackend::batch_norm_forward_train(const BatchNormGeometry& g, const v
                   static_cast<T*>(running_var), static_cast<const T*>(weight), static_cast<const T*>(bias),
                   static_cast<T*>(save_mean), static_cast<T*>(save_invstd), k, b);
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "batch_norm finalize_stats");
-    const unsigned grid = grid_for(ceil_div(L.numel(), kThreads), ls.device());
-    if (small_index(L))
-      launch_kernel(TD_KERNEL(apply_affine<T, uint32_t>), grid, kThreads, 0, ls.stream(), L, static_cast<const T*>(x),
-                    static_cast<const T*>(save_mean), k, b, static_cast<T*>(y));
-    else
-      launch_kernel(TD_KERNEL(apply_affine<T, int64_t>), grid, kThreads, 0, ls.stream(), L, static_cast<const T*>(x),
-                    static_cast<const T*>(save_mean), k, b, static_cast<T*>(y));
-    TD_CUDA_CHECK_LAUNCH(ls.stream(), "batch_norm apply_affine");
+    launch_apply_affine<T>(L, static_cast<const T*>(x), static_cast<const T*>(save_mean), k, b, static_cast<T*>(y), ls);
   });
 }
 
@@ -271,15 +276,8 @@ void CudaNNBackend::batch_norm_forward_eval(const BatchNormGeometry& g, const vo
                   static_cast<const T*>(running_var), static_cast<const T*>(weight), static_cast<const T*>(bias), eps,
                   k, b);
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "batch_norm eval_coefficients");
-    const unsigned grid = grid_for(ceil_div(L.numel(), kThreads), ls.device());
-    const T* m = static_cast<const T*>(running_mean);
-    if (small_index(L))
-      launch_kernel(TD_KERNEL(apply_affine<T, uint32_t>), grid, kThreads, 0, ls.stream(), L, static_cast<const T*>(x),
-                    m, k, b, static_cast<T*>(y));
-    else
-      launch_kernel(TD_KERNEL(apply_affine<T, int64_t>), grid, kThreads, 0, ls.stream(), L, static_cast<const T*>(x), m,
-                    k, b, static_cast<T*>(y));
-    TD_CUDA_CHECK_LAUNCH(ls.stream(), "batch_norm apply_affine");
+    launch_apply_affine<T>(L, static_cast<const T*>(x), static_cast<const T*>(running_mean), k, b, static_cast<T*>(y),
+                           ls);
   });
 }
 
