@@ -162,44 +162,54 @@ bool conv_gemm_applies(const Conv2dGeometry& g, ConvPass pass) {
   return g.n * pixels <= 64 && inside >= 0.25;
 }
 
+namespace {
+
+// A chunk of images [n0, n0 + nb) with its columns (nb * pixels) and the calling thread's buffers: col
+// [rows, cols] for the unfolded input (or its gradient), mat [o, cols] for the output (or its gradient).
+struct Chunk {
+  int64_t n0, nb, cols;
+  float *col, *mat;
+};
+
+template <typename Fn>
+void for_each_chunk(const Conv2dGeometry& g, const Sizes& s, Fn fn) {
+  for (int64_t n0 = 0; n0 < g.n; n0 += s.per_chunk) {
+    const int64_t nb = std::min(s.per_chunk, g.n - n0), cols = nb * s.pixels;
+    fn(Chunk{n0, nb, cols, buffer(0, s.rows * cols), buffer(1, g.o * cols)});
+  }
+}
+
+}  // namespace
+
 void conv_gemm_forward(const Conv2dGeometry& g, const float* x, const float* w, const float* bias, float* y,
                        int64_t chunk_floats) {
   const Sizes s = sizes_of(g, chunk_floats);
-  for (int64_t n0 = 0; n0 < g.n; n0 += s.per_chunk) {
-    const int64_t nb = std::min(s.per_chunk, g.n - n0), cols = nb * s.pixels;
-    float* col = buffer(0, s.rows * cols);
-    float* mat = buffer(1, g.o * cols);
-    im2col(g, s, x + n0 * g.c * s.in_plane, nb, col);
-    gemm(false, false, g.o, cols, s.rows, w, s.rows, col, cols, 0.f, mat, cols);
-    scatter_output(g, s, mat, bias, nb, y + n0 * g.o * s.pixels);
-  }
+  for_each_chunk(g, s, [&](const Chunk& k) {
+    im2col(g, s, x + k.n0 * g.c * s.in_plane, k.nb, k.col);
+    gemm(false, false, g.o, k.cols, s.rows, w, s.rows, k.col, k.cols, 0.f, k.mat, k.cols);
+    scatter_output(g, s, k.mat, bias, k.nb, y + k.n0 * g.o * s.pixels);
+  });
 }
 
 void conv_gemm_backward_data(const Conv2dGeometry& g, const float* dy, const float* w, float* dx,
                              int64_t chunk_floats) {
   const Sizes s = sizes_of(g, chunk_floats);
-  for (int64_t n0 = 0; n0 < g.n; n0 += s.per_chunk) {
-    const int64_t nb = std::min(s.per_chunk, g.n - n0), cols = nb * s.pixels;
-    float* dcol = buffer(0, s.rows * cols);
-    float* mat = buffer(1, g.o * cols);
-    gather_output(g, s, dy + n0 * g.o * s.pixels, nb, mat);
-    gemm(true, false, s.rows, cols, g.o, w, s.rows, mat, cols, 0.f, dcol, cols);
-    col2im(g, s, dcol, nb, dx + n0 * g.c * s.in_plane);
-  }
+  for_each_chunk(g, s, [&](const Chunk& k) {
+    gather_output(g, s, dy + k.n0 * g.o * s.pixels, k.nb, k.mat);
+    gemm(true, false, s.rows, k.cols, g.o, w, s.rows, k.mat, k.cols, 0.f, k.col, k.cols);
+    col2im(g, s, k.col, k.nb, dx + k.n0 * g.c * s.in_plane);
+  });
 }
 
 // Chunks add to dw in image order.
 void conv_gemm_backward_weight(const Conv2dGeometry& g, const float* x, const float* dy, float* dw,
                                int64_t chunk_floats) {
   const Sizes s = sizes_of(g, chunk_floats);
-  for (int64_t n0 = 0; n0 < g.n; n0 += s.per_chunk) {
-    const int64_t nb = std::min(s.per_chunk, g.n - n0), cols = nb * s.pixels;
-    float* col = buffer(0, s.rows * cols);
-    float* mat = buffer(1, g.o * cols);
-    im2col(g, s, x + n0 * g.c * s.in_plane, nb, col);
-    gather_output(g, s, dy + n0 * g.o * s.pixels, nb, mat);
-    gemm(false, true, g.o, s.rows, cols, mat, cols, col, cols, n0 == 0 ? 0.f : 1.f, dw, s.rows);
-  }
+  for_each_chunk(g, s, [&](const Chunk& k) {
+    im2col(g, s, x + k.n0 * g.c * s.in_plane, k.nb, k.col);
+    gather_output(g, s, dy + k.n0 * g.o * s.pixels, k.nb, k.mat);
+    gemm(false, true, g.o, s.rows, k.cols, k.mat, k.cols, k.col, k.cols, k.n0 == 0 ? 0.f : 1.f, dw, s.rows);
+  });
 }
 
 }  // namespace cpu
