@@ -16,16 +16,7 @@ namespace parallel {
 namespace bd {
 namespace {
 
-// Runs fn and checks that it throws E with `text` in its message.
-template <typename E, typename Fn>
-void expect_error(Fn fn, const std::string& text) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error; expected one saying '" << text << "'";
-  } catch (const E& e) {
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-  }
-}
+using tandem::testing::expect_error;
 
 WorkloadSpec with(WorkloadSpec s, const std::string& teacher, const std::string& student) {
   if (!teacher.empty()) s.teacher = teacher;

@@ -16,6 +16,7 @@ namespace parallel {
 namespace {
 
 using tandem::testing::expect_bitwise_equal;
+using tandem::testing::expect_error;
 using tandem::testing::fresh_seed;
 using testing::exact_sum;
 using testing::rank_input;
@@ -23,19 +24,6 @@ using testing::rank_order_sum_reference;
 using testing::run_local;
 
 constexpr int kRanks = 4;
-
-// EXPECTs that fn throws E with `part` in its message.
-template <typename E, typename F>
-void expect_error(F fn, const std::string& part) {
-  try {
-    fn();
-    ADD_FAILURE() << "no exception (expected one mentioning '" << part << "')";
-  } catch (const E& e) {
-    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong error type: " << e.what();
-  }
-}
 
 std::vector<Tensor> inputs_of(uint64_t seed, int n, const Shape& shape, DType dtype) {
   std::vector<Tensor> in;
