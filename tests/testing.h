@@ -1,10 +1,12 @@
-// Shared test helpers: GPU skipping, random inputs, tensor comparison, and the stream checker for a scope.
+// Shared test helpers: GPU skipping, random inputs, tensor comparison, expected errors, and the stream checker for
+// a scope.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/base/device.h"
@@ -60,6 +62,47 @@ void expect_close(const Tensor& a, const Tensor& b, double tol, const std::strin
 
 // EXPECT bitwise equality of two tensors' elements (same dtype and shape).
 void expect_bitwise_equal(const Tensor& a, const Tensor& b, const std::string& what = "");
+
+// Runs fn: true, with the error's what() in *what, when it throws E; else a failure (another exception, or none)
+// and false.
+template <typename E, typename Fn>
+bool throws_error(Fn&& fn, std::string* what) {
+  try {
+    fn();
+  } catch (const E& e) {
+    *what = e.what();
+    return true;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "threw the wrong type: " << e.what();
+    return false;
+  }
+  ADD_FAILURE() << "nothing was thrown";
+  return false;
+}
+
+// EXPECTs that fn throws E and returns its what() ("" if it did not).
+template <typename E, typename Fn>
+std::string error_of(Fn&& fn) {
+  std::string what;
+  throws_error<E>(fn, &what);
+  return what;
+}
+
+#define EXPECT_MENTIONS(msg, part) EXPECT_NE((msg).find(part), std::string::npos) << "message: " << (msg)
+
+// EXPECTs that fn throws E whose message contains every one of `parts`.
+template <typename E, typename Fn>
+void expect_error(Fn&& fn, const std::vector<std::string>& parts) {
+  std::string what;
+  if (!throws_error<E>(fn, &what)) return;
+  for (const std::string& p : parts) EXPECT_MENTIONS(what, p);
+}
+// One part: a string (a braced list of parts goes to the overload above, since it cannot be deduced here).
+template <typename E, typename Fn, typename Text,
+          typename = std::enable_if_t<std::is_convertible<const Text&, std::string>::value>>
+void expect_error(Fn&& fn, const Text& part) {
+  expect_error<E>(fn, std::vector<std::string>{std::string(part)});
+}
 
 // TF32 and deterministic mode (runtime/base/config.h) as given while in scope, as they were after.
 class NumericsGuard {

@@ -27,6 +27,16 @@ expect_exit() {
   esac
 }
 
+# model_spec_of FILE: the model spec a safetensors file's metadata records (its JSON header: an 8-byte
+# little-endian length, then the header).
+model_spec_of() {
+  python3 -c '
+import json, struct, sys
+f = open(sys.argv[1], "rb")
+n = struct.unpack("<Q", f.read(8))[0]
+print(json.loads(f.read(n))["__metadata__"]["tandem.model"])' "$1"
+}
+
 base=(--teacher "resnet18:cifar,width=4,classes=10" --student separable --dataset "synthetic:n=16,h=16,w=16,c=3"
       --batch 8 --profile-trials 1)
 
@@ -59,11 +69,7 @@ expect_exit 0 "AHD step time: predicted" -- "$distill" "${base[@]}" --workers cp
   --plan-model pipe-bd --profile "$out/profile.json"
 
 # tools:train evaluates the stitched student.
-spec="$(python3 -c '
-import json, struct, sys
-f = open(sys.argv[1], "rb")
-n = struct.unpack("<Q", f.read(8))[0]
-print(json.loads(f.read(n))["__metadata__"]["tandem.model"])' "$out/tr/student.safetensors")"
+spec="$(model_spec_of "$out/tr/student.safetensors")"
 [ "$spec" = "resnet18:cifar,width=4,classes=10,separable,seed=0" ] || fail "student spec '$spec'"
 expect_exit 0 "test accuracy of" -- "$train" --model "$spec" --dataset "synthetic:n=16,h=16,w=16,c=3" --batch 8 \
   --eval-only "$out/tr/student.safetensors" --workers 0 --device cpu
@@ -71,11 +77,7 @@ expect_exit 0 "test accuracy of" -- "$train" --model "$spec" --dataset "syntheti
 # A supernet student: its stitched model is the registry's supernet student of the teacher.
 expect_exit 0 "TR" -- "$distill" --teacher "mobilenet_v2:cifar,width_mult=0.25,classes=10" --student supernet \
   --cells 1 --dataset "synthetic:n=32,h=32,w=32,c=3" --batch 16 --strategy tr --workers cpu:2 --out "$out/sn"
-spec="$(python3 -c '
-import json, struct, sys
-f = open(sys.argv[1], "rb")
-n = struct.unpack("<Q", f.read(8))[0]
-print(json.loads(f.read(n))["__metadata__"]["tandem.model"])' "$out/sn/tr/student.safetensors")"
+spec="$(model_spec_of "$out/sn/tr/student.safetensors")"
 [ "$spec" = "mobilenet_v2:cifar,width_mult=0.25,classes=10,supernet=1,image=32,seed=0" ] || fail "supernet student spec '$spec'"
 expect_exit 0 "test accuracy of" -- "$train" --model "$spec" --dataset "synthetic:n=32,h=32,w=32,c=3" --batch 16 \
   --eval-only "$out/sn/tr/student.safetensors" --workers 0 --device cpu

@@ -16,15 +16,17 @@ namespace parallel {
 namespace bd {
 namespace {
 
-// Runs fn and checks that it throws E with `text` in its message.
-template <typename E, typename Fn>
-void expect_error(Fn fn, const std::string& text) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error; expected one saying '" << text << "'";
-  } catch (const E& e) {
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-  }
+using tandem::testing::expect_error;
+
+// A session distilling the compression workload (seed `workload_seed`) on `images` synthetic 16x16 RGB images
+// in batches of 8, on `workers`.
+SessionOptions small_session(uint64_t workload_seed, int images, const std::string& workers) {
+  SessionOptions o;
+  o.workload = testing::compression_workload(workload_seed);
+  o.dataset = "synthetic:n=" + std::to_string(images) + ",h=16,w=16,c=3";
+  o.train.batch = 8;
+  o.workers = workers;
+  return o;
 }
 
 WorkloadSpec with(WorkloadSpec s, const std::string& teacher, const std::string& student) {
@@ -69,11 +71,7 @@ TEST(Errors, MoreStagesThanWorkersOrBlocks) {
   p.memory = {{1, 1, 1, 1}};
   p.relay_s = {0, 0, 0, 0};
   expect_error<ValueError>([&] { plan_pipeline(p, 8); }, "a pipeline of 8 stages needs at least 8 blocks");
-  SessionOptions o;
-  o.workload = testing::compression_workload(1);
-  o.dataset = "synthetic:n=32,h=16,w=16,c=3";
-  o.train.batch = 8;
-  o.workers = "cpu:8";
+  SessionOptions o = small_session(1, 32, "cpu:8");
   o.strategies = {Strategy::TR};
   expect_error<ValueError>([&] { run_session(o, nullptr); }, "8 workers need at least 8 blocks, the teacher has 4");
 }
@@ -87,11 +85,7 @@ TEST(Errors, AMemoryLimitNoPlanFits) {
   expect_error<ValueError>([&] { plan_hybrid(p, 2, 1 << 20, PlanModel::Tandem); },
                            "fits the memory limit of 1.0 MiB per worker");
   // The same through a session: the profile is measured, then no plan fits 1 KiB.
-  SessionOptions o;
-  o.workload = testing::compression_workload(1);
-  o.dataset = "synthetic:n=32,h=16,w=16,c=3";
-  o.train.batch = 8;
-  o.workers = "cpu:2";
+  SessionOptions o = small_session(1, 32, "cpu:2");
   o.memory_limit = 1024;
   o.profile.trials = 1;
   o.profile.warmup = 0;
@@ -103,10 +97,7 @@ TEST(Errors, AMemoryLimitNoPlanFits) {
 }
 
 TEST(Errors, WorkerSpecsStrategiesAndBatchesThatDoNotFit) {
-  SessionOptions o;
-  o.workload = testing::compression_workload(1);
-  o.dataset = "synthetic:n=32,h=16,w=16,c=3";
-  o.train.batch = 8;
+  SessionOptions o = small_session(1, 32, "");
   for (const char* spec : {"cpu:x", "gpu:2", "cpu:0", "cpu:4,cuda:0"}) {
     o.workers = spec;
     EXPECT_THROW(run_session(o, nullptr), ValueError) << spec;
@@ -142,11 +133,7 @@ TEST(Errors, AnIssueOrderCommunicatorNeedsSeparateSignals) {
           "need a separate communicator that pairs them by tag");
     });
   // The session's local-ordered backend sets them up and trains.
-  SessionOptions o;
-  o.workload = testing::compression_workload(2);
-  o.dataset = "synthetic:n=16,h=16,w=16,c=3";
-  o.train.batch = 8;
-  o.workers = "cpu:2";
+  SessionOptions o = small_session(2, 16, "cpu:2");
   o.comm = "local-ordered";
   o.strategies = {Strategy::DPU, Strategy::AHD};
   SessionReport r = run_session(o, nullptr);

@@ -16,21 +16,8 @@ namespace {
 using cudasim_testing::DeviceBuffer;
 
 // The device handles of a test: cuda:`device` current, a stream and a cuBLAS handle on it.
-struct OnDevice {
-  cublasHandle_t handle = nullptr;
-  cudaStream_t stream = nullptr;
-  explicit OnDevice(int device = 0) {
-    EXPECT_EQ(cudaSetDevice(device), cudaSuccess);
-    EXPECT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-    EXPECT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
-    EXPECT_EQ(cublasSetStream(handle, stream), CUBLAS_STATUS_SUCCESS);
-  }
-  ~OnDevice() {
-    cublasDestroy(handle);
-    cudaStreamDestroy(stream);
-    cudaSetDevice(0);
-  }
-};
+using OnDevice = cudasim_testing::LibraryOnDevice<cublasHandle_t, cublasStatus_t, cublasCreate, cublasSetStream,
+                                                  cublasDestroy, CUBLAS_STATUS_SUCCESS>;
 
 struct Shape {
   cublasOperation_t ta, tb;
@@ -220,12 +207,8 @@ TEST(CudasimCublas, StatusNamesAndStrings) {
 
 // cuda:2 is never faulted in this test program; its streams are only handed to a cuda:0 handle.
 TEST(CudasimCublas, StreamOfAnotherDeviceIsRefused) {
-  int count = 0;
-  ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
-  ASSERT_GE(count, 4) << "TANDEM_CUDASIM_DEVICES";
   cudaStream_t other;
-  ASSERT_EQ(cudaSetDevice(2), cudaSuccess);
-  ASSERT_EQ(cudaStreamCreate(&other), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(cudasim_testing::create_stream_on(2, &other));
   OnDevice d(0);
   EXPECT_EQ(cublasSetStream(d.handle, other), CUBLAS_STATUS_INVALID_VALUE);
   EXPECT_EQ(cublasSetStream(d.handle, nullptr), CUBLAS_STATUS_SUCCESS);

@@ -5,7 +5,6 @@
 #include <cudnn.h>
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -147,21 +146,8 @@ struct Descriptors {
 };
 
 // A cuDNN handle on cuda:`device` with its own stream.
-struct OnDevice {
-  cudnnHandle_t handle = nullptr;
-  cudaStream_t stream = nullptr;
-  explicit OnDevice(int device = 0) {
-    EXPECT_EQ(cudaSetDevice(device), cudaSuccess);
-    EXPECT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-    EXPECT_EQ(cudnnCreate(&handle), CUDNN_STATUS_SUCCESS);
-    EXPECT_EQ(cudnnSetStream(handle, stream), CUDNN_STATUS_SUCCESS);
-  }
-  ~OnDevice() {
-    cudnnDestroy(handle);
-    cudaStreamDestroy(stream);
-    cudaSetDevice(0);
-  }
-};
+using OnDevice = cudasim_testing::LibraryOnDevice<cudnnHandle_t, cudnnStatus_t, cudnnCreate, cudnnSetStream,
+                                                  cudnnDestroy, CUDNN_STATUS_SUCCESS>;
 
 size_t x_size(const Case& t) { return static_cast<size_t>(t.n) * t.c * t.h * t.w; }
 size_t w_size(const Case& t) { return static_cast<size_t>(t.k) * (t.c / t.groups) * t.r * t.s; }
@@ -191,6 +177,13 @@ cudnnStatus_t run_pass(const OnDevice& d, const Descriptors& ds, Pass pass, int 
   return cudnnConvolutionBackwardFilter(d.handle, alpha, ds.x, a, ds.y, b, ds.conv,
                                         static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), ws, ws_bytes, beta, ds.w,
                                         out);
+}
+
+// Queues the plain f32 forward convolution of the stream and fault tests: implicit GEMM, alpha 1, beta 0, no
+// workspace.
+cudnnStatus_t forward_f32(const OnDevice& d, const Descriptors& ds, const float* x, const float* w, void* y) {
+  const float one = 1, zero = 0;
+  return run_pass(d, ds, Pass::Forward, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, &one, x, w, &zero, y, nullptr, 0);
 }
 
 // The sizes of a pass's inputs and output.
@@ -670,36 +663,32 @@ TEST(CudasimCudnn, AddTensorBroadcastsABias) {
   }
 }
 
+// The setting of the stream-order tests: the first case in f32 on cuda:0, random x and w on the device.
+struct F32Forward {
+  std::mt19937_64 g = cudasim_testing::rng();
+  const Case t = kCases[0];
+  OnDevice d;
+  Descriptors ds{t, CUDNN_DATA_FLOAT, CUDNN_FMA_MATH};
+  DeviceBuffer<float> x{cudasim_testing::uniform<float>(x_size(t), g)};
+  DeviceBuffer<float> w{cudasim_testing::uniform<float>(w_size(t), g)};
+  size_t y_bytes() const { return y_size(t) * sizeof(float); }
+  cudnnStatus_t queue(void* y) const { return forward_f32(d, ds, x.get(), w.get(), y); }
+};
+
 // The call returns at once and the work runs on the handle's stream after what was queued before it: here a
 // host function that holds the stream until the test lets it go. The output is pinned host memory, which the
 // device may write, so that the host can look at it while the stream is held.
 TEST(CudasimCudnn, WorkIsQueuedOnTheHandlesStream) {
-  auto g = cudasim_testing::rng();
-  const Case t = kCases[0];
-  OnDevice d;
-  Descriptors ds(t, CUDNN_DATA_FLOAT, CUDNN_FMA_MATH);
-  DeviceBuffer<float> x(cudasim_testing::uniform<float>(x_size(t), g)),
-      w(cudasim_testing::uniform<float>(w_size(t), g));
+  F32Forward f;
   float* y = nullptr;
-  ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&y), y_size(t) * sizeof(float)), cudaSuccess);
-  for (size_t i = 0; i < y_size(t); ++i) y[i] = 12345.f;
-  static std::atomic<bool> release{false};
-  release = false;
-  ASSERT_EQ(cudaLaunchHostFunc(
-                d.stream,
-                [](void*) {
-                  while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-                },
-                nullptr),
-            cudaSuccess);
-  const float one = 1, zero = 0;
-  ASSERT_EQ(run_pass(d, ds, Pass::Forward, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, &one, x.get(), w.get(), &zero, y,
-                     nullptr, 0),
-            CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&y), f.y_bytes()), cudaSuccess);
+  for (size_t i = 0; i < y_size(f.t); ++i) y[i] = 12345.f;
+  cudasim_testing::StreamGate gate(f.d.stream);
+  ASSERT_EQ(f.queue(y), CUDNN_STATUS_SUCCESS);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(y[0], 12345.f) << "the convolution ran before the work queued ahead of it";
-  release = true;
-  ASSERT_EQ(cudaStreamSynchronize(d.stream), cudaSuccess);
+  gate.open();
+  ASSERT_EQ(cudaStreamSynchronize(f.d.stream), cudaSuccess);
   EXPECT_NE(y[0], 12345.f);
   cudaFreeHost(y);
 }
@@ -707,44 +696,24 @@ TEST(CudasimCudnn, WorkIsQueuedOnTheHandlesStream) {
 // A buffer freed after the call and allocated again (smaller) on the same stream before the work has run is
 // still the buffer the work was given: stream order puts the work first.
 TEST(CudasimCudnn, BufferReusedInStreamOrderAfterTheCallIsFine) {
-  auto g = cudasim_testing::rng();
-  const Case t = kCases[0];
-  OnDevice d;
-  Descriptors ds(t, CUDNN_DATA_FLOAT, CUDNN_FMA_MATH);
-  DeviceBuffer<float> x(cudasim_testing::uniform<float>(x_size(t), g)),
-      w(cudasim_testing::uniform<float>(w_size(t), g));
+  F32Forward f;
   void* y = nullptr;
-  ASSERT_EQ(cudaMallocAsync(&y, y_size(t) * sizeof(float), d.stream), cudaSuccess);
-  static std::atomic<bool> release{false};
-  release = false;
-  ASSERT_EQ(cudaLaunchHostFunc(
-                d.stream,
-                [](void*) {
-                  while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-                },
-                nullptr),
-            cudaSuccess);
-  const float one = 1, zero = 0;
-  ASSERT_EQ(run_pass(d, ds, Pass::Forward, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, &one, x.get(), w.get(), &zero, y,
-                     nullptr, 0),
-            CUDNN_STATUS_SUCCESS);
-  ASSERT_EQ(cudaFreeAsync(y, d.stream), cudaSuccess);
+  ASSERT_EQ(cudaMallocAsync(&y, f.y_bytes(), f.d.stream), cudaSuccess);
+  cudasim_testing::StreamGate gate(f.d.stream);
+  ASSERT_EQ(f.queue(y), CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(cudaFreeAsync(y, f.d.stream), cudaSuccess);
   void* again = nullptr;
-  ASSERT_EQ(cudaMallocAsync(&again, y_size(t) * sizeof(float) * 3 / 4, d.stream), cudaSuccess);
-  release = true;
-  EXPECT_EQ(cudaStreamSynchronize(d.stream), cudaSuccess);
-  EXPECT_EQ(cudaFreeAsync(again, d.stream), cudaSuccess);
-  EXPECT_EQ(cudaStreamSynchronize(d.stream), cudaSuccess);
+  ASSERT_EQ(cudaMallocAsync(&again, f.y_bytes() * 3 / 4, f.d.stream), cudaSuccess);
+  gate.open();
+  EXPECT_EQ(cudaStreamSynchronize(f.d.stream), cudaSuccess);
+  EXPECT_EQ(cudaFreeAsync(again, f.d.stream), cudaSuccess);
+  EXPECT_EQ(cudaStreamSynchronize(f.d.stream), cudaSuccess);
 }
 
 // cuda:2 is never faulted in this test program; its streams are only handed to a cuda:0 handle.
 TEST(CudasimCudnn, StreamOfAnotherDeviceIsRefused) {
-  int count = 0;
-  ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
-  ASSERT_GE(count, 4) << "TANDEM_CUDASIM_DEVICES";
   cudaStream_t other;
-  ASSERT_EQ(cudaSetDevice(2), cudaSuccess);
-  ASSERT_EQ(cudaStreamCreate(&other), cudaSuccess);
+  ASSERT_NO_FATAL_FAILURE(cudasim_testing::create_stream_on(2, &other));
   OnDevice d(0);
   EXPECT_EQ(cudnnSetStream(d.handle, other), CUDNN_STATUS_BAD_PARAM_STREAM_MISMATCH);
   EXPECT_NE(last_error().find("cuda:2"), std::string::npos) << last_error();
@@ -767,10 +736,8 @@ TEST(CudasimCudnn, MemoryOfAnotherDeviceFaults) {
   OnDevice d(1);
   Descriptors ds(t, CUDNN_DATA_FLOAT, CUDNN_DEFAULT_MATH);
   DeviceBuffer<float> w(w_size(t)), y(y_size(t));
-  const float one = 1, zero = 0;
-  ASSERT_EQ(run_pass(d, ds, Pass::Forward, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, &one, x0.get(), w.get(), &zero,
-                     y.get(), nullptr, 0),
-            CUDNN_STATUS_SUCCESS);  // the fault shows when the work runs
+  // The fault shows when the work runs.
+  ASSERT_EQ(forward_f32(d, ds, x0.get(), w.get(), y.get()), CUDNN_STATUS_SUCCESS);
   EXPECT_EQ(cudaStreamSynchronize(d.stream), cudaErrorIllegalAddress);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaErrorIllegalAddress) << "the error is sticky";
 }
@@ -780,10 +747,7 @@ TEST(CudasimCudnn, OutputSmallerThanItsDescriptorFaults) {
   OnDevice d(3);
   Descriptors ds(t, CUDNN_DATA_FLOAT, CUDNN_DEFAULT_MATH);
   DeviceBuffer<float> x(x_size(t)), w(w_size(t)), y(y_size(t) - 1);
-  const float one = 1, zero = 0;
-  ASSERT_EQ(run_pass(d, ds, Pass::Forward, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, &one, x.get(), w.get(), &zero,
-                     y.get(), nullptr, 0),
-            CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(forward_f32(d, ds, x.get(), w.get(), y.get()), CUDNN_STATUS_SUCCESS);
   EXPECT_EQ(cudaStreamSynchronize(d.stream), cudaErrorIllegalAddress);
 }
 

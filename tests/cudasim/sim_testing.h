@@ -1,6 +1,6 @@
-// Helpers of the simulator's own tests: seeds and random values, device buffers with a stream of their device,
-// a device per fault (a fault loses its device's context for good), TF32 from its definition, checks that print
-// the simulator's texts, and the simulator's test hooks.
+// Helpers of the simulator's own tests: seeds and random values, a held stream, device buffers with a stream of
+// their device, library handles on a device, a device per fault (a fault loses its device's context for good), TF32
+// from its definition, checks that print the simulator's texts, and the simulator's test hooks.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -8,12 +8,14 @@
 #include <nccl.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 extern "C" {
@@ -88,6 +90,15 @@ inline int fresh_fault_device() {
   return d;
 }
 
+// A new stream of cuda:`device` (left current) in *stream, for a test that hands it to a handle of another device.
+inline void create_stream_on(int device, cudaStream_t* stream) {
+  int count = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
+  ASSERT_GT(count, device) << "TANDEM_CUDASIM_DEVICES";
+  ASSERT_EQ(cudaSetDevice(device), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreate(stream), cudaSuccess);
+}
+
 // A non-blocking stream of one device.
 class TestStream {
  public:
@@ -102,6 +113,29 @@ class TestStream {
 
  private:
   cudaStream_t s_ = nullptr;
+};
+
+// Holds a stream at a host function until open() lets it go on, so that a test can look at the stream's later
+// work before it runs. The destructor opens it too and waits for the stream, since the host function reads the flag.
+class StreamGate {
+ public:
+  explicit StreamGate(cudaStream_t s) : s_(s) {
+    expect_ok(cudaLaunchHostFunc(s, &StreamGate::hold, &open_), "cudaLaunchHostFunc");
+  }
+  ~StreamGate() {
+    open();
+    cudaStreamSynchronize(s_);
+  }
+  StreamGate(const StreamGate&) = delete;
+  StreamGate& operator=(const StreamGate&) = delete;
+  void open() { open_ = true; }
+
+ private:
+  static void CUDART_CB hold(void* open) {
+    while (!*static_cast<std::atomic<bool>*>(open)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  cudaStream_t s_;
+  std::atomic<bool> open_{false};
 };
 
 // cudaMalloc memory of n elements on a device (made current), filled with `values` when given, and a stream of
@@ -174,6 +208,28 @@ inline unsigned long long sm_blocks(int device, int sm) { return tandem_cudasim_
 struct ThreadOrderGuard {
   explicit ThreadOrderGuard(int order) { tandem_cudasim_set_thread_order(order); }
   ~ThreadOrderGuard() { tandem_cudasim_set_thread_order(-1); }
+};
+
+// The device handles of a library test (cuBLAS, cuDNN): cuda:`device` current, a stream and a library handle
+// bound to it; back on cuda:0 at the end.
+template <typename Handle, typename Status, Status (*create)(Handle*), Status (*set_stream)(Handle, cudaStream_t),
+          Status (*destroy)(Handle), Status ok>
+struct LibraryOnDevice {
+  Handle handle = nullptr;
+  cudaStream_t stream = nullptr;
+  explicit LibraryOnDevice(int device = 0) {
+    EXPECT_EQ(cudaSetDevice(device), cudaSuccess);
+    EXPECT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+    EXPECT_EQ(create(&handle), ok);
+    EXPECT_EQ(set_stream(handle, stream), ok);
+  }
+  ~LibraryOnDevice() {
+    destroy(handle);
+    cudaStreamDestroy(stream);
+    cudaSetDevice(0);
+  }
+  LibraryOnDevice(const LibraryOnDevice&) = delete;
+  LibraryOnDevice& operator=(const LibraryOnDevice&) = delete;
 };
 
 // A library handle (cuBLAS, cuDNN) holds device memory: handles are made on cuda:2 until creation fails with

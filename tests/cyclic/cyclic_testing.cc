@@ -7,6 +7,7 @@
 #include "models/registry.h"
 #include "runtime/base/error.h"
 #include "runtime/tensor/rng.h"
+#include "tests/testing.h"
 
 namespace tandem {
 namespace parallel {
@@ -65,6 +66,16 @@ CyclicTrainer make_trainer(const ModelFactory& factory, const Shape& micro_input
                            const std::string& workers) {
   int n = workers_needed(o.mode, o.micro_batches, o.stages);
   return CyclicTrainer(factory, micro_input, o, make_workers(workers.empty() ? "cpu:" + std::to_string(n) : workers));
+}
+
+SeededResnet::SeededResnet(const Shape& input_shape, int64_t width)
+    : seed(tandem::testing::fresh_seed()),
+      input(input_shape),
+      factory(tiny_resnet(width, input_shape[1], seed)),
+      batches(seeded_batches(input_shape, seed + 1)) {}
+
+CyclicTrainer SeededResnet::trainer(const TrainerOptions& o, const std::string& workers) const {
+  return make_trainer(factory, input, o, workers);
 }
 
 std::vector<std::pair<Tensor, Tensor>> pair_by_name(const NamedTensors& a, const NamedTensors& b) {

@@ -145,17 +145,15 @@ TEST(CyclicGpuLanes, MicroBatchesReachTheGpusWithoutStallingALane) {
 // f64 and rounded once (Communicator::all_reduce's arithmetic); integer tensors are worker 0's.
 TEST(CyclicGpuState, ModelStateOnThreeGpusIsTheMeanOfTheWorkersStates) {
   TD_REQUIRE_GPUS(3);
-  const uint64_t seed = tandem::testing::fresh_seed();
-  const Shape input{2, 3, 8, 8};
-  const ModelFactory factory = testing::tiny_resnet(4, 3, seed);
+  const testing::SeededResnet tiny({2, 3, 8, 8});
   TrainerOptions o;
   o.rule = Rule::CdpV2;
   o.micro_batches = 3;
   o.stages = 3;
   for (Mode mode : {Mode::DpWorkers, Mode::Zero}) {
     o.mode = mode;
-    CyclicTrainer trainer = make_trainer(factory, input, o, "cuda:0-2");
-    trainer.train(2, testing::seeded_batches(input, seed + 1));
+    CyclicTrainer trainer = tiny.trainer(o, "cuda:0-2");
+    trainer.train(2, tiny.batches);
     NamedTensors saved = trainer.checkpoint_state();
     auto of_worker = [&](int w, const std::string& name) {
       for (auto& kv : saved)

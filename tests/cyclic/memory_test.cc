@@ -98,13 +98,10 @@ Peaks run(Rule rule, const ModelFactory& factory, const Shape& input, const Micr
 }
 
 TEST(Memory, CdpPeakActivationsAreBelowDpsByTheClosedFormFactor) {
-  const uint64_t seed = tandem::testing::fresh_seed();
-  const Shape input{8, 3, 16, 16};
-  ModelFactory factory = testing::tiny_resnet(8, 3, seed);
-  MicroBatchFn batches = testing::seeded_batches(input, seed + 1);
+  const testing::SeededResnet tiny({8, 3, 16, 16}, 8);
   Sizes sizes;
-  Peaks dp = run(Rule::Dp, factory, input, batches, &sizes);
-  Peaks cdp = run(Rule::CdpV1, factory, input, batches, &sizes);
+  Peaks dp = run(Rule::Dp, tiny.factory, tiny.input, tiny.batches, &sizes);
+  Peaks cdp = run(Rule::CdpV1, tiny.factory, tiny.input, tiny.batches, &sizes);
 
   // The closed forms (N = S): the run's own timelines give exactly these.
   double all = 0, cdp_stored = 0, cdp_transients = 0, largest_transient = 0;
@@ -140,7 +137,7 @@ TEST(Memory, CdpPeakActivationsAreBelowDpsByTheClosedFormFactor) {
   // received). The chain sends the partial sum N - 1 times and the mean N - 1 times, each counted by sender
   // and receiver: also 4 (N - 1) P. Both average every stage's gradients once per round.
   int64_t param_bytes = 0;
-  for (const Tensor& p : factory()->parameters()) param_bytes += static_cast<int64_t>(p.nbytes());
+  for (const Tensor& p : tiny.factory()->parameters()) param_bytes += static_cast<int64_t>(p.nbytes());
   EXPECT_EQ(dp.comm_bytes, int64_t{kRounds} * 4 * (kN - 1) * param_bytes);
   EXPECT_EQ(cdp.comm_bytes, dp.comm_bytes);
 }

@@ -169,10 +169,7 @@ class RulesTest : public ::testing::TestWithParam<Case> {};
 // Parameters of every micro-batch's view and every worker's batch-norm running statistics, bitwise.
 TEST_P(RulesTest, TrajectoryEqualsTheSequentialReferenceBitwise) {
   const Case c = GetParam();
-  const uint64_t seed = tandem::testing::fresh_seed();
-  const Shape input{4, 3, 8, 8};
-  ModelFactory factory = testing::tiny_resnet(4, 3, seed);
-  MicroBatchFn batches = testing::seeded_batches(input, seed + 1);
+  const testing::SeededResnet tiny({4, 3, 8, 8});
   TrainerOptions o;
   o.rule = c.rule;
   o.mode = c.mode;
@@ -188,13 +185,13 @@ TEST_P(RulesTest, TrajectoryEqualsTheSequentialReferenceBitwise) {
   for (const char* backend : {"local", "local-ordered"}) {
     if (!c.issue_order && std::string(backend) == "local-ordered") continue;
     o.comm_backend = backend;
-    CyclicTrainer trainer = make_trainer(factory, input, o);
-    Reference ref(factory, input, o, trainer.stage_starts(), mp);
+    CyclicTrainer trainer = tiny.trainer(o);
+    Reference ref(tiny.factory, tiny.input, o, trainer.stage_starts(), mp);
     // Two timelines of 2 rounds: state (delayed gradients, versions, momentum) crosses the boundary.
     for (int chunk = 0; chunk < 2; ++chunk) {
-      auto stats = trainer.train(2, batches);
+      auto stats = trainer.train(2, tiny.batches);
       ASSERT_EQ(stats.size(), 2u);
-      for (int64_t t = chunk * 2; t < chunk * 2 + 2; ++t) ref.round(t, batches);
+      for (int64_t t = chunk * 2; t < chunk * 2 + 2; ++t) ref.round(t, tiny.batches);
     }
     const std::string what = std::string(rule_name(c.rule)) + " " + mode_name(c.mode) + " N=" + std::to_string(c.n) +
                              " S=" + std::to_string(c.s) + " " + backend;
@@ -273,56 +270,55 @@ TEST(Rules, CdpV2MaskFromThePaperTimeline) {
   EXPECT_TRUE(!stale_in_official_code(3, 0, 3) && stale_by_timeline(3, 0, 5, 3));
 }
 
-TEST(Rules, AllReduceAndChainGiveTheSameTrajectory) {
-  const uint64_t seed = tandem::testing::fresh_seed();
-  const Shape input{4, 3, 8, 8};
-  ModelFactory factory = testing::tiny_resnet(4, 3, seed);
-  MicroBatchFn batches = testing::seeded_batches(input, seed + 1);
+// CDP-v2 with N = S = 3 micro-batches and stages: the setting of the side-by-side runs below.
+TrainerOptions cdp_v2_three_by_three() {
   TrainerOptions o;
   o.rule = Rule::CdpV2;
   o.micro_batches = 3;
   o.stages = 3;
+  return o;
+}
+
+// EXPECTs that micro-batch `i`'s view of the parameters is bitwise the same in a and b.
+void expect_same_view(const CyclicTrainer& a, const CyclicTrainer& b, int i, const std::string& what) {
+  for (auto& p : pair_by_name(a.view_parameters(i), b.view_parameters(i)))
+    tandem::testing::expect_bitwise_equal(p.first, p.second, what);
+}
+
+TEST(Rules, AllReduceAndChainGiveTheSameTrajectory) {
+  const testing::SeededResnet tiny({4, 3, 8, 8});
+  TrainerOptions o = cdp_v2_three_by_three();
   o.sync = GradSync::AllReduce;
-  CyclicTrainer a = make_trainer(factory, input, o);
+  CyclicTrainer a = tiny.trainer(o);
   o.sync = GradSync::Chain;
-  CyclicTrainer b = make_trainer(factory, input, o);
-  a.train(3, batches);
-  b.train(3, batches);
-  for (int i = 0; i < 3; ++i)
-    for (auto& p : pair_by_name(a.view_parameters(i), b.view_parameters(i)))
-      tandem::testing::expect_bitwise_equal(p.second, p.first, "rank " + std::to_string(i));
+  CyclicTrainer b = tiny.trainer(o);
+  a.train(3, tiny.batches);
+  b.train(3, tiny.batches);
+  for (int i = 0; i < 3; ++i) expect_same_view(a, b, i, "rank " + std::to_string(i));
 }
 
 TEST(Rules, CdpV2InModelParallelDiffersFromPerRankCopiesOnlyThroughALearningRateChange) {
   // The per-rank stale copy applies an update with the following round's rate; mp's versions are the true
   // iterates. With the rate halved at round 2, they agree bitwise until then; the stale stages of rank 0 then
   // differ (by the rate difference times a momentum buffer) while rank 2, never stale, still agrees.
-  const uint64_t seed = tandem::testing::fresh_seed();
-  const Shape input{4, 3, 8, 8};
-  ModelFactory factory = testing::tiny_resnet(4, 3, seed);
-  MicroBatchFn batches = testing::seeded_batches(input, seed + 1);
-  TrainerOptions o;
-  o.rule = Rule::CdpV2;
-  o.micro_batches = 3;
-  o.stages = 3;
+  const testing::SeededResnet tiny({4, 3, 8, 8});
+  TrainerOptions o = cdp_v2_three_by_three();
   o.stage_starts = {0, 5, 9};
   o.lr_schedule = optim::step_lr(2, 0.5);
-  CyclicTrainer copies = make_trainer(factory, input, o);
+  CyclicTrainer copies = tiny.trainer(o);
   o.mode = Mode::ModelParallel;
-  CyclicTrainer versions = make_trainer(factory, input, o);
-  copies.train(2, batches);
-  versions.train(2, batches);
+  CyclicTrainer versions = tiny.trainer(o);
+  copies.train(2, tiny.batches);
+  versions.train(2, tiny.batches);
   for (int i = 0; i < 3; ++i)
-    for (auto& p : pair_by_name(copies.view_parameters(i), versions.view_parameters(i)))
-      tandem::testing::expect_bitwise_equal(p.first, p.second, "before the rate change, rank " + std::to_string(i));
-  copies.train(1, batches);
-  versions.train(1, batches);
+    expect_same_view(copies, versions, i, "before the rate change, rank " + std::to_string(i));
+  copies.train(1, tiny.batches);
+  versions.train(1, tiny.batches);
   double stale_diff = 0;
   for (auto& p : pair_by_name(copies.view_parameters(0), versions.view_parameters(0)))
     stale_diff = std::max(stale_diff, tandem::testing::max_rel_error(p.first, p.second));
   EXPECT_GT(stale_diff, 0.0);
-  for (auto& p : pair_by_name(copies.view_parameters(2), versions.view_parameters(2)))
-    tandem::testing::expect_bitwise_equal(p.first, p.second, "rank 2 (never stale)");
+  expect_same_view(copies, versions, 2, "rank 2 (never stale)");
 }
 
 TEST(Rules, DpEqualsLargeBatchSgdUpToSummationOrder) {
@@ -368,29 +364,23 @@ TEST(Rules, DpEqualsLargeBatchSgdUpToSummationOrder) {
 }
 
 TEST(Rules, CheckpointResumesExactly) {
-  const uint64_t seed = tandem::testing::fresh_seed();
-  const Shape input{4, 3, 8, 8};
-  ModelFactory factory = testing::tiny_resnet(4, 3, seed);
-  MicroBatchFn batches = testing::seeded_batches(input, seed + 1);
+  const testing::SeededResnet tiny({4, 3, 8, 8});
   for (Mode mode : {Mode::DpWorkers, Mode::ModelParallel, Mode::Zero}) {
-    TrainerOptions o;
-    o.rule = Rule::CdpV2;
+    TrainerOptions o = cdp_v2_three_by_three();
     o.mode = mode;
-    o.micro_batches = 3;
-    o.stages = 3;
-    CyclicTrainer straight = make_trainer(factory, input, o);
-    straight.train(2, batches);
+    CyclicTrainer straight = tiny.trainer(o);
+    straight.train(2, tiny.batches);
     NamedTensors saved = straight.checkpoint_state();
-    straight.train(2, batches);
-    CyclicTrainer resumed = make_trainer(factory, input, o);
+    straight.train(2, tiny.batches);
+    CyclicTrainer resumed = tiny.trainer(o);
     resumed.load_checkpoint_state(saved);
     EXPECT_EQ(resumed.round(), 2);
-    resumed.train(2, batches);
+    resumed.train(2, tiny.batches);
     for (auto& p : pair_by_name(straight.checkpoint_state(), resumed.checkpoint_state()))
       tandem::testing::expect_bitwise_equal(p.first, p.second, mode_name(mode));
     // A checkpoint of another configuration is refused.
     o.rule = Rule::Dp;
-    CyclicTrainer other = make_trainer(factory, input, o);
+    CyclicTrainer other = tiny.trainer(o);
     if (mode == Mode::ModelParallel) {
       EXPECT_THROW(other.load_checkpoint_state(saved), ValueError);
     }

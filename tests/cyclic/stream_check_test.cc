@@ -27,24 +27,21 @@ struct Case {
 class CrossLaneBuffers : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CrossLaneBuffers, AreFreedOnlyAfterTheOtherLaneIsDoneWithThem) {
-  const uint64_t seed = tandem::testing::fresh_seed();
-  const Shape input{2, 3, 8, 8};
-  const ModelFactory factory = testing::tiny_resnet(4, 3, seed);
-  const MicroBatchFn batches = testing::seeded_batches(input, seed + 1);
+  const testing::SeededResnet tiny({2, 3, 8, 8});
   TrainerOptions o;
   o.rule = Rule::CdpV1;
   o.mode = GetParam().mode;
   o.micro_batches = 3;
   o.stages = 3;
   o.sync = GetParam().sync;
-  CyclicTrainer plain = make_trainer(factory, input, o);
-  plain.train(2, batches);
+  CyclicTrainer plain = tiny.trainer(o);
+  plain.train(2, tiny.batches);
   NamedTensors checked_params[3];
   {
     tandem::testing::StreamCheckOn on;
     {
-      CyclicTrainer checked = make_trainer(factory, input, o);
-      EXPECT_NO_THROW(checked.train(2, batches));
+      CyclicTrainer checked = tiny.trainer(o);
+      EXPECT_NO_THROW(checked.train(2, tiny.batches));
       for (int i = 0; i < 3; ++i) checked_params[i] = checked.view_parameters(i);
     }
     EXPECT_NO_THROW(Stream().synchronize());  // raises what the trainer's last frees left

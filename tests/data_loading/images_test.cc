@@ -19,22 +19,10 @@ namespace tandem {
 namespace data {
 namespace {
 
+using tandem::testing::expect_error;
 using testdata::make_dir;
 using testdata::make_temp_dir;
 using testdata::write_file;
-
-template <typename E, typename Fn>
-void expect_error(Fn fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no exception; expected one mentioning " << parts[0];
-  } catch (const E& e) {
-    for (const std::string& p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << "message: " << e.what() << "\nmissing: " << p;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-  }
-}
 
 double mean_abs_diff(const Image& a, const Image& b) {
   EXPECT_EQ(a.hwc.size(), b.hwc.size());

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "data/dataset.h"
 #include "data/file_io.h"
@@ -36,23 +37,20 @@ Result pack(const std::string& args) {
   return r;
 }
 
+// Runs pack with `args`: EXPECTs exit code `rc` and every one of `parts` in its output.
+void expect_pack(const std::string& args, int rc, const std::vector<std::string>& parts) {
+  const Result r = pack(args);
+  EXPECT_EQ(r.rc, rc) << "pack " << args << ": " << r.output;
+  for (const std::string& p : parts)
+    EXPECT_NE(r.output.find(p), std::string::npos) << "pack " << args << ": " << r.output;
+}
+
 TEST(PackTool, HelpAndUsageErrors) {
-  Result help = pack("--help");
-  EXPECT_EQ(help.rc, 0);
-  EXPECT_NE(help.output.find("usage: pack --input SPEC --output PREFIX"), std::string::npos) << help.output;
-  Result none = pack("");
-  EXPECT_EQ(none.rc, 2);
-  EXPECT_NE(none.output.find("--input is required"), std::string::npos) << none.output;
-  EXPECT_NE(none.output.find("run pack --help"), std::string::npos);
-  Result bad = pack("--input synthetic --output /tmp/x --shards zero");
-  EXPECT_EQ(bad.rc, 2);
-  EXPECT_NE(bad.output.find("--shards needs an integer >= 1, got 'zero'"), std::string::npos) << bad.output;
-  Result flag = pack("--input synthetic --output /tmp/x --colour 3");
-  EXPECT_EQ(flag.rc, 2);
-  EXPECT_NE(flag.output.find("unknown flag '--colour'"), std::string::npos) << flag.output;
-  Result missing = pack("--input cifar10:/nonexistent/cifar --output /tmp/x");
-  EXPECT_EQ(missing.rc, 1);
-  EXPECT_NE(missing.output.find("/nonexistent/cifar"), std::string::npos) << missing.output;
+  expect_pack("--help", 0, {"usage: pack --input SPEC --output PREFIX"});
+  expect_pack("", 2, {"--input is required", "run pack --help"});
+  expect_pack("--input synthetic --output /tmp/x --shards zero", 2, {"--shards needs an integer >= 1, got 'zero'"});
+  expect_pack("--input synthetic --output /tmp/x --colour 3", 2, {"unknown flag '--colour'"});
+  expect_pack("--input cifar10:/nonexistent/cifar --output /tmp/x", 1, {"/nonexistent/cifar"});
 }
 
 TEST(PackTool, PacksAnImageFolderIntoEquivalentShards) {
@@ -94,9 +92,7 @@ TEST(PackTool, PacksAnImageFolderIntoEquivalentShards) {
   EXPECT_EQ(val->get(49).label, syn->get(49).label);
   // An undecodable image stops the packing with its name, and leaves no shard behind.
   testdata::write_file(images + "/cat/9.jpg", {0xFF, 0xD8, 0xFF, 0xE0, 1, 2, 3});
-  Result bad = pack("--input folder:" + images + " --output " + out + "/bad --shards 1");
-  EXPECT_EQ(bad.rc, 1);
-  EXPECT_NE(bad.output.find(images + "/cat/9.jpg"), std::string::npos) << bad.output;
+  expect_pack("--input folder:" + images + " --output " + out + "/bad --shards 1", 1, {images + "/cat/9.jpg"});
   EXPECT_FALSE(path_exists(out + "/bad-00000-of-00001.tdrec"));
   EXPECT_FALSE(path_exists(out + "/bad-00000-of-00001.tdrec.tmp"));
 }

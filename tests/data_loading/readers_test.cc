@@ -18,6 +18,7 @@ namespace tandem {
 namespace data {
 namespace {
 
+using tandem::testing::expect_error;
 using testdata::make_temp_dir;
 using testdata::write_file;
 
@@ -25,20 +26,6 @@ std::vector<uint8_t> random_bytes(size_t n, uint64_t seed, uint32_t bound = 256)
   std::vector<uint8_t> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(philox::generate(seed, i).x[0] % bound);
   return v;
-}
-
-// EXPECTs that fn throws E whose message contains every one of `parts`.
-template <typename E, typename Fn>
-void expect_error(Fn fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no exception; expected one mentioning " << parts[0];
-  } catch (const E& e) {
-    for (const std::string& p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << "message: " << e.what() << "\nmissing: " << p;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-  }
 }
 
 // ---- IDX ----

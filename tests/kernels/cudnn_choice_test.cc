@@ -42,6 +42,14 @@ struct Sizes {
 
 constexpr size_t kLimit = 1 << 20;
 
+// EXPECTs that a choice was made: algorithm `algo`, run under `math` with a workspace of `workspace` bytes.
+void expect_chosen(const std::optional<ConvChoice>& c, int algo, cudnnMathType_t math, size_t workspace) {
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->algo, algo);
+  EXPECT_EQ(c->math, math);
+  EXPECT_EQ(c->workspace, workspace);
+}
+
 TEST(CudnnChoice, WorkspaceIsTheOneOfTheMathTypeThatRuns) {
   // TF32 off: Find's fastest result was timed (and sized) with the default math type, which may use tensor
   // cores; it runs with FMA math, whose kernels need another workspace.
@@ -49,12 +57,9 @@ TEST(CudnnChoice, WorkspaceIsTheOneOfTheMathTypeThatRuns) {
   Sizes sizes;
   sizes.bytes[{1, CUDNN_FMA_MATH}] = 4096;
   sizes.bytes[{1, CUDNN_DEFAULT_MATH}] = 0;
-  const std::optional<ConvChoice> c =
-      choose_conv_algorithm(found.data(), 1, false, CUDNN_FMA_MATH, kLimit, sizes.query());
-  ASSERT_TRUE(c.has_value());
-  EXPECT_EQ(c->algo, 1);
-  EXPECT_EQ(c->math, CUDNN_FMA_MATH);
-  EXPECT_EQ(c->workspace, 4096u) << "the workspace of algorithm 1 under FMA math, not Find's under default math";
+  // The workspace of algorithm 1 under FMA math, not Find's under default math.
+  expect_chosen(choose_conv_algorithm(found.data(), 1, false, CUDNN_FMA_MATH, kLimit, sizes.query()), 1, CUDNN_FMA_MATH,
+                4096);
 }
 
 TEST(CudnnChoice, ResultsTimedWithTheRequestedMathComeFirst) {
@@ -65,12 +70,8 @@ TEST(CudnnChoice, ResultsTimedWithTheRequestedMathComeFirst) {
   Sizes sizes;
   sizes.bytes[{0, CUDNN_FMA_MATH}] = 64;
   sizes.bytes[{1, CUDNN_FMA_MATH}] = 0;
-  const std::optional<ConvChoice> c =
-      choose_conv_algorithm(found.data(), 2, false, CUDNN_FMA_MATH, kLimit, sizes.query());
-  ASSERT_TRUE(c.has_value());
-  EXPECT_EQ(c->algo, 0);
-  EXPECT_EQ(c->math, CUDNN_FMA_MATH);
-  EXPECT_EQ(c->workspace, 64u);
+  expect_chosen(choose_conv_algorithm(found.data(), 2, false, CUDNN_FMA_MATH, kLimit, sizes.query()), 0, CUDNN_FMA_MATH,
+                64);
 }
 
 TEST(CudnnChoice, SkipsWhatCannotRunAsChosen) {
@@ -85,10 +86,8 @@ TEST(CudnnChoice, SkipsWhatCannotRunAsChosen) {
   sizes.bytes[{7, CUDNN_FMA_MATH}] = 0;
   sizes.bytes[{8, CUDNN_FMA_MATH}] = 0;
   sizes.bytes[{2, CUDNN_FMA_MATH}] = 512;
-  std::optional<ConvChoice> c = choose_conv_algorithm(found.data(), 5, true, CUDNN_FMA_MATH, kLimit, sizes.query());
-  ASSERT_TRUE(c.has_value());
-  EXPECT_EQ(c->algo, 2);
-  EXPECT_EQ(c->workspace, 512u);
+  expect_chosen(choose_conv_algorithm(found.data(), 5, true, CUDNN_FMA_MATH, kLimit, sizes.query()), 2, CUDNN_FMA_MATH,
+                512);
   EXPECT_FALSE(choose_conv_algorithm(found.data(), 4, true, CUDNN_FMA_MATH, kLimit, sizes.query()).has_value());
 }
 
@@ -98,12 +97,8 @@ TEST(CudnnChoice, TensorOpResultsKeepTheirMathAndItsWorkspace) {
                                                             result(0, CUDNN_DEFAULT_MATH, 0)};
   Sizes sizes;
   sizes.bytes[{1, CUDNN_TENSOR_OP_MATH}] = 256;
-  const std::optional<ConvChoice> c =
-      choose_conv_algorithm(found.data(), 2, false, CUDNN_TENSOR_OP_MATH, kLimit, sizes.query());
-  ASSERT_TRUE(c.has_value());
-  EXPECT_EQ(c->algo, 1);
-  EXPECT_EQ(c->math, CUDNN_TENSOR_OP_MATH);
-  EXPECT_EQ(c->workspace, 256u);
+  expect_chosen(choose_conv_algorithm(found.data(), 2, false, CUDNN_TENSOR_OP_MATH, kLimit, sizes.query()), 1,
+                CUDNN_TENSOR_OP_MATH, 256);
   for (const auto& [algo, math] : sizes.asked) EXPECT_EQ(math, CUDNN_TENSOR_OP_MATH) << "algorithm " << algo;
 }
 

@@ -15,6 +15,7 @@ namespace tandem {
 namespace models {
 namespace {
 
+using tandem::testing::expect_error;
 using tandem::testing::fresh_seed;
 
 std::shared_ptr<Network> tiny_mnv2(uint64_t seed) {
@@ -93,16 +94,6 @@ TEST(Checkpoint, RestoredRunContinuesBitwise) {
   for (float v : straight) EXPECT_TRUE(std::isfinite(v)) << "the run diverged: the comparison means nothing";
   auto sa = a.model->state_dict(), sb = second.model->state_dict();
   for (size_t i = 0; i < sa.size(); ++i) tandem::testing::expect_bitwise_equal(sa[i].second, sb[i].second, sa[i].first);
-}
-
-template <typename E, typename F>
-void expect_error(F fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error mentioning " << needle;
-  } catch (const E& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
 }
 
 TEST(Checkpoint, WrongOrDamagedFilesGiveClearErrors) {

@@ -14,20 +14,12 @@ namespace tandem {
 namespace models {
 namespace {
 
+using tandem::testing::expect_error;
+
 std::vector<std::string> keys(const NamedTensors& t) {
   std::vector<std::string> out;
   for (const auto& kv : t) out.push_back(kv.first);
   return out;
-}
-
-template <typename E, typename F>
-void expect_error(F fn, const std::vector<std::string>& needles) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error";
-  } catch (const E& e) {
-    for (const auto& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
-  }
 }
 
 // conv -> bn -> relu -> [dropout] -> flatten -> linear, nested one level deep.

@@ -14,6 +14,8 @@
 namespace tandem {
 namespace {
 
+using tandem::testing::expect_error;
+
 // TempDir() ends with a slash.
 std::string temp_path(const std::string& name) { return ::testing::TempDir() + name; }
 
@@ -40,17 +42,6 @@ std::string make_file(const std::string& header, const std::string& data) {
 template <typename T>
 std::string raw(const std::vector<T>& v) {
   return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
-}
-
-// Expects `fn` to throw E with a message containing `needle`.
-template <typename E, typename F>
-void expect_error(F fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error mentioning '" << needle << "'";
-  } catch (const E& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
 }
 
 TEST(Safetensors, RoundTripEveryDtype) {

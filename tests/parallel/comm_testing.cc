@@ -2,6 +2,7 @@
 #include "tests/parallel/comm_testing.h"
 
 #include "runtime/tensor/rng.h"
+#include "tests/testing.h"
 
 namespace tandem {
 namespace parallel {
@@ -66,6 +67,21 @@ std::vector<double> exact_sum(const std::vector<Tensor>& inputs, double scale) {
   }
   for (auto& a : acc) a *= scale;
   return acc;
+}
+
+void expect_ring_with_tags(Communicator& c, uint64_t seed, const std::vector<Shape>& shapes,
+                           const std::vector<DType>& dtypes) {
+  const int next = (c.rank() + 1) % c.size(), prev = (c.rank() + c.size() - 1) % c.size();
+  std::vector<Request> sent;
+  for (size_t k = 0; k < shapes.size(); ++k)
+    sent.push_back(c.isend(rank_input(seed + k, c.rank(), shapes[k], dtypes[k]), next, static_cast<int>(k)));
+  for (size_t k = shapes.size(); k-- > 0;) {
+    Tensor got = zeros(shapes[k], dtypes[k]);
+    c.recv(got, prev, static_cast<int>(k));
+    tandem::testing::expect_bitwise_equal(got, rank_input(seed + k, prev, shapes[k], dtypes[k]),
+                                          "tag " + std::to_string(k));
+  }
+  for (Request& r : sent) r.wait();
 }
 
 }  // namespace testing

@@ -1,4 +1,5 @@
-// Helpers for the communicator tests: per-rank random inputs, rank-order reference sums, local groups.
+// Helpers for the communicator tests: per-rank random inputs, rank-order reference sums, local groups, a ring of
+// tagged messages.
 #pragma once
 
 #include <functional>
@@ -26,6 +27,12 @@ Tensor rank_order_sum_reference(const std::vector<Tensor>& inputs, double scale)
 
 // The same sum in double precision, as a second check of the values.
 std::vector<double> exact_sum(const std::vector<Tensor>& inputs, double scale);
+
+// Around a ring: sends message k (rank_input(seed + k, rank, shapes[k], dtypes[k]), tag k) to the next rank,
+// receives the previous rank's in the reverse order of the tags (tags keep the messages apart) and EXPECTs each
+// bitwise, then waits for its sends.
+void expect_ring_with_tags(Communicator& c, uint64_t seed, const std::vector<Shape>& shapes,
+                           const std::vector<DType>& dtypes);
 
 }  // namespace testing
 }  // namespace parallel

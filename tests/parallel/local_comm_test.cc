@@ -16,26 +16,15 @@ namespace parallel {
 namespace {
 
 using tandem::testing::expect_bitwise_equal;
+using tandem::testing::expect_error;
 using tandem::testing::fresh_seed;
 using testing::exact_sum;
+using testing::expect_ring_with_tags;
 using testing::rank_input;
 using testing::rank_order_sum_reference;
 using testing::run_local;
 
 constexpr int kRanks = 4;
-
-// EXPECTs that fn throws E with `part` in its message.
-template <typename E, typename F>
-void expect_error(F fn, const std::string& part) {
-  try {
-    fn();
-    ADD_FAILURE() << "no exception (expected one mentioning '" << part << "')";
-  } catch (const E& e) {
-    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong error type: " << e.what();
-  }
-}
 
 std::vector<Tensor> inputs_of(uint64_t seed, int n, const Shape& shape, DType dtype) {
   std::vector<Tensor> in;
@@ -47,19 +36,7 @@ TEST(LocalSendRecv, ShapesDtypesAndTagsAroundARing) {
   const uint64_t seed = fresh_seed();
   const std::vector<Shape> shapes = {{5}, {2, 3}, {3, 1, 4}, {0}, {1}};
   const std::vector<DType> dtypes = {DType::F32, DType::F64, DType::I64, DType::F16, DType::U8};
-  run_local(kRanks, [&](Worker&, Communicator& c) {
-    const int next = (c.rank() + 1) % kRanks, prev = (c.rank() + kRanks - 1) % kRanks;
-    std::vector<Request> sent;
-    for (size_t k = 0; k < shapes.size(); ++k)
-      sent.push_back(c.isend(rank_input(seed + k, c.rank(), shapes[k], dtypes[k]), next, static_cast<int>(k)));
-    // Received in the reverse order of the tags: tags keep the messages apart.
-    for (size_t k = shapes.size(); k-- > 0;) {
-      Tensor got = zeros(shapes[k], dtypes[k]);
-      c.recv(got, prev, static_cast<int>(k));
-      expect_bitwise_equal(got, rank_input(seed + k, prev, shapes[k], dtypes[k]), "tag " + std::to_string(k));
-    }
-    for (Request& r : sent) r.wait();
-  });
+  run_local(kRanks, [&](Worker&, Communicator& c) { expect_ring_with_tags(c, seed, shapes, dtypes); });
 }
 
 TEST(LocalSendRecv, IsendCompletesOnlyOnceReceived) {

@@ -21,6 +21,7 @@ namespace parallel {
 namespace {
 
 using tandem::testing::expect_bitwise_equal;
+using testing::expect_ring_with_tags;
 using testing::rank_input;
 using testing::rank_order_sum_reference;
 using testing::run_local;
@@ -47,19 +48,8 @@ TEST_F(Mpi, RankAndSize) {
 
 TEST_F(Mpi, SendRecvAroundARingWithTags) {
   const uint64_t seed = shared_seed();
-  Communicator& c = world();
-  const int next = (c.rank() + 1) % kProcesses, prev = (c.rank() + kProcesses - 1) % kProcesses;
-  const std::vector<Shape> shapes = {{5}, {2, 3}, {0}, {3, 1, 4}};
-  const std::vector<DType> dtypes = {DType::F32, DType::I64, DType::F64, DType::BF16};
-  std::vector<Request> sent;
-  for (size_t k = 0; k < shapes.size(); ++k)
-    sent.push_back(c.isend(rank_input(seed + k, c.rank(), shapes[k], dtypes[k]), next, static_cast<int>(k)));
-  for (size_t k = shapes.size(); k-- > 0;) {
-    Tensor got = zeros(shapes[k], dtypes[k]);
-    c.recv(got, prev, static_cast<int>(k));
-    expect_bitwise_equal(got, rank_input(seed + k, prev, shapes[k], dtypes[k]), "tag " + std::to_string(k));
-  }
-  for (Request& r : sent) r.wait();
+  expect_ring_with_tags(world(), seed, {{5}, {2, 3}, {0}, {3, 1, 4}},
+                        {DType::F32, DType::I64, DType::F64, DType::BF16});
 }
 
 TEST_F(Mpi, MismatchedRecvFailsOnTheReceiver) {

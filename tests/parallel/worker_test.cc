@@ -19,14 +19,8 @@ namespace {
 // EXPECTs that make_workers(spec) throws E with `part` in its message.
 template <typename E>
 void expect_spec_error(const std::string& spec, const std::string& part) {
-  try {
-    make_workers(spec);
-    ADD_FAILURE() << "'" << spec << "' was accepted";
-  } catch (const E& e) {
-    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << "'" << spec << "': " << e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "'" << spec << "' threw the wrong error type: " << e.what();
-  }
+  SCOPED_TRACE("spec '" + spec + "'");
+  tandem::testing::expect_error<E>([&] { make_workers(spec); }, part);
 }
 
 TEST(WorkerSpec, CpuThreads) {

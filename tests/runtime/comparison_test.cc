@@ -1,4 +1,5 @@
-// The tests' tensor comparison (tests/testing.h: compare_values, expect_close) fed the errors it exists to catch.
+// The tests' own checks (tests/testing.h: compare_values, expect_close, error_of, expect_error) fed the errors they
+// exist to catch.
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
@@ -6,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "runtime/base/error.h"
 #include "runtime/tensor/ops.h"
 #include "tests/testing.h"
 
@@ -85,6 +87,16 @@ TEST(Comparison, ALengthMismatchIsAnError) { EXPECT_EQ(compare_values({1.0}, {1.
 TEST(Comparison, ExpectCloseChecksShapesAndPassesWithinTolerance) {
   EXPECT_FATAL_FAILURE(expect_close(zeros({2, 3}), zeros({3, 2}), 1.0), "shapes");
   expect_close(from_vector<double>({2.0, -1.0}, {2}), from_vector<double>({2.0, -1.0 + 1e-9}, {2}), 1e-9, "within");
+}
+
+TEST(ExpectedErrors, NoErrorAnotherTypeOrAMissingPartFails) {
+  const auto bad_width = [] { throw ValueError("bad width 3", "w > 0", "layer.cc", 7); };
+  EXPECT_EQ(testing::error_of<ValueError>(bad_width), "bad width 3 [w > 0 failed at layer.cc:7]");
+  testing::expect_error<ValueError>(bad_width, {"bad width", "3", "layer.cc:7"});
+  testing::expect_error<Error>(bad_width, "width");  // a base class catches too
+  EXPECT_NONFATAL_FAILURE(testing::expect_error<ValueError>([] {}, "bad"), "nothing was thrown");
+  EXPECT_NONFATAL_FAILURE(testing::expect_error<ShapeError>(bad_width, "bad"), "threw the wrong type: bad width 3");
+  EXPECT_NONFATAL_FAILURE((testing::expect_error<ValueError>(bad_width, {"bad width", "4"})), "message: bad width 3");
 }
 
 }  // namespace

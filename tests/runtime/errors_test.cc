@@ -13,22 +13,7 @@
 namespace tandem {
 namespace {
 
-// Runs `f`; EXPECTs that it throws E and returns its what().
-template <typename E, typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw the wrong type: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "nothing was thrown";
-  return "";
-}
-
-#define EXPECT_MENTIONS(msg, part) EXPECT_NE((msg).find(part), std::string::npos) << "message: " << (msg)
+using testing::error_of;
 
 TEST(Errors, ShapeMismatchNamesBothShapes) {
   Tensor a = zeros({2, 3}), b = zeros({4});

@@ -16,25 +16,10 @@
 namespace tandem {
 namespace {
 
-// Runs `f`, EXPECTs a ValueError and returns its message.
-template <typename F>
-std::string value_error_of(F&& f) {
-  try {
-    f();
-  } catch (const ValueError& e) {
-    return e.message();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw another type: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "nothing was thrown";
-  return "";
-}
-
-#define EXPECT_MENTIONS(msg, part) EXPECT_NE((msg).find(part), std::string::npos) << "message: " << (msg)
+using testing::error_of;
 
 std::string parse_error_of(const std::string& text) {
-  return value_error_of([&] { parse_json(text); });
+  return error_of<ValueError>([&] { parse_json(text); });
 }
 
 TEST(Json, RefusesWhatTheGrammarDoesNotAllowWithTheByteOfTheFault) {
@@ -95,33 +80,33 @@ TEST(Json, NumbersBeyondADoubleAreRefusedAndIntegersAreExact) {
       "3.0, 1e3, 2.5, 1e300, 9007199254740993.0, -0]");
   EXPECT_EQ(json_int(j[0], "max"), max);  // exact, not rounded through a double
   EXPECT_EQ(json_int(j[1], "min"), min);
-  EXPECT_MENTIONS(value_error_of([&] { json_int(j[2], "2^63"); }),
+  EXPECT_MENTIONS(error_of<ValueError>([&] { json_int(j[2], "2^63"); }),
                   "2^63 should be an integer but is 9223372036854775808");
-  EXPECT_MENTIONS(value_error_of([&] { json_int(j[3], "2^64"); }), "2^64 should be an integer");
+  EXPECT_MENTIONS(error_of<ValueError>([&] { json_int(j[3], "2^64"); }), "2^64 should be an integer");
   EXPECT_EQ(json_number(j[3], "2^64"), 18446744073709551616.0);
   EXPECT_EQ(json_int(j[4], "3.0"), 3);  // integral values written as floats
   EXPECT_EQ(json_int(j[5], "1e3"), 1000);
-  EXPECT_MENTIONS(value_error_of([&] { json_int(j[6], "half"); }), "half should be an integer but is 2.5");
-  EXPECT_MENTIONS(value_error_of([&] { json_int(j[7], "big"); }), "big should be an integer but is 1e+300");
+  EXPECT_MENTIONS(error_of<ValueError>([&] { json_int(j[6], "half"); }), "half should be an integer but is 2.5");
+  EXPECT_MENTIONS(error_of<ValueError>([&] { json_int(j[7], "big"); }), "big should be an integer but is 1e+300");
   // A float beyond 2^53 may have been rounded already: refused rather than trusted.
-  EXPECT_MENTIONS(value_error_of([&] { json_int(j[8], "rounded"); }), "rounded should be an integer");
+  EXPECT_MENTIONS(error_of<ValueError>([&] { json_int(j[8], "rounded"); }), "rounded should be an integer");
   EXPECT_EQ(json_int(j[9], "zero"), 0);
 }
 
 TEST(Json, TypedReadsNameWhatWasExpectedAndWhatWasFound) {
   Json j = parse_json("{\"s\":\"x\",\"n\":1.5,\"a\":[1],\"o\":{},\"b\":true,\"z\":null}");
-  EXPECT_MENTIONS(value_error_of([&] { json_string(json_at(j, "n"), "the name"); }),
+  EXPECT_MENTIONS(error_of<ValueError>([&] { json_string(json_at(j, "n"), "the name"); }),
                   "the name should be a string but is a number");
-  EXPECT_MENTIONS(value_error_of([&] { json_number(json_at(j, "s"), "the rate"); }),
+  EXPECT_MENTIONS(error_of<ValueError>([&] { json_number(json_at(j, "s"), "the rate"); }),
                   "the rate should be a number but is a string");
-  EXPECT_MENTIONS(value_error_of([&] { json_int(json_at(j, "b"), "the count"); }),
+  EXPECT_MENTIONS(error_of<ValueError>([&] { json_int(json_at(j, "b"), "the count"); }),
                   "the count should be an integer but is a boolean");
-  EXPECT_MENTIONS(value_error_of([&] { json_array(json_at(j, "o"), "the list"); }),
+  EXPECT_MENTIONS(error_of<ValueError>([&] { json_array(json_at(j, "o"), "the list"); }),
                   "the list should be an array but is an object");
-  EXPECT_MENTIONS(value_error_of([&] { json_object(json_at(j, "z"), "the table"); }),
+  EXPECT_MENTIONS(error_of<ValueError>([&] { json_object(json_at(j, "z"), "the table"); }),
                   "the table should be an object but is null");
-  EXPECT_MENTIONS(value_error_of([&] { json_at(j, "missing"); }), "missing key 'missing'");
-  EXPECT_MENTIONS(value_error_of([&] { json_at(json_at(j, "a"), "k"); }),
+  EXPECT_MENTIONS(error_of<ValueError>([&] { json_at(j, "missing"); }), "missing key 'missing'");
+  EXPECT_MENTIONS(error_of<ValueError>([&] { json_at(json_at(j, "a"), "k"); }),
                   "JSON value holding 'k' should be an object but is an array");
   EXPECT_EQ(json_string(json_at(j, "s"), "s"), "x");
   EXPECT_EQ(json_number(json_at(j, "n"), "n"), 1.5);
@@ -165,10 +150,10 @@ TEST(Json, RefusesToWriteWhatJsonCannotHold) {
   for (double bad : {std::nan(""), HUGE_VAL, -HUGE_VAL}) {
     Json j = Json::object();
     j["loss"] = Json::array({Json(1.0), Json(bad)});
-    EXPECT_MENTIONS(value_error_of([&] { dump_json(j); }), "JSON cannot hold the number");
+    EXPECT_MENTIONS(error_of<ValueError>([&] { dump_json(j); }), "JSON cannot hold the number");
   }
   Json s = std::string("bad \xff byte");
-  EXPECT_MENTIONS(value_error_of([&] { dump_json(s); }), "cannot write JSON: invalid UTF-8 byte at index 4");
+  EXPECT_MENTIONS(error_of<ValueError>([&] { dump_json(s); }), "cannot write JSON: invalid UTF-8 byte at index 4");
 }
 
 }  // namespace

@@ -28,6 +28,22 @@ struct Screen {
     s.write = [this](const std::string& text) { writes.push_back(text); };
     return s;
   }
+
+  // Plain output that announces its estimate after the first three steps, with no periodic line in between.
+  ProgressSettings announcing() {
+    ProgressSettings s = settings(false);
+    s.announce_after = 3;
+    s.plain_every_s = 1e9;
+    return s;
+  }
+
+  // One step of p ending at each of the given times.
+  void steps_ending_at(Progress& p, std::initializer_list<double> times) {
+    for (double end : times) {
+      t = end;
+      p.step();
+    }
+  }
 };
 
 ProgressTask task(int64_t total, int64_t items, const std::string& label = "train") {
@@ -66,10 +82,7 @@ TEST(ProgressRates, TheWarmUpStepIsLeftOutOnceASecondStepEnded) {
   p.step();
   // One step of 10 s: 0.1 steps/s, 8 images each; 99 steps left take 990 s.
   EXPECT_EQ(p.status(), "train: step 1/100 (1.0%), 0.8 img/s, 10.00 s/step, 0:10 elapsed, ~16:30 left");
-  for (double t : {12.0, 14.0, 16.0, 18.0}) {
-    s.t = t;
-    p.step();
-  }
+  s.steps_ending_at(p, {12.0, 14.0, 16.0, 18.0});
   // Steps 2-5: 4 steps in 8 s, 0.5 steps/s; 95 left take 190 s.
   EXPECT_EQ(p.status(), "train: step 5/100 (5.0%), 4.0 img/s, 2.00 s/step, 0:18 elapsed, ~3:10 left");
   s.t = 19;  // a second into step 6: a second less to go
@@ -141,14 +154,8 @@ TEST(ProgressRates, RandomStepTimesGiveTheMeanRateAfterTheFirst) {
 
 TEST(ProgressAnnounce, TheWholeIsEstimatedOnceAfterTheFirstSteps) {
   Screen s;
-  ProgressSettings settings = s.settings(false);
-  settings.announce_after = 3;
-  settings.plain_every_s = 1e9;
-  Progress p(task(100, 8), settings);
-  for (double t : {10.0, 12.0, 14.0}) {
-    s.t = t;
-    p.step();
-  }
+  Progress p(task(100, 8), s.announcing());
+  s.steps_ending_at(p, {10.0, 12.0, 14.0});
   // 14 s so far, then 97 steps at 0.5 steps/s: 208 s.
   ASSERT_EQ(s.writes.size(), 1u);
   EXPECT_EQ(s.writes[0], "train: about 3:28 for 100 steps (4.0 img/s, 2.00 s/step)\n");
@@ -159,17 +166,11 @@ TEST(ProgressAnnounce, TheWholeIsEstimatedOnceAfterTheFirstSteps) {
 
 TEST(ProgressAnnounce, AResumedRunEstimatesItsOwnSteps) {
   Screen s;
-  ProgressSettings settings = s.settings(false);
-  settings.announce_after = 3;
-  settings.plain_every_s = 1e9;
   ProgressTask k = task(100, 8);
   k.done = 40;
-  Progress p(k, settings);
+  Progress p(k, s.announcing());
   EXPECT_EQ(p.status(), "train: step 40/100 (40.0%), 0:00 elapsed");
-  for (double t : {10.0, 12.0, 14.0}) {
-    s.t = t;
-    p.step();
-  }
+  s.steps_ending_at(p, {10.0, 12.0, 14.0});
   // This run's 60 steps: 14 s, then 57 at 0.5 steps/s.
   ASSERT_EQ(s.writes.size(), 1u);
   EXPECT_EQ(s.writes[0], "train: about 2:08 for 60 steps (4.0 img/s, 2.00 s/step)\n");
@@ -177,10 +178,8 @@ TEST(ProgressAnnounce, AResumedRunEstimatesItsOwnSteps) {
 
 TEST(ProgressAnnounce, FastStepsWaitForTheTimeToo) {
   Screen s;
-  ProgressSettings settings = s.settings(false);
-  settings.announce_after = 3;
+  ProgressSettings settings = s.announcing();
   settings.announce_after_s = 2;
-  settings.plain_every_s = 1e9;
   Progress p(task(1000, 0), settings);
   for (int i = 1; i <= 19; ++i) {
     s.t = 0.1 * i;
@@ -196,14 +195,8 @@ TEST(ProgressAnnounce, FastStepsWaitForTheTimeToo) {
 
 TEST(ProgressAnnounce, ARunNoLongerThanTheFirstStepsSaysNothing) {
   Screen s;
-  ProgressSettings settings = s.settings(false);
-  settings.announce_after = 3;
-  settings.plain_every_s = 1e9;
-  Progress p(task(3, 8), settings);
-  for (double t : {1.0, 2.0, 3.0}) {
-    s.t = t;
-    p.step();
-  }
+  Progress p(task(3, 8), s.announcing());
+  s.steps_ending_at(p, {1.0, 2.0, 3.0});
   EXPECT_TRUE(s.writes.empty());
 }
 
@@ -253,10 +246,7 @@ TEST(ProgressTerminal, TheEstimateGoesAboveTheLiveLine) {
   ProgressSettings settings = s.settings(true);
   settings.announce_after = 3;
   Progress p(task(100, 8), settings);
-  for (double t : {10.0, 12.0, 14.0}) {
-    s.t = t;
-    p.step();
-  }
+  s.steps_ending_at(p, {10.0, 12.0, 14.0});
   const size_t n = s.writes.size();
   ASSERT_GE(n, 3u);
   EXPECT_EQ(s.writes[n - 3], "\r\033[K");
