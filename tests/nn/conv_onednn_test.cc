@@ -3,6 +3,9 @@
 // reference, on fresh random inputs; that it really ran; and that its results do not depend on the thread count.
 #include <gtest/gtest.h>
 
+#include <utility>
+#include <vector>
+
 #include "kernels/cpu/nn/conv_gemm.h"
 #include "kernels/cpu/nn/conv_onednn.h"
 #include "runtime/base/config.h"
@@ -70,21 +73,42 @@ std::vector<Tensor> run(const Case& k, const Tensor& x, const Tensor& w, const T
   return out;
 }
 
+// Fresh random f32 inputs of a case: x, w, b and the output's weights r of L = sum(conv2d(x, w, b) * r).
+struct Inputs {
+  Tensor x, w, b, r;
+};
+Inputs random_inputs(const Case& k) {
+  Generator gen(testing::fresh_seed());
+  Inputs in;
+  in.x = randn({k.n, k.c, k.h, k.w}, gen, DType::F32);
+  in.w = randn({k.o, k.c / k.groups, k.k, k.k}, gen, DType::F32);
+  in.b = randn({k.o}, gen, DType::F32);
+  in.r = randn(conv2d(in.x, in.w, Tensor(), options(k)).shape(), gen, DType::F32);
+  return in;
+}
+
+// fn's results at 1 and at 3 intra-op threads.
+template <typename Fn>
+std::pair<std::vector<Tensor>, std::vector<Tensor>> at_one_and_three_threads(Fn fn) {
+  const int threads = intra_op_threads();
+  set_intra_op_threads(1);
+  auto one = fn();
+  set_intra_op_threads(3);
+  auto three = fn();
+  set_intra_op_threads(threads);
+  return {one, three};
+}
+
 // Both paths f32 against an f64 run of the plain kernels: oneDNN within f32 rounding of it, as the plain
 // f32 kernels are.
 TEST(Conv2dOneDnn, MatchesPlainKernelsAndF64) {
   const char* names[] = {"y", "dx", "dw", "db"};
   for (const Case& k : cases()) {
     SCOPED_TRACE(k.what);
-    Generator gen(testing::fresh_seed());
-    Tensor x = randn({k.n, k.c, k.h, k.w}, gen, DType::F32);
-    Tensor w = randn({k.o, k.c / k.groups, k.k, k.k}, gen, DType::F32);
-    Tensor b = randn({k.o}, gen, DType::F32);
-    Tensor y_shape = conv2d(x, w, Tensor(), options(k));
-    Tensor r = randn(y_shape.shape(), gen, DType::F32);
-    auto lib = run(k, x, w, b, r, true);
-    auto plain = run(k, x, w, b, r, false);
-    auto exact = run(k, x.to(DType::F64), w.to(DType::F64), b.to(DType::F64), r.to(DType::F64), false);
+    const Inputs in = random_inputs(k);
+    auto lib = run(k, in.x, in.w, in.b, in.r, true);
+    auto plain = run(k, in.x, in.w, in.b, in.r, false);
+    auto exact = run(k, in.x.to(DType::F64), in.w.to(DType::F64), in.b.to(DType::F64), in.r.to(DType::F64), false);
     for (size_t i = 0; i < lib.size(); ++i) {
       Tensor want = exact[i].to(DType::F32);
       testing::expect_close(lib[i], want, 2e-5, std::string("oneDNN ") + names[i]);
@@ -216,12 +240,7 @@ TEST(Conv2dGemm, MatchesF64InEveryChunking) {
         cpu::conv_gemm_backward_weight(g, x.data<float>(), dy.data<float>(), dw.data<float>(), chunk);
         return std::vector<Tensor>{y, dx, dw};
       };
-      const int threads = intra_op_threads();
-      set_intra_op_threads(1);
-      auto one = run();
-      set_intra_op_threads(3);
-      auto three = run();
-      set_intra_op_threads(threads);
+      auto [one, three] = at_one_and_three_threads(run);
       const Tensor want[] = {y64.detach(), x64.grad(), w64.grad()};
       for (int i = 0; i < 3; ++i) {
         testing::expect_close(one[i], want[i].to(DType::F32), 2e-5, std::to_string(i));
@@ -248,17 +267,8 @@ TEST(Conv2dGemm, ToleranceCatchesALostChunk) {
 TEST(Conv2dOneDnn, ResultsDoNotDependOnThreadCount) {
   for (const Case& k : cases()) {
     SCOPED_TRACE(k.what);
-    Generator gen(testing::fresh_seed());
-    Tensor x = randn({k.n, k.c, k.h, k.w}, gen, DType::F32);
-    Tensor w = randn({k.o, k.c / k.groups, k.k, k.k}, gen, DType::F32);
-    Tensor b = randn({k.o}, gen, DType::F32);
-    Tensor r = randn(conv2d(x, w, Tensor(), options(k)).shape(), gen, DType::F32);
-    const int threads = intra_op_threads();
-    set_intra_op_threads(1);
-    auto one = run(k, x, w, b, r, true);
-    set_intra_op_threads(3);
-    auto three = run(k, x, w, b, r, true);
-    set_intra_op_threads(threads);
+    const Inputs in = random_inputs(k);
+    auto [one, three] = at_one_and_three_threads([&] { return run(k, in.x, in.w, in.b, in.r, true); });
     for (size_t i = 0; i < one.size(); ++i) testing::expect_bitwise_equal(one[i], three[i], std::to_string(i));
   }
 }
