@@ -162,12 +162,14 @@ TD_HOST_DEVICE double normal_at(const Block& b, int word) {
   return (word & 1) ? odd : even;
 }
 
-// Word w of block b as a value of T: normal(mean a, std b_) or uniform in [a, b_). The CPU and CUDA random
-// kernels both call this, so they agree bit for bit.
+// A standard normal z as a value of T with mean a and standard deviation b_.
 template <typename T>
 TD_HOST_DEVICE T normal_value(double z, double a, double b_) {
   return static_cast<T>(dadd(a, dmul(b_, z)));
 }
+
+// Word w of block b as a value of T: normal(mean a, std b_) or uniform in [a, b_). The CUDA random kernel calls
+// this, the CPU's sample_block below (same bits), so the two agree bit for bit.
 template <typename T>
 TD_HOST_DEVICE T sample(const Block& b, int w, bool normal, double a, double b_) {
   if (normal) return normal_value<T>(normal_at(b, w), a, b_);
