@@ -11,8 +11,6 @@ namespace tandem {
 namespace testing {
 
 namespace {
-using TV = std::vector<Tensor>;
-using HV = std::vector<HostTensor>;
 
 struct ConvShape {
   const char* name;

@@ -13,8 +13,6 @@ namespace tandem {
 namespace testing {
 
 namespace {
-using TV = std::vector<Tensor>;
-using HV = std::vector<HostTensor>;
 
 struct PoolShape {
   const char* name;
