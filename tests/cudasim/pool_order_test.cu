@@ -31,6 +31,12 @@ __global__ void copy_kernel(const float* in, float* out, int n) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = in[i];
 }
 
+// A fresh random number of floats (1 to 1000) for a test's pool block.
+int random_count() {
+  std::mt19937_64 g = rng();
+  return std::uniform_int_distribution<int>(1, 1000)(g);
+}
+
 // A stream held behind a gate: its work waits for an event of a stream that runs a kernel spinning on a flag.
 class Gate {
  public:
@@ -118,8 +124,7 @@ std::string use_before_allocation(int device, bool ordered, int n, std::vector<f
 }
 
 TEST(SimPoolOrder, WorkOnAnotherStreamBeforeTheAllocationRanFaults) {
-  std::mt19937_64 g = rng();
-  const int n = std::uniform_int_distribution<int>(1, 1000)(g);
+  const int n = random_count();
   std::vector<float> unused;
   const std::string text = use_before_allocation(fresh_fault_device(), false, n, &unused);
   expect_parts(text, {"cudaErrorIllegalAddress", "kernel fill_kernel", "pool block",
@@ -128,8 +133,7 @@ TEST(SimPoolOrder, WorkOnAnotherStreamBeforeTheAllocationRanFaults) {
 }
 
 TEST(SimPoolOrder, WorkOrderedAfterTheAllocationByAnEventRunsClean) {
-  std::mt19937_64 g = rng();
-  const int n = std::uniform_int_distribution<int>(1, 1000)(g);
+  const int n = random_count();
   std::vector<float> values;
   EXPECT_EQ(use_before_allocation(0, true, n, &values), "ok");
   EXPECT_EQ(values, std::vector<float>(static_cast<size_t>(n), 3.5f));
@@ -158,8 +162,7 @@ std::string use_after_free(int device, bool ordered, int n, std::vector<float>* 
 }
 
 TEST(SimPoolOrder, WorkOnAnotherStreamAfterTheFreeRanFaults) {
-  std::mt19937_64 g = rng();
-  const int n = std::uniform_int_distribution<int>(1, 1000)(g);
+  const int n = random_count();
   std::vector<float> unused;
   const std::string text = use_after_free(fresh_fault_device(), false, n, &unused);
   expect_parts(text, {"cudaErrorIllegalAddress", "kernel copy_kernel", "pool block", "cudaFreeAsync on stream",
@@ -167,8 +170,7 @@ TEST(SimPoolOrder, WorkOnAnotherStreamAfterTheFreeRanFaults) {
 }
 
 TEST(SimPoolOrder, AFreeOrderedAfterTheLastUseRunsClean) {
-  std::mt19937_64 g = rng();
-  const int n = std::uniform_int_distribution<int>(1, 1000)(g);
+  const int n = random_count();
   std::vector<float> values;
   EXPECT_EQ(use_after_free(0, true, n, &values), "ok");
   EXPECT_EQ(values, std::vector<float>(static_cast<size_t>(n), -2.f));

@@ -23,31 +23,23 @@ namespace parallel {
 namespace cyclic {
 namespace {
 
-using models::Conv2dSpec;
-
-Conv2dSpec conv(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t padding, int64_t groups, bool bias) {
-  Conv2dSpec s;
-  s.in_channels = in, s.out_channels = out, s.kernel = k, s.stride = stride, s.padding = padding, s.groups = groups;
-  s.bias = bias;
-  return s;
-}
-
 // stem conv (bias) - bn - relu - layer {Residual with a 1x1 shortcut, BasicBlock with a downsample} - depthwise
 // conv - max pool - global average pool - linear (bias), on [1, 3, 8, 8].
 std::shared_ptr<models::Sequential> small_model(Generator& gen) {
   using namespace models;
   auto body = std::make_shared<Sequential>();
-  body->add(std::make_shared<Conv2d>(conv(4, 4, 3, 1, 1, 1, false), gen));
+  body->add(std::make_shared<Conv2d>(Conv2dSpec{4, 4, 3, 1, 1, 1, 1, false}, gen));
   body->add(std::make_shared<BatchNorm2d>(4));
   auto layer = std::make_shared<Sequential>();
-  layer->add(std::make_shared<Residual>(body, std::make_shared<Conv2d>(conv(4, 4, 1, 1, 0, 1, false), gen), true));
+  layer->add(
+      std::make_shared<Residual>(body, std::make_shared<Conv2d>(Conv2dSpec{4, 4, 1, 1, 0, 1, 1, false}, gen), true));
   layer->add(std::make_shared<BasicBlock>(4, 8, 2, false, gen));
   auto m = std::make_shared<Sequential>();
-  m->add("stem", std::make_shared<Conv2d>(conv(3, 4, 3, 1, 1, 1, true), gen));
+  m->add("stem", std::make_shared<Conv2d>(Conv2dSpec{3, 4, 3, 1, 1, 1, 1, true}, gen));
   m->add("bn", std::make_shared<BatchNorm2d>(4));
   m->add("relu", std::make_shared<ReLU>());
   m->add("layer", layer);
-  m->add("dw", std::make_shared<Conv2d>(conv(8, 8, 3, 1, 1, 8, false), gen));
+  m->add("dw", std::make_shared<Conv2d>(Conv2dSpec{8, 8, 3, 1, 1, 1, 8, false}, gen));
   m->add("pool", std::make_shared<MaxPool2d>(2, 2));
   m->add("gap", std::make_shared<GlobalAvgPool>());
   m->add("fc", std::make_shared<Linear>(8, 10, true, gen));

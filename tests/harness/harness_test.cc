@@ -14,9 +14,6 @@ namespace tandem {
 namespace testing {
 namespace {
 
-using TV = std::vector<Tensor>;
-using HV = std::vector<HostTensor>;
-
 // x * 1.01 - detach(x) * 0.01: the identity forward (to rounding), with a gradient 1.01 times too large.
 Tensor scaled_backward(const Tensor& x) { return add(mul(x, 1.01), mul(x.detach(), -0.01)); }
 

@@ -53,10 +53,13 @@ InputSpec float_in(Shape shape, Sampler sample = normal_values(), bool grad = tr
 InputSpec index_in(Shape shape, int64_t bound);
 InputSpec mask_in(Shape shape);
 
+// The tensor lists ops and references take and return (short, for the case lists' lambdas).
+using TV = std::vector<Tensor>;
+using HV = std::vector<HostTensor>;
 // Runs the op under test on `in` (float inputs of dtype `dtype`); returns all its outputs.
-using OpFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& in, DType dtype)>;
+using OpFn = std::function<TV(const TV& in, DType dtype)>;
 // The expected outputs from the inputs' values (floats exactly as the op sees them).
-using RefFn = std::function<std::vector<HostTensor>(const std::vector<HostTensor>& in)>;
+using RefFn = std::function<HV(const HV& in)>;
 
 struct OpCase {
   std::string name;  // the test name: letters, digits and underscores

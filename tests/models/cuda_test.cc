@@ -19,7 +19,6 @@
 #include "runtime/base/error.h"
 #include "runtime/optim/optim.h"
 #include "runtime/tensor/ops.h"
-#include "tests/models/conv_specs.h"
 #include "tests/testing.h"
 #include "tools/train/trainer.h"
 
@@ -85,9 +84,9 @@ void expect_cuda_matches_cpu(const std::function<ModulePtr(Generator&)>& build, 
 
 TEST(CudaModels, LayersMatchCpu) {
   TD_REQUIRE_GPU();
-  for (const Conv2dSpec& s : {conv_spec_of(3, 8, 3, 1, 1, 1, 1, false), conv_spec_of(8, 16, 3, 2, 1, 1, 1, true),
-                              conv_spec_of(6, 6, 3, 1, 2, 2, 1, false), conv_spec_of(8, 8, 5, 2, 2, 1, 8, false),
-                              conv_spec_of(8, 12, 1, 1, 0, 1, 4, true), conv_spec_of(3, 8, 7, 2, 3, 1, 1, false)})
+  for (const Conv2dSpec& s : {Conv2dSpec{3, 8, 3, 1, 1, 1, 1, false}, Conv2dSpec{8, 16, 3, 2, 1, 1, 1, true},
+                              Conv2dSpec{6, 6, 3, 1, 2, 2, 1, false}, Conv2dSpec{8, 8, 5, 2, 2, 1, 8, false},
+                              Conv2dSpec{8, 12, 1, 1, 0, 1, 4, true}, Conv2dSpec{3, 8, 7, 2, 3, 1, 1, false}})
     expect_cuda_matches_cpu([&](Generator& g) { return std::make_shared<Conv2d>(s, g); }, {4, s.in_channels, 11, 10},
                             true, "conv " + std::to_string(s.kernel));
   for (bool training : {true, false})
@@ -106,7 +105,7 @@ TEST(CudaModels, LayersMatchCpu) {
   expect_cuda_matches_cpu(
       [](Generator& g) {
         auto seq = std::make_shared<Sequential>();
-        seq->add(std::make_shared<Residual>(std::make_shared<Conv2d>(conv_spec_of(3, 3, 3, 1, 1, 1, 1, false), g),
+        seq->add(std::make_shared<Residual>(std::make_shared<Conv2d>(Conv2dSpec{3, 3, 3, 1, 1, 1, 1, false}, g),
                                             nullptr, true));
         seq->add(std::make_shared<ReLU>());
         seq->add(std::make_shared<Identity>());

@@ -3,7 +3,6 @@
 // the uninterrupted run's losses bit for bit.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -14,6 +13,7 @@
 #include "runtime/formats/safetensors.h"
 #include "runtime/tensor/ops.h"
 #include "runtime/tensor/rng.h"
+#include "tests/models/resume_check.h"
 #include "tests/testing.h"
 #include "tools/train/trainer.h"
 
@@ -70,12 +70,6 @@ TEST(GpuCheckpoint, SafetensorsOfDeviceTensorsReadBackBitwise) {
   }
 }
 
-std::vector<double> all_losses(const std::vector<train::EpochResult>& r) {
-  std::vector<double> out;
-  for (const auto& e : r) out.insert(out.end(), e.step_losses.begin(), e.step_losses.end());
-  return out;
-}
-
 // As Train.ResumeReproducesTheUninterruptedRunBitwise on the CPU (augmentation, momentum, a warm-up + cosine
 // schedule), smaller: a ResNet-18 of width 4 (simulated kernels are slow, and MobileNetV2's many small layers
 // take 1.6 s a step; its dropout state is checked on the CPU), 2 epochs of 4 steps. Deterministic mode keeps
@@ -95,38 +89,23 @@ TEST(GpuTrain, ResumeReproducesTheUninterruptedRunBitwise) {
   o.seed = tandem::testing::fresh_seed() % 1000;
   o.log_every = 0;
   o.evaluate = false;
-  std::ostringstream log;
-  const std::vector<double> straight = all_losses(train::Trainer(o, log).run());
-  ASSERT_EQ(straight.size(), 8u);
-
-  train::TrainOptions part = o;
-  part.checkpoint = ::testing::TempDir() + "gpu_train_resume.safetensors";
-  part.stop_after = 1;
-  std::vector<double> resumed = all_losses(train::Trainer(part, log).run());
+  const std::string checkpoint = ::testing::TempDir() + "gpu_train_resume.safetensors";
   // The checkpoint, written from the GPU model, loads into a GPU and a CPU model alike.
-  auto spec = models::parse_model_spec(o.model);
-  spec.second.in_channels = 3;
-  auto on_gpu = models::make_model(spec.first, spec.second), on_cpu = models::make_model(spec.first, spec.second);
-  on_gpu->to(Device::cuda(0));
-  models::load_weights(part.checkpoint, *on_gpu);
-  models::load_weights(part.checkpoint, *on_cpu);
-  auto sg = on_gpu->state_dict(), sc = on_cpu->state_dict();
-  ASSERT_EQ(sg.size(), sc.size());
-  for (size_t i = 0; i < sg.size(); ++i) {
-    EXPECT_TRUE(sg[i].second.device().is_cuda()) << sg[i].first;
-    expect_bitwise_equal(sg[i].second, sc[i].second, sg[i].first);
-  }
-
-  part.stop_after = 0;
-  part.resume = part.checkpoint;
-  part.checkpoint.clear();
-  train::Trainer second(part, log);
-  EXPECT_EQ(second.first_epoch(), 1);
-  const std::vector<double> rest = all_losses(second.run());
-  resumed.insert(resumed.end(), rest.begin(), rest.end());
-  ASSERT_EQ(resumed.size(), straight.size());
-  for (size_t i = 0; i < straight.size(); ++i) EXPECT_EQ(resumed[i], straight[i]) << "step " << i;
-  for (double l : straight) EXPECT_TRUE(std::isfinite(l)) << "the run diverged: the comparison means nothing";
+  const auto loads_on_both = [&] {
+    auto spec = models::parse_model_spec(o.model);
+    spec.second.in_channels = 3;
+    auto on_gpu = models::make_model(spec.first, spec.second), on_cpu = models::make_model(spec.first, spec.second);
+    on_gpu->to(Device::cuda(0));
+    models::load_weights(checkpoint, *on_gpu);
+    models::load_weights(checkpoint, *on_cpu);
+    auto sg = on_gpu->state_dict(), sc = on_cpu->state_dict();
+    ASSERT_EQ(sg.size(), sc.size());
+    for (size_t i = 0; i < sg.size(); ++i) {
+      EXPECT_TRUE(sg[i].second.device().is_cuda()) << sg[i].first;
+      expect_bitwise_equal(sg[i].second, sc[i].second, sg[i].first);
+    }
+  };
+  tandem::testing::expect_resume_repeats_run(o, checkpoint, 8, loads_on_both);
 }
 
 }  // namespace

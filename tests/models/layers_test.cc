@@ -11,7 +11,6 @@
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
 #include "tests/harness/module_gradients.h"
-#include "tests/models/conv_specs.h"
 #include "tests/testing.h"
 
 namespace tandem {
@@ -51,12 +50,12 @@ std::vector<double> conv_reference(const Tensor& x, const Tensor& w, const Tenso
 }
 
 const Conv2dSpec kConvCases[] = {
-    conv_spec_of(3, 4, 3, 1, 1, 1, 1, false),  // plain "same"
-    conv_spec_of(4, 6, 3, 2, 1, 1, 1, true),   // strided, bias
-    conv_spec_of(2, 3, 3, 1, 2, 2, 1, false),  // dilated
-    conv_spec_of(4, 6, 1, 1, 0, 1, 2, true),   // grouped 1x1
-    conv_spec_of(4, 4, 5, 2, 2, 1, 4, false),  // depthwise 5x5 stride 2
-    conv_spec_of(3, 5, 7, 2, 3, 1, 1, false),  // ImageNet-stem-like
+    Conv2dSpec{3, 4, 3, 1, 1, 1, 1, false},  // plain "same"
+    Conv2dSpec{4, 6, 3, 2, 1, 1, 1, true},   // strided, bias
+    Conv2dSpec{2, 3, 3, 1, 2, 2, 1, false},  // dilated
+    Conv2dSpec{4, 6, 1, 1, 0, 1, 2, true},   // grouped 1x1
+    Conv2dSpec{4, 4, 5, 2, 2, 1, 4, false},  // depthwise 5x5 stride 2
+    Conv2dSpec{3, 5, 7, 2, 3, 1, 1, false},  // ImageNet-stem-like
 };
 
 TEST(Conv2d, MatchesReferenceAndShape) {
@@ -85,16 +84,16 @@ TEST(Conv2d, Gradients) {
 
 TEST(Conv2d, RefusesBadSpecsAndInputs) {
   Generator gen(fresh_seed());
-  EXPECT_THROW(Conv2d(conv_spec_of(3, 4, 3, 1, 1, 1, 2, false), gen), ValueError);  // groups do not divide 3
-  EXPECT_THROW(Conv2d(conv_spec_of(0, 4, 3, 1, 1, 1, 1, false), gen), ValueError);
-  Conv2d conv(conv_spec_of(3, 4, 5, 1, 0, 1, 1, false), gen);
+  EXPECT_THROW(Conv2d(Conv2dSpec{3, 4, 3, 1, 1, 1, 2, false}, gen), ValueError);  // groups do not divide 3
+  EXPECT_THROW(Conv2d(Conv2dSpec{0, 4, 3, 1, 1, 1, 1, false}, gen), ValueError);
+  Conv2d conv(Conv2dSpec{3, 4, 5, 1, 0, 1, 1, false}, gen);
   EXPECT_THROW(conv.output_shape({1, 3, 4, 4}), ShapeError);  // smaller than the kernel
   EXPECT_THROW(conv.output_shape({1, 2, 8, 8}), ShapeError);
 }
 
 TEST(Init, DefaultAndKaimingStatistics) {
   Generator gen(fresh_seed());
-  Conv2d conv(conv_spec_of(64, 64, 3, 1, 1, 1, 1, true), gen);
+  Conv2d conv(Conv2dSpec{64, 64, 3, 1, 1, 1, 1, true}, gen);
   double bound = 1.0 / std::sqrt(64.0 * 9.0);
   // The weights are float32: a draw just under the bound may round to float(bound), which lies above it.
   const double bound_f32 = static_cast<float>(bound);
@@ -342,15 +341,15 @@ TEST(Dropout, ScalesKeptValuesAndRepeatsWithItsGenerator) {
 
 TEST(Residual, AddsTheShortcut) {
   Generator gen(fresh_seed());
-  auto body = std::make_shared<Conv2d>(conv_spec_of(3, 3, 3, 1, 1, 1, 1, false), gen);
+  auto body = std::make_shared<Conv2d>(Conv2dSpec{3, 3, 3, 1, 1, 1, 1, false}, gen);
   Residual res(body, nullptr, true);
   Tensor x = randn({2, 3, 4, 4}, gen);
   Tensor expected = relu(add(body->forward(x), x));
   tandem::testing::expect_bitwise_equal(res.forward(x), expected, "residual");
-  auto proj = std::make_shared<Conv2d>(conv_spec_of(3, 5, 1, 2, 0, 1, 1, false), gen);
-  Residual bad(std::make_shared<Conv2d>(conv_spec_of(3, 5, 3, 1, 1, 1, 1, false), gen), proj);
+  auto proj = std::make_shared<Conv2d>(Conv2dSpec{3, 5, 1, 2, 0, 1, 1, false}, gen);
+  Residual bad(std::make_shared<Conv2d>(Conv2dSpec{3, 5, 3, 1, 1, 1, 1, false}, gen), proj);
   EXPECT_THROW(bad.output_shape({2, 3, 4, 4}), ShapeError);
-  Residual good(std::make_shared<Conv2d>(conv_spec_of(3, 5, 3, 2, 1, 1, 1, false), gen), proj);
+  Residual good(std::make_shared<Conv2d>(Conv2dSpec{3, 5, 3, 2, 1, 1, 1, false}, gen), proj);
   EXPECT_EQ(good.output_shape({2, 3, 4, 4}), (Shape{2, 5, 2, 2}));
   good.to(DType::F64);
   expect_module_gradients(good, randn({2, 3, 4, 4}, gen), fresh_seed());
@@ -361,7 +360,7 @@ TEST(Residual, AddsTheShortcut) {
 TEST(Sequential, ChainsAndDifferentiates) {
   Generator gen(fresh_seed());
   Sequential seq;
-  seq.add(std::make_shared<Conv2d>(conv_spec_of(2, 4, 3, 2, 1, 1, 1, false), gen));
+  seq.add(std::make_shared<Conv2d>(Conv2dSpec{2, 4, 3, 2, 1, 1, 1, false}, gen));
   seq.add(std::make_shared<BatchNorm2d>(4));
   seq.add(std::make_shared<ReLU6>());
   seq.add(std::make_shared<GlobalAvgPool>());

@@ -5,18 +5,13 @@
 #include <sstream>
 
 #include "runtime/base/error.h"
+#include "tests/models/resume_check.h"
 #include "tests/testing.h"
 #include "tools/train/trainer.h"
 
 namespace tandem {
 namespace train {
 namespace {
-
-std::vector<double> all_losses(const std::vector<EpochResult>& r) {
-  std::vector<double> out;
-  for (const auto& e : r) out.insert(out.end(), e.step_losses.begin(), e.step_losses.end());
-  return out;
-}
 
 TEST(Train, ResNet18LearnsSyntheticData) {
   TrainOptions o;
@@ -62,29 +57,17 @@ TEST(Train, ResumeReproducesTheUninterruptedRunBitwise) {
   o.device = "cpu";
   o.log_every = 0;
   o.evaluate = false;
-  std::ostringstream log;
-  std::vector<double> straight = all_losses(Trainer(o, log).run());
-  ASSERT_EQ(straight.size(), 18u);
-
-  TrainOptions part = o;
-  part.checkpoint = ::testing::TempDir() + "train_resume.safetensors";
-  part.stop_after = 1;
-  std::vector<double> resumed = all_losses(Trainer(part, log).run());
-  part.stop_after = 0;
-  part.resume = part.checkpoint;
-  part.checkpoint.clear();
-  Trainer second(part, log);
-  EXPECT_EQ(second.first_epoch(), 1);
-  std::vector<double> rest = all_losses(second.run());
-  resumed.insert(resumed.end(), rest.begin(), rest.end());
-  ASSERT_EQ(resumed.size(), straight.size());
-  for (size_t i = 0; i < straight.size(); ++i) EXPECT_EQ(resumed[i], straight[i]) << "step " << i;
+  const std::string checkpoint = ::testing::TempDir() + "train_resume.safetensors";
+  ASSERT_NO_FATAL_FAILURE(tandem::testing::expect_resume_repeats_run(o, checkpoint, 18));
 
   // Resuming with other settings is refused.
-  TrainOptions wrong = part;
+  std::ostringstream log;
+  TrainOptions resume = o;
+  resume.resume = checkpoint;
+  TrainOptions wrong = resume;
   wrong.optimizer = "adam";
   EXPECT_THROW(Trainer(wrong, log), ValueError);
-  wrong = part;
+  wrong = resume;
   wrong.batch = 8;
   EXPECT_THROW(Trainer(wrong, log), ValueError);
 }

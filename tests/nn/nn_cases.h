@@ -14,9 +14,6 @@ std::vector<OpCase> pool_cases();            // max/avg pooling (padding, ceil_m
 std::vector<OpCase> batch_norm_cases();      // training (with the running statistics' update) and evaluation
 std::vector<OpCase> dropout_format_cases();  // dropout against the Philox mask; memory-format conversions
 
-// Pooling options in one call (kernel, stride, padding; ceil_mode, count_include_pad).
-Pool2dOptions pool_options(int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw, bool ceil,
-                           bool include);
 // Whether dropout keeps element i: value i of the Philox stream (seed, first counter), 32-bit uniform, is >= p.
 bool philox_kept(uint64_t seed, uint64_t counter, int64_t i, double p);
 

@@ -12,8 +12,6 @@ namespace tandem {
 namespace testing {
 
 namespace {
-using TV = std::vector<Tensor>;
-using HV = std::vector<HostTensor>;
 
 struct Stats {
   std::vector<double> mean, var;  // biased variance

@@ -11,8 +11,6 @@ namespace tandem {
 namespace testing {
 
 namespace {
-using TV = std::vector<Tensor>;
-using HV = std::vector<HostTensor>;
 
 struct ConvShape {
   const char* name;
@@ -21,30 +19,18 @@ struct ConvShape {
   bool bias;
 };
 
-Conv2dOptions options(int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw, int64_t groups) {
-  Conv2dOptions o;
-  o.stride_h = sh;
-  o.stride_w = sw;
-  o.pad_h = ph;
-  o.pad_w = pw;
-  o.dilation_h = dh;
-  o.dilation_w = dw;
-  o.groups = groups;
-  return o;
-}
-
 std::vector<ConvShape> shapes() {
   return {
-      {"3x3_padding", 2, 3, 7, 6, 4, 3, 3, options(1, 1, 1, 1, 1, 1, 1), true},
-      {"stride_rect_kernel", 2, 4, 9, 8, 6, 3, 2, options(2, 1, 0, 1, 1, 1, 1), false},
-      {"dilation", 1, 2, 9, 9, 3, 3, 3, options(1, 1, 2, 2, 2, 2, 1), true},
-      {"groups", 2, 4, 6, 5, 6, 3, 3, options(1, 2, 1, 0, 1, 1, 2), true},
-      {"depthwise", 2, 4, 7, 7, 4, 3, 3, options(2, 2, 1, 1, 1, 1, 4), true},
-      {"depthwise_x2_dilation", 2, 3, 6, 6, 6, 3, 3, options(1, 1, 1, 1, 2, 1, 3), false},
-      {"one_input_channel", 2, 1, 8, 7, 5, 3, 3, options(1, 1, 1, 1, 1, 1, 1), true},
-      {"pointwise_batched", 3, 8, 5, 5, 6, 1, 1, options(1, 1, 0, 0, 1, 1, 1), true},
-      {"pointwise_one_image_per_gemm", 1, 3, 33, 32, 2, 1, 1, options(1, 1, 0, 0, 1, 1, 1), false},
-      {"more_chunks_than_weight_slots", 10, 2, 33, 33, 3, 3, 3, options(1, 1, 1, 1, 1, 1, 1), true},
+      {"3x3_padding", 2, 3, 7, 6, 4, 3, 3, Conv2dOptions{1, 1, 1, 1, 1, 1, 1}, true},
+      {"stride_rect_kernel", 2, 4, 9, 8, 6, 3, 2, Conv2dOptions{2, 1, 0, 1, 1, 1, 1}, false},
+      {"dilation", 1, 2, 9, 9, 3, 3, 3, Conv2dOptions{1, 1, 2, 2, 2, 2, 1}, true},
+      {"groups", 2, 4, 6, 5, 6, 3, 3, Conv2dOptions{1, 2, 1, 0, 1, 1, 2}, true},
+      {"depthwise", 2, 4, 7, 7, 4, 3, 3, Conv2dOptions{2, 2, 1, 1, 1, 1, 4}, true},
+      {"depthwise_x2_dilation", 2, 3, 6, 6, 6, 3, 3, Conv2dOptions{1, 1, 1, 1, 2, 1, 3}, false},
+      {"one_input_channel", 2, 1, 8, 7, 5, 3, 3, Conv2dOptions{1, 1, 1, 1, 1, 1, 1}, true},
+      {"pointwise_batched", 3, 8, 5, 5, 6, 1, 1, Conv2dOptions{1, 1, 0, 0, 1, 1, 1}, true},
+      {"pointwise_one_image_per_gemm", 1, 3, 33, 32, 2, 1, 1, Conv2dOptions{1, 1, 0, 0, 1, 1, 1}, false},
+      {"more_chunks_than_weight_slots", 10, 2, 33, 33, 3, 3, 3, Conv2dOptions{1, 1, 1, 1, 1, 1, 1}, true},
   };
 }
 

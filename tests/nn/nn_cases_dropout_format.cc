@@ -9,11 +9,6 @@
 namespace tandem {
 namespace testing {
 
-namespace {
-using TV = std::vector<Tensor>;
-using HV = std::vector<HostTensor>;
-}  // namespace
-
 bool philox_kept(uint64_t seed, uint64_t counter, int64_t i, double p) {
   philox::Block b = philox::generate(seed, counter + static_cast<uint64_t>(i / 4));
   return philox::uniform32(b.x[i % 4]) >= p;

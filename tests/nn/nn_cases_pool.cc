@@ -13,8 +13,6 @@ namespace tandem {
 namespace testing {
 
 namespace {
-using TV = std::vector<Tensor>;
-using HV = std::vector<HostTensor>;
 
 struct PoolShape {
   const char* name;
@@ -25,14 +23,14 @@ struct PoolShape {
 
 std::vector<PoolShape> shapes() {
   return {
-      {"2x2", 6, 7, pool_options(2, 2, 2, 2, 0, 0, false, true), 3, 3},
-      {"3x3_pad", 7, 7, pool_options(3, 3, 2, 2, 1, 1, false, true), 4, 4},
-      {"3x3_pad_exclude", 7, 7, pool_options(3, 3, 2, 2, 1, 1, false, false), 4, 4},
-      {"ceil_window_in_padding", 6, 6, pool_options(3, 3, 2, 2, 1, 1, true, true), 4, 4},
-      {"ceil_window_past_input", 5, 5, pool_options(2, 2, 2, 2, 1, 1, true, false), 3, 3},
-      {"ceil_clipped", 7, 8, pool_options(3, 3, 3, 3, 0, 0, true, true), 3, 3},
-      {"ceil_clipped_exclude", 7, 8, pool_options(3, 3, 3, 3, 0, 0, true, false), 3, 3},
-      {"rectangular", 5, 9, pool_options(2, 3, 1, 2, 1, 1, false, true), 6, 5},
+      {"2x2", 6, 7, Pool2dOptions{2, 2, 2, 2, 0, 0, false, true}, 3, 3},
+      {"3x3_pad", 7, 7, Pool2dOptions{3, 3, 2, 2, 1, 1, false, true}, 4, 4},
+      {"3x3_pad_exclude", 7, 7, Pool2dOptions{3, 3, 2, 2, 1, 1, false, false}, 4, 4},
+      {"ceil_window_in_padding", 6, 6, Pool2dOptions{3, 3, 2, 2, 1, 1, true, true}, 4, 4},
+      {"ceil_window_past_input", 5, 5, Pool2dOptions{2, 2, 2, 2, 1, 1, true, false}, 3, 3},
+      {"ceil_clipped", 7, 8, Pool2dOptions{3, 3, 3, 3, 0, 0, true, true}, 3, 3},
+      {"ceil_clipped_exclude", 7, 8, Pool2dOptions{3, 3, 3, 3, 0, 0, true, false}, 3, 3},
+      {"rectangular", 5, 9, Pool2dOptions{2, 3, 1, 2, 1, 1, false, true}, 6, 5},
   };
 }
 
@@ -69,20 +67,6 @@ TV in_format(const Tensor& x, bool channels_last, const std::function<Tensor(con
   return TV{y};
 }
 }  // namespace
-
-Pool2dOptions pool_options(int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw, bool ceil,
-                           bool include) {
-  Pool2dOptions o;
-  o.kernel_h = kh;
-  o.kernel_w = kw;
-  o.stride_h = sh;
-  o.stride_w = sw;
-  o.pad_h = ph;
-  o.pad_w = pw;
-  o.ceil_mode = ceil;
-  o.count_include_pad = include;
-  return o;
-}
 
 std::vector<OpCase> pool_cases() {
   std::vector<OpCase> cs;

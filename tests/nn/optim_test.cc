@@ -58,23 +58,13 @@ void check_sgd(const SgdHyper& base, DType dtype, double tol) {
   }
 }
 
-SgdHyper sgd(double lr, double momentum, double dampening, double wd, bool nesterov) {
-  SgdHyper h;
-  h.lr = lr;
-  h.momentum = momentum;
-  h.dampening = dampening;
-  h.weight_decay = wd;
-  h.nesterov = nesterov;
-  return h;
-}
-
 TEST(SgdStep, MatchesReference) {
   for (DType dtype : {DType::F64, DType::F32}) {
     double tol = dtype == DType::F64 ? 1e-13 : 1e-5;
-    check_sgd(sgd(0.1, 0, 0, 0, false), dtype, tol);
-    check_sgd(sgd(0.05, 0, 0, 0.01, false), dtype, tol);
-    check_sgd(sgd(0.1, 0.9, 0.1, 0.01, false), dtype, tol);
-    check_sgd(sgd(0.1, 0.9, 0, 0.05, true), dtype, tol);
+    check_sgd(SgdHyper{0.1, 0, 0, 0, false}, dtype, tol);
+    check_sgd(SgdHyper{0.05, 0, 0, 0.01, false}, dtype, tol);
+    check_sgd(SgdHyper{0.1, 0.9, 0.1, 0.01, false}, dtype, tol);
+    check_sgd(SgdHyper{0.1, 0.9, 0, 0.05, true}, dtype, tol);
   }
 }
 
@@ -139,15 +129,15 @@ TEST(OptimizerSteps, RejectMismatchedLists) {
   Generator gen(testing::fresh_seed());
   std::vector<Tensor> p = random_list(gen, DType::F32), g = random_list(gen, DType::F32);
   std::vector<Tensor> b = zeros_list(DType::F32);
-  SgdHyper h = sgd(0.1, 0.9, 0, 0, false);
+  SgdHyper h = SgdHyper{0.1, 0.9, 0, 0, false};
   EXPECT_THROW(sgd_step_(p, {g[0], g[1]}, b, h), ValueError);        // list lengths
   EXPECT_THROW(sgd_step_(p, g, {}, h), ValueError);                  // momentum without buffers
   EXPECT_THROW(sgd_step_(p, {g[1], g[0], g[2]}, b, h), ShapeError);  // shapes
   EXPECT_THROW(sgd_step_(p, {g[0].to(DType::F64), g[1], g[2]}, b, h), DTypeError);
-  EXPECT_THROW(sgd_step_(p, g, b, sgd(0.1, 0.9, 0.5, 0, true)), ValueError);  // nesterov with dampening
-  EXPECT_THROW(sgd_step_(p, g, b, sgd(-1, 0, 0, 0, false)), ValueError);
+  EXPECT_THROW(sgd_step_(p, g, b, SgdHyper{0.1, 0.9, 0.5, 0, true}), ValueError);  // nesterov with dampening
+  EXPECT_THROW(sgd_step_(p, g, b, SgdHyper{-1, 0, 0, 0, false}), ValueError);
   std::vector<Tensor> pt = {randn({4, 3}, gen, DType::F32).t()};
-  EXPECT_THROW(sgd_step_(pt, {zeros({3, 4})}, {}, sgd(0.1, 0, 0, 0, false)), ValueError);  // not contiguous
+  EXPECT_THROW(sgd_step_(pt, {zeros({3, 4})}, {}, SgdHyper{0.1, 0, 0, 0, false}), ValueError);  // not contiguous
   AdamHyper a = adam(1e-3, 0, false);
   EXPECT_THROW(adam_step_(p, g, b, {b[0], b[1]}, a), ValueError);
   EXPECT_THROW(adam_step_({p[0].to(DType::I32)}, {g[0].to(DType::I32)}, {b[0]}, {b[0]}, a), DTypeError);

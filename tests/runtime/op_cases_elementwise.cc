@@ -207,8 +207,6 @@ void add_selection(std::vector<OpCase>& cs) {
 }
 // add_ and mul_ on a copy of the input (they record no graph), contiguous and through a strided view.
 void add_inplace(std::vector<OpCase>& cs) {
-  using TV = std::vector<Tensor>;
-  using HV = std::vector<HostTensor>;
   cs.push_back(make_case(
       "add_inplace_alpha_bcast", {float_in({2, 3, 4}), float_in({3, 4})},
       [](const TV& in, DType) {

@@ -7,8 +7,6 @@ namespace tandem {
 namespace testing {
 
 namespace {
-using TV = std::vector<Tensor>;
-using HV = std::vector<HostTensor>;
 
 std::string dim_name(int64_t d) { return d < 0 ? "dim_neg" + std::to_string(-d) : "dim_" + std::to_string(d); }
 

@@ -6,8 +6,6 @@ namespace tandem {
 namespace testing {
 
 namespace {
-using TV = std::vector<Tensor>;
-using HV = std::vector<HostTensor>;
 
 // How the test hands an operand to matmul: as stored, or a transposed view of a stored transpose.
 enum class Layout { Plain, Transposed };

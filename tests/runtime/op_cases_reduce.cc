@@ -9,8 +9,6 @@ namespace tandem {
 namespace testing {
 
 namespace {
-using TV = std::vector<Tensor>;
-using HV = std::vector<HostTensor>;
 using Dims = std::vector<int64_t>;
 
 std::string dims_name(const Dims& d) {

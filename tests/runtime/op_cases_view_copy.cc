@@ -7,8 +7,6 @@ namespace tandem {
 namespace testing {
 
 namespace {
-using TV = std::vector<Tensor>;
-using HV = std::vector<HostTensor>;
 using ViewFn = std::function<Tensor(const Tensor&)>;
 using ViewRef = std::function<HostTensor(const HostTensor&)>;
 
