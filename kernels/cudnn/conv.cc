@@ -108,30 +108,12 @@ struct Scalars {
   const void* zero(DType t) const { return t == DType::F64 ? static_cast<const void*>(&d0) : &f0; }
 };
 
-using Key = std::array<int64_t, 22>;
+using Key = std::array<int64_t, 4 + std::tuple_size<Conv2dKey>::value>;
 Key key_of(Pass pass, const Conv2dGeometry& g, int device, bool det, bool tf32) {
-  return {static_cast<int64_t>(pass),
-          device,
-          static_cast<int64_t>(g.dtype),
-          g.channels_last,
-          g.n,
-          g.c,
-          g.h,
-          g.w,
-          g.o,
-          g.kh,
-          g.kw,
-          g.stride_h,
-          g.stride_w,
-          g.pad_h,
-          g.pad_w,
-          g.dilation_h,
-          g.dilation_w,
-          g.groups,
-          det,
-          tf32,
-          g.oh,
-          g.ow};
+  Key key{static_cast<int64_t>(pass), device, det, tf32};
+  const Conv2dKey shape = conv2d_key(g);
+  std::copy(shape.begin(), shape.end(), key.begin() + 4);
+  return key;
 }
 
 // The cached choice for `key`, found with `find` on the first call.

@@ -6,6 +6,27 @@
 
 namespace tandem {
 
+Conv2dKey conv2d_key(const Conv2dGeometry& g) {
+  return {static_cast<int64_t>(g.dtype),
+          g.channels_last,
+          g.n,
+          g.c,
+          g.h,
+          g.w,
+          g.o,
+          g.kh,
+          g.kw,
+          g.oh,
+          g.ow,
+          g.stride_h,
+          g.stride_w,
+          g.pad_h,
+          g.pad_w,
+          g.dilation_h,
+          g.dilation_w,
+          g.groups};
+}
+
 namespace {
 KernelRegistry<NNBackend>& nn_registry() {
   static KernelRegistry<NNBackend> r(make_checked_nn_backend, "neural-network kernels");

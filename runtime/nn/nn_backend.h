@@ -3,6 +3,7 @@
 // and a stream; activations are dense in either NCHW or NHWC (channels-last) memory order.
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 #include "runtime/base/device.h"
@@ -23,6 +24,11 @@ struct Conv2dGeometry {
   int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dilation_h = 1, dilation_w = 1;
   int64_t groups = 1;
 };
+
+// Every field of g, in declaration order: the key of caches of per-shape plans (oneDNN's primitives, cuDNN's
+// algorithm choices).
+using Conv2dKey = std::array<int64_t, 18>;
+Conv2dKey conv2d_key(const Conv2dGeometry& g);
 
 // Per-channel statistics over (n, hw) of x [n, c, hw]; 2-D inputs [n, c] have hw = 1.
 struct BatchNormGeometry {

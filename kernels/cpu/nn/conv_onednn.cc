@@ -155,27 +155,9 @@ std::shared_ptr<Plan> make_plan(const Conv2dGeometry& g, const Piece& p, Op op, 
 std::shared_ptr<Plan> plan_for(const Conv2dGeometry& g, const Piece& p, Op op, bool bias) {
   static std::mutex mu;
   static std::map<std::vector<int64_t>, std::shared_ptr<Plan>> cache;
-  const std::vector<int64_t> key{static_cast<int64_t>(op),
-                                 bias,
-                                 g.channels_last,
-                                 p.n,
-                                 p.c,
-                                 p.o,
-                                 g.c,
-                                 g.h,
-                                 g.w,
-                                 g.o,
-                                 g.kh,
-                                 g.kw,
-                                 g.oh,
-                                 g.ow,
-                                 g.stride_h,
-                                 g.stride_w,
-                                 g.pad_h,
-                                 g.pad_w,
-                                 g.dilation_h,
-                                 g.dilation_w,
-                                 g.groups};
+  std::vector<int64_t> key{static_cast<int64_t>(op), bias, p.n, p.c, p.o};
+  const Conv2dKey shape = conv2d_key(g);
+  key.insert(key.end(), shape.begin(), shape.end());
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache.find(key);
