@@ -21,14 +21,32 @@ struct Bucket {
   DType dtype;
   int64_t key;
   std::vector<Tensor> params, grads, a, b;
-  std::vector<std::string> names;
 };
 
 Bucket& bucket_for(std::vector<Bucket>& buckets, const Tensor& p, int64_t key) {
   for (Bucket& b : buckets)
     if (b.device == p.device() && b.dtype == p.dtype() && b.key == key) return b;
-  buckets.push_back(Bucket{p.device(), p.dtype(), key, {}, {}, {}, {}, {}});
+  buckets.push_back(Bucket{p.device(), p.dtype(), key, {}, {}, {}, {}});
   return buckets.back();
+}
+
+// A step's loop: per group, each (name, parameter) with a gradient goes with it into the bucket that
+// file(buckets, parameter) picks (adding the parameter's state tensors to it), then run(group, bucket) makes
+// each bucket's fused call.
+template <typename Groups, typename File, typename Run>
+void step_in_buckets(const Groups& groups, File file, Run run) {
+  autograd::NoGradGuard ng;
+  for (const auto& g : groups) {
+    std::vector<Bucket> buckets;
+    for (const auto& p : g.params) {
+      Tensor grad = p.second.grad();
+      if (!grad.defined()) continue;
+      Bucket& b = file(buckets, p);
+      b.params.push_back(p.second);
+      b.grads.push_back(grad);
+    }
+    for (Bucket& b : buckets) run(g, b);
+  }
 }
 
 Tensor state_like(const Tensor& p, bool zero) {
@@ -112,33 +130,28 @@ Sgd::Sgd(std::vector<ParamGroup> groups, const SgdOptions& o)
 }
 
 void Sgd::step() {
-  autograd::NoGradGuard ng;
-  for (const Group& g : groups_) {
-    std::vector<Bucket> buckets;
-    for (const auto& p : g.params) {
-      Tensor grad = p.second.grad();
-      if (!grad.defined()) continue;
-      // Fresh momentum buffers are set to the first update by the fused op (first_step), so they go to
-      // their own call.
-      auto it = momentum_.find(p.first);
-      bool first = o_.momentum != 0 && it == momentum_.end();
-      if (first) it = momentum_.emplace(p.first, state_like(p.second, false)).first;
-      Bucket& b = bucket_for(buckets, p.second, first);
-      if (o_.momentum != 0) b.a.push_back(it->second);
-      b.params.push_back(p.second);
-      b.grads.push_back(grad);
-    }
-    for (Bucket& b : buckets) {
-      SgdHyper h;
-      h.lr = g.lr;
-      h.momentum = o_.momentum;
-      h.dampening = o_.dampening;
-      h.weight_decay = g.weight_decay;
-      h.nesterov = o_.nesterov;
-      h.first_step = b.key != 0;
-      sgd_step_(b.params, b.grads, b.a, h);
-    }
-  }
+  step_in_buckets(
+      groups_,
+      [&](std::vector<Bucket>& buckets, const std::pair<std::string, Tensor>& p) -> Bucket& {
+        // Fresh momentum buffers are set to the first update by the fused op (first_step), so they go to
+        // their own call.
+        auto it = momentum_.find(p.first);
+        bool first = o_.momentum != 0 && it == momentum_.end();
+        if (first) it = momentum_.emplace(p.first, state_like(p.second, false)).first;
+        Bucket& b = bucket_for(buckets, p.second, first);
+        if (o_.momentum != 0) b.a.push_back(it->second);
+        return b;
+      },
+      [&](const Group& g, Bucket& b) {
+        SgdHyper h;
+        h.lr = g.lr;
+        h.momentum = o_.momentum;
+        h.dampening = o_.dampening;
+        h.weight_decay = g.weight_decay;
+        h.nesterov = o_.nesterov;
+        h.first_step = b.key != 0;
+        sgd_step_(b.params, b.grads, b.a, h);
+      });
 }
 
 NamedTensors Sgd::state_dict() const {
@@ -193,35 +206,30 @@ Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& o)
 }
 
 void Adam::step() {
-  autograd::NoGradGuard ng;
-  for (const Group& g : groups_) {
-    std::vector<Bucket> buckets;
-    for (const auto& p : g.params) {
-      Tensor grad = p.second.grad();
-      if (!grad.defined()) continue;
-      auto it = state_.find(p.first);
-      if (it == state_.end())
-        it = state_.emplace(p.first, State{state_like(p.second, true), state_like(p.second, true), 0}).first;
-      State& s = it->second;
-      ++s.step;
-      Bucket& b = bucket_for(buckets, p.second, s.step);
-      b.params.push_back(p.second);
-      b.grads.push_back(grad);
-      b.a.push_back(s.exp_avg);
-      b.b.push_back(s.exp_avg_sq);
-    }
-    for (Bucket& b : buckets) {
-      AdamHyper h;
-      h.lr = g.lr;
-      h.beta1 = o_.beta1;
-      h.beta2 = o_.beta2;
-      h.eps = o_.eps;
-      h.weight_decay = g.weight_decay;
-      h.decoupled_weight_decay = o_.decoupled_weight_decay;
-      h.step = b.key;
-      adam_step_(b.params, b.grads, b.a, b.b, h);
-    }
-  }
+  step_in_buckets(
+      groups_,
+      [&](std::vector<Bucket>& buckets, const std::pair<std::string, Tensor>& p) -> Bucket& {
+        auto it = state_.find(p.first);
+        if (it == state_.end())
+          it = state_.emplace(p.first, State{state_like(p.second, true), state_like(p.second, true), 0}).first;
+        State& s = it->second;
+        ++s.step;
+        Bucket& b = bucket_for(buckets, p.second, s.step);
+        b.a.push_back(s.exp_avg);
+        b.b.push_back(s.exp_avg_sq);
+        return b;
+      },
+      [&](const Group& g, Bucket& b) {
+        AdamHyper h;
+        h.lr = g.lr;
+        h.beta1 = o_.beta1;
+        h.beta2 = o_.beta2;
+        h.eps = o_.eps;
+        h.weight_decay = g.weight_decay;
+        h.decoupled_weight_decay = o_.decoupled_weight_decay;
+        h.step = b.key;
+        adam_step_(b.params, b.grads, b.a, b.b, h);
+      });
 }
 
 NamedTensors Adam::state_dict() const {
