@@ -7,6 +7,7 @@
 
 #include <dnnl.h>
 #include <algorithm>
+#include <memory>
 
 #include "runtime/base/config.h"
 #include "runtime/base/error.h"
@@ -19,6 +20,19 @@ namespace {
 // C is split into two pieces (rows or columns, whichever are more) from this many multiply-adds.
 constexpr int64_t kSplitWork = 1 << 20;
 }  // namespace
+
+float* thread_scratch(int slot, size_t bytes) {
+  struct Buffer {
+    std::unique_ptr<float[]> data;
+    size_t floats = 0;
+  };
+  thread_local Buffer bufs[6];
+  TD_CHECK(slot >= 0 && slot < 6, "thread_scratch: slot ", slot, " is not 0 to 5");
+  Buffer& b = bufs[slot];
+  const size_t need = (bytes + sizeof(float) - 1) / sizeof(float);
+  if (need > b.floats) b.data.reset(new float[need]), b.floats = need;
+  return b.data.get();
+}
 
 void onednn_single_threaded() {
   thread_local bool done = false;

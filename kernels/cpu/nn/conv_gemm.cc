@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <vector>
 
 #include "kernels/cpu/onednn.h"
 #include "runtime/base/error.h"
@@ -31,14 +30,6 @@ Sizes sizes_of(const Conv2dGeometry& g, int64_t chunk_floats) {
   s.in_plane = g.h * g.w;
   s.per_chunk = std::max<int64_t>(1, std::min(g.n, chunk_floats / (s.rows * s.pixels)));
   return s;
-}
-
-// The calling thread's buffers, grown as needed and reused across calls (their contents are always written
-// before being read).
-float* buffer(int slot, int64_t floats) {
-  thread_local std::vector<float> bufs[2];
-  if (static_cast<int64_t>(bufs[slot].size()) < floats) bufs[slot].resize(floats);
-  return bufs[slot].data();
 }
 
 // Input row (ih or iw) read by output position `out` through tap `tap`; outside [0, size) reads padding.
@@ -175,7 +166,8 @@ template <typename Fn>
 void for_each_chunk(const Conv2dGeometry& g, const Sizes& s, Fn fn) {
   for (int64_t n0 = 0; n0 < g.n; n0 += s.per_chunk) {
     const int64_t nb = std::min(s.per_chunk, g.n - n0), cols = nb * s.pixels;
-    fn(Chunk{n0, nb, cols, buffer(0, s.rows * cols), buffer(1, g.o * cols)});
+    fn(Chunk{n0, nb, cols, thread_scratch(0, s.rows * cols * sizeof(float)),
+             thread_scratch(1, g.o * cols * sizeof(float))});
   }
 }
 

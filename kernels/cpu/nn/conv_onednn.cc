@@ -169,41 +169,24 @@ std::shared_ptr<Plan> plan_for(const Conv2dGeometry& g, const Piece& p, Op op, b
   return cache.emplace(key, plan).first->second;
 }
 
-// A growable buffer that is never zero-filled (its contents are always written before being read).
-struct Buffer {
-  std::unique_ptr<float[]> data;
-  size_t floats = 0;
-  float* get(size_t bytes) {
-    size_t need = (bytes + sizeof(float) - 1) / sizeof(float);
-    if (need > floats) data.reset(new float[need]), floats = need;
-    return data.get();
-  }
-};
-
-// Scratch of the calling thread, reused across calls: slots 0-3 for run(), 4 and 5 for run_pieces().
-float* scratch(int slot, size_t bytes) {
-  thread_local Buffer bufs[6];
-  return bufs[slot].get(bytes);
-}
-
 // Runs the plan: in0, in1 and out in Tandem's layout, or in1 already in the primitive's when in1_prim is set.
 void run(const Plan& p, const float* in0, const float* in1, const float* in1_prim, const float* bias, float* out) {
   dnnl::stream& s = this_thread_stream();
   auto bind = [&](const Operand& o, const float* user, int slot) {
     memory u(o.user, engine(), const_cast<float*>(user));
     if (o.same()) return u;
-    memory m(o.prim, engine(), scratch(slot, o.prim.get_size()));
+    memory m(o.prim, engine(), thread_scratch(slot, o.prim.get_size()));
     o.reorder.execute(s, u, m);
     return m;
   };
   memory a = bind(p.in0, in0, 0);
   memory b = in1_prim ? memory(p.in1.prim, engine(), const_cast<float*>(in1_prim)) : bind(p.in1, in1, 1);
   memory out_user(p.out.user, engine(), out);
-  memory o = p.out.same() ? out_user : memory(p.out.prim, engine(), scratch(2, p.out.prim.get_size()));
+  memory o = p.out.same() ? out_user : memory(p.out.prim, engine(), thread_scratch(2, p.out.prim.get_size()));
   std::unordered_map<int, memory> args{{p.in0_arg, a}, {p.in1_arg, b}, {p.out_arg, o}};
   if (p.scratch_bytes) {
     memory::desc md({static_cast<int64_t>(p.scratch_bytes)}, memory::data_type::u8, memory::format_tag::x);
-    args.emplace(DNNL_ARG_SCRATCHPAD, memory(md, engine(), scratch(3, p.scratch_bytes)));
+    args.emplace(DNNL_ARG_SCRATCHPAD, memory(md, engine(), thread_scratch(3, p.scratch_bytes)));
   }
   if (bias) args.emplace(DNNL_ARG_BIAS, memory(p.bias, engine(), const_cast<float*>(bias)));
   p.prim.execute(s, args);
@@ -263,7 +246,7 @@ bool run_pieces(const Conv2dGeometry& g, Op op, const std::vector<Piece>& pieces
   const Plan& first = *plans[0];
   if (op != Op::backward_weight && pieces[0].o == g.o && pieces[0].c == g.c && !first.in1.same()) {
     dnnl::stream& s = this_thread_stream();
-    float* buf = scratch(4, first.in1.prim.get_size());
+    float* buf = thread_scratch(4, first.in1.prim.get_size());
     memory u(first.in1.user, engine(), const_cast<float*>(w));
     memory m(first.in1.prim, engine(), buf);
     first.in1.reorder.execute(s, u, m);
@@ -318,7 +301,7 @@ bool onednn_conv_backward_weight(const Conv2dGeometry& g, const float* x, const 
   if (pieces.size() == 1 || pieces[0].o < g.o)
     return run_pieces(g, Op::backward_weight, pieces, x, nullptr, dy, nullptr, dw, nullptr);
   const int64_t wsize = w_size(g);
-  float* parts = scratch(5, pieces.size() * wsize * sizeof(float));
+  float* parts = thread_scratch(5, pieces.size() * wsize * sizeof(float));
   std::vector<float*> outs;
   for (size_t i = 0; i < pieces.size(); ++i) outs.push_back(parts + i * wsize);
   if (!run_pieces(g, Op::backward_weight, pieces, x, nullptr, dy, nullptr, dw, outs.data())) return false;
