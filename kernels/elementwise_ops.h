@@ -1,7 +1,7 @@
-// The elementwise formulas, written once for the CPU backend, the CUDA kernels and the simulated GPU: each
-// unary op's value and derivative, each binary op and comparison, with their NaN rules. A new elementwise op is
-// its enum value (runtime/tensor/backend.h), a struct here with its formula and derivative, its line in the visit
-// function, and its test case (tests/runtime/op_cases_elementwise.cc).
+// The elementwise formulas of the op table (runtime/tensor/elementwise_table.h) as code for the CPU backend, the
+// CUDA kernels and the simulated GPU: a struct per op with its value (and a unary op's derivative), the visit
+// functions that pick an op's struct, and the comparisons. A new elementwise op is its row in the table and its
+// test case (tests/runtime/op_cases_elementwise.cc); nothing here changes.
 #pragma once
 
 #include <cmath>
@@ -44,8 +44,8 @@ TD_HOST_DEVICE Scalars<T> scalars_of(const UnaryParams& p) {
   return {static_cast<T>(p.a), static_cast<T>(p.b), static_cast<T>(p.a - 1)};
 }
 
-// Unary ops: value(x) and grad(x, y, g) = d op / dx times g, from x or y as unary_backward_reads_output says.
-#define TD_UNARY(Name, value_expr, grad_expr)                          \
+// Unary ops: value(x) and grad(x, y, g) = d op / dx times g, from x or y as unary_backward_reads says.
+#define TD_UNARY(Name, reads, value_expr, grad_expr)                   \
   struct Name {                                                        \
     template <typename T>                                              \
     static TD_HOST_DEVICE T value(T x, const Scalars<T>& s) {          \
@@ -58,96 +58,61 @@ TD_HOST_DEVICE Scalars<T> scalars_of(const UnaryParams& p) {
       return grad_expr;                                                \
     }                                                                  \
   };
-
-// The tables below keep their formulas as written (clang-format would space them as macro arguments).
-// clang-format off
-TD_UNARY(Neg, -x, -g)
-TD_UNARY(Exp, exp_of(x), g * y)
-TD_UNARY(Log, log_of(x), g / x)
-TD_UNARY(Sqrt, sqrt_of(x), g / (T(2) * y))
-TD_UNARY(Relu, x < T(0) ? T(0) : x, y > T(0) ? g : T(0))  // NaN propagates
-TD_UNARY(Relu6, x < T(0) ? T(0) : (x > T(6) ? T(6) : x), (y > T(0) && y < T(6)) ? g : T(0))
-TD_UNARY(Sigmoid, T(1) / (T(1) + exp_of(-x)), g * y * (T(1) - y))
-TD_UNARY(Tanh, tanh_of(x), g * (T(1) - y * y))
-TD_UNARY(Abs, abs_of(x), x > T(0) ? g : (x < T(0) ? -g : T(0)))
-TD_UNARY(Pow, pow_of(x, s.a), g * s.a * pow_of(x, s.a_minus_1))
-TD_UNARY(Clamp, x < s.a ? s.a : (x > s.b ? s.b : x), (x >= s.a && x <= s.b) ? g : T(0))
-TD_UNARY(AddScalar, x + s.a, g)
-TD_UNARY(MulScalar, x * s.a, g * s.a)
-TD_UNARY(RSubScalar, s.a - x, -g)
-TD_UNARY(RDivScalar, s.a / x, -g * s.a / (x * x))
-// clang-format on
+TD_UNARY_OPS(TD_UNARY)
 #undef TD_UNARY
 
-// Calls f with the struct of op (once per call, so that a loop inside f runs without a switch).
-TD_VISIT_EXEC_CHECK
-template <typename F>
-TD_HOST_DEVICE void visit_unary(UnaryOp op, F&& f) {
-  switch (op) {
-    case UnaryOp::Neg: return f(Neg{});
-    case UnaryOp::Exp: return f(Exp{});
-    case UnaryOp::Log: return f(Log{});
-    case UnaryOp::Sqrt: return f(Sqrt{});
-    case UnaryOp::Relu: return f(Relu{});
-    case UnaryOp::Relu6: return f(Relu6{});
-    case UnaryOp::Sigmoid: return f(Sigmoid{});
-    case UnaryOp::Tanh: return f(Tanh{});
-    case UnaryOp::Abs: return f(Abs{});
-    case UnaryOp::Pow: return f(Pow{});
-    case UnaryOp::Clamp: return f(Clamp{});
-    case UnaryOp::AddScalar: return f(AddScalar{});
-    case UnaryOp::MulScalar: return f(MulScalar{});
-    case UnaryOp::RSubScalar: return f(RSubScalar{});
-    case UnaryOp::RDivScalar: return f(RDivScalar{});
-  }
-}
-
-// Arithmetic binary ops. Maximum/Minimum propagate NaN: a NaN in a wins, and a NaN in b fails the comparison,
-// so b is picked.
+// Arithmetic binary ops.
 #define TD_BINARY(Name, expr)                 \
   struct Name {                               \
     template <typename T>                     \
     static TD_HOST_DEVICE T value(T a, T b) { \
-      (void)b;                                \
       return expr;                            \
     }                                         \
   };
-
-// clang-format off
-TD_BINARY(Add, a + b)
-TD_BINARY(Sub, a - b)
-TD_BINARY(Mul, a * b)
-TD_BINARY(Div, a / b)
-TD_BINARY(Maximum, (a != a || a > b) ? a : b)
-TD_BINARY(Minimum, (a != a || a < b) ? a : b)
-TD_BINARY(KeepLeft, a)  // comparisons go through compare(); they never reach an arithmetic loop
-// clang-format on
+TD_BINARY_OPS(TD_BINARY)
 #undef TD_BINARY
+// Comparisons go through compare(); they never reach an arithmetic loop.
+struct KeepLeft {
+  template <typename T>
+  static TD_HOST_DEVICE T value(T a, T) {
+    return a;
+  }
+};
+
+// Calls f with the struct of op (once per call, so that a loop inside f runs without a switch).
+#define TD_VISIT(Op, Name, ...) \
+  case Op::Name: return f(Name{});
+
+TD_VISIT_EXEC_CHECK
+template <typename F>
+TD_HOST_DEVICE void visit_unary(UnaryOp op, F&& f) {
+  switch (op) {
+#define TD_VISIT_UNARY(Name, ...) TD_VISIT(UnaryOp, Name)
+    TD_UNARY_OPS(TD_VISIT_UNARY)
+#undef TD_VISIT_UNARY
+  }
+}
 
 TD_VISIT_EXEC_CHECK
 template <typename F>
 TD_HOST_DEVICE void visit_binary(BinaryOp op, F&& f) {
   switch (op) {
-    case BinaryOp::Add: return f(Add{});
-    case BinaryOp::Sub: return f(Sub{});
-    case BinaryOp::Mul: return f(Mul{});
-    case BinaryOp::Div: return f(Div{});
-    case BinaryOp::Maximum: return f(Maximum{});
-    case BinaryOp::Minimum: return f(Minimum{});
+#define TD_VISIT_BINARY(Name, ...) TD_VISIT(BinaryOp, Name)
+    TD_BINARY_OPS(TD_VISIT_BINARY)
+#undef TD_VISIT_BINARY
     default: return f(KeepLeft{});
   }
 }
+#undef TD_VISIT
 
 // Comparisons write 0 or 1.
 template <typename T>
 TD_HOST_DEVICE uint8_t compare(BinaryOp op, T a, T b) {
   switch (op) {
-    case BinaryOp::Eq: return a == b;
-    case BinaryOp::Ne: return a != b;
-    case BinaryOp::Lt: return a < b;
-    case BinaryOp::Le: return a <= b;
-    case BinaryOp::Gt: return a > b;
-    case BinaryOp::Ge: return a >= b;
+#define TD_COMPARE(Name, expr) \
+  case BinaryOp::Name: return expr;
+    TD_COMPARISONS(TD_COMPARE)
+#undef TD_COMPARE
     default: return 0;
   }
 }

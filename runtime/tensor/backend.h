@@ -7,6 +7,7 @@
 #include "runtime/base/device.h"
 #include "runtime/base/dtype.h"
 #include "runtime/memory/stream.h"
+#include "runtime/tensor/elementwise_table.h"
 
 namespace tandem {
 
@@ -32,40 +33,37 @@ struct StridedDesc {
   }
 };
 
-enum class UnaryOp : uint8_t {
-  Neg,
-  Exp,
-  Log,
-  Sqrt,
-  Relu,
-  Relu6,
-  Sigmoid,
-  Tanh,
-  Abs,
-  Pow,         // x^a
-  Clamp,       // min(max(x, a), b)
-  AddScalar,   // x + a
-  MulScalar,   // x * a
-  RSubScalar,  // a - x
-  RDivScalar,  // a / x
-};
-// Which operand an op's backward reads: the output y (Exp, Sqrt, Relu, Relu6, Sigmoid, Tanh), nothing
-// (Neg and the affine scalar ops), or else the input x. The front end saves only that one.
-inline bool unary_backward_reads_output(UnaryOp op) {
-  return op == UnaryOp::Exp || op == UnaryOp::Sqrt || op == UnaryOp::Relu || op == UnaryOp::Relu6 ||
-         op == UnaryOp::Sigmoid || op == UnaryOp::Tanh;
+// The ops of the table in runtime/tensor/elementwise_table.h.
+enum class UnaryOp : uint8_t { TD_UNARY_OPS(TD_OP_NAME) };
+// Which operand an op's backward reads (the table's `reads` column): the output y, nothing, or else the input x.
+// The front end saves only that one.
+enum class UnaryReads : uint8_t { Output, Input, Nothing };
+inline UnaryReads unary_backward_reads(UnaryOp op) {
+  switch (op) {
+#define TD_READS(Name, reads, ...) \
+  case UnaryOp::Name: return UnaryReads::reads;
+    TD_UNARY_OPS(TD_READS)
+#undef TD_READS
+  }
+  return UnaryReads::Input;
 }
-inline bool unary_backward_reads_nothing(UnaryOp op) {
-  return op == UnaryOp::Neg || op == UnaryOp::AddScalar || op == UnaryOp::MulScalar || op == UnaryOp::RSubScalar;
-}
+inline bool unary_backward_reads_output(UnaryOp op) { return unary_backward_reads(op) == UnaryReads::Output; }
+inline bool unary_backward_reads_nothing(UnaryOp op) { return unary_backward_reads(op) == UnaryReads::Nothing; }
 struct UnaryParams {
   double a = 0;
   double b = 0;
 };
 
 // Comparisons write u8 (0 or 1); the others write the input dtype.
-enum class BinaryOp : uint8_t { Add, Sub, Mul, Div, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge };
-inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }
+enum class BinaryOp : uint8_t { TD_BINARY_OPS(TD_OP_NAME) TD_COMPARISONS(TD_OP_NAME) };
+inline bool is_comparison(BinaryOp op) {
+  switch (op) {
+#define TD_IS(Name, ...) case BinaryOp::Name:
+    TD_COMPARISONS(TD_IS) return true;
+#undef TD_IS
+    default: return false;
+  }
+}
 
 enum class ReduceOp : uint8_t { Sum, Max, Min };
 

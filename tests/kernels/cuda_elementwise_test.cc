@@ -16,10 +16,10 @@ namespace {
 
 const std::vector<int64_t> kSizes = {1, 3, 4, 17, 1000, 4097, (1 << 16) + 3};
 
-const UnaryOp kUnaryOps[] = {UnaryOp::Neg,       UnaryOp::Exp,        UnaryOp::Log,       UnaryOp::Sqrt,
-                             UnaryOp::Relu,      UnaryOp::Relu6,      UnaryOp::Sigmoid,   UnaryOp::Tanh,
-                             UnaryOp::Abs,       UnaryOp::Pow,        UnaryOp::Clamp,     UnaryOp::AddScalar,
-                             UnaryOp::MulScalar, UnaryOp::RSubScalar, UnaryOp::RDivScalar};
+// Every op of the table (runtime/tensor/elementwise_table.h): a new op is compared without a change here.
+#define TD_UNARY_VALUE(Name, ...) UnaryOp::Name,
+const UnaryOp kUnaryOps[] = {TD_UNARY_OPS(TD_UNARY_VALUE)};
+#undef TD_UNARY_VALUE
 
 bool needs_positive(UnaryOp op) {
   return op == UnaryOp::Log || op == UnaryOp::Sqrt || op == UnaryOp::Pow || op == UnaryOp::RDivScalar;
@@ -101,9 +101,10 @@ std::vector<BinaryCase> binary_cases(DType t, double lo, double hi) {
   return cases;
 }
 
-const BinaryOp kArithmetic[] = {BinaryOp::Add, BinaryOp::Sub,     BinaryOp::Mul,
-                                BinaryOp::Div, BinaryOp::Maximum, BinaryOp::Minimum};
-const BinaryOp kComparisons[] = {BinaryOp::Eq, BinaryOp::Ne, BinaryOp::Lt, BinaryOp::Le, BinaryOp::Gt, BinaryOp::Ge};
+#define TD_BINARY_VALUE(Name, ...) BinaryOp::Name,
+const BinaryOp kArithmetic[] = {TD_BINARY_OPS(TD_BINARY_VALUE)};
+const BinaryOp kComparisons[] = {TD_COMPARISONS(TD_BINARY_VALUE)};
+#undef TD_BINARY_VALUE
 
 // Runs op on both backends; a and b keep their strides on the GPU (copied storage-wise).
 void check_binary(BinaryOp op, DType t, const BinaryCase& c, int64_t out_shift) {
