@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/base/non_copyable.h"
+
 namespace tandem {
 namespace data {
 
@@ -20,12 +22,10 @@ std::string join_path(const std::string& dir, const std::string& name);
 std::vector<uint8_t> read_file(const std::string& path);
 
 // A read-only file for positioned reads from many threads at once (pread: no shared file position).
-class RandomAccessFile {
+class RandomAccessFile : NonCopyable {
  public:
   explicit RandomAccessFile(const std::string& path);  // throws IoError when it cannot be opened
   ~RandomAccessFile();
-  RandomAccessFile(const RandomAccessFile&) = delete;
-  RandomAccessFile& operator=(const RandomAccessFile&) = delete;
   uint64_t size() const { return size_; }
   const std::string& path() const { return path_; }
   // Reads exactly n bytes at `offset`; a short read (a file truncated since it was opened) throws IoError.

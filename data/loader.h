@@ -9,6 +9,7 @@
 #include "data/dataset.h"
 #include "data/transforms.h"
 #include "runtime/base/device.h"
+#include "runtime/base/non_copyable.h"
 #include "runtime/tensor/tensor.h"
 
 namespace tandem {
@@ -49,12 +50,10 @@ struct LoaderOptions {
 // its copy's event has completed. On the CPU, batches are host tensors (not page-locked) used as they are.
 // Results are the same for any num_workers and prefetch: they depend on (seed, epoch, sample) only.
 // One thread consumes a Loader (next, set_epoch); the workers are internal.
-class Loader {
+class Loader : NonCopyable {
  public:
   Loader(std::shared_ptr<const Dataset> dataset, Pipeline pipeline, LoaderOptions options);
   ~Loader();  // stops and joins the workers
-  Loader(const Loader&) = delete;
-  Loader& operator=(const Loader&) = delete;
 
   // The next batch of the current epoch, or nullopt once the epoch is over (the following call starts the
   // next epoch). A worker's exception is rethrown here, as its original type, for the batch it broke.

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "data/dataset.h"
+#include "runtime/base/non_copyable.h"
 
 namespace tandem {
 namespace data {
@@ -51,13 +52,11 @@ struct RecordEntry {
 };
 
 // Writes one shard. The file appears under its name only once finish() succeeds (written as NAME.tmp first).
-class RecordWriter {
+class RecordWriter : NonCopyable {
  public:
   RecordWriter(const std::string& path, uint32_t shard_index, uint32_t shard_count, uint32_t num_classes,
                std::vector<std::string> class_names = {});
   ~RecordWriter();  // removes the temporary file unless finished
-  RecordWriter(const RecordWriter&) = delete;
-  RecordWriter& operator=(const RecordWriter&) = delete;
 
   // Appends a record: raw HWC pixels (payload size height * width * channels) or an encoded image.
   void add(const uint8_t* payload, size_t size, int64_t label, int64_t height, int64_t width, int64_t channels,

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/base/non_copyable.h"
 #include "runtime/formats/safetensors.h"
 #include "runtime/tensor/rng.h"
 #include "runtime/tensor/tensor.h"
@@ -22,12 +23,10 @@ class Module;
 using ModulePtr = std::shared_ptr<Module>;
 using NamedModules = std::vector<std::pair<std::string, ModulePtr>>;
 
-class Module {
+class Module : NonCopyable {
  public:
   explicit Module(std::string type_name) : type_name_(std::move(type_name)) {}
   virtual ~Module() = default;
-  Module(const Module&) = delete;
-  Module& operator=(const Module&) = delete;
 
   virtual Tensor forward(const Tensor& x) = 0;
   Tensor operator()(const Tensor& x) { return forward(x); }

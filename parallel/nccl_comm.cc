@@ -11,6 +11,7 @@
 #include "parallel/local_comm.h"
 #include "runtime/base/cuda_check.h"
 #include "runtime/base/error.h"
+#include "runtime/base/non_copyable.h"
 #include "runtime/memory/memory.h"
 #include "runtime/memory/storage.h"
 #include "runtime/memory/stream.h"
@@ -55,14 +56,12 @@ ncclDataType_t nccl_type(DType d) {
 // ncclGroupStart .. ncclGroupEnd as a scope. When a call inside fails, the exception ends the group on its way
 // out (NCCL then drops the group's operations and reports the same error), so that the thread's next NCCL call
 // does not go into a group that never ends.
-class NcclGroup {
+class NcclGroup : NonCopyable {
  public:
   NcclGroup() { TD_NCCL_CHECK(ncclGroupStart()); }
   ~NcclGroup() {
     if (open_) ncclGroupEnd();  // unwinding: the error of the call that failed is the one being reported
   }
-  NcclGroup(const NcclGroup&) = delete;
-  NcclGroup& operator=(const NcclGroup&) = delete;
   void end() {
     open_ = false;
     TD_NCCL_CHECK(ncclGroupEnd());

@@ -9,6 +9,7 @@
 
 #include "runtime/base/device.h"
 #include "runtime/base/error.h"
+#include "runtime/base/non_copyable.h"
 #include "runtime/memory/memory.h"
 #include "runtime/memory/stream.h"
 
@@ -69,12 +70,10 @@ class PeerWorkerFailed : public BackendError {
 // executor's comm lane) joins it with RunStateGuard, so that its blocking waits also see peers fail.
 struct RunState;
 RunState* current_run_state();
-class RunStateGuard {
+class RunStateGuard : NonCopyable {
  public:
   explicit RunStateGuard(RunState* state);
   ~RunStateGuard();
-  RunStateGuard(const RunStateGuard&) = delete;
-  RunStateGuard& operator=(const RunStateGuard&) = delete;
 
  private:
   RunState* previous_;

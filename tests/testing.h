@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/base/device.h"
+#include "runtime/base/non_copyable.h"
 #include "runtime/tensor/rng.h"
 #include "runtime/tensor/tensor.h"
 
@@ -105,24 +106,20 @@ void expect_error(Fn&& fn, const Text& part) {
 }
 
 // TF32 and deterministic mode (runtime/base/config.h) as given while in scope, as they were after.
-class NumericsGuard {
+class NumericsGuard : NonCopyable {
  public:
   NumericsGuard(bool tf32, bool deterministic_mode);
   ~NumericsGuard();
-  NumericsGuard(const NumericsGuard&) = delete;
-  NumericsGuard& operator=(const NumericsGuard&) = delete;
 
  private:
   bool tf32_, deterministic_;
 };
 
 // The stream checker on while in scope, and off (forgetting what it saw) after.
-class StreamCheckOn {
+class StreamCheckOn : NonCopyable {
  public:
   StreamCheckOn();
   ~StreamCheckOn();
-  StreamCheckOn(const StreamCheckOn&) = delete;
-  StreamCheckOn& operator=(const StreamCheckOn&) = delete;
 };
 
 }  // namespace testing

@@ -16,6 +16,7 @@
 #include "kernels/cudnn/handle.h"
 #include "runtime/base/config.h"
 #include "runtime/base/error.h"
+#include "runtime/base/non_copyable.h"
 #include "runtime/memory/storage.h"
 
 namespace tandem {
@@ -60,12 +61,10 @@ cudnnMathType_t requested_math(DType t, bool tf32) {
 
 // Owns one cuDNN descriptor of type T, made by Create and released by Destroy.
 template <typename T, cudnnStatus_t (*Create)(T*), cudnnStatus_t (*Destroy)(T)>
-struct Desc {
+struct Desc : NonCopyable {
   T d = nullptr;
   Desc() { TD_CUDNN_CHECK(Create(&d)); }
   ~Desc() { Destroy(d); }
-  Desc(const Desc&) = delete;
-  Desc& operator=(const Desc&) = delete;
 };
 using TensorDesc = Desc<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;
 using FilterDesc = Desc<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor>;

@@ -50,6 +50,7 @@
 #include "parallel/cyclic/timeline.h"
 #include "parallel/executor.h"
 #include "parallel/worker.h"
+#include "runtime/base/non_copyable.h"
 #include "runtime/formats/safetensors.h"
 #include "runtime/memory/memory.h"
 #include "runtime/optim/lr_schedule.h"
@@ -103,7 +104,7 @@ struct RoundStats {
   int64_t samples = 0;
 };
 
-class CyclicTrainer {
+class CyclicTrainer : NonCopyable {
  public:
   // Builds one model per worker that needs it (on the worker's thread, so its memory is charged to the
   // worker), cut into stages. `micro_input` is one micro-batch's input shape [B, C, H, W]. Every model the
@@ -112,8 +113,6 @@ class CyclicTrainer {
   // mode (their number must be N for dp-workers and zero, S for mp).
   CyclicTrainer(ModelFactory factory, const Shape& micro_input, TrainerOptions options, std::vector<Worker> workers);
   ~CyclicTrainer();
-  CyclicTrainer(const CyclicTrainer&) = delete;
-  CyclicTrainer& operator=(const CyclicTrainer&) = delete;
 
   // Runs rounds [round(), round() + rounds) as one timeline (with its fill and drain).
   std::vector<RoundStats> train(int64_t rounds, const MicroBatchFn& next);

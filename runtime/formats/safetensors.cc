@@ -1,5 +1,6 @@
 // Safetensors reader and writer (the header is JSON, nlohmann::json through runtime/formats/json.h's strict parser).
 #include "runtime/formats/safetensors.h"
+#include "runtime/base/non_copyable.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -49,7 +50,7 @@ DType parse_st_dtype(const std::string& s, const std::string& what) {
 
 // ---- file helpers ----
 
-class File {
+class File : NonCopyable {
  public:
   File(const std::string& path, int flags, mode_t mode = 0644) : path_(path) {
     fd_ = ::open(path.c_str(), flags | O_CLOEXEC, mode);
@@ -58,8 +59,6 @@ class File {
   ~File() {
     if (fd_ >= 0) ::close(fd_);
   }
-  File(const File&) = delete;
-  File& operator=(const File&) = delete;
 
   void write_all(const void* data, size_t n) {
     const char* p = static_cast<const char*>(data);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/base/device.h"
+#include "runtime/base/non_copyable.h"
 
 namespace tandem {
 
@@ -72,12 +73,10 @@ inline MemoryCounters memory_counters(Device device) { return device_memory(devi
 
 // The category new allocations on this thread are charged to (default: activations).
 MemoryCategory current_memory_category();
-class MemoryCategoryGuard {
+class MemoryCategoryGuard : NonCopyable {
  public:
   explicit MemoryCategoryGuard(MemoryCategory c);
   ~MemoryCategoryGuard();
-  MemoryCategoryGuard(const MemoryCategoryGuard&) = delete;
-  MemoryCategoryGuard& operator=(const MemoryCategoryGuard&) = delete;
 
  private:
   MemoryCategory previous_;
@@ -85,12 +84,10 @@ class MemoryCategoryGuard {
 
 // While in scope, allocations made by this thread are also charged to `tracker` (e.g. one per worker),
 // until the memory is freed, whichever thread frees it. Scopes nest: every enclosing tracker is charged.
-class MemoryScope {
+class MemoryScope : NonCopyable {
  public:
   explicit MemoryScope(std::shared_ptr<MemoryTracker> tracker);
   ~MemoryScope();
-  MemoryScope(const MemoryScope&) = delete;
-  MemoryScope& operator=(const MemoryScope&) = delete;
 };
 // The trackers of the active scopes on this thread, outermost first.
 const std::vector<std::shared_ptr<MemoryTracker>>& current_memory_scopes();

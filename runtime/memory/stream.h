@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "runtime/base/device.h"
+#include "runtime/base/non_copyable.h"
 
 struct CUstream_st;
 struct CUevent_st;
@@ -47,12 +48,10 @@ class Stream {
 
 // A marker in a stream's work. On the CPU, record() completes immediately and stores the host time. While the
 // stream checker runs, record() also keeps the stream's clock, which wait() and synchronize() hand on.
-class Event {
+class Event : NonCopyable {
  public:
   explicit Event(bool timing = false);
   ~Event();
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
   Event(Event&&) noexcept;
   Event& operator=(Event&&) noexcept;
 
@@ -85,12 +84,10 @@ inline Stream current_stream() { return current_stream(current_device()); }
 Stream default_stream(Device device);
 
 // Sets the current device for this thread while in scope (and the CUDA device for CUDA runtime calls).
-class DeviceGuard {
+class DeviceGuard : NonCopyable {
  public:
   explicit DeviceGuard(Device device);
   ~DeviceGuard();
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
 
  private:
   Device previous_;
@@ -98,12 +95,10 @@ class DeviceGuard {
 };
 
 // Sets the current stream of the stream's device, and that device as current, while in scope.
-class StreamGuard {
+class StreamGuard : NonCopyable {
  public:
   explicit StreamGuard(const Stream& stream);
   ~StreamGuard();
-  StreamGuard(const StreamGuard&) = delete;
-  StreamGuard& operator=(const StreamGuard&) = delete;
 
  private:
   DeviceGuard device_guard_;
@@ -119,12 +114,10 @@ double host_time_s();
 // host memory to a GPU there stalls the lane's thread until the copy has run (CUDA stages it; from pinned
 // memory it would not): Tandem counts such copies and says so once on stderr. (A read back to the host waits
 // for its value anyway.)
-class LaneScope {
+class LaneScope : NonCopyable {
  public:
   LaneScope();
   ~LaneScope();
-  LaneScope(const LaneScope&) = delete;
-  LaneScope& operator=(const LaneScope&) = delete;
 };
 // Called by copies from pageable host memory to `device`: counts the copy if the thread is a lane.
 void note_pageable_copy(Device device, size_t bytes);

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "runtime/base/device.h"
+#include "runtime/base/non_copyable.h"
 
 namespace tandem {
 
@@ -82,12 +83,10 @@ void on_synchronize(const Clock& recorded);
 void name_stream(const Stream& stream, const std::string& name);
 
 // While in scope, messages say that this thread's accesses were made in `what` (e.g. a schedule instruction).
-class Context {
+class Context : NonCopyable {
  public:
   explicit Context(std::string what);
   ~Context();
-  Context(const Context&) = delete;
-  Context& operator=(const Context&) = delete;
 
  private:
   std::shared_ptr<const std::string> previous_;

@@ -8,6 +8,8 @@
 #include <string>
 #include <thread>
 
+#include "runtime/base/non_copyable.h"
+
 namespace tandem {
 
 // How and where a Progress shows itself. for_stderr() is what the programs use; tests inject a clock and a
@@ -48,12 +50,10 @@ std::string format_duration(double seconds);
 //   epoch 1/1: step 12/469 (2.6%), 26.7 img/s, 4.80 s/step, 0:58 elapsed, ~36:40 left
 // The first step of the run (warm-up: allocation, caches) is left out of the rate once there is a second.
 // Thread-safe: step() may come from any thread.
-class Progress {
+class Progress : NonCopyable {
  public:
   explicit Progress(ProgressTask task, ProgressSettings settings = ProgressSettings::for_stderr());
   ~Progress();  // erases the live line
-  Progress(const Progress&) = delete;
-  Progress& operator=(const Progress&) = delete;
 
   void step(int64_t n = 1);  // n more steps done
   // Runs `print` (which writes the caller's own lines and flushes them) with the live line erased, then

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/base/non_copyable.h"
 #include "runtime/tensor/tensor.h"
 
 namespace tandem {
@@ -15,12 +16,10 @@ namespace autograd {
 bool grad_enabled();
 void set_grad_enabled(bool on);
 
-class NoGradGuard {
+class NoGradGuard : NonCopyable {
  public:
   NoGradGuard() : previous_(grad_enabled()) { set_grad_enabled(false); }
   ~NoGradGuard() { set_grad_enabled(previous_); }
-  NoGradGuard(const NoGradGuard&) = delete;
-  NoGradGuard& operator=(const NoGradGuard&) = delete;
 
  private:
   bool previous_;

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/base/non_copyable.h"
+
 namespace tandem {
 namespace train {
 
@@ -48,14 +50,12 @@ struct EpochResult {
   double seconds = 0;
 };
 
-class Trainer {
+class Trainer : NonCopyable {
  public:
   // Builds the model, data, optimizer and schedule (and restores `resume`); writes the parameter count
   // and memory plan to `log`. Throws ValueError/IoError for bad options, specs or files.
   Trainer(const TrainOptions& options, std::ostream& log);
   ~Trainer();
-  Trainer(const Trainer&) = delete;
-  Trainer& operator=(const Trainer&) = delete;
 
   // Trains the remaining epochs (all, or those after the resumed checkpoint).
   std::vector<EpochResult> run();
