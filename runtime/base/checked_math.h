@@ -8,25 +8,30 @@
 
 namespace tandem {
 
-// a * b. On overflow throws IoError "<what...>: A * B does not fit in N bits"; `what` names the file and the
-// field (e.g. path, ": image dimensions") and is only formatted on failure.
+// r = a op b, where `overflowed` says whether it fit. On overflow throws IoError "<what...>: A op B does not fit
+// in N bits"; `what` names the file and the field (e.g. path, ": image dimensions") and is only formatted then.
 template <typename T, typename... What>
-T checked_mul(T a, T b, const What&... what) {
-  static_assert(std::is_integral<T>::value, "checked_mul needs integers");
-  T r;
-  if (__builtin_expect(__builtin_mul_overflow(a, b, &r), 0))
-    TD_THROW(IoError, what..., ": ", +a, " * ", +b, " does not fit in ", 8 * sizeof(T), " bits");
+T checked_result(bool overflowed, T r, T a, const char* op, T b, const What&... what) {
+  static_assert(std::is_integral<T>::value, "checked arithmetic needs integers");
+  if (__builtin_expect(overflowed, 0))
+    TD_THROW(IoError, what..., ": ", +a, op, +b, " does not fit in ", 8 * sizeof(T), " bits");
   return r;
 }
 
-// a + b, with the same contract as checked_mul.
+// a * b, or IoError as checked_result says.
+template <typename T, typename... What>
+T checked_mul(T a, T b, const What&... what) {
+  T r;
+  const bool overflowed = __builtin_mul_overflow(a, b, &r);
+  return checked_result(overflowed, r, a, " * ", b, what...);
+}
+
+// a + b, or IoError as checked_result says.
 template <typename T, typename... What>
 T checked_add(T a, T b, const What&... what) {
-  static_assert(std::is_integral<T>::value, "checked_add needs integers");
   T r;
-  if (__builtin_expect(__builtin_add_overflow(a, b, &r), 0))
-    TD_THROW(IoError, what..., ": ", +a, " + ", +b, " does not fit in ", 8 * sizeof(T), " bits");
-  return r;
+  const bool overflowed = __builtin_add_overflow(a, b, &r);
+  return checked_result(overflowed, r, a, " + ", b, what...);
 }
 
 }  // namespace tandem

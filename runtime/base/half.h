@@ -8,25 +8,17 @@
 
 namespace tandem {
 
-TD_HOST_DEVICE uint32_t float_bits(float f) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(f);
-#else
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-#endif
+// A value's bits as another type of the same size (memcpy: no aliasing rules broken; compilers, nvcc's device
+// code included, turn it into a register move).
+template <typename To, typename From>
+TD_HOST_DEVICE To bit_copy(From v) {
+  static_assert(sizeof(To) == sizeof(From), "bit_copy needs types of one size");
+  To r;
+  memcpy(&r, &v, sizeof(To));
+  return r;
 }
-
-TD_HOST_DEVICE float bits_float(uint32_t u) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(u);
-#else
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-#endif
-}
+TD_HOST_DEVICE uint32_t float_bits(float f) { return bit_copy<uint32_t>(f); }
+TD_HOST_DEVICE float bits_float(uint32_t u) { return bit_copy<float>(u); }
 
 // IEEE binary16, round to nearest even; overflow gives infinity, NaN stays NaN.
 TD_HOST_DEVICE uint16_t float_to_f16(float f) {
