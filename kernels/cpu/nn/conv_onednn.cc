@@ -95,6 +95,24 @@ struct Plan {
   size_t scratch_bytes = 0;
 };
 
+// One of a primitive's operands: its memory in Tandem's layout, in the primitive's, and its argument index.
+struct Binding {
+  memory::desc user, prim;
+  int arg;
+};
+
+// Puts the primitive of pd into plan with its inputs in0, in1 and its output.
+template <typename Primitive>
+void set_primitive(Plan& plan, const typename Primitive::primitive_desc& pd, const Binding& in0, const Binding& in1,
+                   const Binding& out) {
+  plan.prim = Primitive(pd);
+  plan.in0 = operand(in0.user, in0.prim, true);
+  plan.in1 = operand(in1.user, in1.prim, true);
+  plan.out = operand(out.user, out.prim, false);
+  plan.in0_arg = in0.arg, plan.in1_arg = in1.arg, plan.out_arg = out.arg;
+  plan.scratch_bytes = pd.scratchpad_desc().get_size();
+}
+
 // The plan for piece p of g, or null where oneDNN has no implementation for it.
 std::shared_ptr<Plan> make_plan(const Conv2dGeometry& g, const Piece& p, Op op, bool bias) {
   const memory::desc x = activation_md(g, p.n, p.c, g.c, g.h, g.w);
@@ -117,33 +135,21 @@ std::shared_ptr<Plan> make_plan(const Conv2dGeometry& g, const Piece& p, Op op, 
     Fwd::primitive_desc fpd(fd, attr, engine());
     auto plan = std::make_shared<Plan>();
     if (op == Op::forward) {
-      plan->prim = Fwd(fpd);
-      plan->in0 = operand(x, fpd.src_desc(), true);
-      plan->in1 = operand(w, fpd.weights_desc(), true);
-      plan->out = operand(y, fpd.dst_desc(), false);
-      plan->in0_arg = DNNL_ARG_SRC, plan->in1_arg = DNNL_ARG_WEIGHTS, plan->out_arg = DNNL_ARG_DST;
+      set_primitive<Fwd>(*plan, fpd, {x, fpd.src_desc(), DNNL_ARG_SRC}, {w, fpd.weights_desc(), DNNL_ARG_WEIGHTS},
+                         {y, fpd.dst_desc(), DNNL_ARG_DST});
       plan->bias = b;
-      plan->scratch_bytes = fpd.scratchpad_desc().get_size();
     } else if (op == Op::backward_data) {
       using Bwd = dnnl::convolution_backward_data;
       Bwd::primitive_desc pd(Bwd::desc(alg, any_like(x), any_like(w), any_like(y), strides, dilates, pad_l, pad_r),
                              attr, engine(), fpd);
-      plan->prim = Bwd(pd);
-      plan->in0 = operand(y, pd.diff_dst_desc(), true);
-      plan->in1 = operand(w, pd.weights_desc(), true);
-      plan->out = operand(x, pd.diff_src_desc(), false);
-      plan->in0_arg = DNNL_ARG_DIFF_DST, plan->in1_arg = DNNL_ARG_WEIGHTS, plan->out_arg = DNNL_ARG_DIFF_SRC;
-      plan->scratch_bytes = pd.scratchpad_desc().get_size();
+      set_primitive<Bwd>(*plan, pd, {y, pd.diff_dst_desc(), DNNL_ARG_DIFF_DST},
+                         {w, pd.weights_desc(), DNNL_ARG_WEIGHTS}, {x, pd.diff_src_desc(), DNNL_ARG_DIFF_SRC});
     } else {
       using Bwd = dnnl::convolution_backward_weights;
       Bwd::primitive_desc pd(Bwd::desc(alg, any_like(x), any_like(w), any_like(y), strides, dilates, pad_l, pad_r),
                              attr, engine(), fpd);
-      plan->prim = Bwd(pd);
-      plan->in0 = operand(x, pd.src_desc(), true);
-      plan->in1 = operand(y, pd.diff_dst_desc(), true);
-      plan->out = operand(w, pd.diff_weights_desc(), false);
-      plan->in0_arg = DNNL_ARG_SRC, plan->in1_arg = DNNL_ARG_DIFF_DST, plan->out_arg = DNNL_ARG_DIFF_WEIGHTS;
-      plan->scratch_bytes = pd.scratchpad_desc().get_size();
+      set_primitive<Bwd>(*plan, pd, {x, pd.src_desc(), DNNL_ARG_SRC}, {y, pd.diff_dst_desc(), DNNL_ARG_DIFF_DST},
+                         {w, pd.diff_weights_desc(), DNNL_ARG_DIFF_WEIGHTS});
     }
     return plan;
   } catch (const dnnl::error&) {
