@@ -24,11 +24,7 @@ class Step : public LrSchedule {
  public:
   Step(int64_t size, double gamma) : size_(size), gamma_(gamma) {}
   double factor(int64_t step) const override { return std::pow(gamma_, static_cast<double>(step / size_)); }
-  std::string describe() const override {
-    std::ostringstream os;
-    os << "step(every " << size_ << " steps, gamma " << gamma_ << ")";
-    return os.str();
-  }
+  std::string describe() const override { return detail::concat("step(every ", size_, " steps, gamma ", gamma_, ")"); }
 
  private:
   int64_t size_;
@@ -63,9 +59,7 @@ class Cosine : public LrSchedule {
     return min_ + (1.0 - min_) * 0.5 * (1.0 + std::cos(M_PI * t));
   }
   std::string describe() const override {
-    std::ostringstream os;
-    os << "cosine(over " << total_ << " steps, min factor " << min_ << ")";
-    return os.str();
+    return detail::concat("cosine(over ", total_, " steps, min factor ", min_, ")");
   }
 
  private:
@@ -82,9 +76,7 @@ class Warmup : public LrSchedule {
     return ramp * after_->factor(0);
   }
   std::string describe() const override {
-    std::ostringstream os;
-    os << "warmup(" << steps_ << " steps from " << start_ << ") + " << after_->describe();
-    return os.str();
+    return detail::concat("warmup(", steps_, " steps from ", start_, ") + ", after_->describe());
   }
 
  private:

@@ -16,24 +16,15 @@ OpCase view_case(const std::string& name, Shape shape, ViewFn f, ViewRef r, bool
       [r](const HV& in) { return HV{r(in[0])}; }, grad);
 }
 
+// A view that keeps the input's values in their order under the shape `out`: its reference is a reshape.
+OpCase reshaped_case(const std::string& name, Shape shape, ViewFn f, Shape out) {
+  return view_case(name, std::move(shape), std::move(f), [out](const HostTensor& h) { return ref::reshape(h, out); });
+}
+
 void add_views(std::vector<OpCase>& cs) {
   const Shape x{2, 3, 4};
-  cs.push_back(view_case(
-      "view_6x4", x,
-      [](const Tensor& t) {
-        return t.view({6, 4});
-      },
-      [](const HostTensor& h) {
-        return ref::reshape(h, {6, 4});
-      }));
-  cs.push_back(view_case(
-      "view_infer_dim", x,
-      [](const Tensor& t) {
-        return t.view({-1, 2});
-      },
-      [](const HostTensor& h) {
-        return ref::reshape(h, {12, 2});
-      }));
+  cs.push_back(reshaped_case("view_6x4", x, [](const Tensor& t) { return t.view({6, 4}); }, {6, 4}));
+  cs.push_back(reshaped_case("view_infer_dim", x, [](const Tensor& t) { return t.view({-1, 2}); }, {12, 2}));
   // A view of a permuted tensor that only splits its contiguous last dim: no copy needed.
   cs.push_back(view_case(
       "view_of_permuted", x,
@@ -43,14 +34,7 @@ void add_views(std::vector<OpCase>& cs) {
       [](const HostTensor& h) {
         return ref::reshape(ref::permute(h, {1, 0, 2}), {3, 2, 2, 2});
       }));
-  cs.push_back(view_case(
-      "reshape_view_path", x,
-      [](const Tensor& t) {
-        return t.reshape({4, 6});
-      },
-      [](const HostTensor& h) {
-        return ref::reshape(h, {4, 6});
-      }));
+  cs.push_back(reshaped_case("reshape_view_path", x, [](const Tensor& t) { return t.reshape({4, 6}); }, {4, 6}));
   cs.push_back(view_case(
       "reshape_copy_path", x,
       [](const Tensor& t) {
@@ -113,26 +97,14 @@ void add_views(std::vector<OpCase>& cs) {
   cs.push_back(view_case(
       "select_dim_0", x, [](const Tensor& t) { return t.select(0, 1); },
       [select_ref](const HostTensor& h) { return select_ref(h, 0, 1); }));
-  cs.push_back(view_case(
-      "unsqueeze_0", x, [](const Tensor& t) { return t.unsqueeze(0); },
-      [](const HostTensor& h) {
-        return ref::reshape(h, {1, 2, 3, 4});
-      }));
+  cs.push_back(reshaped_case("unsqueeze_0", x, [](const Tensor& t) { return t.unsqueeze(0); }, {1, 2, 3, 4}));
   cs.push_back(view_case(
       "unsqueeze_neg1_of_transposed", {3, 4}, [](const Tensor& t) { return t.t().unsqueeze(-1); },
       [](const HostTensor& h) {
         return ref::reshape(ref::transpose(h, 0, 1), {4, 3, 1});
       }));
-  cs.push_back(view_case(
-      "squeeze_1", {2, 1, 4}, [](const Tensor& t) { return t.squeeze(1); },
-      [](const HostTensor& h) {
-        return ref::reshape(h, {2, 4});
-      }));
-  cs.push_back(view_case(
-      "flatten_1_2", {2, 3, 4, 2}, [](const Tensor& t) { return t.flatten(1, 2); },
-      [](const HostTensor& h) {
-        return ref::reshape(h, {2, 12, 2});
-      }));
+  cs.push_back(reshaped_case("squeeze_1", {2, 1, 4}, [](const Tensor& t) { return t.squeeze(1); }, {2, 4}));
+  cs.push_back(reshaped_case("flatten_1_2", {2, 3, 4, 2}, [](const Tensor& t) { return t.flatten(1, 2); }, {2, 12, 2}));
   cs.push_back(view_case(
       "flatten_all_of_permuted", x,
       [](const Tensor& t) {
@@ -141,9 +113,7 @@ void add_views(std::vector<OpCase>& cs) {
       [](const HostTensor& h) {
         return ref::reshape(ref::permute(h, {1, 2, 0}), {24});
       }));
-  cs.push_back(view_case(
-      "flatten_0d", {}, [](const Tensor& t) { return t.flatten(); },
-      [](const HostTensor& h) { return ref::reshape(h, {1}); }));
+  cs.push_back(reshaped_case("flatten_0d", {}, [](const Tensor& t) { return t.flatten(); }, {1}));
   cs.push_back(view_case(
       "expand_3x1_to_2x3x4", {3, 1},
       [](const Tensor& t) {
