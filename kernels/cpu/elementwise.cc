@@ -102,17 +102,24 @@ void CpuBackend::copy(DType src_t, const void* src, const StridedDesc& sd, DType
   }
 }
 
+namespace {
+// Runs body(F, s, i) for i in [0, n) over threads, with F the struct of op and s its scalars in T.
+template <typename T, typename Body>
+void for_each_unary(UnaryOp op, const UnaryParams& p, int64_t n, const Body& body) {
+  const elementwise::Scalars<T> s = elementwise::scalars_of<T>(p);
+  elementwise::visit_unary(op, [&](auto f) {
+    parallel_for(0, n, kGrain, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) body(f, s, i);
+    });
+  });
+}
+}  // namespace
+
 void CpuBackend::unary(UnaryOp op, DType t, const void* x, void* y, int64_t n, UnaryParams p, const Stream&) {
   TD_DISPATCH_FLOAT(t, "unary op", {
     const scalar_t* xp = static_cast<const scalar_t*>(x);
     scalar_t* yp = static_cast<scalar_t*>(y);
-    const elementwise::Scalars<scalar_t> s = elementwise::scalars_of<scalar_t>(p);
-    elementwise::visit_unary(op, [&](auto f) {
-      using F = decltype(f);
-      parallel_for(0, n, kGrain, [&](int64_t lo, int64_t hi) {
-        for (int64_t i = lo; i < hi; ++i) yp[i] = F::value(xp[i], s);
-      });
-    });
+    for_each_unary<scalar_t>(op, p, n, [&](auto f, const auto& s, int64_t i) { yp[i] = f.value(xp[i], s); });
   });
 }
 
@@ -123,13 +130,8 @@ void CpuBackend::unary_backward(UnaryOp op, DType t, const void* x, const void* 
     const scalar_t* yp = static_cast<const scalar_t*>(y);
     const scalar_t* gp = static_cast<const scalar_t*>(gy);
     scalar_t* out = static_cast<scalar_t*>(gx);
-    const elementwise::Scalars<scalar_t> s = elementwise::scalars_of<scalar_t>(p);
-    elementwise::visit_unary(op, [&](auto f) {
-      using F = decltype(f);
-      parallel_for(0, n, kGrain, [&](int64_t lo, int64_t hi) {
-        for (int64_t i = lo; i < hi; ++i)
-          out[i] = F::grad(xp ? xp[i] : scalar_t(0), yp ? yp[i] : scalar_t(0), gp[i], s);
-      });
+    for_each_unary<scalar_t>(op, p, n, [&](auto f, const auto& s, int64_t i) {
+      out[i] = f.grad(xp ? xp[i] : scalar_t(0), yp ? yp[i] : scalar_t(0), gp[i], s);
     });
   });
 }
