@@ -159,42 +159,43 @@ TEST_F(CudaSentinel, BatchedGemmWithTransposedB) {
 
 TEST_F(CudaSentinel, IndexingAndItsAccumulatingBackwards) {
   const int64_t outer = 3, n_src = 6, inner = 5, n_idx = 8, n_out = outer * n_idx * inner, n_in = outer * n_src * inner;
+  // index_select and index_add take n_idx indices into the n_src rows; gather and scatter_add one per element.
   Tensor x = host(n_in, DType::F64), idx = indices(n_idx, n_src), gidx = indices(n_out, n_src);
-  Tensor xg = to_gpu(x), idxg = to_gpu(idx), gidxg = to_gpu(gidx);
-  Tensor want = empty({n_out}, DType::F64);
+  Tensor src = host(n_out, DType::F64), base = host(n_in, DType::F64);
+  Tensor xg = to_gpu(x), srcg = to_gpu(src), idxg = to_gpu(idx), gidxg = to_gpu(gidx);
+  using IndexedOp =
+      void (Backend::*)(DType, const void*, int64_t, int64_t, int64_t, const int64_t*, int64_t, void*, const Stream&);
+  struct Case {
+    const char* name;
+    IndexedOp op;
+    const Tensor& idx;
+    const Tensor& idx_gpu;
+  };
 
-  Guarded sel(DType::F64, n_out, kGpu);
-  gpu_backend().index_select(DType::F64, xg.raw_data(), outer, n_src, inner, idxg.data<int64_t>(), n_idx, sel.data(),
-                             gpu_stream());
-  cpu_backend().index_select(DType::F64, x.raw_data(), outer, n_src, inner, idx.data<int64_t>(), n_idx, want.raw_data(),
-                             Stream());
-  expect_bitwise_equal(result(sel, "index_select"), want, "index_select");
-
-  Guarded gat(DType::F64, n_out, kGpu);
-  gpu_backend().gather(DType::F64, xg.raw_data(), outer, n_src, inner, gidxg.data<int64_t>(), n_idx, gat.data(),
-                       gpu_stream());
-  cpu_backend().gather(DType::F64, x.raw_data(), outer, n_src, inner, gidx.data<int64_t>(), n_idx, want.raw_data(),
-                       Stream());
-  expect_bitwise_equal(result(gat, "gather"), want, "gather");
-
-  Tensor src = host(n_out, DType::F64), srcg = to_gpu(src), base = host(n_in, DType::F64);
-  Tensor acc = base.clone();
-  Guarded added(DType::F64, n_in, kGpu);
-  added.load(base);
-  gpu_backend().index_add(DType::F64, srcg.raw_data(), outer, n_idx, inner, idxg.data<int64_t>(), n_src, added.data(),
+  // The reads give x's values at the indices: the same bits.
+  for (const Case& c :
+       {Case{"index_select", &Backend::index_select, idx, idxg}, Case{"gather", &Backend::gather, gidx, gidxg}}) {
+    Tensor want = empty({n_out}, DType::F64);
+    Guarded got(DType::F64, n_out, kGpu);
+    (gpu_backend().*c.op)(DType::F64, xg.raw_data(), outer, n_src, inner, c.idx_gpu.data<int64_t>(), n_idx, got.data(),
                           gpu_stream());
-  cpu_backend().index_add(DType::F64, src.raw_data(), outer, n_idx, inner, idx.data<int64_t>(), n_src, acc.raw_data(),
+    (cpu_backend().*c.op)(DType::F64, x.raw_data(), outer, n_src, inner, c.idx.data<int64_t>(), n_idx, want.raw_data(),
                           Stream());
-  expect_close(result(added, "index_add"), acc, 1e-12, "index_add");
+    expect_bitwise_equal(result(got, c.name), want, c.name);
+  }
 
-  acc = base.clone();
-  Guarded scattered(DType::F64, n_in, kGpu);
-  scattered.load(base);
-  gpu_backend().scatter_add(DType::F64, srcg.raw_data(), outer, n_idx, inner, gidxg.data<int64_t>(), n_src,
-                            scattered.data(), gpu_stream());
-  cpu_backend().scatter_add(DType::F64, src.raw_data(), outer, n_idx, inner, gidx.data<int64_t>(), n_src,
-                            acc.raw_data(), Stream());
-  expect_close(result(scattered, "scatter_add"), acc, 1e-12, "scatter_add");
+  // Their backwards add src into a copy of base at the same indices.
+  for (const Case& c :
+       {Case{"index_add", &Backend::index_add, idx, idxg}, Case{"scatter_add", &Backend::scatter_add, gidx, gidxg}}) {
+    Tensor want = base.clone();
+    Guarded got(DType::F64, n_in, kGpu);
+    got.load(base);
+    (gpu_backend().*c.op)(DType::F64, srcg.raw_data(), outer, n_idx, inner, c.idx_gpu.data<int64_t>(), n_src,
+                          got.data(), gpu_stream());
+    (cpu_backend().*c.op)(DType::F64, src.raw_data(), outer, n_idx, inner, c.idx.data<int64_t>(), n_src,
+                          want.raw_data(), Stream());
+    expect_close(result(got, c.name), want, 1e-12, c.name);
+  }
 }
 
 TEST_F(CudaSentinel, OneHotAndRandom) {
