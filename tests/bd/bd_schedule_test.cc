@@ -250,7 +250,9 @@ TEST(Projection, MatchesClosedFormsForUniformStagesAndOneSlowStage) {
     double tail = 0;
     for (int i = std::max(slow, 0); i < k; ++i) tail = std::max(tail, i * (T + r) + T + student[i]);
     const double ahd = (n - 1) * slowest + tail;
-    if (slow < 0) ASSERT_NEAR(ahd, (k - 1) * (T + r) + n * (T + student[0]), 1e-15);
+    if (slow < 0) {
+      ASSERT_NEAR(ahd, (k - 1) * (T + r) + n * (T + student[0]), 1e-15);
+    }
     for (PlanModel model : {PlanModel::Tandem, PlanModel::PipeBD}) {
       std::map<Strategy, Projection> by;
       for (const Projection& x : project(p, {w}, n, row_bytes(k), 0, model)) by[x.strategy] = x;
