@@ -79,7 +79,8 @@ def cases_test(
     """
     if cases == None:
         if not name.endswith("_test"):
-            fail("cases_test %s: name the cases library (cases = ...) when the test's name does not end in _test" % name)
+            fail("cases_test %s: name the cases library (cases = ...) when the test's name does not end in _test" %
+                 name)
         cases = name[:-len("_test")] + "_cases"
     native.cc_library(
         name = cases,
