@@ -61,7 +61,8 @@ def cases_test(
         tags = [],
         main = [GTEST_MAIN],
         visibility = None,
-        env = None):
+        env = None,
+        data = None):
     """A test run from a library of its cases (alwayslink), which a GPU test binary (:gpu_tests) can link too.
 
     Args:
@@ -76,6 +77,7 @@ def cases_test(
       main: what provides main() ([] where the cases bring their own).
       visibility: the library's visibility, when not the package's.
       env: the test's environment (not with checked, which sets its own).
+      data: the test's runtime files (not with checked).
     """
     if cases == None:
         if not name.endswith("_test"):
@@ -91,14 +93,15 @@ def cases_test(
         alwayslink = True,
     )
     if checked:
-        if env != None:
-            fail("cases_test %s: a checked test sets its own env" % name)
+        if env != None or data != None:
+            fail("cases_test %s: a checked test sets its own env and takes no data" % name)
         checked_test(name = name, cases = ":" + cases, size = size, tags = tags, main = main)
     else:
         native.cc_test(
             name = name,
             size = size,
             env = env,
+            data = data,
             tags = tags,
             deps = [":" + cases] + main,
         )
