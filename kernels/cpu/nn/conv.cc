@@ -8,6 +8,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/nn/conv_onednn.h"
 #include "kernels/cpu/nn/cpu_nn_backend.h"
+#include "kernels/cpu/nn/im2col.h"
 #include "kernels/dispatch.h"
 #include "runtime/base/parallel_for.h"
 
@@ -40,86 +41,12 @@ Dims dims_of(const Conv2dGeometry& g) {
   return d;
 }
 
-// Outputs o in [lo, hi) whose input position o * stride + off lies in [0, in).
-void valid_range(int64_t out, int64_t stride, int64_t off, int64_t in, int64_t& lo, int64_t& hi) {
-  lo = off >= 0 ? 0 : (-off + stride - 1) / stride;
-  hi = in - 1 - off < 0 ? 0 : (in - 1 - off) / stride + 1;
-  lo = std::min(lo, out);
-  hi = std::max(lo, std::min(hi, out));
-}
-
 // Calls fn(lo, hi) over chunks; a single chunk runs on this thread so that its GEMM may use the others.
 void over_chunks(int64_t nchunks, const std::function<void(int64_t, int64_t)>& fn) {
   if (nchunks == 1)
     fn(0, 1);
   else
     parallel_for(0, nchunks, 1, fn);
-}
-
-// cols[(c, ki, kj), img * ohw + (oy, ox)] = x[img, c, iy, ix] (0 in the padding); cols has row stride ld.
-template <typename T>
-void im2col(const Conv2dGeometry& g, const T* x, int64_t cnt, int64_t ld, T* cols) {
-  const int64_t ohw = g.oh * g.ow;
-  for (int64_t img = 0; img < cnt; ++img)
-    for (int64_t c = 0; c < g.c; ++c) {
-      const T* plane = x + (img * g.c + c) * g.h * g.w;
-      for (int64_t ki = 0; ki < g.kh; ++ki)
-        for (int64_t kj = 0; kj < g.kw; ++kj) {
-          T* row = cols + ((c * g.kh + ki) * g.kw + kj) * ld + img * ohw;
-          int64_t yoff = ki * g.dilation_h - g.pad_h, xoff = kj * g.dilation_w - g.pad_w;
-          int64_t ylo, yhi, xlo, xhi;
-          valid_range(g.oh, g.stride_h, yoff, g.h, ylo, yhi);
-          valid_range(g.ow, g.stride_w, xoff, g.w, xlo, xhi);
-          for (int64_t oy = 0; oy < g.oh; ++oy) {
-            T* out = row + oy * g.ow;
-            if (oy < ylo || oy >= yhi) {
-              std::fill(out, out + g.ow, T(0));
-              continue;
-            }
-            const T* in = plane + (oy * g.stride_h + yoff) * g.w;
-            std::fill(out, out + xlo, T(0));
-            if (g.stride_w == 1)
-              for (int64_t ox = xlo; ox < xhi; ++ox) out[ox] = in[ox + xoff];
-            else
-              for (int64_t ox = xlo; ox < xhi; ++ox) out[ox] = in[ox * g.stride_w + xoff];
-            std::fill(out + xhi, out + g.ow, T(0));
-          }
-        }
-    }
-}
-
-// The adjoint of im2col: dx[img, c, iy, ix] += cols[...] (dx must be zeroed first).
-template <typename T>
-void col2im(const Conv2dGeometry& g, const T* cols, int64_t cnt, int64_t ld, T* dx) {
-  const int64_t ohw = g.oh * g.ow;
-  for (int64_t img = 0; img < cnt; ++img)
-    for (int64_t c = 0; c < g.c; ++c) {
-      T* plane = dx + (img * g.c + c) * g.h * g.w;
-      for (int64_t ki = 0; ki < g.kh; ++ki)
-        for (int64_t kj = 0; kj < g.kw; ++kj) {
-          const T* row = cols + ((c * g.kh + ki) * g.kw + kj) * ld + img * ohw;
-          int64_t yoff = ki * g.dilation_h - g.pad_h, xoff = kj * g.dilation_w - g.pad_w;
-          int64_t ylo, yhi, xlo, xhi;
-          valid_range(g.oh, g.stride_h, yoff, g.h, ylo, yhi);
-          valid_range(g.ow, g.stride_w, xoff, g.w, xlo, xhi);
-          for (int64_t oy = ylo; oy < yhi; ++oy) {
-            const T* in = row + oy * g.ow;
-            T* out = plane + (oy * g.stride_h + yoff) * g.w;
-            if (g.stride_w == 1)
-              for (int64_t ox = xlo; ox < xhi; ++ox) out[ox + xoff] += in[ox];
-            else
-              for (int64_t ox = xlo; ox < xhi; ++ox) out[ox * g.stride_w + xoff] += in[ox];
-          }
-        }
-    }
-}
-
-// Gathers images [n0, n0 + cnt) of t [n, ch, ohw] into buf [ch, cnt * ohw], or scatters it back.
-template <typename T>
-void gather_chunk(const T* t, int64_t cnt, int64_t ch, int64_t ohw, T* buf) {
-  for (int64_t img = 0; img < cnt; ++img)
-    for (int64_t k = 0; k < ch; ++k)
-      std::copy(t + (img * ch + k) * ohw, t + (img * ch + k + 1) * ohw, buf + (k * cnt + img) * ohw);
 }
 
 template <typename T>
@@ -133,7 +60,7 @@ void forward_gemm(const Conv2dGeometry& g, const T* x, const T* w, const T* bias
       const T* colp = xc;
       if (!(d.pointwise && cnt == 1)) {
         cols.resize(static_cast<size_t>(g.c * g.kh * g.kw * ld));
-        im2col(g, xc, cnt, ld, cols.data());
+        im2col(g, xc, cnt, ld, cols.data(), 0, g.c);
         colp = cols.data();
       }
       T* yc = y + n0 * g.o * d.ohw;
@@ -168,7 +95,7 @@ void backward_data_gemm(const Conv2dGeometry& g, const T* dy, const T* w, T* dx)
       const T* dyc = dy + n0 * g.o * d.ohw;
       if (cnt > 1) {
         dybuf.resize(static_cast<size_t>(g.o * ld));
-        gather_chunk(dyc, cnt, g.o, d.ohw, dybuf.data());
+        gather_chunk(dyc, cnt, g.o, d.ohw, dybuf.data(), 0, g.o);
         dyc = dybuf.data();
       }
       T* dxc = dx + n0 * g.c * d.hw;
@@ -181,10 +108,7 @@ void backward_data_gemm(const Conv2dGeometry& g, const T* dy, const T* w, T* dx)
       for (int64_t gi = 0; gi < g.groups; ++gi)
         gemm_cpu<T>(true, false, d.kg, ld, d.og, T(1), w + gi * d.og * d.kg, d.kg, dyc + gi * d.og * ld, ld, T(0),
                     colp + gi * d.kg * ld, ld);
-      if (!direct) {
-        std::fill(dxc, dxc + cnt * g.c * d.hw, T(0));
-        col2im(g, colp, cnt, ld, dxc);
-      }
+      if (!direct) col2im(g, colp, cnt, ld, dxc, 0, g.c);
     }
   });
 }
@@ -204,13 +128,13 @@ void backward_weight_gemm(const Conv2dGeometry& g, const T* x, const T* dy, T* d
         const T* colp = xc;
         if (!(d.pointwise && cnt == 1)) {
           cols.resize(static_cast<size_t>(g.c * g.kh * g.kw * ld));
-          im2col(g, xc, cnt, ld, cols.data());
+          im2col(g, xc, cnt, ld, cols.data(), 0, g.c);
           colp = cols.data();
         }
         const T* dyc = dy + n0 * g.o * d.ohw;
         if (cnt > 1) {
           dybuf.resize(static_cast<size_t>(g.o * ld));
-          gather_chunk(dyc, cnt, g.o, d.ohw, dybuf.data());
+          gather_chunk(dyc, cnt, g.o, d.ohw, dybuf.data(), 0, g.o);
           dyc = dybuf.data();
         }
         T* part = parts.data() + s * wsize;

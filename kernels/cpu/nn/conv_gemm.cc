@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/nn/im2col.h"
 #include "kernels/cpu/onednn.h"
 #include "runtime/base/error.h"
 #include "runtime/base/parallel_for.h"
@@ -32,70 +33,18 @@ Sizes sizes_of(const Conv2dGeometry& g, int64_t chunk_floats) {
   return s;
 }
 
-// Input row (ih or iw) read by output position `out` through tap `tap`; outside [0, size) reads padding.
-inline int64_t input_at(int64_t out, int64_t stride, int64_t pad, int64_t tap, int64_t dilation) {
-  return out * stride - pad + tap * dilation;
+// im2col, col2im and gather_chunk of im2col.h over the chunk's channels, split over threads.
+void unfold(const Conv2dGeometry& g, const float* x, int64_t nb, int64_t cols, float* col) {
+  parallel_for(0, g.c, 1, [&](int64_t lo, int64_t hi) { im2col(g, x, nb, cols, col, lo, hi); });
 }
 
-// col [c * taps, nb * pixels]: row (c, i, j), column (image, oh, ow) holds x[image, c, ih, iw], 0 in the padding.
-void im2col(const Conv2dGeometry& g, const Sizes& s, const float* x, int64_t nb, float* col) {
-  const int64_t cols = nb * s.pixels;
-  parallel_for(0, s.rows, 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t r = lo; r < hi; ++r) {
-      const int64_t c = r / s.taps, i = r % s.taps / g.kw, j = r % g.kw;
-      for (int64_t n = 0; n < nb; ++n) {
-        const float* plane = x + (n * g.c + c) * s.in_plane;
-        float* out = col + r * cols + n * s.pixels;
-        for (int64_t oh = 0; oh < g.oh; ++oh, out += g.ow) {
-          const int64_t ih = input_at(oh, g.stride_h, g.pad_h, i, g.dilation_h);
-          if (ih < 0 || ih >= g.h) {
-            std::fill(out, out + g.ow, 0.f);
-            continue;
-          }
-          const float* src = plane + ih * g.w;
-          for (int64_t ow = 0; ow < g.ow; ++ow) {
-            const int64_t iw = input_at(ow, g.stride_w, g.pad_w, j, g.dilation_w);
-            out[ow] = iw >= 0 && iw < g.w ? src[iw] : 0.f;
-          }
-        }
-      }
-    }
-  });
-}
-
-// dx [nb, c, h, w] = the sum, over every column entry that im2col would have read from a pixel, of dcol's
-// entry; each plane is summed by one task in tap, then pixel order.
-void col2im(const Conv2dGeometry& g, const Sizes& s, const float* dcol, int64_t nb, float* dx) {
-  const int64_t cols = nb * s.pixels;
-  parallel_for(0, nb * g.c, 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t p = lo; p < hi; ++p) {
-      const int64_t n = p / g.c, c = p % g.c;
-      float* plane = dx + p * s.in_plane;
-      std::fill(plane, plane + s.in_plane, 0.f);
-      for (int64_t t = 0; t < s.taps; ++t) {
-        const int64_t i = t / g.kw, j = t % g.kw;
-        const float* row = dcol + (c * s.taps + t) * cols + n * s.pixels;
-        for (int64_t oh = 0; oh < g.oh; ++oh, row += g.ow) {
-          const int64_t ih = input_at(oh, g.stride_h, g.pad_h, i, g.dilation_h);
-          if (ih < 0 || ih >= g.h) continue;
-          float* dst = plane + ih * g.w;
-          for (int64_t ow = 0; ow < g.ow; ++ow) {
-            const int64_t iw = input_at(ow, g.stride_w, g.pad_w, j, g.dilation_w);
-            if (iw >= 0 && iw < g.w) dst[iw] += row[ow];
-          }
-        }
-      }
-    }
-  });
+void fold(const Conv2dGeometry& g, const float* dcol, int64_t nb, int64_t cols, float* dx) {
+  parallel_for(0, g.c, 1, [&](int64_t lo, int64_t hi) { col2im(g, dcol, nb, cols, dx, lo, hi); });
 }
 
 // mat [o, nb * pixels] <-> y [nb, o, pixels] (the chunk's images of an NCHW output or its gradient).
 void gather_output(const Conv2dGeometry& g, const Sizes& s, const float* y, int64_t nb, float* mat) {
-  parallel_for(0, g.o, 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t o = lo; o < hi; ++o)
-      for (int64_t n = 0; n < nb; ++n)
-        std::memcpy(mat + (o * nb + n) * s.pixels, y + (n * g.o + o) * s.pixels, s.pixels * sizeof(float));
-  });
+  parallel_for(0, g.o, 1, [&](int64_t lo, int64_t hi) { gather_chunk(y, nb, g.o, s.pixels, mat, lo, hi); });
 }
 
 void scatter_output(const Conv2dGeometry& g, const Sizes& s, const float* mat, const float* bias, int64_t nb,
@@ -124,11 +73,11 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const flo
 // The share of a spatial axis's (output position, tap) pairs that read the input, not its padding.
 double taps_inside(int64_t out, int64_t in, int64_t taps, int64_t stride, int64_t pad, int64_t dilation) {
   int64_t inside = 0;
-  for (int64_t o = 0; o < out; ++o)
-    for (int64_t t = 0; t < taps; ++t) {
-      const int64_t i = input_at(o, stride, pad, t, dilation);
-      inside += i >= 0 && i < in;
-    }
+  for (int64_t t = 0; t < taps; ++t) {
+    int64_t lo, hi;
+    valid_range(out, stride, t * dilation - pad, in, lo, hi);
+    inside += hi - lo;
+  }
   return static_cast<double>(inside) / static_cast<double>(out * taps);
 }
 
@@ -148,9 +97,10 @@ bool conv_gemm_applies(const Conv2dGeometry& g, ConvPass pass) {
       g.kh == 1 && g.kw == 1 && g.pad_h == 0 && g.pad_w == 0 && (g.stride_h > 1 || g.stride_w > 1);
   const int64_t pixels = g.oh * g.ow;
   if (pass == ConvPass::backward_weight) return pixels <= 4 || strided_one_by_one;
-  const double inside = taps_inside(g.oh, g.h, g.kh, g.stride_h, g.pad_h, g.dilation_h) *
-                        taps_inside(g.ow, g.w, g.kw, g.stride_w, g.pad_w, g.dilation_w);
-  return g.n * pixels <= 64 && inside >= 0.25;
+  if (g.n * pixels > 64) return false;
+  return taps_inside(g.oh, g.h, g.kh, g.stride_h, g.pad_h, g.dilation_h) *
+             taps_inside(g.ow, g.w, g.kw, g.stride_w, g.pad_w, g.dilation_w) >=
+         0.25;
 }
 
 namespace {
@@ -177,7 +127,7 @@ void conv_gemm_forward(const Conv2dGeometry& g, const float* x, const float* w, 
                        int64_t chunk_floats) {
   const Sizes s = sizes_of(g, chunk_floats);
   for_each_chunk(g, s, [&](const Chunk& k) {
-    im2col(g, s, x + k.n0 * g.c * s.in_plane, k.nb, k.col);
+    unfold(g, x + k.n0 * g.c * s.in_plane, k.nb, k.cols, k.col);
     gemm(false, false, g.o, k.cols, s.rows, w, s.rows, k.col, k.cols, 0.f, k.mat, k.cols);
     scatter_output(g, s, k.mat, bias, k.nb, y + k.n0 * g.o * s.pixels);
   });
@@ -189,7 +139,7 @@ void conv_gemm_backward_data(const Conv2dGeometry& g, const float* dy, const flo
   for_each_chunk(g, s, [&](const Chunk& k) {
     gather_output(g, s, dy + k.n0 * g.o * s.pixels, k.nb, k.mat);
     gemm(true, false, s.rows, k.cols, g.o, w, s.rows, k.mat, k.cols, 0.f, k.col, k.cols);
-    col2im(g, s, k.col, k.nb, dx + k.n0 * g.c * s.in_plane);
+    fold(g, k.col, k.nb, k.cols, dx + k.n0 * g.c * s.in_plane);
   });
 }
 
@@ -198,7 +148,7 @@ void conv_gemm_backward_weight(const Conv2dGeometry& g, const float* x, const fl
                                int64_t chunk_floats) {
   const Sizes s = sizes_of(g, chunk_floats);
   for_each_chunk(g, s, [&](const Chunk& k) {
-    im2col(g, s, x + k.n0 * g.c * s.in_plane, k.nb, k.col);
+    unfold(g, x + k.n0 * g.c * s.in_plane, k.nb, k.cols, k.col);
     gather_output(g, s, dy + k.n0 * g.o * s.pixels, k.nb, k.mat);
     gemm(false, true, g.o, s.rows, k.cols, k.mat, k.cols, k.col, k.cols, k.n0 == 0 ? 0.f : 1.f, dw, s.rows);
   });
