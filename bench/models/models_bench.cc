@@ -180,7 +180,8 @@ int main(int argc, char** argv) {
     benchmark::Initialize(&rest_argc, rest.data());
     benchmark::AddCustomContext("tandem_device", g_config.device.str());
     benchmark::AddCustomContext("tandem_tf32", tandem::allow_tf32() ? "1" : "0");
-    benchmark::AddCustomContext("tandem_channels_last", g_config.device.is_cuda() && g_config.channels_last ? "1" : "0");
+    benchmark::AddCustomContext("tandem_channels_last",
+                                g_config.device.is_cuda() && g_config.channels_last ? "1" : "0");
     benchmark::AddCustomContext("tandem_dtype", "f32");
     benchmark::AddCustomContext("tandem_threads", std::to_string(tandem::intra_op_threads()));
     benchmark::AddCustomContext("tandem_min_time", std::to_string(g_config.min_time_s));
