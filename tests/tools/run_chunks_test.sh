@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/gpu_bundle/run_chunks.py on a stand-in GoogleTest binary (gtest_standin): the test that hangs and the
 # one that crashes, in different chunks, are both named, the tests after them in their chunks still run, every
-# other test is counted, and the whole run ends at its deadline.
+# other test is counted, and the whole run ends at its deadline; --fail-output turns a reported line into a failure.
 set -u
 RUN_CHUNKS="$1" STANDIN="$2"
 work="$(mktemp -d "${TEST_TMPDIR:-/tmp}/chunks.XXXXXX")"
@@ -56,6 +56,13 @@ out="$(python3 "$RUN_CHUNKS" --chunks 3 "$STANDIN" --gtest_filter='Alpha.*:Small
 rc=$?
 [ "$rc" -eq 0 ] || fail "a run where every test passes exited $rc"
 has "6 passed, 0 failed, 0 skipped, 0 hung, 0 crashed, 0 not run" "the passing run" "$out"
+
+# --fail-output: a passed test whose output matches (as a compute-sanitizer report would) fails.
+out="$(python3 "$RUN_CHUNKS" --fail-output "stand-in's rep" "$STANDIN" --gtest_filter='Gamma.One:Alpha.*' 2>&1)"
+rc=$?
+[ "$rc" -eq 1 ] || fail "a run with a flagged output exited $rc, expected 1"
+has "3 passed, 1 failed, 0 skipped" "the run with --fail-output" "$out"
+has "FAILED Gamma.One: the stand-in's report" "the run with --fail-output" "$out"
 
 # A binary that cannot list its tests.
 out="$(python3 "$RUN_CHUNKS" /bin/false 2>&1)"

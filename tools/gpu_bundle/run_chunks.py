@@ -122,6 +122,7 @@ class Runner:
         self.results = {}  # name -> (outcome, lines: the message, or how the chunk ended and the test's output)
         self.notes = []  # the report's extra sections: logs of hung and crashed chunks
         self.pending, self.running, self.chunks = [], [], 0
+        self.fail_output = re.compile(o.fail_output) if o.fail_output else None
 
     def add_chunk(self, names):
         self.chunks += 1
@@ -149,7 +150,9 @@ class Runner:
         outcomes, output, culprit = read_log(c.path)
         for name, outcome in outcomes.items():
             if name in c.names:
-                self.results[name] = (outcome, output.get(name, []))
+                lines = output.get(name, [])
+                flagged = [l for l in lines if self.fail_output and self.fail_output.search(l)]
+                self.results[name] = ("failed", flagged) if outcome == "passed" and flagged else (outcome, lines)
         code = c.proc.returncode
         how = {"timeout": "no result within %.0f s" % self.o.timeout,
                "deadline": "stopped when the time ran out"}.get(why, exit_text(code))
@@ -233,6 +236,8 @@ def main():
                     "crashed chunks to this file")
     ap.add_argument("--work", help="folder for the chunks' logs (default: a new temporary one)")
     ap.add_argument("--title", default="tests", help="what the summary calls the tests")
+    ap.add_argument("--fail-output", metavar="REGEX", help="a passed test whose output has a line matching REGEX "
+                    "(e.g. a compute-sanitizer report) counts as failed, with those lines as its message")
     ap.add_argument("binary")
     ap.add_argument("args", nargs=argparse.REMAINDER, help="passed to every run of the binary")
     o = ap.parse_args()
