@@ -106,14 +106,21 @@ done
 export CUDA_MODULE_LOADING=EAGER
 echo "CUDA_MODULE_LOADING=$CUDA_MODULE_LOADING"
 
-gpus="$(nvidia-smi -L 2>&1)"
+# A GPU: one that nvidia-smi lists, or, where a container has no nvidia-smi, a device node.
+if command -v nvidia-smi >/dev/null 2>&1; then
+  gpus="$(nvidia-smi -L 2>&1)"
+  why="nvidia-smi -L: $(head -c 200 <<<"${gpus:-nothing}" | paste -sd' ')"
+else
+  gpus="$([ -e /dev/nvidia0 ] && echo "GPU 0: /dev/nvidia0 (no nvidia-smi)")"
+  why="no nvidia-smi, no /dev/nvidia0"
+fi
 if ! grep -q '^GPU [0-9]' <<<"$gpus"; then
-  echo "no GPU here (nvidia-smi -L: $(head -c 200 <<<"${gpus:-nothing}" | paste -sd' ')): the GPU steps are skipped"
+  echo "no GPU here ($why): the GPU steps are skipped"
   echo
   echo "== Tandem GPU bundle: nothing run (no GPU) =="
   exit 0
 fi
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "$gpus"
 BIN_TESTS="$HERE/tests/gpu_tests"
 JOBS=$(($(nproc) / 2 > 8 ? 8 : ($(nproc) / 2 > 1 ? $(nproc) / 2 : 1)))
 
