@@ -135,10 +135,10 @@ has "== Tandem GPU bundle results" "$(cat "$work/out/run.log")" "run.log"
 
 # A step that hangs: stopped when the budget runs out, and said so.
 start=$SECONDS
-out="$(STUB_HANG=1 TANDEM_BUNDLE_STEPS=kernels TANDEM_BUNDLE_BUDGET_S=12 bash "$b/run.sh" "$work/out2" 2>&1)"
+out="$(STUB_HANG=1 TANDEM_BUNDLE_STEPS=kernels TANDEM_BUNDLE_BUDGET_S=8 bash "$b/run.sh" "$work/out2" 2>&1)"
 rc=$?
 [ "$rc" -eq 1 ] || fail "run.sh with a hung step exited $rc, expected 1"
-[ $((SECONDS - start)) -lt 30 ] || fail "run.sh with a 12 s budget took $((SECONDS - start)) s"
+[ $((SECONDS - start)) -lt 30 ] || fail "run.sh with an 8 s budget took $((SECONDS - start)) s"
 has "kernels_bench" "$(grep 'cut at its limit of' <<<"$out")" "run.sh with a hung kernels_bench"
 
 if [ "$failures" -gt 0 ]; then

@@ -22,19 +22,19 @@ has() {
 # 17 tests in 4 chunks of 5, 4, 4, 4: chunk 1 ends with Stall.Hangs then Stall.AfterTheHang, chunk 3 with
 # Gamma.Crashes then Gamma.AfterTheCrash.
 start=$(date +%s)
-out="$(python3 "$RUN_CHUNKS" --chunks 4 --jobs 2 --timeout 3 --report "$work/report.txt" --work "$work/logs" \
+out="$(python3 "$RUN_CHUNKS" --chunks 4 --jobs 2 --timeout 5 --report "$work/report.txt" --work "$work/logs" \
   "$STANDIN" 2>&1)"
 rc=$?
 [ "$rc" -eq 1 ] || fail "a run with failures exited $rc, expected 1"
 has "tests: 17 tests" "the run" "$out"
 has "13 passed, 1 failed, 1 skipped, 1 hung, 1 crashed, 0 not run" "the run" "$out"
-has "HUNG Stall.Hangs: chunk 1, no result within 3 s; its output: / the stand-in's hang begins" "the run" "$out"
+has "HUNG Stall.Hangs: chunk 1, no result within 5 s; its output: / the stand-in's hang begins" "the run" "$out"
 has "CRASHED Gamma.Crashes: chunk 3, killed by SIGSEGV; its output: / the stand-in's crash begins" "the run" "$out"
 has "FAILED Beta.Fails: " "the run" "$out"
 has "the stand-in's failure" "the run" "$out"
-has "HUNG Stall.Hangs (no result within 3 s); its 1 later tests go to chunk" "the run" "$out"
+has "HUNG Stall.Hangs (no result within 5 s); its 1 later tests go to chunk" "the run" "$out"
 has "CRASHED Gamma.Crashes (killed by SIGSEGV); its 1 later tests go to chunk" "the run" "$out"
-[ $(($(date +%s) - start)) -lt 40 ] || fail "the run took $(($(date +%s) - start)) s for a 3 s chunk timeout"
+[ $(($(date +%s) - start)) -lt 40 ] || fail "the run took $(($(date +%s) - start)) s for a 5 s chunk timeout"
 report="$(cat "$work/report.txt" 2>/dev/null)"
 has "== FAILED Beta.Fails" "the report" "$report"
 has "Expected equality of these values:" "the report" "$report"
@@ -44,10 +44,10 @@ if command -v gdb >/dev/null; then
   has "backtraces of the hung process (gdb):" "the report" "$report"
 fi
 
-# The deadline stops the hung chunk: its test and the one after it are not run, and nothing is called hung.
+# The deadline (4 s) stops the hung chunk: its test and the one after it are not run, and nothing is called hung.
 start=$(date +%s)
-out="$(python3 "$RUN_CHUNKS" --chunks 4 --jobs 2 --timeout 60 --deadline 2 "$STANDIN" 2>&1)"
-[ $(($(date +%s) - start)) -lt 20 ] || fail "a run with a 2 s deadline took $(($(date +%s) - start)) s"
+out="$(python3 "$RUN_CHUNKS" --chunks 4 --jobs 2 --timeout 60 --deadline 4 "$STANDIN" 2>&1)"
+[ $(($(date +%s) - start)) -lt 20 ] || fail "a run with a 4 s deadline took $(($(date +%s) - start)) s"
 has "12 passed, 1 failed, 1 skipped, 0 hung, 1 crashed, 2 not run" "the run with a deadline" "$out"
 has "NOT RUN Stall.Hangs (stopped when the time ran out)" "the run with a deadline" "$out"
 
