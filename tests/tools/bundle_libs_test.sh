@@ -4,32 +4,15 @@
 # missing from the first real bundle), gather copies it with what it needs in turn, and check then passes;
 # a library missing deeper down (needed by a gathered one) or a RUNPATH library left behind is named again.
 set -u
-BUNDLE_LIBS="$1" NEEDS_LIBS="$2"
-work="$(mktemp -d "${TEST_TMPDIR:-/tmp}/bundle_libs.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
-failures=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
-# run NAME CODE: bundle_libs.py ARGS... (after NAME and CODE) exits with CODE; its output is in $out.
+source "$1"
+BUNDLE_LIBS="$2" NEEDS_LIBS="$3"
+# run NAME CODE ARGS...: bundle_libs.py ARGS exits with CODE; its output is in $out.
 run() {
   local name="$1" code="$2"
   shift 2
   out="$(python3 "$BUNDLE_LIBS" "$@" 2>&1)"
   local rc=$?
   [ "$rc" -eq "$code" ] || fail "$name: exit $rc, expected $code:"$'\n'"$out"
-}
-has() {
-  case "$out" in
-    *"$1"*) ;;
-    *) fail "$2 does not say '$1':"$'\n'"$out" ;;
-  esac
-}
-lacks() {
-  case "$out" in
-    *"$1"*) fail "$2 says '$1':"$'\n'"$out" ;;
-  esac
 }
 
 # The bundle: the program and its own library at the places its RUNPATH names, as make_bundle.sh copies them.
@@ -40,11 +23,11 @@ cp -rL "$(dirname "$NEEDS_LIBS")/../../_solib_k8" "$bundle/_solib_k8"
 chmod -R u+w "$bundle"
 
 run "check before gather" 1 check "$bundle" lib
-has "libdnnl.so.2 is needed by $NEEDS_LIBS, but it is neither in the bundle nor on a CUDA machine" "check"
-has "libmpi.so.40 is needed by $NEEDS_LIBS" "check"
-has "libgomp.so.1 is needed by $NEEDS_LIBS" "check"
+has "libdnnl.so.2 is needed by $NEEDS_LIBS, but it is neither in the bundle nor on a CUDA machine" "$out" "check"
+has "libmpi.so.40 is needed by $NEEDS_LIBS" "$out" "check"
+has "libgomp.so.1 is needed by $NEEDS_LIBS" "$out" "check"
 for provided in libc.so.6 libstdc++.so.6 libm.so.6 libneeds_libs_part libtests_Stools_Slibneeds; do
-  lacks "$provided" "check"
+  lacks "$provided" "$out" "check"
 done
 
 run "gather" 0 gather "$bundle" lib
@@ -55,21 +38,17 @@ for lib in libc.so.6 libstdc++.so.6 libm.so.6; do
   [ ! -e "$bundle/lib/$lib" ] || fail "gather copied $lib, which every CUDA machine has"
 done
 run "check after gather" 0 check "$bundle" lib
-has "every library the bundle's" "check after gather"
+has "every library the bundle's" "$out" "check after gather"
 
 # libopen-pal is needed by OpenMPI's libraries, not by the program: the check follows the gathered libraries.
 rm "$bundle/lib/libopen-pal.so.40"
 run "check without libopen-pal" 1 check "$bundle" lib
-has "libopen-pal.so.40 is needed by lib/" "check without libopen-pal"
-lacks "libdnnl" "check without libopen-pal"
+has "libopen-pal.so.40 is needed by lib/" "$out" "check without libopen-pal"
+lacks "libdnnl" "$out" "check without libopen-pal"
 
 # The program's own library counts only where its RUNPATH finds it inside the bundle.
 rm -rf "$bundle/_solib_k8"
 run "check without _solib_k8" 1 check "$bundle" lib
-has "libtests_Stools_Slibneeds_Ulibs_Upart.so is needed by $NEEDS_LIBS" "check without _solib_k8"
+has "libtests_Stools_Slibneeds_Ulibs_Upart.so is needed by $NEEDS_LIBS" "$out" "check without _solib_k8"
 
-if [ "$failures" -gt 0 ]; then
-  echo "$failures check(s) failed"
-  exit 1
-fi
-echo "PASS"
+finish

@@ -6,20 +6,8 @@
 # cuda:0, cuda:0/3 and cuda:0/4, models_bench and speed.py --bf16 on its JSON, kernels_bench, and skips the
 # profile hook; OUTDIR keeps at most 8 files of at most 16 MiB. A step that hangs ends when the budget does.
 set -u
-RUN_SH="$1" RUN_CHUNKS="$2"
-work="$(mktemp -d "${TEST_TMPDIR:-/tmp}/bundle.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
-failures=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
-has() {
-  case "$2" in
-    *"$1"*) ;;
-    *) fail "$3 does not say '$1':"$'\n'"$2" ;;
-  esac
-}
+source "$1"
+RUN_SH="$2" RUN_CHUNKS="$3"
 
 b="$work/bundle"
 mkdir -p "$b/tests" "$b/tools/train" "$b/tools/cyclic" "$b/bench/bd" "$b/bench/models" "$b/torch" "$work/stubs"
@@ -141,8 +129,4 @@ rc=$?
 [ $((SECONDS - start)) -lt 30 ] || fail "run.sh with an 8 s budget took $((SECONDS - start)) s"
 has "kernels_bench" "$(grep 'cut at its limit of' <<<"$out")" "run.sh with a hung kernels_bench"
 
-if [ "$failures" -gt 0 ]; then
-  echo "$failures check(s) failed"
-  exit 1
-fi
-echo "PASS"
+finish

@@ -51,27 +51,33 @@ cap() {
   truncate -s $((FILE_LIMIT - 200)) "$1"
   printf '\n[run.sh: cut from %d bytes to stay under 16 MiB]\n' "$size" >>"$1"
 }
-# program NAME LIMIT ARGS...: runs a bundle program with a time limit, its output appended to programs.txt
-# under a heading; prints its last lines and adds a row.
-program() {
-  local name="$1" want="$2" t0=$SECONDS rc l
+# timed NAME WANT CMD...: CMD with WANT seconds at most (less where less of the budget is left; skipped under
+# 5 s); adds NAME's row.
+timed() {
+  local name="$1" t0=$SECONDS rc l
+  l=$(limit "$2")
   shift 2
-  l=$(limit "$want")
   if [ "$l" -lt 5 ]; then
     row "$name" "skipped: out of time" 0
     return
   fi
-  printf '\n== %s (limit %d s)\n' "$*" "$l" >>"$OUTDIR/programs.txt"
-  timeout -k 5 "$l" "$@" >"$WORK/program.txt" 2>&1
+  timeout -k 5 "$l" "$@"
   rc=$?
-  tr '\r' '\n' <"$WORK/program.txt" >>"$OUTDIR/programs.txt"
-  echo "-- $name: $(basename "$1") ${*:2}"
-  tr '\r' '\n' <"$WORK/program.txt" | grep -v '^\s*$' | tail -n "${TAIL_LINES:-6}" | cut -c1-200 | sed 's/^/   /'
   case $rc in
     0) row "$name" "ok" $((SECONDS - t0)) ;;
     124 | 137) row "$name" "cut at its limit of $l s" $((SECONDS - t0)) ;;
     *) row "$name" "FAILED (exit $rc)" $((SECONDS - t0)) ;;
   esac
+}
+# program NAME WANT ARGS...: timed, its output appended to programs.txt under a heading; prints its last lines.
+program() {
+  local name="$1" want="$2"
+  shift 2
+  printf '\n== %s\n' "$*" >>"$OUTDIR/programs.txt"
+  timed "$name" "$want" "$@" >"$WORK/program.txt" 2>&1
+  tr '\r' '\n' <"$WORK/program.txt" >>"$OUTDIR/programs.txt"
+  echo "-- $name: $(basename "$1") ${*:2}"
+  tr '\r' '\n' <"$WORK/program.txt" | grep -v '^\s*$' | tail -n "${TAIL_LINES:-6}" | cut -c1-200 | sed 's/^/   /'
   cap "$OUTDIR/programs.txt"
 }
 
@@ -203,88 +209,50 @@ if wanted programs; then
 fi
 
 # 4. models_bench beside PyTorch (f32 with TF32, and PyTorch's bf16 autocast), batch 256 at 224 and 32.
-if wanted models && [ "$(limit 100)" -lt 10 ]; then
-  row "models_bench" "skipped: out of time" 0
-elif wanted models; then
-  t0=$SECONDS
+if wanted models; then
   echo
   echo "== models_bench"
-  l=$(limit 100)
-  timeout -k 5 "$l" "$HERE/bench/models/models_bench" --device=cuda:0 --batch=256 --sizes=224,32 \
+  timed "models_bench" 100 "$HERE/bench/models/models_bench" --device=cuda:0 --batch=256 --sizes=224,32 \
     --models=resnet18,resnet50,mobilenet_v2 --min-time=0.3 --benchmark_out="$OUTDIR/models_bench.json" \
     --benchmark_out_format=json
-  rc=$?
-  case $rc in
-    0) row "models_bench" "ok" $((SECONDS - t0)) ;;
-    124 | 137) row "models_bench" "cut at its limit of $l s" $((SECONDS - t0)) ;;
-    *) row "models_bench" "FAILED (exit $rc)" $((SECONDS - t0)) ;;
-  esac
-  t0=$SECONDS
   torch_py="${TANDEM_BUNDLE_TORCH_PYTHON:-}"
   if [ -z "$torch_py" ]; then
     for py in python3 /opt/torch/.venv/bin/python3; do
       if "$py" -c 'import torch, torchvision' >/dev/null 2>&1; then torch_py="$py" && break; fi
     done
   fi
-  l=$(limit 120)
   if [ -z "$torch_py" ]; then
     row "PyTorch (speed.py)" "skipped: no Python with torch and torchvision" 0
-  elif [ "$l" -lt 10 ]; then
-    row "PyTorch (speed.py)" "skipped: out of time" 0
   else
     cases=(--models resnet18,resnet50,mobilenet_v2 --sizes 224,32 --batch 256)
     # Tandem's figures beside PyTorch's when models_bench wrote them whole; else PyTorch alone.
     if python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$OUTDIR/models_bench.json" 2>/dev/null; then
       cases=(--tandem "$OUTDIR/models_bench.json")
     fi
-    timeout -k 5 "$l" "$torch_py" "$HERE/torch/speed.py" "${cases[@]}" --bf16 --min-time 0.3 --out "$WORK/speed"
-    rc=$?
+    timed "PyTorch (speed.py)" 120 "$torch_py" "$HERE/torch/speed.py" "${cases[@]}" --bf16 --min-time 0.3 \
+      --out "$WORK/speed"
     [ -f "$WORK/speed.json" ] && cp "$WORK/speed.json" "$OUTDIR/speed.json"
-    case $rc in
-      0) row "PyTorch (speed.py)" "ok" $((SECONDS - t0)) ;;
-      124 | 137) row "PyTorch (speed.py)" "cut at its limit of $l s" $((SECONDS - t0)) ;;
-      *) row "PyTorch (speed.py)" "FAILED (exit $rc)" $((SECONDS - t0)) ;;
-    esac
   fi
 fi
 
 # 5. kernels_bench: the memory-bound kernels against the device's copy bandwidth.
-if wanted kernels && [ "$(limit 45)" -lt 5 ]; then
-  row "kernels_bench" "skipped: out of time" 0
-elif wanted kernels; then
-  t0=$SECONDS
+if wanted kernels; then
   echo
   echo "== kernels_bench"
-  l=$(limit 45)
-  timeout -k 5 "$l" "$HERE/bench/kernels_bench" --benchmark_min_time=0.05 \
+  timed "kernels_bench" 45 "$HERE/bench/kernels_bench" --benchmark_min_time=0.05 \
     --benchmark_out="$OUTDIR/kernels_bench.json" --benchmark_out_format=json
-  rc=$?
-  case $rc in
-    0) row "kernels_bench" "ok" $((SECONDS - t0)) ;;
-    124 | 137) row "kernels_bench" "cut at its limit of $l s" $((SECONDS - t0)) ;;
-    *) row "kernels_bench" "FAILED (exit $rc)" $((SECONDS - t0)) ;;
-  esac
 fi
 
 # 6. The profiles of one ResNet-50 step, once models_bench has a --profile flag (the speed issue's profiler).
 if wanted profile; then
-  t0=$SECONDS
-  l=$(limit 60)
   if ! "$HERE/bench/models/models_bench" --help 2>&1 | grep -qE -- '^ +--profile( |$)'; then
     row "profile" "skipped: models_bench has no --profile yet" 0
-  elif [ "$l" -lt 10 ]; then
-    row "profile" "skipped: out of time" 0
   else
     echo
     echo "== profile of one ResNet-50 step (output in profile.txt)"
-    timeout -k 5 "$l" "$HERE/bench/models/models_bench" --device=cuda:0 --batch=256 --sizes=224 \
+    timed "profile" 60 "$HERE/bench/models/models_bench" --device=cuda:0 --batch=256 --sizes=224 \
       --models=resnet50 --modes=step --profile >"$OUTDIR/profile.txt" 2>&1
-    rc=$?
     tail -n 30 "$OUTDIR/profile.txt"
-    case $rc in
-      0) row "profile" "ok" $((SECONDS - t0)) ;;
-      *) row "profile" "FAILED (exit $rc)" $((SECONDS - t0)) ;;
-    esac
     cap "$OUTDIR/profile.txt"
   fi
 fi
