@@ -10,6 +10,7 @@
 #include <string>
 
 #include "runtime/base/cuda_check.h"
+#include "runtime/base/device.h"
 #include "runtime/memory/stream.h"
 #include "runtime/tensor/backend.h"
 #include "runtime/tensor/rng.h"
@@ -236,26 +237,26 @@ int main(int argc, char** argv) {
       "Times the CUDA backend's elementwise, reduction, softmax and copy kernels on GPU 0 with CUDA events\n"
       "and reports bytes/s and the percentage of the device's copy bandwidth (measured at start-up with a\n"
       "1 GiB device-to-device copy). Goals on an H100: >= 85% for elementwise ops, >= 75% for reductions and\n"
-      "softmax. Without a GPU it says so and exits 0. Google Benchmark's own flags follow.")
+      "softmax. Without a GPU it says so and exits 1. Google Benchmark's own flags follow.")
       .parse_known(argc, argv, [&] {
         char* help[] = {argv[0], const_cast<char*>("--help")};
         int n = 2;
         benchmark::Initialize(&n, help);  // prints its flags and exits
       });
-  if (!tandem::cuda_available()) {
-    std::printf("kernels_bench: no CUDA GPU here (%s); nothing to measure\n",
-                tandem::cuda_unavailable_reason().c_str());
+  // Without a GPU, or when a kernel fails: "kernels_bench: what went wrong", exit 1 (an exception escaping a
+  // benchmark function would otherwise pass through Google Benchmark and abort).
+  return tandem::flags::run_reporting_errors("kernels_bench", [&] {
+    tandem::check_device_available(tandem::Device::cuda(0));
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+    cudaDeviceProp prop{};
+    TD_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    tandem::g_copy_bytes_per_s = tandem::measure_copy_bandwidth();
+    std::printf("device: %s; copy bandwidth (1 GiB device-to-device cudaMemcpyAsync, read + write): %.1f GB/s\n",
+                prop.name, tandem::g_copy_bytes_per_s * 1e-9);
+    tandem::register_benchmarks();
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
     return 0;
-  }
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  cudaDeviceProp prop{};
-  TD_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  tandem::g_copy_bytes_per_s = tandem::measure_copy_bandwidth();
-  std::printf("device: %s; copy bandwidth (1 GiB device-to-device cudaMemcpyAsync, read + write): %.1f GB/s\n",
-              prop.name, tandem::g_copy_bytes_per_s * 1e-9);
-  tandem::register_benchmarks();
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  });
 }

@@ -22,6 +22,7 @@
 #include "models/losses.h"
 #include "models/registry.h"
 #include "runtime/base/config.h"
+#include "runtime/base/device.h"
 #include "runtime/base/parallel_for.h"
 #include "runtime/memory/stream.h"
 #include "runtime/nn/nn_ops.h"
@@ -167,28 +168,34 @@ int main(int argc, char** argv) {
     int n = 2;
     benchmark::Initialize(&n, help);  // prints its flags and exits
   });
-  std::vector<char*> rest{argv[0]};
-  for (std::string& a : rest_args) rest.push_back(&a[0]);
-  if (g_config.sizes.empty())
-    g_config.sizes = g_config.device.is_cuda() ? std::vector<int64_t>{32, 224} : std::vector<int64_t>{32};
-  int rest_argc = static_cast<int>(rest.size());
-  benchmark::Initialize(&rest_argc, rest.data());
-  benchmark::AddCustomContext("tandem_device", g_config.device.str());
-  benchmark::AddCustomContext("tandem_tf32", tandem::allow_tf32() ? "1" : "0");
-  benchmark::AddCustomContext("tandem_channels_last", g_config.device.is_cuda() && g_config.channels_last ? "1" : "0");
-  benchmark::AddCustomContext("tandem_dtype", "f32");
-  benchmark::AddCustomContext("tandem_threads", std::to_string(tandem::intra_op_threads()));
-  benchmark::AddCustomContext("tandem_min_time", std::to_string(g_config.min_time_s));
-  for (const auto& m : g_config.models)
-    for (int64_t size : g_config.sizes)
-      for (const auto& mode : g_config.modes)
-        benchmark::RegisterBenchmark((m + "/" + std::to_string(size) + "/" + mode).c_str(), tandem::BM_Model, m, size,
-                                     mode)
-            ->UseManualTime()
-            ->Unit(benchmark::kMillisecond)
-            ->MinTime(g_config.min_time_s);
-  benchmark::RunSpecifiedBenchmarks();
-  tandem::print_table();
-  benchmark::Shutdown();
-  return 0;
+  // A missing device (or any error while the cases run) ends with "models_bench: what went wrong", exit 1:
+  // an exception escaping a benchmark function would otherwise pass through Google Benchmark and abort.
+  return tandem::flags::run_reporting_errors("models_bench", [&] {
+    tandem::check_device_available(g_config.device);
+    std::vector<char*> rest{argv[0]};
+    for (std::string& a : rest_args) rest.push_back(&a[0]);
+    if (g_config.sizes.empty())
+      g_config.sizes = g_config.device.is_cuda() ? std::vector<int64_t>{32, 224} : std::vector<int64_t>{32};
+    int rest_argc = static_cast<int>(rest.size());
+    benchmark::Initialize(&rest_argc, rest.data());
+    benchmark::AddCustomContext("tandem_device", g_config.device.str());
+    benchmark::AddCustomContext("tandem_tf32", tandem::allow_tf32() ? "1" : "0");
+    benchmark::AddCustomContext("tandem_channels_last",
+                                g_config.device.is_cuda() && g_config.channels_last ? "1" : "0");
+    benchmark::AddCustomContext("tandem_dtype", "f32");
+    benchmark::AddCustomContext("tandem_threads", std::to_string(tandem::intra_op_threads()));
+    benchmark::AddCustomContext("tandem_min_time", std::to_string(g_config.min_time_s));
+    for (const auto& m : g_config.models)
+      for (int64_t size : g_config.sizes)
+        for (const auto& mode : g_config.modes)
+          benchmark::RegisterBenchmark((m + "/" + std::to_string(size) + "/" + mode).c_str(), tandem::BM_Model, m, size,
+                                       mode)
+              ->UseManualTime()
+              ->Unit(benchmark::kMillisecond)
+              ->MinTime(g_config.min_time_s);
+    benchmark::RunSpecifiedBenchmarks();
+    tandem::print_table();
+    benchmark::Shutdown();
+    return 0;
+  });
 }
