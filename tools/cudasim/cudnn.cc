@@ -26,13 +26,15 @@ struct cudnnContext {
 struct cudnnTensorStruct {
   bool set = false;
   cudnnDataType_t type = CUDNN_DATA_FLOAT;
+  cudnnTensorFormat_t format = CUDNN_TENSOR_NCHW;
   cudasim::cudnn::Dims dims;
 };
 
 struct cudnnFilterStruct {
   bool set = false;
   cudnnDataType_t type = CUDNN_DATA_FLOAT;
-  cudasim::cudnn::Dims dims;  // (k, c, r, s)
+  cudnnTensorFormat_t format = CUDNN_TENSOR_NCHW;  // which of cuDNN's support tables applies (KCRS or KRSC)
+  cudasim::cudnn::Dims dims;                       // (k, c, r, s)
 };
 
 struct cudnnConvolutionStruct {
@@ -113,6 +115,7 @@ cudnnStatus_t set_4d(Desc* desc, const std::string& api, const char* kind, cudnn
   }
   desc->dims = d;
   desc->type = type;
+  desc->format = format;
   desc->set = true;
   return CUDNN_STATUS_SUCCESS;
 }
@@ -149,6 +152,7 @@ struct Problem {
   size_t element = 4;
   cudnnMathType_t math = CUDNN_DEFAULT_MATH;
   bool w_innermost = true;  // x and y have unit stride along w (NCHW), which the FFT algorithms need
+  bool nhwc_filter = false;  // the filter descriptor's format is CUDNN_TENSOR_NHWC (KRSC)
 };
 
 std::string dims_text(const Dims& d) {
@@ -223,6 +227,7 @@ cudnnStatus_t make_problem(const std::string& api, const Roles& r, const cudnnTe
   pr.element = pr.conv.f64 ? 8 : 4;
   pr.math = conv->math;
   pr.w_innermost = xd.sw == 1 && yd.sw == 1;
+  pr.nhwc_filter = w->format == CUDNN_TENSOR_NHWC;
   return CUDNN_STATUS_SUCCESS;
 }
 
@@ -319,6 +324,13 @@ Support support(Pass pass, int a, const Problem& p) {
   const Method m = method(pass, a);
   if (m == Method::Never) {
     s.why_not = "this algorithm is not implemented";
+    return s;
+  }
+  // cuDNN's tables of supported configurations list NHWC (KRSC) filters for backward data and backward filter
+  // with the half and float data configurations only: no algorithm takes double data there (cuDNN 9.19 on an
+  // H200 offered none for backward data). Forward does take double data in NHWC (it ran on that GPU).
+  if (c.f64 && p.nhwc_filter && pass != Pass::Forward) {
+    s.why_not = "with an NHWC filter it takes half and float data only (no DOUBLE_CONFIG)";
     return s;
   }
   if (m == Method::Fft || m == Method::FftTiling || m == Method::Winograd || m == Method::WinogradNonfused) {
