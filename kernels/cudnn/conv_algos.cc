@@ -123,6 +123,7 @@ void count_conv_fallback() { ++g_fallbacks; }
 void set_conv_algo_cache_path(const std::string& path) {
   std::lock_guard<std::mutex> lock(caches().mu);
   caches().disk = std::make_shared<AlgoDiskCache>(path);
+  caches().chosen.clear();
 }
 
 }  // namespace cudnn

@@ -46,8 +46,8 @@ struct ConvAlgoStats {
 ConvAlgoStats conv_algo_stats();
 void count_conv_fallback();
 
-// Points the disk cache at `path` ("" keeps nothing) from now on; the default is default_algo_cache_path().
-// Tests use it.
+// Points the disk cache at `path` ("" keeps nothing; the default is default_algo_cache_path()) and forgets this
+// process's choices, as a new process would start. Tests use it.
 void set_conv_algo_cache_path(const std::string& path);
 
 }  // namespace cudnn
