@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string>
 
+#include "kernels/cudnn/algo_cache.h"
 #include "kernels/cudnn/conv_algos.h"
 #include "runtime/base/config.h"
 #include "runtime/nn/nn_ops.h"
