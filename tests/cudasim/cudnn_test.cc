@@ -165,6 +165,16 @@ cudnnStatus_t workspace_size(const OnDevice& d, const Descriptors& ds, Pass pass
                                                         static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), bytes);
 }
 
+// The most workspace any algorithm of `pass` that runs the case reports.
+size_t largest_workspace(const OnDevice& d, const Descriptors& ds, Pass pass) {
+  size_t most = 0;
+  for (int a = 0; a < algo_count(pass); ++a) {
+    size_t ws = 0;
+    if (workspace_size(d, ds, pass, a, &ws) == CUDNN_STATUS_SUCCESS) most = std::max(most, ws);
+  }
+  return most;
+}
+
 // Queues one pass with inputs a and b (as in `reference`) into out.
 cudnnStatus_t run_pass(const OnDevice& d, const Descriptors& ds, Pass pass, int algo, const void* alpha, const void* a,
                        const void* b, const void* beta, void* out, void* ws, size_t ws_bytes) {
@@ -380,11 +390,7 @@ TEST(CudasimCudnn, FindReportsEveryAlgorithmSortedByTime) {
   const std::vector<float> x = cudasim_testing::uniform<float>(x_size(t), g),
                            w = cudasim_testing::uniform<float>(w_size(t), g);
   DeviceBuffer<float> dx(x), dw(w), dy(std::vector<float>(y_size(t), 0.f));
-  size_t most = 0;
-  for (int a = 0; a < CUDNN_CONVOLUTION_FWD_ALGO_COUNT; ++a) {
-    size_t ws = 0;
-    if (workspace_size(d, ds, Pass::Forward, a, &ws) == CUDNN_STATUS_SUCCESS) most = std::max(most, ws);
-  }
+  const size_t most = largest_workspace(d, ds, Pass::Forward);
   DeviceBuffer<char> workspace(most);
   cudnnConvolutionFwdAlgoPerf_t perf[2 * CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   int returned = 0;
@@ -461,22 +467,39 @@ TEST(CudasimCudnn, FindHonorsTheWorkspaceLimitAndTimeGrowsWithWork) {
   EXPECT_GT(implicit_gemm_time[1], implicit_gemm_time[0]) << "4 times the work takes no longer";
 }
 
+// The results of cudnnFindConvolutionBackwardDataAlgorithmEx for double data of case t, without a workspace
+// (every algorithm, one math type each), and what it left in dx.
+struct BackwardDataSearch {
+  std::vector<cudnnConvolutionBwdDataAlgoPerf_t> results;
+  std::vector<double> dx;
+};
+BackwardDataSearch find_backward_data_f64(const OnDevice& d, const Descriptors& ds, const Case& t) {
+  DeviceBuffer<double> w(w_size(t)), dy(y_size(t)), dx(x_size(t));
+  BackwardDataSearch out;
+  out.results.resize(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
+  int returned = 0;
+  EXPECT_EQ(cudnnFindConvolutionBackwardDataAlgorithmEx(d.handle, ds.w, w.get(), ds.y, dy.get(), ds.conv, ds.x,
+                                                        dx.get(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned,
+                                                        out.results.data(), nullptr, 0),
+            CUDNN_STATUS_SUCCESS)
+      << last_error();
+  out.results.resize(static_cast<size_t>(returned));
+  out.dx = dx.download();
+  return out;
+}
+
 TEST(CudasimCudnn, FindBackwardDataMarksAlgo0NonDeterministic) {
   const Case t = kCases[0];
   OnDevice d;
   Descriptors ds(t, CUDNN_DATA_DOUBLE, CUDNN_DEFAULT_MATH);
+  const BackwardDataSearch found = find_backward_data_f64(d, ds, t);
+  ASSERT_EQ(found.results.size(), static_cast<size_t>(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT));
+  for (const cudnnConvolutionBwdDataAlgoPerf_t& r : found.results)
+    EXPECT_EQ(r.determinism,
+              r.algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0 ? CUDNN_NON_DETERMINISTIC : CUDNN_DETERMINISTIC);
+  for (double v : found.dx) ASSERT_TRUE(std::isnan(v));
   DeviceBuffer<double> w(w_size(t)), dy(y_size(t)), dx(x_size(t));
   cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-  int returned = 0;
-  ASSERT_EQ(
-      cudnnFindConvolutionBackwardDataAlgorithmEx(d.handle, ds.w, w.get(), ds.y, dy.get(), ds.conv, ds.x, dx.get(),
-                                                  CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, perf, nullptr, 0),
-      CUDNN_STATUS_SUCCESS);
-  ASSERT_EQ(returned, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
-  for (int i = 0; i < returned; ++i)
-    EXPECT_EQ(perf[i].determinism,
-              perf[i].algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0 ? CUDNN_NON_DETERMINISTIC : CUDNN_DETERMINISTIC);
-  for (double v : dx.download()) ASSERT_TRUE(std::isnan(v));
   int none = 0;
   EXPECT_EQ(cudnnFindConvolutionBackwardDataAlgorithmEx(d.handle, ds.w, w.get(), ds.y, dy.get(), ds.conv, ds.x,
                                                         dx.get(), 0, &none, perf, nullptr, 0),
@@ -508,11 +531,7 @@ TEST(CudasimCudnn, HeuristicsRankEveryAlgorithmWithoutRunningAnything) {
   ASSERT_EQ(returned, 2 * 2 + 5);
 
   DeviceBuffer<float> x(x_size(t)), dy(y_size(t)), dw(w_size(t));
-  size_t most = 0;
-  for (int a = 0; a < CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT; ++a) {
-    size_t ws = 0;
-    if (workspace_size(d, ds, Pass::BackwardFilter, a, &ws) == CUDNN_STATUS_SUCCESS) most = std::max(most, ws);
-  }
+  const size_t most = largest_workspace(d, ds, Pass::BackwardFilter);
   DeviceBuffer<char> workspace(most);
   cudnnConvolutionBwdFilterAlgoPerf_t timed[2 * CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
   int found = 0;
@@ -622,15 +641,10 @@ TEST(CudasimCudnn, DoubleDataWithAnNhwcFilterHasNoBackwardAlgorithm) {
   // Find, too, reports every backward data algorithm unsupported.
   const Case t{"nhwc", 2, 3, 7, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_TENSOR_NHWC};
   Descriptors ds(t, CUDNN_DATA_DOUBLE, CUDNN_DEFAULT_MATH);
-  DeviceBuffer<double> w(w_size(t)), dy(y_size(t)), dx(x_size(t));
-  cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-  int returned = 0;
-  ASSERT_EQ(
-      cudnnFindConvolutionBackwardDataAlgorithmEx(d.handle, ds.w, w.get(), ds.y, dy.get(), ds.conv, ds.x, dx.get(),
-                                                  CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, perf, nullptr, 0),
-      CUDNN_STATUS_SUCCESS);
-  ASSERT_EQ(returned, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
-  for (int i = 0; i < returned; ++i) EXPECT_EQ(perf[i].status, CUDNN_STATUS_NOT_SUPPORTED) << perf[i].algo;
+  const BackwardDataSearch found = find_backward_data_f64(d, ds, t);
+  ASSERT_EQ(found.results.size(), static_cast<size_t>(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT));
+  for (const cudnnConvolutionBwdDataAlgoPerf_t& r : found.results)
+    EXPECT_EQ(r.status, CUDNN_STATUS_NOT_SUPPORTED) << r.algo;
 }
 
 // The workspace an algorithm reports is the least it runs with.

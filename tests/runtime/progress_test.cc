@@ -125,20 +125,11 @@ TEST(ProgressRates, AFirstCallOfManyStepsIsTheWarmUpAsAWhole) {
   Progress p(k, s.settings(false));
   s.t = 100;
   p.step(50);
+  EXPECT_EQ(p.status(), "cdp-v1: round 50/300 (16.7%), warming up (first 50 rounds 100.00 s), 1:40 elapsed");
   s.t = 150;
   p.step(50);
   // The second call: 50 rounds in 50 s; 200 left take 200 s.
   EXPECT_EQ(p.status(), "cdp-v1: round 100/300 (33.3%), 64.0 img/s, 1.00 s/round, 2:30 elapsed, ~3:20 left");
-}
-
-TEST(ProgressRates, AFirstCallOfManyStepsWarmsUpAsAWhole) {
-  Screen s;
-  ProgressTask k = task(300, 64, "cdp-v1");
-  k.unit = "round";
-  Progress p(k, s.settings(false));
-  s.t = 100;
-  p.step(50);
-  EXPECT_EQ(p.status(), "cdp-v1: round 50/300 (16.7%), warming up (first 50 rounds 100.00 s), 1:40 elapsed");
 }
 
 TEST(ProgressRates, RandomStepTimesGiveTheMeanRateAfterTheFirst) {
