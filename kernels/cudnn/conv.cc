@@ -105,6 +105,14 @@ struct Scalars {
 
 void* data_of(const Storage& s) { return s.defined() ? s.data() : nullptr; }
 
+// Whether an algorithm query answered: a status of the not-supported category means cuDNN has nothing for the
+// problem (as an answer without a usable result does); any other failure is an error.
+bool answered(cudnnStatus_t status, const char* query) {
+  if (CUDNN_STATUS_CATEGORY(status) == CUDNN_STATUS_NOT_SUPPORTED) return false;
+  if (status != CUDNN_STATUS_SUCCESS) detail::raise_cudnn(status, query, __FILE__, __LINE__);
+  return true;
+}
+
 // Results per query: every algorithm of a pass, with each math type cuDNN may report it under.
 constexpr int kFwdResults = 2 * CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
 constexpr int kBwdDataResults = 2 * CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
@@ -194,6 +202,14 @@ class PassCall {
     return 0;
   }
 
+  // The choice among the `n` ranked results `r` of a query that returned `status`.
+  template <typename Perf>
+  std::optional<ConvChoice> pick(cudnnStatus_t status, const char* query, const Perf* r, int n,
+                                 const WorkspaceQuery& runs) {
+    if (!answered(status, query)) return std::nullopt;
+    return choose_conv_algorithm(r, n, det_, math_, kMaxConvWorkspace, runs);
+  }
+
   // cuDNN's ranked heuristic results, chosen from in its order.
   std::optional<ConvChoice> heuristic(const WorkspaceQuery& runs) {
     TD_CUDNN_CHECK(cudnnSetConvolutionMathType(d_.conv.d, math_));
@@ -201,21 +217,21 @@ class PassCall {
     switch (pass_) {
       case ConvPass::Forward: {
         cudnnConvolutionFwdAlgoPerf_t r[kFwdResults];
-        TD_CUDNN_CHECK(
-            cudnnGetConvolutionForwardAlgorithm_v7(handle_, d_.x.d, d_.w.d, d_.conv.d, d_.y.d, kFwdResults, &n, r));
-        return choose_conv_algorithm(r, n, det_, math_, kMaxConvWorkspace, runs);
+        const cudnnStatus_t status =
+            cudnnGetConvolutionForwardAlgorithm_v7(handle_, d_.x.d, d_.w.d, d_.conv.d, d_.y.d, kFwdResults, &n, r);
+        return pick(status, "cudnnGetConvolutionForwardAlgorithm_v7", r, n, runs);
       }
       case ConvPass::BackwardData: {
         cudnnConvolutionBwdDataAlgoPerf_t r[kBwdDataResults];
-        TD_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle_, d_.w.d, d_.y.d, d_.conv.d, d_.x.d,
-                                                                   kBwdDataResults, &n, r));
-        return choose_conv_algorithm(r, n, det_, math_, kMaxConvWorkspace, runs);
+        const cudnnStatus_t status = cudnnGetConvolutionBackwardDataAlgorithm_v7(handle_, d_.w.d, d_.y.d, d_.conv.d,
+                                                                                 d_.x.d, kBwdDataResults, &n, r);
+        return pick(status, "cudnnGetConvolutionBackwardDataAlgorithm_v7", r, n, runs);
       }
       case ConvPass::BackwardFilter: {
         cudnnConvolutionBwdFilterAlgoPerf_t r[kBwdFilterResults];
-        TD_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle_, d_.x.d, d_.y.d, d_.conv.d, d_.w.d,
-                                                                     kBwdFilterResults, &n, r));
-        return choose_conv_algorithm(r, n, det_, math_, kMaxConvWorkspace, runs);
+        const cudnnStatus_t status = cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle_, d_.x.d, d_.y.d, d_.conv.d,
+                                                                                   d_.w.d, kBwdFilterResults, &n, r);
+        return pick(status, "cudnnGetConvolutionBackwardFilterAlgorithm_v7", r, n, runs);
       }
     }
     return std::nullopt;
@@ -234,23 +250,23 @@ class PassCall {
     switch (pass_) {
       case ConvPass::Forward: {
         cudnnConvolutionFwdAlgoPerf_t r[kFwdResults];
-        TD_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(handle_, d_.x.d, o.in0, d_.w.d, o.in1, d_.conv.d, d_.y.d,
-                                                              o.out, kFwdResults, &n, r, data_of(ws), limit));
-        return choose_conv_algorithm(r, n, det_, math_, kMaxConvWorkspace, runs);
+        const cudnnStatus_t status = cudnnFindConvolutionForwardAlgorithmEx(
+            handle_, d_.x.d, o.in0, d_.w.d, o.in1, d_.conv.d, d_.y.d, o.out, kFwdResults, &n, r, data_of(ws), limit);
+        return pick(status, "cudnnFindConvolutionForwardAlgorithmEx", r, n, runs);
       }
       case ConvPass::BackwardData: {
         cudnnConvolutionBwdDataAlgoPerf_t r[kBwdDataResults];
-        TD_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(handle_, d_.w.d, o.in1, d_.y.d, o.in0, d_.conv.d,
-                                                                   d_.x.d, o.out, kBwdDataResults, &n, r, data_of(ws),
-                                                                   limit));
-        return choose_conv_algorithm(r, n, det_, math_, kMaxConvWorkspace, runs);
+        const cudnnStatus_t status =
+            cudnnFindConvolutionBackwardDataAlgorithmEx(handle_, d_.w.d, o.in1, d_.y.d, o.in0, d_.conv.d, d_.x.d, o.out,
+                                                        kBwdDataResults, &n, r, data_of(ws), limit);
+        return pick(status, "cudnnFindConvolutionBackwardDataAlgorithmEx", r, n, runs);
       }
       case ConvPass::BackwardFilter: {
         cudnnConvolutionBwdFilterAlgoPerf_t r[kBwdFilterResults];
-        TD_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(handle_, d_.x.d, o.in0, d_.y.d, o.in1, d_.conv.d,
-                                                                     d_.w.d, o.out, kBwdFilterResults, &n, r,
-                                                                     data_of(ws), limit));
-        return choose_conv_algorithm(r, n, det_, math_, kMaxConvWorkspace, runs);
+        const cudnnStatus_t status =
+            cudnnFindConvolutionBackwardFilterAlgorithmEx(handle_, d_.x.d, o.in0, d_.y.d, o.in1, d_.conv.d, d_.w.d,
+                                                          o.out, kBwdFilterResults, &n, r, data_of(ws), limit);
+        return pick(status, "cudnnFindConvolutionBackwardFilterAlgorithmEx", r, n, runs);
       }
     }
     return std::nullopt;
