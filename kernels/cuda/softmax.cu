@@ -29,7 +29,7 @@ constexpr int kMaxCached = 8;
 constexpr int kLongThreads = 1024;
 constexpr int64_t kLongRowBlocks = 256;
 constexpr int64_t kLongSegChunks = int64_t{kLongThreads} * 16;
-static_assert(kLongRowBlocks <= kLongThreads, "softmax_apply_kernel combines a row's segments a thread each");
+static_assert(kLongRowBlocks <= kLongThreads, "softmax_long_rows_kernel combines a row's segments a thread each");
 // Column kernels: blockDim = (kColX, kColY); each thread keeps up to kColCached values of its column.
 constexpr int kColX = 32;
 constexpr int kColY = 8;
@@ -232,12 +232,14 @@ __device__ __forceinline__ void chunk_apply(const SoftmaxOut<T>& f, const T* xr,
 // inner == 1, rows too long for registers: a block of kLongThreads per (row, segment of seg_chunks chunks).
 // One online pass gives the segment's (max, sum); with one segment per row the block then writes the row,
 // reading it again while it is still in L2 (few rows are in flight: one 1024-thread block per SM). With
-// several segments (few rows, which would leave SMs idle) the partial results go to `partial` and
-// softmax_apply_kernel finishes.
+// several segments (few rows, which would leave SMs idle) the kernel runs twice: first it writes each
+// segment's result to `out`, then, given them as `in`, each block combines its row's (thread t takes
+// segment t; nseg <= kLongThreads) by group_reduce, whose order is fixed, so all of the row's blocks get
+// the same statistics, and writes its segment.
 template <typename T>
 __global__ void __launch_bounds__(kLongThreads)
     softmax_long_rows_kernel(bool log, const T* x, T* y, int64_t rows, int64_t n, int64_t nseg, int64_t seg_chunks,
-                             bool vec, MaxSum<T>* partial) {
+                             bool vec, const MaxSum<T>* in, MaxSum<T>* out) {
   constexpr int V = vec_width<T>();
   __shared__ MaxSum<T> smem[kMaxWarps];
   const int64_t nchunks = (n + V - 1) / V;
@@ -246,36 +248,18 @@ __global__ void __launch_bounds__(kLongThreads)
     const int64_t row = item / nseg, seg = item - row * nseg;
     const int64_t c0 = seg * seg_chunks, c1 = min(nchunks, c0 + seg_chunks);
     const T* xr = x + row * n;
-    MaxSum<T> a = chunk_stats<T, V>(xr, c0, c1, n, threadIdx.x, blockDim.x, vec);
+    MaxSum<T> a{neg_inf<T>(), 0.0};
+    if (in == nullptr)
+      a = chunk_stats<T, V>(xr, c0, c1, n, threadIdx.x, blockDim.x, vec);
+    else if (threadIdx.x < nseg)
+      a = in[row * nseg + threadIdx.x];
     a = group_reduce(a, blockDim.x, combine, smem);
-    if (nseg == 1) {
+    if (out != nullptr) {
+      if (threadIdx.x == 0) out[item] = a;
+    } else {
       chunk_apply<T, V>(SoftmaxOut<T>(log, a.m, finish_sum(a)), xr, y + row * n, c0, c1, n, threadIdx.x, blockDim.x,
                         vec);
-    } else if (threadIdx.x == 0) {
-      partial[item] = a;
     }
-  }
-}
-
-// The second stage of split long rows: the block combines the row's segment results (thread t takes
-// segment t; nseg <= kLongRowBlocks <= kLongThreads) by group_reduce, whose order is fixed, so every
-// block of the row gets the same statistics; then it writes its segment.
-template <typename T>
-__global__ void __launch_bounds__(kLongThreads)
-    softmax_apply_kernel(bool log, const T* x, T* y, int64_t rows, int64_t n, int64_t nseg, int64_t seg_chunks,
-                         bool vec, const MaxSum<T>* partial) {
-  constexpr int V = vec_width<T>();
-  __shared__ MaxSum<T> smem[kMaxWarps];
-  const int64_t nchunks = (n + V - 1) / V;
-  const auto combine = [](const MaxSum<T>& a, const MaxSum<T>& b) { return online_combine(a, b); };
-  for (int64_t item = blockIdx.x; item < rows * nseg; item += gridDim.x) {
-    const int64_t row = item / nseg, seg = item - row * nseg;
-    MaxSum<T> a{neg_inf<T>(), 0.0};
-    if (threadIdx.x < nseg) a = partial[row * nseg + threadIdx.x];
-    a = group_reduce(a, blockDim.x, combine, smem);
-    const int64_t c0 = seg * seg_chunks, c1 = min(nchunks, c0 + seg_chunks);
-    chunk_apply<T, V>(SoftmaxOut<T>(log, a.m, finish_sum(a)), x + row * n, y + row * n, c0, c1, n, threadIdx.x,
-                      blockDim.x, vec);
   }
 }
 
@@ -524,12 +508,12 @@ void softmax_rows(bool log, const T* x, T* y, int64_t rows, int64_t n, const Str
   auto* part = static_cast<MaxSum<T>*>(partials.data());
   const unsigned grid = grid_for(rows * nseg, ls.device());
   launch_kernel(TD_KERNEL(softmax_long_rows_kernel<T>), grid, kLongThreads, 0, ls.stream(), log, x, y, rows, n, nseg,
-                seg_chunks, vec, part);
+                seg_chunks, vec, static_cast<const MaxSum<T>*>(nullptr), part);
   TD_CUDA_CHECK_LAUNCH(ls.stream(), "softmax_long_rows_kernel");
   if (nseg == 1) return;
-  launch_kernel(TD_KERNEL(softmax_apply_kernel<T>), grid, kLongThreads, 0, ls.stream(), log, x, y, rows, n, nseg,
-                seg_chunks, vec, static_cast<const MaxSum<T>*>(part));
-  TD_CUDA_CHECK_LAUNCH(ls.stream(), "softmax_apply_kernel");
+  launch_kernel(TD_KERNEL(softmax_long_rows_kernel<T>), grid, kLongThreads, 0, ls.stream(), log, x, y, rows, n, nseg,
+                seg_chunks, vec, static_cast<const MaxSum<T>*>(part), static_cast<MaxSum<T>*>(nullptr));
+  TD_CUDA_CHECK_LAUNCH(ls.stream(), "softmax_long_rows_kernel");
 }
 }  // namespace
 
