@@ -99,7 +99,7 @@ __device__ __forceinline__ void fold_in(const R& red, typename R::Acc& acc, cons
 // folds the V-element chunks l, l + G, l + 2G, ... of the segment, each in increasing position (the same
 // order whether or not the chunks are read as vectors, so the result does not depend on alignment), then
 // the group is combined by group_reduce. G is planned so that a lane folds at least 8 chunks: the group's
-// combine is paid once per 32 elements, and rows up to 32 * 8 * V elements need no barrier. Work items
+// combine is paid once per 8 chunks, and rows up to 32 * 8 * V elements need no barrier. Work items
 // are (row, segment); the 64-bit division that splits an item is only done when r is split.
 template <typename R, typename In, int V>
 __global__ void __launch_bounds__(kThreads)

@@ -84,7 +84,8 @@ __device__ __forceinline__ double finish_sum(const MaxSum<T>& a) {
 }
 
 // y from x, the row max m and the sum s of exp(x - m). Log-softmax as (x - m) - log(s) in T: no conversion
-// to double per element (the conversion unit, a quarter of the FP32 rate, would bound the kernel).
+// to double and back per element (conversions issue at a fraction of the FP32 rate and would bound the
+// kernel).
 template <typename T>
 struct SoftmaxOut {
   bool log;
@@ -165,8 +166,8 @@ __global__ void __launch_bounds__(kThreads) softmax_rows_kernel(const T* x, T* y
     m = group_reduce(
         m, G, [](T a, T b) { return max_keep(a, b); }, smem_m);
     // exp(-inf - m) is 0 for the padding; a row whose max is infinite gets a NaN sum from its own
-    // elements, as on the CPU.
-    // Softmax keeps exp(x - max) in place of x (x is not needed again); log-softmax keeps x.
+    // elements, as on the CPU. Softmax keeps exp(x - max) in place of x (x is not needed again);
+    // log-softmax keeps x.
     double s = 0.0;
 #pragma unroll
     for (int k = 0; k < K; ++k)
@@ -231,7 +232,7 @@ __device__ __forceinline__ void chunk_apply(const SoftmaxOut<T>& f, const T* xr,
 
 // inner == 1, rows too long for registers: a block of kLongThreads per (row, segment of seg_chunks chunks).
 // One online pass gives the segment's (max, sum); with one segment per row the block then writes the row,
-// reading it again while it is still in L2 (few rows are in flight: one 1024-thread block per SM). With
+// reading it again while it is still in L2 (few rows are in flight: two 1024-thread blocks per SM). With
 // several segments (few rows, which would leave SMs idle) the kernel runs twice: first it writes each
 // segment's result to `out`, then, given them as `in`, each block combines its row's (thread t takes
 // segment t; nseg <= kLongThreads) by group_reduce, whose order is fixed, so all of the row's blocks get
