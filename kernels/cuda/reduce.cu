@@ -296,8 +296,10 @@ void reduce_pass(const R& red, const In* x, int64_t outer, int64_t r, int64_t in
     const int64_t plan_columns = inner % plan_v == 0 ? outer * (inner / plan_v) : outer * inner;
     const int64_t plan_tx = std::min<int64_t>(32, pow2_ceil(plan_columns));
     const int64_t plan_threads = ceil_div(plan_columns, plan_tx) * plan_tx;
+    // Row lanes per column while each keeps >= 8 rows: a short r (a second pass over partial results) then
+    // has all its loads in flight in one or two steps instead of a serial run.
     int TY = 1;
-    while (plan_tx * TY < kThreads && plan_threads * TY < kTargetColumnThreads && r >= 64 * TY) TY *= 2;
+    while (plan_tx * TY < kThreads && plan_threads * TY < kTargetColumnThreads && r >= 16 * TY) TY *= 2;
     seg_len = segment_length(r, plan_threads * TY, TY, 1, kTargetColumnThreads);
     nseg = std::max<int64_t>(1, ceil_div(r, seg_len));
     if (nseg > 1) partials = workspace(static_cast<size_t>(outer * nseg * inner) * sizeof(Acc), s);
