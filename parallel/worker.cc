@@ -73,8 +73,9 @@ SpecItem parse_item(const SpecReader& r, const std::string& text) {
   }
   size_t dash = range.find('-');
   it.first = static_cast<int>(r.integer("GPU index", range.substr(0, dash), 0, kMaxGpuIndex));
-  it.last = dash == std::string::npos ? it.first
-                                      : static_cast<int>(r.integer("GPU index", range.substr(dash + 1), 0, kMaxGpuIndex));
+  it.last = dash == std::string::npos
+                ? it.first
+                : static_cast<int>(r.integer("GPU index", range.substr(dash + 1), 0, kMaxGpuIndex));
   if (it.first > it.last) r.fail("empty GPU range in '", item, "' (", it.first, " > ", it.last, ")");
   return it;
 }

@@ -49,7 +49,8 @@ int64_t SpecReader::integer(const std::string& name, const std::string& value, i
 
 double SpecReader::finite(const std::string& name, const std::string& value, double min, double max) const {
   double v = 0;
-  if (!parse_finite(value, &v) || v < min || v > max) not_a(name, value, bounded("a finite number", min, max, -kInf, kInf));
+  if (!parse_finite(value, &v) || v < min || v > max)
+    not_a(name, value, bounded("a finite number", min, max, -kInf, kInf));
   return v;
 }
 

@@ -80,8 +80,7 @@ class SpecKeys {
   bool has(const std::string& key) const;
   int64_t integer(const std::string& key, int64_t fallback, int64_t min = SpecReader::kNoMin,
                   int64_t max = SpecReader::kNoMax);
-  double finite(const std::string& key, double fallback, double min = -SpecReader::kInf,
-                double max = SpecReader::kInf);
+  double finite(const std::string& key, double fallback, double min = -SpecReader::kInf, double max = SpecReader::kInf);
   bool flag(const std::string& key, bool fallback);  // the key alone means true
   std::string text(const std::string& key, const std::string& fallback);
   template <typename T>

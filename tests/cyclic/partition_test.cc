@@ -203,7 +203,8 @@ TEST(Partition, ParsesGivenSplits) {
   };
   for (const auto& b : bad) {
     SCOPED_TRACE(b.first);
-    testing::expect_error<ValueError>([&] { parse_split(b.first, units); }, {std::string("split '") + b.first, b.second});
+    testing::expect_error<ValueError>([&] { parse_split(b.first, units); },
+                                      {std::string("split '") + b.first, b.second});
   }
 }
 

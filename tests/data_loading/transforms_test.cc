@@ -277,7 +277,8 @@ TEST(Pipeline, ParseErrorsNameTheItem) {
       {"normalize:mean=0.5/:std=1/1", "empty item 2 in '0.5/'"},
       {"flip:", "nothing follows the ':'"},
   };
-  for (const auto& n : numbers) EXPECT_NE(msg(n.first).find(n.second), std::string::npos) << n.first << ": " << msg(n.first);
+  for (const auto& n : numbers)
+    EXPECT_NE(msg(n.first).find(n.second), std::string::npos) << n.first << ": " << msg(n.first);
   // Repeated keys: the last counts.
   EXPECT_NE(Pipeline::parse("random-crop:pad=9:pad=2").describe().find("pad 2"), std::string::npos);
   EXPECT_NE(Pipeline::parse("cifar-train,cutout:size=16").describe().find("cutout 16"), std::string::npos);

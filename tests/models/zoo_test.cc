@@ -283,8 +283,9 @@ TEST(Registry, BuildsByNameAndRefusesUnknownOnes) {
       {"resnet18:dropout=0.5x", "dropout '0.5x' is not a finite number"},
       {"resnet18:cifar,", "empty item 2"},
       {"resnet18:", "nothing follows the ':'"},
-      {"resnet18:depth=3", "unknown key 'depth' (known: cifar, separable, width, width_mult, classes, in_channels, "
-                           "dropout, supernet, image, seed)"},
+      {"resnet18:depth=3",
+       "unknown key 'depth' (known: cifar, separable, width, width_mult, classes, in_channels, "
+       "dropout, supernet, image, seed)"},
   };
   for (const auto& m : malformed)
     tandem::testing::expect_error<ValueError>([&] { parse_model_spec(m.first); },

@@ -45,8 +45,8 @@ TEST(ParseNumber, IntegersAreBaseTenWithinInt64) {
     EXPECT_EQ(v, g.second) << g.first;
   }
   // Overflow, a sign or space other than one leading '-', other bases, fractions, exponents, trailing text.
-  for (const char* bad : {"", "-", "9223372036854775808", "-9223372036854775809", "99999999999999999999", "+1",
-                          " 1", "1 ", "1x", "0x10", "1e3", "1.0", "1,000", "--1", "inf", "nan"}) {
+  for (const char* bad : {"", "-", "9223372036854775808", "-9223372036854775809", "99999999999999999999", "+1", " 1",
+                          "1 ", "1x", "0x10", "1e3", "1.0", "1,000", "--1", "inf", "nan"}) {
     v = 123;
     EXPECT_FALSE(parse_integer(bad, &v)) << "'" << bad << "'";
     EXPECT_EQ(v, 123) << "a refused text leaves the output alone: '" << bad << "'";
@@ -58,14 +58,14 @@ TEST(ParseNumber, IntegersAreBaseTenWithinInt64) {
 
 TEST(ParseNumber, FiniteNumbersOnly) {
   double v = 0;
-  const std::pair<const char*, double> good[] = {{"0.5", 0.5}, {"-2", -2},     {".5", 0.5},         {"5.", 5},
+  const std::pair<const char*, double> good[] = {{"0.5", 0.5},   {"-2", -2},   {".5", 0.5},         {"5.", 5},
                                                  {"1e-3", 1e-3}, {"1E3", 1e3}, {"-0.25e+2", -25.0}, {"007", 7}};
   for (const auto& g : good) {
     EXPECT_TRUE(parse_finite(g.first, &v)) << g.first;
     EXPECT_EQ(v, g.second) << g.first;
   }
-  for (const char* bad : {"", ".", "-", "e5", "1e", "inf", "-inf", "infinity", "nan", "NaN", "nan(1)", "1e999",
-                          "-1e999", "+1", " 1", "1 ", "0x1p3", "1.5x", "1,5", "1..5"}) {
+  for (const char* bad : {"",       ".",     "-",      "e5", "1e", "inf", "-inf",  "infinity", "nan", "NaN",
+                          "nan(1)", "1e999", "-1e999", "+1", " 1", "1 ",  "0x1p3", "1.5x",     "1,5", "1..5"}) {
     v = 123;
     EXPECT_FALSE(parse_finite(bad, &v)) << "'" << bad << "'";
     EXPECT_EQ(v, 123) << bad;
@@ -112,15 +112,18 @@ TEST(SpecReader, ErrorsNameTheSpecTheValueAndTheExpectation) {
   EXPECT_EQ(message_of([&] { r.integer("width", "x"); }), "model spec 'resnet18:width=x': width 'x' is not an integer");
   EXPECT_EQ(message_of([&] { r.integer("n", "0", 1, 8); }),
             "model spec 'resnet18:width=x': n '0' is not an integer in [1, 8]");
-  EXPECT_EQ(message_of([&] { r.integer("n", "-1", 0); }), "model spec 'resnet18:width=x': n '-1' is not an integer >= 0");
-  EXPECT_EQ(message_of([&] { r.finite("p", "2", 0, 1); }), "model spec 'resnet18:width=x': p '2' is not a finite number in [0, 1]");
+  EXPECT_EQ(message_of([&] { r.integer("n", "-1", 0); }),
+            "model spec 'resnet18:width=x': n '-1' is not an integer >= 0");
+  EXPECT_EQ(message_of([&] { r.finite("p", "2", 0, 1); }),
+            "model spec 'resnet18:width=x': p '2' is not a finite number in [0, 1]");
   EXPECT_EQ(message_of([&] { r.finite("p", "inf"); }), "model spec 'resnet18:width=x': p 'inf' is not a finite number");
   EXPECT_EQ(message_of([&] { r.boolean("cifar", "2"); }),
             "model spec 'resnet18:width=x': cifar '2' is not one of 1, true, 0, false");
   const SpecReader u("worker spec", "gpu:1", "cpu:N or cuda:I");
   EXPECT_EQ(message_of([&] { u.fail("cannot parse 'gpu:1'"); }),
             "worker spec 'gpu:1': cannot parse 'gpu:1' (expected cpu:N or cuda:I)");
-  expect_error<ValueError>([&] { u.integer("n", "99999999999999999999"); }, "n '99999999999999999999' is not an integer");
+  expect_error<ValueError>([&] { u.integer("n", "99999999999999999999"); },
+                           "n '99999999999999999999' is not an integer");
 }
 
 TEST(SpecReader, TypedValues) {
@@ -130,7 +133,8 @@ TEST(SpecReader, TypedValues) {
   EXPECT_THROW(r.integer("n", "4", -3, 3), ValueError);
   EXPECT_EQ(r.finite("f", "0.25", 0, 1), 0.25);
   EXPECT_THROW(r.finite("f", "1.5", 0, 1), ValueError);
-  for (const char* bad : {"nan", "-inf", "1e400", "0.5 ", "0.5abc"}) EXPECT_THROW(r.finite("f", bad), ValueError) << bad;
+  for (const char* bad : {"nan", "-inf", "1e400", "0.5 ", "0.5abc"})
+    EXPECT_THROW(r.finite("f", bad), ValueError) << bad;
   EXPECT_TRUE(r.boolean("b", "true"));
   EXPECT_TRUE(r.boolean("b", "1"));
   EXPECT_FALSE(r.boolean("b", "false"));
@@ -205,7 +209,8 @@ TEST(SpecKeys, RefusesMalformedItemsAndValues) {
       {"m:depth=3", "unknown key 'depth' (known: cifar, width, dropout)"},
       {"m:cifar,Width=3", "unknown key 'Width'"},
   };
-  for (const auto& c : cases) EXPECT_NE(first_error(c.first).find(c.second), std::string::npos) << c.first << ": " << first_error(c.first);
+  for (const auto& c : cases)
+    EXPECT_NE(first_error(c.first).find(c.second), std::string::npos) << c.first << ": " << first_error(c.first);
   EXPECT_EQ(first_error("m:cifar,width=16,dropout=0.5"), "no error");
   EXPECT_EQ(first_error("m"), "no error");
 }
