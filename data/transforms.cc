@@ -485,28 +485,27 @@ void parse_item(const std::string& item, Pipeline& p) {
     }
   }
   SpecKeys keys(r, ':');
-  // A value that must be given (size=S), or one that may be.
-  auto required = [&](const char* key) {
-    const std::string v = keys.text(key, "");
+  // The text of `key` ("" when absent), and whether a step that needs it has it (once every key is read).
+  auto text = [&](const char* key) { return keys.text(key, ""); };
+  auto require = [&](const char* key) {
     if (!keys.has(key)) r.fail("needs ", key, "=...");
-    return v;
   };
-  auto optional = [&](const char* key) { return keys.text(key, ""); };
   TransformStep s;
   if (name == "random-crop") {
     s.kind = StepKind::RandomCrop;
-    const std::string size = optional("size");
-    if (keys.has("size")) read_size(r, size, s.height, s.width);
+    const std::string size = text("size");
     s.padding = keys.integer("pad", 0, 0, kMaxPixels);
     keys.finish();
+    if (keys.has("size")) read_size(r, size, s.height, s.width);
     p.add(s);
   } else if (name == "random-resized-crop") {
     s.kind = StepKind::RandomResizedCrop;
-    read_size(r, required("size"), s.height, s.width);
-    const std::string scale = optional("scale"), ratio = optional("ratio");
+    const std::string size = text("size"), scale = text("scale"), ratio = text("ratio");
+    keys.finish();
+    require("size");
+    read_size(r, size, s.height, s.width);
     if (keys.has("scale")) read_range(r, "scale", scale, s.scale_min, s.scale_max);
     if (keys.has("ratio")) read_range(r, "ratio", ratio, s.ratio_min, s.ratio_max);
-    keys.finish();
     if (!(0 < s.scale_min && s.scale_min <= s.scale_max && s.scale_max <= 1))
       r.fail("scale must be a range within (0, 1]");
     if (!(0 < s.ratio_min && s.ratio_min <= s.ratio_max)) r.fail("bad ratio range");
@@ -518,10 +517,11 @@ void parse_item(const std::string& item, Pipeline& p) {
     p.add(s);
   } else if (name == "resize" || name == "center-crop") {
     s.kind = name == "resize" ? StepKind::Resize : StepKind::CenterCrop;
-    const std::string size = required("size");
+    const std::string size = text("size");
+    keys.finish();
+    require("size");
     read_size(r, size, s.height, s.width);
     if (name == "resize" && size.find('x') == std::string::npos) s.width = 0;  // shorter side
-    keys.finish();
     p.add(s);
   } else if (name == "normalize") {
     const std::string stats_name = keys.take_positional();
@@ -535,7 +535,7 @@ void parse_item(const std::string& item, Pipeline& p) {
       if (mean.empty())
         r.fail("unknown statistics '", stats_name, "' (known: cifar10, cifar100, imagenet, fashion-mnist, mnist)");
     }
-    const std::string mean_text = optional("mean"), std_text = optional("std");
+    const std::string mean_text = text("mean"), std_text = text("std");
     if (keys.has("mean")) mean = read_floats(r, "mean", mean_text);
     if (keys.has("std")) std = read_floats(r, "std", std_text);
     keys.finish();

@@ -305,8 +305,9 @@ std::vector<std::pair<std::string, Bytes>> seed_inputs(const std::string& reader
         {kModel, "mobilenet_v2:width_mult=0.5,supernet=2,image=32,separable=0"},
         {kSynthetic, "synthetic:n=64,h=8,w=8,c=1,classes=3,seed=1,noise=9"},
         {kTransforms, "cifar-train,cutout:size=16"},
-        {kTransforms, "random-resized-crop:size=224:scale=0.08-1:ratio=0.75-1.33,flip:p=0.5,normalize:mean=0.5/0.5/"
-                      "0.5:std=0.2/0.2/0.2,resize:size=8x9,center-crop:size=4"},
+        {kTransforms,
+         "random-resized-crop:size=224:scale=0.08-1:ratio=0.75-1.33,flip:p=0.5,normalize:mean=0.5/0.5/"
+         "0.5:std=0.2/0.2/0.2,resize:size=8x9,center-crop:size=4"},
         {kSchedule, "warmup:0.5:0.1+cosine:0.01"},
         {kSchedule, "multistep:1,2.5:0.5"},
         {kSchedule, "step:2"},
