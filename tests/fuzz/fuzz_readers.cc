@@ -203,8 +203,8 @@ void read_spec(const Bytes& in) {
 }
 
 Bytes spec_bytes(SpecGrammar grammar, const std::string& text) {
-  Bytes b = {static_cast<uint8_t>(grammar)};
-  b.insert(b.end(), text.begin(), text.end());
+  Bytes b(text.size() + 1, static_cast<uint8_t>(grammar));
+  std::copy(text.begin(), text.end(), b.begin() + 1);
   return b;
 }
 
