@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <exception>
 #include <set>
 #include <thread>
@@ -11,6 +10,7 @@
 #include "parallel/green_context.h"
 #include "runtime/base/error.h"
 #include "runtime/base/parallel_for.h"
+#include "runtime/base/spec_reader.h"
 #include "runtime/memory/stream_check.h"
 
 namespace tandem {
@@ -40,34 +40,22 @@ constexpr int kMaxCpuWorkers = 4096;
 constexpr int kMaxGpuIndex = 1023;
 constexpr int kMaxPartitions = 1024;
 
-// Digits only (no sign, no spaces), at most `max`; -1 otherwise.
-int parse_count(const std::string& s, int max) {
-  if (s.empty() || s.size() > 9) return -1;
-  for (char c : s)
-    if (!std::isdigit(static_cast<unsigned char>(c))) return -1;
-  int v = std::stoi(s);
-  return v <= max ? v : -1;
-}
-
 std::string trim(const std::string& s) {
   size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
   return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
 }
 
-SpecItem parse_item(const std::string& text, const std::string& spec) {
-  const std::string expected = " (expected cpu:N, cuda:I, cuda:I-J, cuda:I/P, best:N or a comma-separated list)";
+SpecItem parse_item(const SpecReader& r, const std::string& text) {
   // "cpu" and "cuda" alone mean one worker, as in Device::parse.
   const std::string item = text == "cpu" ? "cpu:1" : text == "cuda" ? "cuda:0" : text;
   SpecItem it;
   if (item.rfind("cpu:", 0) == 0) {
     it.cpu = true;
-    it.threads = parse_count(item.substr(4), kMaxCpuWorkers);
-    TD_CHECK(it.threads >= 1, "worker spec '", spec, "': '", item, "' needs 1 to ", kMaxCpuWorkers, " CPU threads");
+    it.threads = static_cast<int>(r.integer("CPU threads", item.substr(4), 1, kMaxCpuWorkers));
     return it;
   }
   if (item.rfind("best:", 0) == 0) {
-    int n = parse_count(item.substr(5), kMaxPartitions);
-    TD_CHECK(n >= 1, "worker spec '", spec, "': '", item, "' needs 1 to ", kMaxPartitions, " workers");
+    const int n = static_cast<int>(r.integer("workers", item.substr(5), 1, kMaxPartitions));
     if (!cuda_available()) {
       it.cpu = true;
       it.threads = n;
@@ -76,22 +64,19 @@ SpecItem parse_item(const std::string& text, const std::string& spec) {
     }
     return it;
   }
-  TD_CHECK(item.rfind("cuda:", 0) == 0, "worker spec '", spec, "': cannot parse '", item, "'", expected);
+  if (item.rfind("cuda:", 0) != 0) r.fail("cannot parse '", item, "'");
   std::string rest = item.substr(5), range = rest;
   size_t slash = rest.find('/');
   if (slash != std::string::npos) {
     range = rest.substr(0, slash);
-    it.parts = parse_count(rest.substr(slash + 1), kMaxPartitions);
-    TD_CHECK(it.parts >= 1, "worker spec '", spec, "': '", item, "' needs 1 to ", kMaxPartitions,
-             " partitions after '/'");
+    it.parts = static_cast<int>(r.integer("partitions", rest.substr(slash + 1), 1, kMaxPartitions));
   }
   size_t dash = range.find('-');
-  it.first = parse_count(range.substr(0, dash), kMaxGpuIndex);
-  it.last = dash == std::string::npos ? it.first : parse_count(range.substr(dash + 1), kMaxGpuIndex);
-  TD_CHECK(it.first >= 0 && it.last >= 0, "worker spec '", spec, "': cannot parse the GPU index in '", item, "'",
-           expected);
-  TD_CHECK(it.first <= it.last, "worker spec '", spec, "': empty GPU range in '", item, "' (", it.first, " > ", it.last,
-           ")");
+  it.first = static_cast<int>(r.integer("GPU index", range.substr(0, dash), 0, kMaxGpuIndex));
+  it.last = dash == std::string::npos
+                ? it.first
+                : static_cast<int>(r.integer("GPU index", range.substr(dash + 1), 0, kMaxGpuIndex));
+  if (it.first > it.last) r.fail("empty GPU range in '", item, "' (", it.first, " > ", it.last, ")");
   return it;
 }
 
@@ -119,16 +104,12 @@ namespace {
 // The items of a spec, checked: GPUs named once, CPU and CUDA workers not mixed, every GPU present.
 std::vector<SpecItem> parse_spec(const std::string& spec) {
   std::vector<SpecItem> items;
-  std::string s = trim(spec);
+  const std::string s = trim(spec);
   TD_CHECK(!s.empty(), "empty worker spec (expected e.g. cpu:4, cuda:0-3, cuda:0/4 or best:4)");
-  size_t start = 0;
-  while (true) {
-    size_t comma = s.find(',', start);
-    std::string item = trim(s.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    TD_CHECK(!item.empty(), "worker spec '", spec, "' has an empty item");
-    items.push_back(parse_item(item, spec));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
+  const SpecReader r("worker spec", spec, "cpu:N, cuda:I, cuda:I-J, cuda:I/P, best:N or a comma-separated list");
+  for (const std::string& item : r.items(s, ',')) {
+    if (trim(item).empty()) r.fail("empty item ", items.size() + 1);
+    items.push_back(parse_item(r, trim(item)));
   }
   bool any_cpu = false, any_cuda = false;
   std::set<int> gpus;

@@ -18,7 +18,7 @@
 #include "parallel/trace.h"
 #include "runtime/base/checked_math.h"
 #include "runtime/base/error.h"
-#include "runtime/base/parse_count.h"
+#include "runtime/base/parse_number.h"
 #include "runtime/optim/lr_schedule.h"
 #include "runtime/progress/progress.h"
 #include "runtime/tensor/autograd.h"
