@@ -5,9 +5,9 @@
 // The rule: creating a handle loads the library's module into the device's context, and the driver waits until
 // every stream of the device is idle to do it (runtime/memory/cuda_thread.h). So a thread makes its handles when
 // it is set up, before any stream can wait for it: prepare_cuda_thread, which run_on_workers calls on every worker
-// thread. Making one at first use stays possible for a thread that skipped it (a stall at best); inside a schedule's
-// lane, where another worker's stream may wait for this very thread (an NCCL receive, a signal), it would hang on a
-// GPU, so the stream checker's mode (TANDEM_STREAM_CHECK=1, the tests') refuses it.
+// thread. Getting one at first use stays possible for a thread that skipped it (a stall at best); inside a
+// schedule's lane, where another worker's stream may wait for this very thread (an NCCL receive, a signal), a
+// creation would hang on a GPU, so the stream checker's mode (TANDEM_STREAM_CHECK=1, the tests') refuses it there.
 #pragma once
 
 #include <cstddef>
@@ -69,12 +69,13 @@ Handle thread_handle(int device, Status* status, const char* library, bool at_se
   if (v.size() <= static_cast<size_t>(device)) v.resize(device + 1, nullptr);
   *status = Status{};
   if (v[device] != nullptr) return v[device];
-  if ((v[device] = HandlePool<Handle>::get().take(device)) != nullptr) return v[device];
+  // Checked whether or not the pool has a spare, so that a thread that skipped its setup is found every time.
   if (!at_setup && in_lane() && stream_check::enabled())
     TD_THROW(BackendError, "this thread has no ", library, " handle for cuda:", device,
-             " and would make one inside a schedule's lane: making one waits for every stream of the device, one "
+             " and would get one inside a schedule's lane: making one waits for every stream of the device, one "
              "of which may wait for this thread (a hang on a GPU); prepare the thread when it starts "
              "(prepare_cuda_thread; run_on_workers does)");
+  if ((v[device] = HandlePool<Handle>::get().take(device)) != nullptr) return v[device];
   *status = Create(&v[device]);
   if (*status == AllocFailed) {
     release_cached_memory(Device::cuda(device));
