@@ -48,7 +48,8 @@ class Gate {
   bool open_ = false;
 };
 
-// A GEMM (cuBLAS), a convolution (cuDNN) and a ReLU (a Tandem kernel) on the current stream, against the CPU.
+// A GEMM (cuBLAS), a convolution (cuDNN) and a ReLU (a Tandem kernel) on the current stream, against the CPU (the
+// tests turn TF32 off, whose rounding would exceed the tolerance).
 void compute_and_check(Device device) {
   Generator gen(tandem::testing::fresh_seed());
   const Tensor a = randn({5, 7}, gen), b = randn({7, 3}, gen);
@@ -64,6 +65,7 @@ void compute_and_check(Device device) {
 // compute stream: they finish only if nothing in them waits for the device's streams.
 TEST(CudaThread, AWorkersFirstGemmConvolutionAndKernelsWaitForNoneOfItsStreams) {
   TD_REQUIRE_GPU();
+  tandem::testing::NumericsGuard numerics(/*tf32=*/false, /*deterministic_mode=*/false);
   std::vector<Worker> workers = make_workers("cuda:0");
   run_on_workers(workers, [&](Worker& w) {
     Gate gate(w.comm);
@@ -76,6 +78,7 @@ TEST(CudaThread, AWorkersFirstGemmConvolutionAndKernelsWaitForNoneOfItsStreams) 
 // A program's own thread prepares itself, then blocks one of its streams and works on another.
 TEST(CudaThread, AProgramsThreadThatPreparesItselfMayBlockAStreamBeforeItsFirstGemm) {
   TD_REQUIRE_GPU();
+  tandem::testing::NumericsGuard numerics(/*tf32=*/false, /*deterministic_mode=*/false);
   const Device device = Device::cuda(cuda_device_count() - 1);
   std::thread t([&] {
     prepare_cuda_thread(device);
@@ -92,6 +95,7 @@ TEST(CudaThread, AProgramsThreadThatPreparesItselfMayBlockAStreamBeforeItsFirstG
 // free); prepared, the same thread gets its handle there.
 TEST(CudaThread, ALaneThatWouldGetAHandleAtFirstUseIsRefusedUnderTheStreamChecker) {
   TD_REQUIRE_GPU();
+  tandem::testing::NumericsGuard numerics(/*tf32=*/false, /*deterministic_mode=*/false);
   tandem::testing::StreamCheckOn checking;
   const Device device = Device::cuda(0);
   Generator gen(tandem::testing::fresh_seed());
