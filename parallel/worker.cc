@@ -261,6 +261,7 @@ void run_on_workers(std::vector<Worker>& workers, const std::function<void(Worke
   std::mutex start_mu;
   std::condition_variable start_cv;
   size_t prepared = 0;
+  bool unprepared = false;  // a thread failed before the start line (under start_mu): the others stop there
   auto wait_for_all_prepared = [&] {
     std::unique_lock<std::mutex> lock(start_mu);
     if (++prepared == n) start_cv.notify_all();
@@ -282,13 +283,20 @@ void run_on_workers(std::vector<Worker>& workers, const std::function<void(Worke
         set_intra_op_threads(1);
         prepare_cuda_thread(w.device);
         arrive();
-        if (state.failed) throw_peer_worker_failed(w.name());
+        {
+          std::lock_guard<std::mutex> lock(start_mu);
+          if (unprepared) throw_peer_worker_failed(w.name());
+        }
         fn(w);
         w.compute.synchronize();
         w.comm.synchronize();
       } catch (...) {
         errors[i] = std::current_exception();
-        state.failed.store(true);  // before arriving: a thread that failed to prepare stops the others there
+        state.failed.store(true);
+        if (!arrived) {
+          std::lock_guard<std::mutex> lock(start_mu);
+          unprepared = true;
+        }
         arrive();
       }
       tl_run = nullptr;
