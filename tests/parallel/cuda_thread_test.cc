@@ -102,9 +102,9 @@ TEST(CudaThread, ALaneThatWouldGetAHandleAtFirstUseIsRefusedUnderTheStreamChecke
   const Tensor a = randn({4, 4}, gen).to(device);
   std::thread t([&] {
     LaneScope lane;
-    tandem::testing::expect_error<BackendError>([&] { matmul(a, a); },
-                                                {"this thread has no cuBLAS handle for cuda:0",
-                                                 "inside a schedule's lane", "prepare_cuda_thread"});
+    tandem::testing::expect_error<BackendError>(
+        [&] { matmul(a, a); },
+        {"this thread has no cuBLAS handle for cuda:0", "inside a schedule's lane", "prepare_cuda_thread"});
     prepare_cuda_thread(device);
     Tensor aa = matmul(a, a);
     current_stream(device).synchronize();

@@ -296,9 +296,10 @@ int run(const Flags& f) {
     prof = profile_stages(make_stages(model_units(*profiled, sample), trainer.stage_starts()), micro_input, 3);
   }
   trainer.set_costs(costs_from_profile(prof));
-  std::printf("cyclic: timings exclude a warm-up: %d rounds of a separate trainer on random inputs before the first, "
-              "and an untimed pass of each stage before its profile\n",
-              kWarmupRounds);
+  std::printf(
+      "cyclic: timings exclude a warm-up: %d rounds of a separate trainer on random inputs before the first, "
+      "and an untimed pass of each stage before its profile\n",
+      kWarmupRounds);
   for (int l = 0; l < S; ++l)
     std::printf("cyclic: stage %d: forward %.2f ms, backward %.2f ms, %.2f MiB stored, %.2f MiB parameters\n", l,
                 1e3 * prof.forward_s[l], 1e3 * prof.backward_s[l], prof.stored_bytes[l] / 1048576.0,
