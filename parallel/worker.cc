@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <exception>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -11,6 +13,7 @@
 #include "runtime/base/error.h"
 #include "runtime/base/parallel_for.h"
 #include "runtime/base/spec_reader.h"
+#include "runtime/memory/cuda_thread.h"
 #include "runtime/memory/stream_check.h"
 
 namespace tandem {
@@ -234,21 +237,48 @@ void run_on_workers(std::vector<Worker>& workers, const std::function<void(Worke
   std::vector<std::exception_ptr> errors(n);
   std::vector<std::thread> threads;
   threads.reserve(n);
+  // Every thread is prepared before any starts its work: a thread that made its handles while a peer's stream
+  // already waited for it would hang (runtime/memory/cuda_thread.h).
+  std::mutex start_mu;
+  std::condition_variable start_cv;
+  size_t prepared = 0;
+  bool unprepared = false;  // a thread failed before the start line (under start_mu): the others stop there
+  auto wait_for_all_prepared = [&] {
+    std::unique_lock<std::mutex> lock(start_mu);
+    if (++prepared == n) start_cv.notify_all();
+    start_cv.wait(lock, [&] { return prepared == n; });
+  };
   for (size_t i = 0; i < n; ++i) {
     threads.emplace_back([&, i] {
       Worker& w = workers[i];
       tl_run = &state;
+      bool arrived = false;
+      auto arrive = [&] {
+        if (!arrived) wait_for_all_prepared();
+        arrived = true;
+      };
       try {
         StreamGuard stream_guard(w.compute);
         std::unique_ptr<MemoryScope> scope;
         if (w.memory) scope = std::make_unique<MemoryScope>(w.memory);
         set_intra_op_threads(1);
+        prepare_cuda_thread(w.device);
+        arrive();
+        {
+          std::lock_guard<std::mutex> lock(start_mu);
+          if (unprepared) throw_peer_worker_failed(w.name());
+        }
         fn(w);
         w.compute.synchronize();
         w.comm.synchronize();
       } catch (...) {
         errors[i] = std::current_exception();
         state.failed.store(true);
+        if (!arrived) {
+          std::lock_guard<std::mutex> lock(start_mu);
+          unprepared = true;
+        }
+        arrive();
       }
       tl_run = nullptr;
     });
