@@ -141,9 +141,18 @@ template void gemm_cpu<float>(bool, bool, int64_t, int64_t, int64_t, float, cons
 template void gemm_cpu<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t, const double*,
                                int64_t, double, double*, int64_t);
 
-void CpuBackend::gemm(DType t, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const void* a,
-                      int64_t lda, int64_t stride_a, const void* b, int64_t ldb, int64_t stride_b, double beta, void* c,
-                      int64_t ldc, int64_t stride_c, int64_t batch, const Stream&) {
+void CpuBackend::gemm(const GemmArgs& args, const Stream&) {
+  DType t = args.t;
+  bool trans_a = args.trans_a, trans_b = args.trans_b;
+  int64_t m = args.m, n = args.n, k = args.k;
+  double alpha = args.alpha;
+  const void* a = args.a;
+  int64_t lda = args.lda, stride_a = args.stride_a;
+  const void* b = args.b;
+  int64_t ldb = args.ldb, stride_b = args.stride_b;
+  double beta = args.beta;
+  void* c = args.c;
+  int64_t ldc = args.ldc, stride_c = args.stride_c, batch = args.batch;
   if (t == DType::F32) {
     const float* af = static_cast<const float*>(a);
     const float* bf = static_cast<const float*>(b);

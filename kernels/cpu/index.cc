@@ -11,8 +11,13 @@ inline void check_bound(int64_t v, int64_t n, const char* op, int64_t pos) {
 }
 }  // namespace
 
-void CpuBackend::index_select(DType t, const void* x, int64_t outer, int64_t n_src, int64_t inner, const int64_t* idx,
-                              int64_t n_idx, void* out, const Stream&) {
+void CpuBackend::index_select(const IndexSelectArgs& args, const Stream&) {
+  DType t = args.t;
+  const void* x = args.x;
+  int64_t outer = args.outer, n_src = args.n_src, inner = args.inner;
+  const int64_t* idx = args.idx;
+  int64_t n_idx = args.n_idx;
+  void* out = args.out;
   for (int64_t j = 0; j < n_idx; ++j) check_bound(idx[j], n_src, "index_select", j);
   TD_DISPATCH_BYTES(t, {
     const scalar_t* xp = static_cast<const scalar_t*>(x);
@@ -26,8 +31,13 @@ void CpuBackend::index_select(DType t, const void* x, int64_t outer, int64_t n_s
   });
 }
 
-void CpuBackend::index_add(DType t, const void* src, int64_t outer, int64_t n_idx, int64_t inner, const int64_t* idx,
-                           int64_t n_dst, void* dst, const Stream&) {
+void CpuBackend::index_add(const IndexAddArgs& args, const Stream&) {
+  DType t = args.t;
+  const void* src = args.src;
+  int64_t outer = args.outer, n_idx = args.n_idx, inner = args.inner;
+  const int64_t* idx = args.idx;
+  int64_t n_dst = args.n_dst;
+  void* dst = args.dst;
   for (int64_t j = 0; j < n_idx; ++j) check_bound(idx[j], n_dst, "index_add", j);
   TD_DISPATCH_FLOAT(t, "index_add", {
     const scalar_t* sp = static_cast<const scalar_t*>(src);
@@ -38,8 +48,13 @@ void CpuBackend::index_add(DType t, const void* src, int64_t outer, int64_t n_id
   });
 }
 
-void CpuBackend::gather(DType t, const void* x, int64_t outer, int64_t n_src, int64_t inner, const int64_t* idx,
-                        int64_t n_idx, void* out, const Stream&) {
+void CpuBackend::gather(const GatherArgs& args, const Stream&) {
+  DType t = args.t;
+  const void* x = args.x;
+  int64_t outer = args.outer, n_src = args.n_src, inner = args.inner;
+  const int64_t* idx = args.idx;
+  int64_t n_idx = args.n_idx;
+  void* out = args.out;
   int64_t total = outer * n_idx * inner;
   for (int64_t p = 0; p < total; ++p) check_bound(idx[p], n_src, "gather", p);
   TD_DISPATCH_BYTES(t, {
@@ -54,8 +69,13 @@ void CpuBackend::gather(DType t, const void* x, int64_t outer, int64_t n_src, in
   });
 }
 
-void CpuBackend::scatter_add(DType t, const void* src, int64_t outer, int64_t n_idx, int64_t inner, const int64_t* idx,
-                             int64_t n_dst, void* dst, const Stream&) {
+void CpuBackend::scatter_add(const ScatterAddArgs& args, const Stream&) {
+  DType t = args.t;
+  const void* src = args.src;
+  int64_t outer = args.outer, n_idx = args.n_idx, inner = args.inner;
+  const int64_t* idx = args.idx;
+  int64_t n_dst = args.n_dst;
+  void* dst = args.dst;
   int64_t total = outer * n_idx * inner;
   for (int64_t p = 0; p < total; ++p) check_bound(idx[p], n_dst, "scatter_add", p);
   TD_DISPATCH_FLOAT(t, "scatter_add", {
@@ -70,7 +90,11 @@ void CpuBackend::scatter_add(DType t, const void* src, int64_t outer, int64_t n_
   });
 }
 
-void CpuBackend::one_hot(const int64_t* idx, int64_t n, int64_t classes, DType t, void* out, const Stream&) {
+void CpuBackend::one_hot(const OneHotArgs& args, const Stream&) {
+  const int64_t* idx = args.idx;
+  int64_t n = args.n, classes = args.classes;
+  DType t = args.t;
+  void* out = args.out;
   for (int64_t j = 0; j < n; ++j)
     TD_CHECK_INDEX(idx[j] >= 0 && idx[j] < classes, "one_hot: label ", idx[j], " at position ", j,
                    " is out of range [0, ", classes, ")");

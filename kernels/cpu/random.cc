@@ -7,7 +7,12 @@
 namespace tandem {
 namespace cpu {
 
-void CpuBackend::random(DType t, void* out, int64_t n, uint64_t seed, uint64_t offset, RandomSpec spec, const Stream&) {
+void CpuBackend::random(const RandomArgs& args, const Stream&) {
+  DType t = args.t;
+  void* out = args.out;
+  int64_t n = args.n;
+  uint64_t seed = args.seed, offset = args.offset;
+  RandomSpec spec = args.spec;
   TD_DISPATCH_FLOAT(t, "random", {
     scalar_t* o = static_cast<scalar_t*>(out);
     int64_t blocks = (n + 3) / 4;

@@ -10,8 +10,13 @@
 namespace tandem {
 namespace cpu {
 
-void CpuBackend::reduce(ReduceOp op, DType t, const void* x, int64_t outer, int64_t r, int64_t inner, void* out,
-                        int64_t* indices, const Stream&) {
+void CpuBackend::reduce(const ReduceArgs& args, const Stream&) {
+  ReduceOp op = args.op;
+  DType t = args.t;
+  const void* x = args.x;
+  int64_t outer = args.outer, r = args.r, inner = args.inner;
+  void* out = args.out;
+  int64_t* indices = args.indices;
   TD_DISPATCH_FLOAT(t, "reduction", {
     const scalar_t* xp = static_cast<const scalar_t*>(x);
     scalar_t* o = static_cast<scalar_t*>(out);
@@ -51,8 +56,12 @@ void CpuBackend::reduce(ReduceOp op, DType t, const void* x, int64_t outer, int6
   });
 }
 
-void CpuBackend::softmax(bool log, DType t, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
-                         const Stream&) {
+void CpuBackend::softmax(const SoftmaxArgs& args, const Stream&) {
+  bool log = args.log;
+  DType t = args.t;
+  const void* x = args.x;
+  void* y = args.y;
+  int64_t outer = args.outer, n = args.n, inner = args.inner;
   TD_DISPATCH_FLOAT(t, "softmax", {
     const scalar_t* xp = static_cast<const scalar_t*>(x);
     scalar_t* yp = static_cast<scalar_t*>(y);
@@ -78,8 +87,13 @@ void CpuBackend::softmax(bool log, DType t, const void* x, void* y, int64_t oute
   });
 }
 
-void CpuBackend::softmax_backward(bool log, DType t, const void* y, const void* gy, void* gx, int64_t outer, int64_t n,
-                                  int64_t inner, const Stream&) {
+void CpuBackend::softmax_backward(const SoftmaxBackwardArgs& args, const Stream&) {
+  bool log = args.log;
+  DType t = args.t;
+  const void* y = args.y;
+  const void* gy = args.gy;
+  void* gx = args.gx;
+  int64_t outer = args.outer, n = args.n, inner = args.inner;
   TD_DISPATCH_FLOAT(t, "softmax backward", {
     const scalar_t* yp = static_cast<const scalar_t*>(y);
     const scalar_t* gp = static_cast<const scalar_t*>(gy);

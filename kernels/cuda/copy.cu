@@ -384,7 +384,11 @@ void launch_copy_same(const void* src, const StridedDesc& sd, void* dst, const S
 }
 }  // namespace
 
-void CudaBackend::fill(DType t, void* dst, const StridedDesc& d, double value, const Stream& s) {
+void CudaBackend::fill(const FillArgs& args, const Stream& s) {
+  DType t = args.t;
+  void* dst = args.dst;
+  const StridedDesc& d = args.d;
+  double value = args.value;
   if (d.numel() == 0) return;
   LaunchScope ls(s);
   switch (t) {
@@ -398,8 +402,13 @@ void CudaBackend::fill(DType t, void* dst, const StridedDesc& d, double value, c
   }
 }
 
-void CudaBackend::copy(DType src_t, const void* src, const StridedDesc& src_d, DType dst_t, void* dst,
-                       const StridedDesc& dst_d, const Stream& s) {
+void CudaBackend::copy(const CopyArgs& args, const Stream& s) {
+  DType src_t = args.src_t;
+  const void* src = args.src;
+  const StridedDesc& src_d = args.src_d;
+  DType dst_t = args.dst_t;
+  void* dst = args.dst;
+  const StridedDesc& dst_d = args.dst_d;
   if (dst_d.numel() == 0) return;
   LaunchScope ls(s);
   auto c = collapse<2>({&dst_d, &src_d});

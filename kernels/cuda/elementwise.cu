@@ -223,7 +223,13 @@ void launch_comparison(BinaryOp op, const T* a, const StridedDesc& ad, const T* 
 }
 }  // namespace
 
-void CudaBackend::unary(UnaryOp op, DType t, const void* x, void* y, int64_t n, UnaryParams p, const Stream& s) {
+void CudaBackend::unary(const UnaryArgs& args, const Stream& s) {
+  UnaryOp op = args.op;
+  DType t = args.t;
+  const void* x = args.x;
+  void* y = args.y;
+  int64_t n = args.n;
+  UnaryParams p = args.p;
   if (n <= 0) return;
   LaunchScope ls(s);
   TD_DISPATCH_FLOAT(t, "unary op", {
@@ -241,8 +247,15 @@ void CudaBackend::unary(UnaryOp op, DType t, const void* x, void* y, int64_t n, 
   });
 }
 
-void CudaBackend::unary_backward(UnaryOp op, DType t, const void* x, const void* y, const void* gy, void* gx, int64_t n,
-                                 UnaryParams p, const Stream& s) {
+void CudaBackend::unary_backward(const UnaryBackwardArgs& args, const Stream& s) {
+  UnaryOp op = args.op;
+  DType t = args.t;
+  const void* x = args.x;
+  const void* y = args.y;
+  const void* gy = args.gy;
+  void* gx = args.gx;
+  int64_t n = args.n;
+  UnaryParams p = args.p;
   if (n <= 0) return;
   LaunchScope ls(s);
   TD_DISPATCH_FLOAT(t, "unary backward", {
@@ -264,8 +277,15 @@ void CudaBackend::unary_backward(UnaryOp op, DType t, const void* x, const void*
   });
 }
 
-void CudaBackend::binary(BinaryOp op, DType t, const void* a, const StridedDesc& ad, const void* b,
-                         const StridedDesc& bd, void* out, const StridedDesc& od, const Stream& s) {
+void CudaBackend::binary(const BinaryArgs& args, const Stream& s) {
+  BinaryOp op = args.op;
+  DType t = args.t;
+  const void* a = args.a;
+  const StridedDesc& ad = args.ad;
+  const void* b = args.b;
+  const StridedDesc& bd = args.bd;
+  void* out = args.out;
+  const StridedDesc& od = args.od;
   if (od.numel() == 0) return;
   LaunchScope ls(s);
   auto c = collapse<3>({&od, &ad, &bd});
@@ -284,8 +304,16 @@ void CudaBackend::binary(BinaryOp op, DType t, const void* a, const StridedDesc&
   });
 }
 
-void CudaBackend::where(const void* cond, const StridedDesc& cd, DType t, const void* a, const StridedDesc& ad,
-                        const void* b, const StridedDesc& bd, void* out, const StridedDesc& od, const Stream& s) {
+void CudaBackend::where(const WhereArgs& args, const Stream& s) {
+  const void* cond = args.cond;
+  const StridedDesc& cd = args.cd;
+  DType t = args.t;
+  const void* a = args.a;
+  const StridedDesc& ad = args.ad;
+  const void* b = args.b;
+  const StridedDesc& bd = args.bd;
+  void* out = args.out;
+  const StridedDesc& od = args.od;
   if (od.numel() == 0) return;
   LaunchScope ls(s);
   auto c = collapse<4>({&od, &cd, &ad, &bd});

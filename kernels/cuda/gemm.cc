@@ -11,9 +11,18 @@
 namespace tandem {
 namespace cuda {
 
-void CudaBackend::gemm(DType t, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
-                       const void* a, int64_t lda, int64_t stride_a, const void* b, int64_t ldb, int64_t stride_b,
-                       double beta, void* c, int64_t ldc, int64_t stride_c, int64_t batch, const Stream& s) {
+void CudaBackend::gemm(const GemmArgs& args, const Stream& s) {
+  DType t = args.t;
+  bool trans_a = args.trans_a, trans_b = args.trans_b;
+  int64_t m = args.m, n = args.n, k = args.k;
+  double alpha = args.alpha;
+  const void* a = args.a;
+  int64_t lda = args.lda, stride_a = args.stride_a;
+  const void* b = args.b;
+  int64_t ldb = args.ldb, stride_b = args.stride_b;
+  double beta = args.beta;
+  void* c = args.c;
+  int64_t ldc = args.ldc, stride_c = args.stride_c, batch = args.batch;
   if (m == 0 || n == 0 || batch == 0) return;
   LaunchScope ls(s);
   cublasHandle_t handle = cublas_handle(ls.device(), ls.stream());

@@ -149,8 +149,13 @@ void launch_index_select(const void* x, int64_t outer, int64_t n_src, int64_t in
 }
 }  // namespace
 
-void CudaBackend::index_select(DType t, const void* x, int64_t outer, int64_t n_src, int64_t inner, const int64_t* idx,
-                               int64_t n_idx, void* out, const Stream& s) {
+void CudaBackend::index_select(const IndexSelectArgs& args, const Stream& s) {
+  DType t = args.t;
+  const void* x = args.x;
+  int64_t outer = args.outer, n_src = args.n_src, inner = args.inner;
+  const int64_t* idx = args.idx;
+  int64_t n_idx = args.n_idx;
+  void* out = args.out;
   if (outer * n_idx * inner == 0) return;
   LaunchScope ls(s);
   // Rows of inner elements are moved in the widest unit that divides them and suits both pointers.
@@ -168,15 +173,25 @@ void CudaBackend::index_select(DType t, const void* x, int64_t outer, int64_t n_
     launch_index_select<uint8_t>(x, outer, n_src, row_bytes, idx, n_idx, out, ls);
 }
 
-void CudaBackend::index_add(DType t, const void* src, int64_t outer, int64_t n_idx, int64_t inner, const int64_t* idx,
-                            int64_t n_dst, void* dst, const Stream& s) {
+void CudaBackend::index_add(const IndexAddArgs& args, const Stream& s) {
+  DType t = args.t;
+  const void* src = args.src;
+  int64_t outer = args.outer, n_idx = args.n_idx, inner = args.inner;
+  const int64_t* idx = args.idx;
+  int64_t n_dst = args.n_dst;
+  void* dst = args.dst;
   if (outer * n_idx * inner == 0) return;
   LaunchScope ls(s);
   TD_DISPATCH_FLOAT(t, "index_add", launch_add<scalar_t, false>(src, outer, n_idx, inner, idx, n_dst, dst, ls));
 }
 
-void CudaBackend::gather(DType t, const void* x, int64_t outer, int64_t n_src, int64_t inner, const int64_t* idx,
-                         int64_t n_idx, void* out, const Stream& s) {
+void CudaBackend::gather(const GatherArgs& args, const Stream& s) {
+  DType t = args.t;
+  const void* x = args.x;
+  int64_t outer = args.outer, n_src = args.n_src, inner = args.inner;
+  const int64_t* idx = args.idx;
+  int64_t n_idx = args.n_idx;
+  void* out = args.out;
   const int64_t total = outer * n_idx * inner;
   if (total == 0) return;
   LaunchScope ls(s);
@@ -189,14 +204,23 @@ void CudaBackend::gather(DType t, const void* x, int64_t outer, int64_t n_src, i
   });
 }
 
-void CudaBackend::scatter_add(DType t, const void* src, int64_t outer, int64_t n_idx, int64_t inner, const int64_t* idx,
-                              int64_t n_dst, void* dst, const Stream& s) {
+void CudaBackend::scatter_add(const ScatterAddArgs& args, const Stream& s) {
+  DType t = args.t;
+  const void* src = args.src;
+  int64_t outer = args.outer, n_idx = args.n_idx, inner = args.inner;
+  const int64_t* idx = args.idx;
+  int64_t n_dst = args.n_dst;
+  void* dst = args.dst;
   if (outer * n_idx * inner == 0) return;
   LaunchScope ls(s);
   TD_DISPATCH_FLOAT(t, "scatter_add", launch_add<scalar_t, true>(src, outer, n_idx, inner, idx, n_dst, dst, ls));
 }
 
-void CudaBackend::one_hot(const int64_t* idx, int64_t n, int64_t classes, DType t, void* out, const Stream& s) {
+void CudaBackend::one_hot(const OneHotArgs& args, const Stream& s) {
+  const int64_t* idx = args.idx;
+  int64_t n = args.n, classes = args.classes;
+  DType t = args.t;
+  void* out = args.out;
   const int64_t total = n * classes;
   if (total == 0) return;
   LaunchScope ls(s);

@@ -37,8 +37,12 @@ __global__ void random_kernel(T* out, int64_t n, uint64_t seed, uint64_t offset,
 }
 }  // namespace
 
-void CudaBackend::random(DType t, void* out, int64_t n, uint64_t seed, uint64_t offset, RandomSpec spec,
-                         const Stream& s) {
+void CudaBackend::random(const RandomArgs& args, const Stream& s) {
+  DType t = args.t;
+  void* out = args.out;
+  int64_t n = args.n;
+  uint64_t seed = args.seed, offset = args.offset;
+  RandomSpec spec = args.spec;
   if (n <= 0) return;
   LaunchScope ls(s);
   TD_DISPATCH_FLOAT(t, "random", {

@@ -332,8 +332,13 @@ void run_reduce(const R& red, const void* x, int64_t outer, int64_t r, int64_t i
 }
 }  // namespace
 
-void CudaBackend::reduce(ReduceOp op, DType t, const void* x, int64_t outer, int64_t r, int64_t inner, void* out,
-                         int64_t* indices, const Stream& s) {
+void CudaBackend::reduce(const ReduceArgs& args, const Stream& s) {
+  ReduceOp op = args.op;
+  DType t = args.t;
+  const void* x = args.x;
+  int64_t outer = args.outer, r = args.r, inner = args.inner;
+  void* out = args.out;
+  int64_t* indices = args.indices;
   if (outer * inner == 0) return;
   TD_CHECK_SHAPE(r > 0 || op == ReduceOp::Sum, "max/min over an empty dimension");
   LaunchScope ls(s);

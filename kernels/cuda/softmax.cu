@@ -518,8 +518,12 @@ void softmax_rows(bool log, const T* x, T* y, int64_t rows, int64_t n, const Str
 }
 }  // namespace
 
-void CudaBackend::softmax(bool log, DType t, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
-                          const Stream& s) {
+void CudaBackend::softmax(const SoftmaxArgs& args, const Stream& s) {
+  bool log = args.log;
+  DType t = args.t;
+  const void* x = args.x;
+  void* y = args.y;
+  int64_t outer = args.outer, n = args.n, inner = args.inner;
   if (outer * n * inner == 0) return;
   LaunchScope ls(s);
   TD_DISPATCH_FLOAT(t, "softmax", {
@@ -535,8 +539,13 @@ void CudaBackend::softmax(bool log, DType t, const void* x, void* y, int64_t out
   });
 }
 
-void CudaBackend::softmax_backward(bool log, DType t, const void* y, const void* gy, void* gx, int64_t outer, int64_t n,
-                                   int64_t inner, const Stream& s) {
+void CudaBackend::softmax_backward(const SoftmaxBackwardArgs& args, const Stream& s) {
+  bool log = args.log;
+  DType t = args.t;
+  const void* y = args.y;
+  const void* gy = args.gy;
+  void* gx = args.gx;
+  int64_t outer = args.outer, n = args.n, inner = args.inner;
   if (outer * n * inner == 0) return;
   LaunchScope ls(s);
   TD_DISPATCH_FLOAT(t, "softmax backward", {

@@ -121,10 +121,17 @@ void backward(const BatchNormGeometry& g, bool training, const T* x, const T* dy
 
 }  // namespace
 
-void CpuNNBackend::batch_norm_forward_train(const BatchNormGeometry& g, const void* x, const void* weight,
-                                            const void* bias, double eps, double momentum, void* running_mean,
-                                            void* running_var, void* y, void* save_mean, void* save_invstd,
-                                            const Stream&) {
+void CpuNNBackend::batch_norm_forward_train(const BatchNormTrainArgs& args, const Stream&) {
+  const BatchNormGeometry& g = args.g;
+  const void* x = args.x;
+  const void* weight = args.weight;
+  const void* bias = args.bias;
+  double eps = args.eps, momentum = args.momentum;
+  void* running_mean = args.running_mean;
+  void* running_var = args.running_var;
+  void* y = args.y;
+  void* save_mean = args.save_mean;
+  void* save_invstd = args.save_invstd;
   auto f = [](const void* p) { return static_cast<const float*>(p); };
   auto fm = [](void* p) { return static_cast<float*>(p); };
   if (batch_norm_f32_forward_train(g, f(x), f(weight), f(bias), eps, momentum, fm(running_mean), fm(running_var), fm(y),
@@ -138,9 +145,15 @@ void CpuNNBackend::batch_norm_forward_train(const BatchNormGeometry& g, const vo
   });
 }
 
-void CpuNNBackend::batch_norm_forward_eval(const BatchNormGeometry& g, const void* x, const void* weight,
-                                           const void* bias, const void* running_mean, const void* running_var,
-                                           double eps, void* y, const Stream&) {
+void CpuNNBackend::batch_norm_forward_eval(const BatchNormEvalArgs& args, const Stream&) {
+  const BatchNormGeometry& g = args.g;
+  const void* x = args.x;
+  const void* weight = args.weight;
+  const void* bias = args.bias;
+  const void* running_mean = args.running_mean;
+  const void* running_var = args.running_var;
+  double eps = args.eps;
+  void* y = args.y;
   auto f = [](const void* p) { return static_cast<const float*>(p); };
   if (batch_norm_f32_forward_eval(g, f(x), f(weight), f(bias), f(running_mean), f(running_var), eps,
                                   static_cast<float*>(y)))
@@ -152,9 +165,17 @@ void CpuNNBackend::batch_norm_forward_eval(const BatchNormGeometry& g, const voi
   });
 }
 
-void CpuNNBackend::batch_norm_backward(const BatchNormGeometry& g, bool training, const void* x, const void* dy,
-                                       const void* weight, const void* mean, const void* invstd, void* dx,
-                                       void* dweight, void* dbias, const Stream&) {
+void CpuNNBackend::batch_norm_backward(const BatchNormBackwardArgs& args, const Stream&) {
+  const BatchNormGeometry& g = args.g;
+  bool training = args.training;
+  const void* x = args.x;
+  const void* dy = args.dy;
+  const void* weight = args.weight;
+  const void* mean = args.mean;
+  const void* invstd = args.invstd;
+  void* dx = args.dx;
+  void* dweight = args.dweight;
+  void* dbias = args.dbias;
   auto f = [](const void* p) { return static_cast<const float*>(p); };
   auto fm = [](void* p) { return static_cast<float*>(p); };
   if (batch_norm_f32_backward(g, training, f(x), f(dy), f(weight), f(mean), f(invstd), fm(dx), fm(dweight), fm(dbias)))

@@ -339,8 +339,12 @@ template void nchw_to_nhwc<double>(const double*, double*, int64_t, int64_t, int
 template void nhwc_to_nchw<float>(const float*, float*, int64_t, int64_t, int64_t);
 template void nhwc_to_nchw<double>(const double*, double*, int64_t, int64_t, int64_t);
 
-void CpuNNBackend::conv2d_forward(const Conv2dGeometry& g, const void* x, const void* w, const void* bias, void* y,
-                                  const Stream&) {
+void CpuNNBackend::conv2d_forward(const Conv2dForwardArgs& args, const Stream&) {
+  const Conv2dGeometry& g = args.g;
+  const void* x = args.x;
+  const void* w = args.w;
+  const void* bias = args.bias;
+  void* y = args.y;
   if (g.dtype == DType::F32 && onednn_conv_forward(g, static_cast<const float*>(x), static_cast<const float*>(w),
                                                    static_cast<const float*>(bias), static_cast<float*>(y)))
     return;
@@ -350,8 +354,11 @@ void CpuNNBackend::conv2d_forward(const Conv2dGeometry& g, const void* x, const 
   });
 }
 
-void CpuNNBackend::conv2d_backward_data(const Conv2dGeometry& g, const void* dy, const void* w, void* dx,
-                                        const Stream&) {
+void CpuNNBackend::conv2d_backward_data(const Conv2dBackwardDataArgs& args, const Stream&) {
+  const Conv2dGeometry& g = args.g;
+  const void* dy = args.dy;
+  const void* w = args.w;
+  void* dx = args.dx;
   if (g.dtype == DType::F32 && onednn_conv_backward_data(g, static_cast<const float*>(dy), static_cast<const float*>(w),
                                                          static_cast<float*>(dx)))
     return;
@@ -361,8 +368,11 @@ void CpuNNBackend::conv2d_backward_data(const Conv2dGeometry& g, const void* dy,
   });
 }
 
-void CpuNNBackend::conv2d_backward_weight(const Conv2dGeometry& g, const void* x, const void* dy, void* dw,
-                                          const Stream&) {
+void CpuNNBackend::conv2d_backward_weight(const Conv2dBackwardWeightArgs& args, const Stream&) {
+  const Conv2dGeometry& g = args.g;
+  const void* x = args.x;
+  const void* dy = args.dy;
+  void* dw = args.dw;
   if (g.dtype == DType::F32 && onednn_conv_backward_weight(g, static_cast<const float*>(x),
                                                            static_cast<const float*>(dy), static_cast<float*>(dw)))
     return;

@@ -7,7 +7,11 @@
 namespace tandem {
 namespace cpu {
 
-void CpuNNBackend::dropout_mask(int64_t n, double p, uint64_t seed, uint64_t offset, uint8_t* mask, const Stream&) {
+void CpuNNBackend::dropout_mask(const DropoutMaskArgs& args, const Stream&) {
+  int64_t n = args.n;
+  double p = args.p;
+  uint64_t seed = args.seed, offset = args.offset;
+  uint8_t* mask = args.mask;
   int64_t blocks = (n + 3) / 4;
   parallel_for(0, blocks, 1024, [&](int64_t lo, int64_t hi) {
     for (int64_t blk = lo; blk < hi; ++blk) {
@@ -17,8 +21,13 @@ void CpuNNBackend::dropout_mask(int64_t n, double p, uint64_t seed, uint64_t off
   });
 }
 
-void CpuNNBackend::masked_scale(DType t, const void* x, const uint8_t* mask, double scale, void* y, int64_t n,
-                                const Stream&) {
+void CpuNNBackend::masked_scale(const MaskedScaleArgs& args, const Stream&) {
+  DType t = args.t;
+  const void* x = args.x;
+  const uint8_t* mask = args.mask;
+  double scale = args.scale;
+  void* y = args.y;
+  int64_t n = args.n;
   TD_DISPATCH_FLOAT(t, "dropout", {
     const scalar_t* xs = static_cast<const scalar_t*>(x);
     scalar_t* ys = static_cast<scalar_t*>(y);

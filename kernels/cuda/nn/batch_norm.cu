@@ -239,10 +239,17 @@ void check_channels(const BatchNormGeometry& g) {
 
 }  // namespace
 
-void CudaNNBackend::batch_norm_forward_train(const BatchNormGeometry& g, const void* x, const void* weight,
-                                             const void* bias, double eps, double momentum, void* running_mean,
-                                             void* running_var, void* y, void* save_mean, void* save_invstd,
-                                             const Stream& s) {
+void CudaNNBackend::batch_norm_forward_train(const BatchNormTrainArgs& args, const Stream& s) {
+  const BatchNormGeometry& g = args.g;
+  const void* x = args.x;
+  const void* weight = args.weight;
+  const void* bias = args.bias;
+  double eps = args.eps, momentum = args.momentum;
+  void* running_mean = args.running_mean;
+  void* running_var = args.running_var;
+  void* y = args.y;
+  void* save_mean = args.save_mean;
+  void* save_invstd = args.save_invstd;
   if (g.c == 0) return;
   check_channels(g);
   LaunchScope ls(s);
@@ -262,9 +269,15 @@ void CudaNNBackend::batch_norm_forward_train(const BatchNormGeometry& g, const v
   });
 }
 
-void CudaNNBackend::batch_norm_forward_eval(const BatchNormGeometry& g, const void* x, const void* weight,
-                                            const void* bias, const void* running_mean, const void* running_var,
-                                            double eps, void* y, const Stream& s) {
+void CudaNNBackend::batch_norm_forward_eval(const BatchNormEvalArgs& args, const Stream& s) {
+  const BatchNormGeometry& g = args.g;
+  const void* x = args.x;
+  const void* weight = args.weight;
+  const void* bias = args.bias;
+  const void* running_mean = args.running_mean;
+  const void* running_var = args.running_var;
+  double eps = args.eps;
+  void* y = args.y;
   if (g.c == 0 || g.n * g.hw == 0) return;
   LaunchScope ls(s);
   const ChannelLayout L = layout_of(g);
@@ -281,9 +294,17 @@ void CudaNNBackend::batch_norm_forward_eval(const BatchNormGeometry& g, const vo
   });
 }
 
-void CudaNNBackend::batch_norm_backward(const BatchNormGeometry& g, bool training, const void* x, const void* dy,
-                                        const void* weight, const void* mean, const void* invstd, void* dx,
-                                        void* dweight, void* dbias, const Stream& s) {
+void CudaNNBackend::batch_norm_backward(const BatchNormBackwardArgs& args, const Stream& s) {
+  const BatchNormGeometry& g = args.g;
+  bool training = args.training;
+  const void* x = args.x;
+  const void* dy = args.dy;
+  const void* weight = args.weight;
+  const void* mean = args.mean;
+  const void* invstd = args.invstd;
+  void* dx = args.dx;
+  void* dweight = args.dweight;
+  void* dbias = args.dbias;
   if (g.c == 0) return;
   check_channels(g);
   LaunchScope ls(s);

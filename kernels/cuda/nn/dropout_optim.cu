@@ -138,7 +138,11 @@ unsigned launch_blocks(int64_t blocks) {
 
 }  // namespace
 
-void CudaNNBackend::dropout_mask(int64_t n, double p, uint64_t seed, uint64_t offset, uint8_t* mask, const Stream& s) {
+void CudaNNBackend::dropout_mask(const DropoutMaskArgs& args, const Stream& s) {
+  int64_t n = args.n;
+  double p = args.p;
+  uint64_t seed = args.seed, offset = args.offset;
+  uint8_t* mask = args.mask;
   if (n <= 0) return;
   LaunchScope ls(s);
   launch_kernel(TD_KERNEL(dropout_mask_kernel), grid_for(ceil_div(ceil_div(n, 4), kThreads), ls.device()), kThreads, 0,
@@ -146,8 +150,13 @@ void CudaNNBackend::dropout_mask(int64_t n, double p, uint64_t seed, uint64_t of
   TD_CUDA_CHECK_LAUNCH(ls.stream(), "dropout_mask");
 }
 
-void CudaNNBackend::masked_scale(DType t, const void* x, const uint8_t* mask, double scale, void* y, int64_t n,
-                                 const Stream& s) {
+void CudaNNBackend::masked_scale(const MaskedScaleArgs& args, const Stream& s) {
+  DType t = args.t;
+  const void* x = args.x;
+  const uint8_t* mask = args.mask;
+  double scale = args.scale;
+  void* y = args.y;
+  int64_t n = args.n;
   if (n <= 0) return;
   LaunchScope ls(s);
   TD_DISPATCH_FLOAT(t, "dropout", {
@@ -158,8 +167,14 @@ void CudaNNBackend::masked_scale(DType t, const void* x, const uint8_t* mask, do
   });
 }
 
-void CudaNNBackend::sgd_step(DType t, int64_t count, void* const* params, const void* const* grads,
-                             void* const* momentum_buffers, const int64_t* numels, const SgdHyper& h, const Stream& s) {
+void CudaNNBackend::sgd_step(const SgdStepArgs& args, const Stream& s) {
+  DType t = args.t;
+  int64_t count = args.count;
+  void* const* params = args.params;
+  const void* const* grads = args.grads;
+  void* const* momentum_buffers = args.momentum_buffers;
+  const int64_t* numels = args.numels;
+  const SgdHyper& h = args.h;
   if (count <= 0) return;
   LaunchScope ls(s);
   const bool use_momentum = h.momentum != 0;
@@ -182,9 +197,15 @@ void CudaNNBackend::sgd_step(DType t, int64_t count, void* const* params, const 
   });
 }
 
-void CudaNNBackend::adam_step(DType t, int64_t count, void* const* params, const void* const* grads,
-                              void* const* exp_avg, void* const* exp_avg_sq, const int64_t* numels, const AdamHyper& h,
-                              const Stream& s) {
+void CudaNNBackend::adam_step(const AdamStepArgs& args, const Stream& s) {
+  DType t = args.t;
+  int64_t count = args.count;
+  void* const* params = args.params;
+  const void* const* grads = args.grads;
+  void* const* exp_avg = args.exp_avg;
+  void* const* exp_avg_sq = args.exp_avg_sq;
+  const int64_t* numels = args.numels;
+  const AdamHyper& h = args.h;
   if (count <= 0) return;
   LaunchScope ls(s);
   const void* const* lists[4] = {params, grads, exp_avg, exp_avg_sq};

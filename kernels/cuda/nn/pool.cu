@@ -150,8 +150,11 @@ unsigned blocks_for(int64_t total, int device) { return grid_for(ceil_div(total,
 
 }  // namespace
 
-void CudaNNBackend::max_pool2d_forward(const Pool2dGeometry& g, const void* x, void* y, int32_t* indices,
-                                       const Stream& s) {
+void CudaNNBackend::max_pool2d_forward(const MaxPool2dForwardArgs& args, const Stream& s) {
+  const Pool2dGeometry& g = args.g;
+  const void* x = args.x;
+  void* y = args.y;
+  int32_t* indices = args.indices;
   const int64_t total = g.n * g.c * g.oh * g.ow;
   if (total == 0) return;
   LaunchScope ls(s);
@@ -162,8 +165,11 @@ void CudaNNBackend::max_pool2d_forward(const Pool2dGeometry& g, const void* x, v
   });
 }
 
-void CudaNNBackend::max_pool2d_backward(const Pool2dGeometry& g, const void* dy, const int32_t* indices, void* dx,
-                                        const Stream& s) {
+void CudaNNBackend::max_pool2d_backward(const MaxPool2dBackwardArgs& args, const Stream& s) {
+  const Pool2dGeometry& g = args.g;
+  const void* dy = args.dy;
+  const int32_t* indices = args.indices;
+  void* dx = args.dx;
   const int64_t total = g.n * g.c * g.h * g.w;
   if (total == 0) return;
   LaunchScope ls(s);
@@ -174,7 +180,10 @@ void CudaNNBackend::max_pool2d_backward(const Pool2dGeometry& g, const void* dy,
   });
 }
 
-void CudaNNBackend::avg_pool2d_forward(const Pool2dGeometry& g, const void* x, void* y, const Stream& s) {
+void CudaNNBackend::avg_pool2d_forward(const AvgPool2dForwardArgs& args, const Stream& s) {
+  const Pool2dGeometry& g = args.g;
+  const void* x = args.x;
+  void* y = args.y;
   const int64_t total = g.n * g.c * g.oh * g.ow;
   if (total == 0) return;
   LaunchScope ls(s);
@@ -185,7 +194,10 @@ void CudaNNBackend::avg_pool2d_forward(const Pool2dGeometry& g, const void* x, v
   });
 }
 
-void CudaNNBackend::avg_pool2d_backward(const Pool2dGeometry& g, const void* dy, void* dx, const Stream& s) {
+void CudaNNBackend::avg_pool2d_backward(const AvgPool2dBackwardArgs& args, const Stream& s) {
+  const Pool2dGeometry& g = args.g;
+  const void* dy = args.dy;
+  void* dx = args.dx;
   const int64_t total = g.n * g.c * g.h * g.w;
   if (total == 0) return;
   LaunchScope ls(s);
