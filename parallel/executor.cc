@@ -13,6 +13,7 @@
 #include "runtime/base/parallel_for.h"
 #include "runtime/memory/cuda_thread.h"
 #include "runtime/memory/stream_check.h"
+#include "runtime/memory/stream_fork.h"
 #include "runtime/tensor/autograd.h"
 
 namespace tandem {
@@ -86,9 +87,7 @@ void Executor::run(const std::function<void(const Instr&)>& fn) {
     signal = zeros({1}, TensorOptions(DType::F32).with_device(signal_device));
   }
   // Fork: the comm lane starts after what the caller queued on the compute stream so far (the signal's fill).
-  Event forked;
-  forked.record(worker_.compute);
-  worker_.comm.wait(forked);
+  StreamFork lanes(worker_.compute, {worker_.comm});
 
   // Issues `ids` (one lane's program, or both lanes merged in id order) from the calling thread.
   auto run_program = [&](const std::vector<int>& ids) {
@@ -204,9 +203,7 @@ void Executor::run(const std::function<void(const Instr&)>& fn) {
   if (comm_thread.joinable()) comm_thread.join();
   if (error) std::rethrow_exception(error);
   // Join: the caller's later work on the compute stream comes after both lanes'.
-  Event joined;
-  joined.record(worker_.comm);
-  worker_.compute.wait(joined);
+  lanes.join();
 
   if (!cuda) {
     for (const Instr& i : schedule_.instrs())
