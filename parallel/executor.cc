@@ -9,12 +9,11 @@
 #include <optional>
 #include <thread>
 
+#include "parallel/worker_context.h"
 #include "runtime/base/error.h"
-#include "runtime/base/parallel_for.h"
 #include "runtime/memory/cuda_thread.h"
 #include "runtime/memory/stream_check.h"
 #include "runtime/memory/stream_fork.h"
-#include "runtime/tensor/autograd.h"
 
 namespace tandem {
 namespace parallel {
@@ -182,21 +181,18 @@ void Executor::run(const std::function<void(const Instr&)>& fn) {
   }
   std::thread comm_thread;
   if (!comm_ids.empty()) {
-    Device device = worker_.device;
-    auto memory = worker_.memory;
-    bool grad = autograd::grad_enabled();
-    RunState* run = current_run_state();
-    // This thread starts while other workers' streams may already wait for this worker: it must make no handle
+    // The comm lane works as the compute lane's thread does (on a run_on_workers thread: as the worker's). It starts
+    // while other workers' streams may already wait for this worker: it must make no handle
     // (runtime/memory/cuda_thread.h). Its instructions (messages, collectives, updates) launch only Tandem's
     // kernels, which the worker's setup loaded on the device; a cuBLAS or cuDNN call here would make a handle
     // mid-run, which the stream checker's mode refuses (kernels/thread_handles.h).
-    comm_thread = std::thread([&, device, memory, grad, run] {
-      RunStateGuard run_guard(run);
-      DeviceGuard dg(device);
-      std::unique_ptr<MemoryScope> scope(memory ? new MemoryScope(memory) : nullptr);
-      set_intra_op_threads(1);
-      autograd::set_grad_enabled(grad);
-      guarded(comm_ids);
+    comm_thread = std::thread([&, context = WorkerContext::capture()] {
+      try {
+        WorkerContextGuard guard(context);
+        guarded(comm_ids);
+      } catch (...) {  // applying the context failed (guarded catches the rest)
+        fail(false);
+      }
     });
   }
   guarded(compute_ids);
