@@ -70,7 +70,6 @@ void copy_to(DType src_t, const void* src, const StridedDesc& sd, void* dst, con
 }  // namespace
 
 void CpuBackend::fill(const FillArgs& args, const Stream&) {
-  const double value = args.value;
   auto fill_with = [&](auto v) {
     using V = decltype(v);
     auto it = strided::make_iter<1>({&args.d});
@@ -80,29 +79,26 @@ void CpuBackend::fill(const FillArgs& args, const Stream&) {
     });
   };
   switch (args.t) {
-    case DType::F32: fill_with(static_cast<float>(value)); break;
-    case DType::F64: fill_with(value); break;
-    case DType::F16: fill_with(float_to_f16(static_cast<float>(value))); break;
-    case DType::BF16: fill_with(float_to_bf16(static_cast<float>(value))); break;
-    case DType::I32: fill_with(static_cast<int32_t>(value)); break;
-    case DType::I64: fill_with(static_cast<int64_t>(value)); break;
-    case DType::U8: fill_with(static_cast<uint8_t>(value)); break;
+    case DType::F32: fill_with(static_cast<float>(args.value)); break;
+    case DType::F64: fill_with(args.value); break;
+    case DType::F16: fill_with(float_to_f16(static_cast<float>(args.value))); break;
+    case DType::BF16: fill_with(float_to_bf16(static_cast<float>(args.value))); break;
+    case DType::I32: fill_with(static_cast<int32_t>(args.value)); break;
+    case DType::I64: fill_with(static_cast<int64_t>(args.value)); break;
+    case DType::U8: fill_with(static_cast<uint8_t>(args.value)); break;
   }
 }
 
 void CpuBackend::copy(const CopyArgs& args, const Stream&) {
-  const DType src_t = args.src_t;
-  const void* src = args.src;
-  void* dst = args.dst;
   const StridedDesc &sd = args.src_d, &dd = args.dst_d;
   switch (args.dst_t) {
-    case DType::F32: return copy_to<float>(src_t, src, sd, dst, dd);
-    case DType::F64: return copy_to<double>(src_t, src, sd, dst, dd);
-    case DType::F16: return copy_to<F16Tag>(src_t, src, sd, dst, dd);
-    case DType::BF16: return copy_to<BF16Tag>(src_t, src, sd, dst, dd);
-    case DType::I32: return copy_to<int32_t>(src_t, src, sd, dst, dd);
-    case DType::I64: return copy_to<int64_t>(src_t, src, sd, dst, dd);
-    case DType::U8: return copy_to<uint8_t>(src_t, src, sd, dst, dd);
+    case DType::F32: return copy_to<float>(args.src_t, args.src, sd, args.dst, dd);
+    case DType::F64: return copy_to<double>(args.src_t, args.src, sd, args.dst, dd);
+    case DType::F16: return copy_to<F16Tag>(args.src_t, args.src, sd, args.dst, dd);
+    case DType::BF16: return copy_to<BF16Tag>(args.src_t, args.src, sd, args.dst, dd);
+    case DType::I32: return copy_to<int32_t>(args.src_t, args.src, sd, args.dst, dd);
+    case DType::I64: return copy_to<int64_t>(args.src_t, args.src, sd, args.dst, dd);
+    case DType::U8: return copy_to<uint8_t>(args.src_t, args.src, sd, args.dst, dd);
   }
 }
 
@@ -141,16 +137,15 @@ void CpuBackend::unary_backward(const UnaryBackwardArgs& args, const Stream&) {
 }
 
 void CpuBackend::binary(const BinaryArgs& args, const Stream&) {
-  const BinaryOp op = args.op;
   auto it = strided::make_iter<3>({&args.od, &args.ad, &args.bd});
-  if (is_comparison(op)) {
+  if (is_comparison(args.op)) {
     TD_DISPATCH_NUMERIC(args.t, "comparison", {
       const scalar_t* ap = static_cast<const scalar_t*>(args.a);
       const scalar_t* bp = static_cast<const scalar_t*>(args.b);
       uint8_t* op_ = static_cast<uint8_t*>(args.out);
       strided::for_each_run(it, [&](const int64_t* off, int64_t n, const int64_t* st) {
         for (int64_t i = 0; i < n; ++i)
-          op_[off[0] + i * st[0]] = elementwise::compare(op, ap[off[1] + i * st[1]], bp[off[2] + i * st[2]]);
+          op_[off[0] + i * st[0]] = elementwise::compare(args.op, ap[off[1] + i * st[1]], bp[off[2] + i * st[2]]);
       });
     });
     return;
@@ -159,7 +154,7 @@ void CpuBackend::binary(const BinaryArgs& args, const Stream&) {
     const scalar_t* ap = static_cast<const scalar_t*>(args.a);
     const scalar_t* bp = static_cast<const scalar_t*>(args.b);
     scalar_t* o = static_cast<scalar_t*>(args.out);
-    elementwise::visit_binary(op, [&](auto f) {
+    elementwise::visit_binary(args.op, [&](auto f) {
       using F = decltype(f);
       if (it.ndim == 1 && it.strides[0][0] == 1) {
         // One flat run (the common case): split it over threads.

@@ -265,9 +265,11 @@ struct GemmArgs {
   }
 };
 
-// Indexing along the middle dim of contiguous [outer, n, inner] tensors; idx is i64.
-// index_select: out[o, j, i] = x[o, idx[j], i].
-struct IndexSelectArgs {
+// Indexing along the middle dim of contiguous [outer, n, inner] tensors; idx is i64: n_idx indices into the rows
+// (index_select, index_add) or one per element (gather, scatter_add: kPerElement).
+// index_select: out[o, j, i] = x[o, idx[j], i]; gather: out[o, j, i] = x[o, idx[o, j, i], i].
+template <bool kPerElement>
+struct IndexReadArgs {
   DType t;
   const void* x;
   int64_t outer, n_src, inner;
@@ -277,12 +279,16 @@ struct IndexSelectArgs {
   template <class F>
   void operands(F&& f) const {
     f(Operand::read("x", x, t, outer * n_src * inner));
-    f(Operand::read("idx", idx, DType::I64, n_idx));
+    f(Operand::read("idx", idx, DType::I64, kPerElement ? outer * n_idx * inner : n_idx));
     f(Operand::write("out", out, t, outer * n_idx * inner));
   }
 };
-// index_add: dst[o, idx[j], i] += src[o, j, i] (deterministic: in increasing j).
-struct IndexAddArgs {
+using IndexSelectArgs = IndexReadArgs<false>;
+using GatherArgs = IndexReadArgs<true>;
+// index_add: dst[o, idx[j], i] += src[o, j, i]; scatter_add: dst[o, idx[o, j, i], i] += src[o, j, i]
+// (deterministic: in increasing j).
+template <bool kPerElement>
+struct IndexAccumulateArgs {
   DType t;
   const void* src;
   int64_t outer, n_idx, inner;
@@ -292,40 +298,12 @@ struct IndexAddArgs {
   template <class F>
   void operands(F&& f) const {
     f(Operand::read("src", src, t, outer * n_idx * inner));
-    f(Operand::read("idx", idx, DType::I64, n_idx));
+    f(Operand::read("idx", idx, DType::I64, kPerElement ? outer * n_idx * inner : n_idx));
     f(Operand::update("dst", dst, t, outer * n_dst * inner));
   }
 };
-// gather: out[o, j, i] = x[o, idx[o, j, i], i].
-struct GatherArgs {
-  DType t;
-  const void* x;
-  int64_t outer, n_src, inner;
-  const int64_t* idx;
-  int64_t n_idx;
-  void* out;
-  template <class F>
-  void operands(F&& f) const {
-    f(Operand::read("x", x, t, outer * n_src * inner));
-    f(Operand::read("idx", idx, DType::I64, outer * n_idx * inner));
-    f(Operand::write("out", out, t, outer * n_idx * inner));
-  }
-};
-// scatter_add: dst[o, idx[o, j, i], i] += src[o, j, i] (deterministic: in increasing j).
-struct ScatterAddArgs {
-  DType t;
-  const void* src;
-  int64_t outer, n_idx, inner;
-  const int64_t* idx;
-  int64_t n_dst;
-  void* dst;
-  template <class F>
-  void operands(F&& f) const {
-    f(Operand::read("src", src, t, outer * n_idx * inner));
-    f(Operand::read("idx", idx, DType::I64, outer * n_idx * inner));
-    f(Operand::update("dst", dst, t, outer * n_dst * inner));
-  }
-};
+using IndexAddArgs = IndexAccumulateArgs<false>;
+using ScatterAddArgs = IndexAccumulateArgs<true>;
 // out[j, c] = (idx[j] == c) for n indices and `classes` classes.
 struct OneHotArgs {
   const int64_t* idx;

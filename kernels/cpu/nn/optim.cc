@@ -95,26 +95,15 @@ void adam(int64_t count, void* const* params, const void* const* grads, void* co
 }  // namespace
 
 void CpuNNBackend::sgd_step(const SgdStepArgs& args, const Stream&) {
-  DType t = args.t;
-  int64_t count = args.count;
-  void* const* params = args.params;
-  const void* const* grads = args.grads;
-  void* const* momentum_buffers = args.momentum_buffers;
-  const int64_t* numels = args.numels;
-  const SgdHyper& h = args.h;
-  TD_DISPATCH_FLOAT(t, "sgd_step_", { sgd<scalar_t>(count, params, grads, momentum_buffers, numels, h); });
+  TD_DISPATCH_FLOAT(args.t, "sgd_step_", {
+    sgd<scalar_t>(args.count, args.params, args.grads, args.momentum_buffers, args.numels, args.h);
+  });
 }
 
 void CpuNNBackend::adam_step(const AdamStepArgs& args, const Stream&) {
-  DType t = args.t;
-  int64_t count = args.count;
-  void* const* params = args.params;
-  const void* const* grads = args.grads;
-  void* const* exp_avg = args.exp_avg;
-  void* const* exp_avg_sq = args.exp_avg_sq;
-  const int64_t* numels = args.numels;
-  const AdamHyper& h = args.h;
-  TD_DISPATCH_FLOAT(t, "adam_step_", { adam<scalar_t>(count, params, grads, exp_avg, exp_avg_sq, numels, h); });
+  TD_DISPATCH_FLOAT(args.t, "adam_step_", {
+    adam<scalar_t>(args.count, args.params, args.grads, args.exp_avg, args.exp_avg_sq, args.numels, args.h);
+  });
 }
 
 }  // namespace cpu

@@ -128,38 +128,27 @@ void avg_backward(const Pool2dGeometry& g, const T* dy, T* dx) {
 }  // namespace
 
 void CpuNNBackend::max_pool2d_forward(const MaxPool2dForwardArgs& args, const Stream&) {
-  const Pool2dGeometry& g = args.g;
-  const void* x = args.x;
-  void* y = args.y;
-  int32_t* indices = args.indices;
-  if (max_pool2d_f32_forward(g, static_cast<const float*>(x), static_cast<float*>(y), indices)) return;
-  TD_DISPATCH_FLOAT(g.dtype, "max_pool2d",
-                    { max_forward(g, static_cast<const scalar_t*>(x), static_cast<scalar_t*>(y), indices); });
+  if (max_pool2d_f32_forward(args.g, static_cast<const float*>(args.x), static_cast<float*>(args.y), args.indices))
+    return;
+  TD_DISPATCH_FLOAT(args.g.dtype, "max_pool2d", {
+    max_forward(args.g, static_cast<const scalar_t*>(args.x), static_cast<scalar_t*>(args.y), args.indices);
+  });
 }
 
 void CpuNNBackend::max_pool2d_backward(const MaxPool2dBackwardArgs& args, const Stream&) {
-  const Pool2dGeometry& g = args.g;
-  const void* dy = args.dy;
-  const int32_t* indices = args.indices;
-  void* dx = args.dx;
-  TD_DISPATCH_FLOAT(g.dtype, "max_pool2d backward",
-                    { max_backward(g, static_cast<const scalar_t*>(dy), indices, static_cast<scalar_t*>(dx)); });
+  TD_DISPATCH_FLOAT(args.g.dtype, "max_pool2d backward", {
+    max_backward(args.g, static_cast<const scalar_t*>(args.dy), args.indices, static_cast<scalar_t*>(args.dx));
+  });
 }
 
 void CpuNNBackend::avg_pool2d_forward(const AvgPool2dForwardArgs& args, const Stream&) {
-  const Pool2dGeometry& g = args.g;
-  const void* x = args.x;
-  void* y = args.y;
-  TD_DISPATCH_FLOAT(g.dtype, "avg_pool2d",
-                    { avg_forward(g, static_cast<const scalar_t*>(x), static_cast<scalar_t*>(y)); });
+  TD_DISPATCH_FLOAT(args.g.dtype, "avg_pool2d",
+                    { avg_forward(args.g, static_cast<const scalar_t*>(args.x), static_cast<scalar_t*>(args.y)); });
 }
 
 void CpuNNBackend::avg_pool2d_backward(const AvgPool2dBackwardArgs& args, const Stream&) {
-  const Pool2dGeometry& g = args.g;
-  const void* dy = args.dy;
-  void* dx = args.dx;
-  TD_DISPATCH_FLOAT(g.dtype, "avg_pool2d backward",
-                    { avg_backward(g, static_cast<const scalar_t*>(dy), static_cast<scalar_t*>(dx)); });
+  TD_DISPATCH_FLOAT(args.g.dtype, "avg_pool2d backward",
+                    { avg_backward(args.g, static_cast<const scalar_t*>(args.dy), static_cast<scalar_t*>(args.dx)); });
 }
 
 }  // namespace cpu
