@@ -9,6 +9,15 @@ namespace {
 inline void check_bound(int64_t v, int64_t n, const char* op, int64_t pos) {
   TD_CHECK_INDEX(v >= 0 && v < n, op, ": index ", v, " at position ", pos, " is out of range [0, ", n, ")");
 }
+
+// f(p, oi, i) for every element p = (oi * n_idx + j) * inner + i of [outer, n_idx, inner], in order (gather and
+// scatter_add: one index per element).
+template <typename F>
+void for_each_indexed(int64_t outer, int64_t n_idx, int64_t inner, const F& f) {
+  for (int64_t oi = 0; oi < outer; ++oi)
+    for (int64_t j = 0; j < n_idx; ++j)
+      for (int64_t i = 0; i < inner; ++i) f((oi * n_idx + j) * inner + i, oi, i);
+}
 }  // namespace
 
 void CpuBackend::index_select(const IndexSelectArgs& args, const Stream&) {
@@ -43,12 +52,9 @@ void CpuBackend::gather(const GatherArgs& args, const Stream&) {
   TD_DISPATCH_BYTES(args.t, {
     const scalar_t* xp = static_cast<const scalar_t*>(args.x);
     scalar_t* o = static_cast<scalar_t*>(args.out);
-    for (int64_t oi = 0; oi < args.outer; ++oi)
-      for (int64_t j = 0; j < args.n_idx; ++j)
-        for (int64_t i = 0; i < args.inner; ++i) {
-          int64_t p = (oi * args.n_idx + j) * args.inner + i;
-          o[p] = xp[(oi * args.n_src + args.idx[p]) * args.inner + i];
-        }
+    for_each_indexed(args.outer, args.n_idx, args.inner, [&](int64_t p, int64_t oi, int64_t i) {
+      o[p] = xp[(oi * args.n_src + args.idx[p]) * args.inner + i];
+    });
   });
 }
 
@@ -58,12 +64,9 @@ void CpuBackend::scatter_add(const ScatterAddArgs& args, const Stream&) {
   TD_DISPATCH_FLOAT(args.t, "scatter_add", {
     const scalar_t* sp = static_cast<const scalar_t*>(args.src);
     scalar_t* d = static_cast<scalar_t*>(args.dst);
-    for (int64_t oi = 0; oi < args.outer; ++oi)
-      for (int64_t j = 0; j < args.n_idx; ++j)
-        for (int64_t i = 0; i < args.inner; ++i) {
-          int64_t p = (oi * args.n_idx + j) * args.inner + i;
-          d[(oi * args.n_dst + args.idx[p]) * args.inner + i] += sp[p];
-        }
+    for_each_indexed(args.outer, args.n_idx, args.inner, [&](int64_t p, int64_t oi, int64_t i) {
+      d[(oi * args.n_dst + args.idx[p]) * args.inner + i] += sp[p];
+    });
   });
 }
 
