@@ -51,8 +51,8 @@ ConvDescriptors::ConvDescriptors(const Conv2dGeometry& g) {
   TD_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv.d, to_int(g.groups)));
   int n = 0, c = 0, h = 0, w_out = 0;
   TD_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(conv.d, x.d, w.d, &n, &c, &h, &w_out));
-  TD_ASSERT(n == g.n && c == g.o && h == g.oh && w_out == g.ow, "cuDNN computes a conv2d output of [", n, ", ", c,
-            ", ", h, ", ", w_out, "], Tandem [", g.n, ", ", g.o, ", ", g.oh, ", ", g.ow, "]");
+  TD_ASSERT(n == g.n && c == g.o && h == g.oh && w_out == g.ow, "cuDNN computes a conv2d output of [", n, ", ", c, ", ",
+            h, ", ", w_out, "], Tandem [", g.n, ", ", g.o, ", ", g.oh, ", ", g.ow, "]");
 }
 
 std::shared_ptr<ConvDescriptors> conv_descriptors(const Conv2dGeometry& g) {

@@ -54,9 +54,7 @@ TEST(LruCache, MatchesLeastRecentlyUsedReplacement) {
   }
 }
 
-TEST(LruCache, RefusesZeroCapacity) {
-  EXPECT_THROW((LruCache<int, int>(0)), Error);
-}
+TEST(LruCache, RefusesZeroCapacity) { EXPECT_THROW((LruCache<int, int>(0)), Error); }
 
 }  // namespace
 }  // namespace tandem
