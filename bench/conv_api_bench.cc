@@ -136,6 +136,36 @@ Desc tensor(int64_t uid, const Layout& l) {
   return t;
 }
 
+// The operation descriptor of a pass and its attributes: x (dx), w (dw), y (dy), the convolution, alpha, beta.
+struct OpNames {
+  cudnnBackendDescriptorType_t type;
+  cudnnBackendAttributeName_t x, w, y, conv, alpha, beta;
+};
+const OpNames& op_names(ConvPass pass) {
+  static const OpNames forward{CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+                               CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+                               CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+                               CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+                               CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+                               CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+                               CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA};
+  static const OpNames data{CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+                            CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
+                            CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+                            CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
+                            CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+                            CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+                            CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA};
+  static const OpNames filter{CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+                              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+                              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+                              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
+                              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+                              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+                              CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA};
+  return pass == ConvPass::Forward ? forward : (pass == ConvPass::BackwardData ? data : filter);
+}
+
 // An execution plan for one pass and shape, and what made it (kept alive with it).
 struct GraphPlan {
   std::vector<Desc> parts;  // tensors, convolution, operation, graph, heuristics, engine configs
@@ -190,37 +220,15 @@ GraphPlan build_plan(ConvPass pass, const Conv2dGeometry& g, cudnnHandle_t handl
   set(conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pad);
   TD_CUDNN_CHECK(graph_api().finalize(conv.get()));
 
+  const OpNames& names = op_names(pass);
   const float alpha = 1.f, beta = 0.f;
-  Desc op;
-  switch (pass) {
-    case ConvPass::Forward:
-      op = make_desc(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
-      set_desc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, x);
-      set_desc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, w);
-      set_desc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, y);
-      set_desc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, conv);
-      set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha);
-      set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
-      break;
-    case ConvPass::BackwardData:
-      op = make_desc(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR);
-      set_desc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, x);
-      set_desc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, w);
-      set_desc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, y);
-      set_desc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, conv);
-      set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha);
-      set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
-      break;
-    case ConvPass::BackwardFilter:
-      op = make_desc(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR);
-      set_desc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, x);
-      set_desc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, w);
-      set_desc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, y);
-      set_desc(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, conv);
-      set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha);
-      set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, 1, &beta);
-      break;
-  }
+  Desc op = make_desc(names.type);
+  set_desc(op, names.x, x);
+  set_desc(op, names.w, w);
+  set_desc(op, names.y, y);
+  set_desc(op, names.conv, conv);
+  set(op, names.alpha, CUDNN_TYPE_FLOAT, 1, &alpha);
+  set(op, names.beta, CUDNN_TYPE_FLOAT, 1, &beta);
   TD_CUDNN_CHECK(graph_api().finalize(op.get()));
 
   Desc graph = make_desc(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
