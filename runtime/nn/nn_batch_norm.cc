@@ -45,7 +45,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
 
   BatchNormGeometry g;
   g.dtype = x.dtype();
-  g.channels_last = is_channels_last(x);
+  g.channels_last = suggests_channels_last(x);
   g.n = x.shape()[0];
   g.c = x.shape()[1];
   g.hw = x.dim() == 4 ? x.shape()[2] * x.shape()[3] : 1;

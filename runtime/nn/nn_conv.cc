@@ -29,7 +29,8 @@ Conv2dGeometry conv_geometry(const Tensor& x, const Tensor& weight, const Conv2d
   TD_CHECK_SHAPE(ws[2] >= 1 && ws[3] >= 1, "conv2d: empty kernel in weight ", shape_str(ws));
   Conv2dGeometry g;
   g.dtype = x.dtype();
-  g.channels_last = is_channels_last(x);
+  // PyTorch's rule: channels-last when the input or the weight suggests it.
+  g.channels_last = suggests_channels_last(x) || suggests_channels_last(weight);
   g.n = xs[0];
   g.c = xs[1];
   g.h = xs[2];

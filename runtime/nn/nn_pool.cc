@@ -34,7 +34,7 @@ Pool2dGeometry pool_geometry(const char* op, const Tensor& x, const Pool2dOption
            ") for kernel (", o.kernel_h, ", ", o.kernel_w, ")");
   Pool2dGeometry g;
   g.dtype = x.dtype();
-  g.channels_last = is_channels_last(x);
+  g.channels_last = suggests_channels_last(x);
   g.n = x.shape()[0];
   g.c = x.shape()[1];
   g.h = x.shape()[2];

@@ -4,6 +4,7 @@
 
 #include "runtime/base/error.h"
 #include "runtime/tensor/autograd.h"
+#include "runtime/tensor/layout.h"
 #include "runtime/tensor/ops.h"
 #include "runtime/tensor/tensor_desc.h"
 
@@ -44,6 +45,33 @@ struct Reduced {
   Tensor indices;  // keepdim shape, i64 (Max/Min over one dim)
 };
 
+// Whether dense x can be read as [outer, r, inner] in its own memory order: the reduced dims (sizes > 1) form one
+// run in that order and the kept ones lie in memory in the order of their dims (so the output is row-major). A
+// channels-last tensor summed over (N, H, W) is one: [1, N*H*W, C].
+bool dense_run(const Tensor& x, const std::vector<int64_t>& dims, int64_t* outer, int64_t* r, int64_t* inner) {
+  if (!is_dense(x)) return false;
+  enum { Before, In, After } phase = Before;
+  int64_t last_kept = -1, o = 1, n = 1, i = 1;
+  for (int d : memory_order(x)) {
+    const int64_t size = x.shape()[d];
+    if (size == 1) continue;
+    if (std::binary_search(dims.begin(), dims.end(), d)) {
+      if (phase == After) return false;
+      phase = In;
+      n *= size;
+    } else {
+      if (d < last_kept) return false;
+      last_kept = d;
+      if (phase == In) phase = After;
+      (phase == Before ? o : i) *= size;
+    }
+  }
+  *outer = o;
+  *r = n;
+  *inner = i;
+  return true;
+}
+
 // Reduces x over `dims` with one kernel call on a [outer, r, inner] layout.
 Reduced reduce_raw(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool want_indices) {
   Shape keep = reduced_shape(x.shape(), dims, true);
@@ -59,7 +87,7 @@ Reduced reduce_raw(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dim
       else
         inner *= x.shape()[i];
     }
-  } else {
+  } else if (x.is_contiguous() || !dense_run(x, dims, &outer, &r, &inner)) {
     std::vector<int64_t> perm;
     for (int64_t i = 0; i < x.dim(); ++i)
       if (!std::binary_search(dims.begin(), dims.end(), i)) perm.push_back(i);
