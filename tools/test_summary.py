@@ -10,7 +10,8 @@ case failed if it failed in any build, passed if it passed in one and failed in 
 was skipped wherever it ran (e.g. a CUDA test skips in the build against NVIDIA's libraries on a machine
 without a GPU, and runs in the simulated-GPU build). A target that Bazel reports as failed (a crash or a
 timeout after its cases passed, a build error) is a failure even when every case it wrote passed.
-`tools/fuzz.py --summary` writes a RESULT_JSON of the same form, one case per fuzz target.
+`tools/fuzz.py --summary` writes a RESULT_JSON of the same form, one case per fuzz target; `tools/format.py
+--summary` and `tools/function_length.py --summary` one case each.
 """
 import collections
 import json
