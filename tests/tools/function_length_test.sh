@@ -5,8 +5,8 @@
 # function defined in its class is checked on its own, braces in comments, strings and preprocessor lines are
 # ignored; tests/, third_party/ and untracked files are not checked; unbalanced braces are an error.
 set -euo pipefail
-CHECK="$(realpath "$1")"
-source "$(dirname "$0")/checks.sh"
+source "$1"
+CHECK="$(realpath "$2")"
 
 # lines N: N numbered statement lines.
 lines() { for ((i = 1; i <= $1; i++)); do echo "  x += $i;"; done; }
