@@ -1,12 +1,15 @@
-// CPU convolution: im2col + GEMM per group over chunks of images; a direct path when every output channel
-// reads a single input channel (depthwise, or one input channel); NHWC through NCHW scratch copies.
-// Results never depend on the number of threads: work is split into chunks fixed by the shapes alone.
-// f32 goes to oneDNN first (conv_onednn.h); these kernels run the rest and are the reference it is tested against.
+// CPU convolution: the path select_cpu_conv_path chooses (conv_path.h), and the plain kernels: im2col + GEMM per
+// group over chunks of images; a direct path when every output channel reads a single input channel (depthwise,
+// or one input channel); NHWC through NCHW scratch copies. Results never depend on the number of threads: work is
+// split into chunks fixed by the shapes alone. The plain kernels are the reference the other paths are tested
+// against.
 #include <algorithm>
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/nn/conv_gemm.h"
 #include "kernels/cpu/nn/conv_onednn.h"
+#include "kernels/cpu/nn/conv_path.h"
 #include "kernels/cpu/nn/cpu_nn_backend.h"
 #include "kernels/cpu/nn/im2col.h"
 #include "kernels/dispatch.h"
@@ -249,8 +252,6 @@ void backward_weight_direct(const Conv2dGeometry& g, const T* x, const T* dy, T*
   });
 }
 
-bool is_direct(const Conv2dGeometry& g) { return g.c == g.groups; }
-
 // Runs an NCHW kernel on channels-last operands through NCHW copies of them.
 struct Scratch {
   Conv2dGeometry g;  // the NCHW geometry
@@ -264,51 +265,51 @@ Scratch nchw_scratch(const Conv2dGeometry& g) {
 }
 
 template <typename T>
-void conv_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y) {
+void plain_forward(const Conv2dGeometry& g, CpuConvPath path, const T* x, const T* w, const T* bias, T* y) {
   if (g.channels_last) {
     Scratch s = nchw_scratch(g);
     std::vector<T> xs(s.x_size), ws(s.w_size), ys(s.y_size);
     nhwc_to_nchw(x, xs.data(), g.n, g.c, g.h * g.w);
     nhwc_to_nchw(w, ws.data(), g.o, g.c / g.groups, g.kh * g.kw);
-    conv_forward(s.g, xs.data(), ws.data(), bias, ys.data());
+    plain_forward(s.g, path, xs.data(), ws.data(), bias, ys.data());
     nchw_to_nhwc(ys.data(), y, g.n, g.o, g.oh * g.ow);
     return;
   }
-  if (is_direct(g))
+  if (path == CpuConvPath::direct)
     forward_direct(g, x, w, bias, y);
   else
     forward_gemm(g, x, w, bias, y);
 }
 
 template <typename T>
-void conv_backward_data(const Conv2dGeometry& g, const T* dy, const T* w, T* dx) {
+void plain_backward_data(const Conv2dGeometry& g, CpuConvPath path, const T* dy, const T* w, T* dx) {
   if (g.channels_last) {
     Scratch s = nchw_scratch(g);
     std::vector<T> dys(s.y_size), ws(s.w_size), dxs(s.x_size);
     nhwc_to_nchw(dy, dys.data(), g.n, g.o, g.oh * g.ow);
     nhwc_to_nchw(w, ws.data(), g.o, g.c / g.groups, g.kh * g.kw);
-    conv_backward_data(s.g, dys.data(), ws.data(), dxs.data());
+    plain_backward_data(s.g, path, dys.data(), ws.data(), dxs.data());
     nchw_to_nhwc(dxs.data(), dx, g.n, g.c, g.h * g.w);
     return;
   }
-  if (is_direct(g))
+  if (path == CpuConvPath::direct)
     backward_data_direct(g, dy, w, dx);
   else
     backward_data_gemm(g, dy, w, dx);
 }
 
 template <typename T>
-void conv_backward_weight(const Conv2dGeometry& g, const T* x, const T* dy, T* dw) {
+void plain_backward_weight(const Conv2dGeometry& g, CpuConvPath path, const T* x, const T* dy, T* dw) {
   if (g.channels_last) {
     Scratch s = nchw_scratch(g);
     std::vector<T> xs(s.x_size), dys(s.y_size), dws(s.w_size);
     nhwc_to_nchw(x, xs.data(), g.n, g.c, g.h * g.w);
     nhwc_to_nchw(dy, dys.data(), g.n, g.o, g.oh * g.ow);
-    conv_backward_weight(s.g, xs.data(), dys.data(), dws.data());
+    plain_backward_weight(s.g, path, xs.data(), dys.data(), dws.data());
     nchw_to_nhwc(dws.data(), dw, g.o, g.c / g.groups, g.kh * g.kw);
     return;
   }
-  if (is_direct(g))
+  if (path == CpuConvPath::direct)
     backward_weight_direct(g, x, dy, dw);
   else
     backward_weight_gemm(g, x, dy, dw);
@@ -341,35 +342,50 @@ template void nhwc_to_nchw<double>(const double*, double*, int64_t, int64_t, int
 
 void CpuNNBackend::conv2d_forward(const Conv2dGeometry& g, const void* x, const void* w, const void* bias, void* y,
                                   const Stream&) {
-  if (g.dtype == DType::F32 && onednn_conv_forward(g, static_cast<const float*>(x), static_cast<const float*>(w),
-                                                   static_cast<const float*>(bias), static_cast<float*>(y)))
-    return;
-  TD_DISPATCH_FLOAT(g.dtype, "conv2d", {
-    conv_forward(g, static_cast<const scalar_t*>(x), static_cast<const scalar_t*>(w),
-                 static_cast<const scalar_t*>(bias), static_cast<scalar_t*>(y));
-  });
+  const CpuConvPath path = select_cpu_conv_path(g, ConvPass::forward, bias != nullptr);
+  auto f = [](const void* p) { return static_cast<const float*>(p); };
+  switch (path) {
+    case CpuConvPath::gemm: return conv_gemm_forward(g, f(x), f(w), f(bias), static_cast<float*>(y));
+    case CpuConvPath::onednn: return onednn_conv_forward(g, f(x), f(w), f(bias), static_cast<float*>(y));
+    case CpuConvPath::direct:
+    case CpuConvPath::im2col:
+      TD_DISPATCH_FLOAT(g.dtype, "conv2d", {
+        plain_forward(g, path, static_cast<const scalar_t*>(x), static_cast<const scalar_t*>(w),
+                      static_cast<const scalar_t*>(bias), static_cast<scalar_t*>(y));
+      });
+  }
 }
 
 void CpuNNBackend::conv2d_backward_data(const Conv2dGeometry& g, const void* dy, const void* w, void* dx,
                                         const Stream&) {
-  if (g.dtype == DType::F32 && onednn_conv_backward_data(g, static_cast<const float*>(dy), static_cast<const float*>(w),
-                                                         static_cast<float*>(dx)))
-    return;
-  TD_DISPATCH_FLOAT(g.dtype, "conv2d backward", {
-    conv_backward_data(g, static_cast<const scalar_t*>(dy), static_cast<const scalar_t*>(w),
-                       static_cast<scalar_t*>(dx));
-  });
+  const CpuConvPath path = select_cpu_conv_path(g, ConvPass::backward_data, false);
+  auto f = [](const void* p) { return static_cast<const float*>(p); };
+  switch (path) {
+    case CpuConvPath::gemm: return conv_gemm_backward_data(g, f(dy), f(w), static_cast<float*>(dx));
+    case CpuConvPath::onednn: return onednn_conv_backward_data(g, f(dy), f(w), static_cast<float*>(dx));
+    case CpuConvPath::direct:
+    case CpuConvPath::im2col:
+      TD_DISPATCH_FLOAT(g.dtype, "conv2d backward", {
+        plain_backward_data(g, path, static_cast<const scalar_t*>(dy), static_cast<const scalar_t*>(w),
+                            static_cast<scalar_t*>(dx));
+      });
+  }
 }
 
 void CpuNNBackend::conv2d_backward_weight(const Conv2dGeometry& g, const void* x, const void* dy, void* dw,
                                           const Stream&) {
-  if (g.dtype == DType::F32 && onednn_conv_backward_weight(g, static_cast<const float*>(x),
-                                                           static_cast<const float*>(dy), static_cast<float*>(dw)))
-    return;
-  TD_DISPATCH_FLOAT(g.dtype, "conv2d backward", {
-    conv_backward_weight(g, static_cast<const scalar_t*>(x), static_cast<const scalar_t*>(dy),
-                         static_cast<scalar_t*>(dw));
-  });
+  const CpuConvPath path = select_cpu_conv_path(g, ConvPass::backward_weight, false);
+  auto f = [](const void* p) { return static_cast<const float*>(p); };
+  switch (path) {
+    case CpuConvPath::gemm: return conv_gemm_backward_weight(g, f(x), f(dy), static_cast<float*>(dw));
+    case CpuConvPath::onednn: return onednn_conv_backward_weight(g, f(x), f(dy), static_cast<float*>(dw));
+    case CpuConvPath::direct:
+    case CpuConvPath::im2col:
+      TD_DISPATCH_FLOAT(g.dtype, "conv2d backward", {
+        plain_backward_weight(g, path, static_cast<const scalar_t*>(x), static_cast<const scalar_t*>(dy),
+                              static_cast<scalar_t*>(dw));
+      });
+  }
 }
 
 }  // namespace cpu
