@@ -14,11 +14,12 @@ third_party/. A file whose braces do not balance (after comments, strings and pr
 is an error: it could hide a long function.
 """
 import argparse
-import json
 import os
 import re
 import subprocess
 import sys
+
+from test_summary import write_result
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCE_ENDINGS = (".h", ".cc", ".cu", ".cuh")
@@ -202,10 +203,8 @@ def main():
     if args.summary:
         notes = errors + (["%d functions over %d lines (split them into named steps): %s" %
                            (len(long_ones), args.max, "; ".join(long_ones))] if long_ones else [])
-        with open(args.summary, "w") as f:
-            json.dump({"name": "function length (%d files)" % len(files),
-                       "cases": {"//:function length (check)": "failed" if failed else "passed"},
-                       "notes": notes, "reasons": {}}, f)
+        write_result(args.summary, "function length (%d files)" % len(files),
+                     {"//:function length (check)": "failed" if failed else "passed"}, notes)
     return 1 if failed else 0
 
 

@@ -20,6 +20,13 @@ import sys
 import xml.etree.ElementTree as ET
 
 
+def write_result(path, name, cases, notes):
+    """Writes a RESULT_JSON for `report` from a check that runs outside Bazel (tools/format.py,
+    tools/function_length.py): `cases` maps each case to "passed", "failed" or "skipped"."""
+    with open(path, "w") as f:
+        json.dump({"name": name, "cases": cases, "notes": notes, "reasons": {}}, f)
+
+
 def target_statuses(bep_path):
     """Label -> Bazel's overall status of that test target in this invocation."""
     statuses = {}

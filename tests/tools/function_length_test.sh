@@ -7,6 +7,7 @@
 set -euo pipefail
 source "$1"
 CHECK="$(realpath "$2")"
+SUMMARY="$(realpath "$3")"
 
 # lines N: N numbered statement lines.
 lines() { for ((i = 1; i <= $1; i++)); do echo "  x += $i;"; done; }
@@ -15,6 +16,7 @@ function_of() { echo "int $1(int x) {"; lines $(($2 - 2)); echo "}"; }
 
 mkdir -p "$work/tools" "$work/lib" "$work/tests" "$work/third_party"
 cp "$CHECK" "$work/tools/function_length.py"
+cp "$SUMMARY" "$work/tools/test_summary.py"
 function_of too_long 121 >"$work/lib/too_long.cc"
 {
   echo "// { an open brace in a comment"
