@@ -90,7 +90,7 @@ class _Scanner:
 
     def skip_block(self, k):
         """Index past the brace that closes the one at braces[k]."""
-        depth = 0
+        depth, opened = 0, k
         while k < len(self.braces):
             c = self.braces[k][1]
             if c == '{':
@@ -100,12 +100,12 @@ class _Scanner:
                 if depth == 0:
                     return k + 1
             k += 1
-        raise ValueError("a '{' at line %d is never closed" % self.line_of(self.braces[-1][0]))
+        raise ValueError("the '{' at line %d is never closed" % self.line_of(self.braces[opened][0]))
 
     def declarations(self, k, head_start, closing):
         """Scans a declaration scope (file, namespace, class body) from braces[k]; returns the index past its
         closing brace (or the end when closing is False)."""
-        parens = 0
+        parens, opened_at = 0, head_start
         while k < len(self.braces):
             pos, c = self.braces[k]
             if c == '(':
@@ -133,7 +133,7 @@ class _Scanner:
                 continue
             k += 1
         if closing:
-            raise ValueError("a scope is never closed")
+            raise ValueError("the '{' at line %d is never closed" % self.line_of(opened_at - 1))
         return k
 
     def block(self, k, head_start, head):

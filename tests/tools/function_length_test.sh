@@ -104,5 +104,5 @@ printf 'int broken(int x) {\n  if (x) {\n  return x;\n}\n' >"$work/lib/broken.cc
 rc=0
 out="$(python3 "$work/tools/function_length.py" lib/broken.cc 2>&1)" || rc=$?
 [ "$rc" -eq 1 ] || fail "exited $rc on unbalanced braces"
-has "lib/broken.cc: a '{' at line" "$out" "the check on unbalanced braces"
+has "lib/broken.cc: the '{' at line 1 is never closed" "$out" "the check on unbalanced braces"
 finish
