@@ -83,7 +83,7 @@ void BM_Relu(benchmark::State& state) {
   const int64_t n = state.range(0);
   Tensor x = random_gpu({n}), y = empty({n}, TensorOptions().with_device(gpu()));
   run_timed(state, 2.0 * n * 4, [&](const Stream& s) {
-    cuda_backend().unary(UnaryOp::Relu, DType::F32, x.raw_data(), y.raw_data(), n, {}, s);
+    cuda_backend().unary({UnaryOp::Relu, DType::F32, x.raw_data(), y.raw_data(), n, {}}, s);
   });
 }
 
@@ -92,7 +92,7 @@ void binary_same_shape(benchmark::State& state, BinaryOp op) {
   Tensor a = random_gpu({n}), b = random_gpu({n}), out = empty({n}, TensorOptions().with_device(gpu()));
   const StridedDesc d = contiguous_desc({n});
   run_timed(state, 3.0 * n * 4, [&](const Stream& s) {
-    cuda_backend().binary(op, DType::F32, a.raw_data(), d, b.raw_data(), d, out.raw_data(), d, s);
+    cuda_backend().binary({op, DType::F32, a.raw_data(), d, b.raw_data(), d, out.raw_data(), d}, s);
   });
 }
 void BM_Add(benchmark::State& state) { binary_same_shape(state, BinaryOp::Add); }
@@ -105,7 +105,7 @@ void BM_AddRowBroadcast(benchmark::State& state) {
   Tensor a = random_gpu(shape), b = random_gpu({kRow}), out = empty(shape, TensorOptions().with_device(gpu()));
   const StridedDesc ad = desc_of(a), bd = broadcast_desc(b, shape), od = desc_of(out);
   run_timed(state, (2.0 * n + kRow) * 4, [&](const Stream& s) {
-    cuda_backend().binary(BinaryOp::Add, DType::F32, a.raw_data(), ad, b.raw_data(), bd, out.raw_data(), od, s);
+    cuda_backend().binary({BinaryOp::Add, DType::F32, a.raw_data(), ad, b.raw_data(), bd, out.raw_data(), od}, s);
   });
 }
 
@@ -116,7 +116,7 @@ void BM_MulChannelBroadcast(benchmark::State& state) {
   Tensor a = random_gpu(shape), b = random_gpu({1, 64, 1, 1}), out = empty(shape, TensorOptions().with_device(gpu()));
   const StridedDesc ad = desc_of(a), bd = broadcast_desc(b, shape), od = desc_of(out);
   run_timed(state, (2.0 * n + 64) * 4, [&](const Stream& s) {
-    cuda_backend().binary(BinaryOp::Mul, DType::F32, a.raw_data(), ad, b.raw_data(), bd, out.raw_data(), od, s);
+    cuda_backend().binary({BinaryOp::Mul, DType::F32, a.raw_data(), ad, b.raw_data(), bd, out.raw_data(), od}, s);
   });
 }
 
@@ -129,8 +129,9 @@ void reduce_case(benchmark::State& state, ReduceOp op, int64_t outer, int64_t r,
   const bool with_indices = op != ReduceOp::Sum;
   const double bytes = 4.0 * outer * r * inner + (with_indices ? 12.0 : 4.0) * outer * inner;
   run_timed(state, bytes, [&](const Stream& s) {
-    cuda_backend().reduce(op, DType::F32, x.raw_data(), outer, r, inner, out.raw_data(),
-                          with_indices ? idx.data<int64_t>() : nullptr, s);
+    cuda_backend().reduce(
+        {op, DType::F32, x.raw_data(), outer, r, inner, out.raw_data(), with_indices ? idx.data<int64_t>() : nullptr},
+        s);
   });
 }
 void BM_SumRows(benchmark::State& state) { reduce_case(state, ReduceOp::Sum, state.range(0) / kRow, kRow, 1); }
@@ -142,7 +143,7 @@ void softmax_rows(benchmark::State& state, int64_t row, bool log) {
   const int64_t n = state.range(0);
   Tensor x = random_gpu({n}), y = empty({n}, TensorOptions().with_device(gpu()));
   run_timed(state, 2.0 * n * 4, [&](const Stream& s) {
-    cuda_backend().softmax(log, DType::F32, x.raw_data(), y.raw_data(), n / row, row, 1, s);
+    cuda_backend().softmax({log, DType::F32, x.raw_data(), y.raw_data(), n / row, row, 1}, s);
   });
 }
 void BM_Softmax(benchmark::State& state) { softmax_rows(state, kRow, false); }
@@ -152,7 +153,7 @@ void BM_SoftmaxBackward(benchmark::State& state) {
   const int64_t n = state.range(0);
   Tensor y = random_gpu({n}), gy = random_gpu({n}), gx = empty({n}, TensorOptions().with_device(gpu()));
   run_timed(state, 3.0 * n * 4, [&](const Stream& s) {
-    cuda_backend().softmax_backward(false, DType::F32, y.raw_data(), gy.raw_data(), gx.raw_data(), n / kRow, kRow, 1,
+    cuda_backend().softmax_backward({false, DType::F32, y.raw_data(), gy.raw_data(), gx.raw_data(), n / kRow, kRow, 1},
                                     s);
   });
 }
@@ -163,8 +164,9 @@ void BM_CopyContiguous(benchmark::State& state) {
   const int64_t n = state.range(0);
   Tensor x = random_gpu({n}), y = empty({n}, TensorOptions().with_device(gpu()));
   const StridedDesc d = contiguous_desc({n});
-  run_timed(state, 2.0 * n * 4,
-            [&](const Stream& s) { cuda_backend().copy(DType::F32, x.raw_data(), d, DType::F32, y.raw_data(), d, s); });
+  run_timed(state, 2.0 * n * 4, [&](const Stream& s) {
+    cuda_backend().copy({DType::F32, x.raw_data(), d, DType::F32, y.raw_data(), d}, s);
+  });
 }
 
 // y = x.t().contiguous() for a square x.
@@ -175,7 +177,7 @@ void BM_CopyTranspose(benchmark::State& state) {
   Tensor x = random_gpu({side, side}), y = empty({side, side}, TensorOptions().with_device(gpu()));
   const StridedDesc sd = desc_of(x.t()), dd = desc_of(y);
   run_timed(state, 2.0 * side * side * 4, [&](const Stream& s) {
-    cuda_backend().copy(DType::F32, x.raw_data(), sd, DType::F32, y.raw_data(), dd, s);
+    cuda_backend().copy({DType::F32, x.raw_data(), sd, DType::F32, y.raw_data(), dd}, s);
   });
 }
 
@@ -184,7 +186,7 @@ void BM_CastF32ToBF16(benchmark::State& state) {
   Tensor x = random_gpu({n}), y = empty({n}, TensorOptions(DType::BF16).with_device(gpu()));
   const StridedDesc d = contiguous_desc({n});
   run_timed(state, 6.0 * n, [&](const Stream& s) {
-    cuda_backend().copy(DType::F32, x.raw_data(), d, DType::BF16, y.raw_data(), d, s);
+    cuda_backend().copy({DType::F32, x.raw_data(), d, DType::BF16, y.raw_data(), d}, s);
   });
 }
 
@@ -225,14 +227,16 @@ struct BatchNormCase {
   }
   int64_t numel() const { return x.numel(); }
   void forward(const Stream& s) {
-    nn_backend_for(gpu()).batch_norm_forward_train(g, x.raw_data(), weight.raw_data(), bias.raw_data(), 1e-5, 0.1,
-                                                   running_mean.raw_data(), running_var.raw_data(), y.raw_data(),
-                                                   save_mean.raw_data(), save_invstd.raw_data(), s);
+    nn_backend_for(gpu()).batch_norm_forward_train(
+        {g, x.raw_data(), weight.raw_data(), bias.raw_data(), 1e-5, 0.1, running_mean.raw_data(),
+         running_var.raw_data(), y.raw_data(), save_mean.raw_data(), save_invstd.raw_data()},
+        s);
   }
   void backward(const Stream& s) {
-    nn_backend_for(gpu()).batch_norm_backward(g, true, x.raw_data(), dy.raw_data(), weight.raw_data(),
-                                              save_mean.raw_data(), save_invstd.raw_data(), dx.raw_data(),
-                                              dweight.raw_data(), dbias.raw_data(), s);
+    nn_backend_for(gpu()).batch_norm_backward(
+        {g, true, x.raw_data(), dy.raw_data(), weight.raw_data(), save_mean.raw_data(), save_invstd.raw_data(),
+         dx.raw_data(), dweight.raw_data(), dbias.raw_data()},
+        s);
   }
 };
 
@@ -273,15 +277,17 @@ void max_pool(benchmark::State& state, bool channels_last, bool backward) {
   NNBackend& nn = nn_backend_for(gpu());
   if (!backward) {
     // x read; y and the i32 indices written.
-    run_timed(state, 4.0 * (in + 2.0 * out),
-              [&](const Stream& s) { nn.max_pool2d_forward(g, x.raw_data(), y.raw_data(), idx.data<int32_t>(), s); });
+    run_timed(state, 4.0 * (in + 2.0 * out), [&](const Stream& s) {
+      nn.max_pool2d_forward({g, x.raw_data(), y.raw_data(), idx.data<int32_t>()}, s);
+    });
     return;
   }
-  nn.max_pool2d_forward(g, x.raw_data(), y.raw_data(), idx.data<int32_t>(), current_stream(gpu()));
+  nn.max_pool2d_forward({g, x.raw_data(), y.raw_data(), idx.data<int32_t>()}, current_stream(gpu()));
   Tensor dy = random_gpu({out}), dx = zeros_gpu({in});
   // dy and the indices read; dx written.
-  run_timed(state, 4.0 * (2.0 * out + in),
-            [&](const Stream& s) { nn.max_pool2d_backward(g, dy.raw_data(), idx.data<int32_t>(), dx.raw_data(), s); });
+  run_timed(state, 4.0 * (2.0 * out + in), [&](const Stream& s) {
+    nn.max_pool2d_backward({g, dy.raw_data(), idx.data<int32_t>(), dx.raw_data()}, s);
+  });
 }
 void avg_pool(benchmark::State& state, bool channels_last, bool backward) {
   const Pool2dGeometry g = stem_pool(state.range(0), channels_last);
@@ -290,9 +296,9 @@ void avg_pool(benchmark::State& state, bool channels_last, bool backward) {
   NNBackend& nn = nn_backend_for(gpu());
   run_timed(state, 4.0 * (in + out), [&](const Stream& s) {
     if (backward)
-      nn.avg_pool2d_backward(g, a.raw_data(), b.raw_data(), s);
+      nn.avg_pool2d_backward({g, a.raw_data(), b.raw_data()}, s);
     else
-      nn.avg_pool2d_forward(g, a.raw_data(), b.raw_data(), s);
+      nn.avg_pool2d_forward({g, a.raw_data(), b.raw_data()}, s);
   });
 }
 void BM_MaxPoolForwardNchw(benchmark::State& state) { max_pool(state, false, false); }
@@ -313,7 +319,7 @@ void layout_copy(benchmark::State& state, bool to_channels_last) {
   const StridedDesc sd = desc_of(to_channels_last ? x.permute({0, 2, 3, 1}) : x.permute({0, 3, 1, 2}));
   const StridedDesc dd = desc_of(y);
   run_timed(state, 2.0 * x.numel() * 4, [&](const Stream& s) {
-    cuda_backend().copy(DType::F32, x.raw_data(), sd, DType::F32, y.raw_data(), dd, s);
+    cuda_backend().copy({DType::F32, x.raw_data(), sd, DType::F32, y.raw_data(), dd}, s);
   });
 }
 void BM_CopyNchwToNhwc(benchmark::State& state) { layout_copy(state, true); }

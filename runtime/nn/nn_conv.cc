@@ -79,7 +79,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
       if (bd.defined()) y = add(y, bd.view({1, g.o, 1, 1}));
     } else {
       nn_backend_for(x.device())
-          .conv2d_forward(g, xd.raw_data(), wd.raw_data(), bd.defined() ? bd.raw_data() : nullptr, y.raw_data(),
+          .conv2d_forward({g, xd.raw_data(), wd.raw_data(), bd.defined() ? bd.raw_data() : nullptr, y.raw_data()},
                           current_stream(x.device()));
     }
   }
@@ -100,7 +100,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
               gx.fill_(0.0);
             else
               nn_backend_for(gy.device())
-                  .conv2d_backward_data(g, gy.raw_data(), sw.unpack("conv2d").raw_data(), gx.raw_data(), stream);
+                  .conv2d_backward_data({g, gy.raw_data(), sw.unpack("conv2d").raw_data(), gx.raw_data()}, stream);
             out[0] = gx;
           }
           if (need[1]) {
@@ -109,7 +109,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
               gw.fill_(0.0);
             else
               nn_backend_for(gy.device())
-                  .conv2d_backward_weight(g, sx.unpack("conv2d").raw_data(), gy.raw_data(), gw.raw_data(), stream);
+                  .conv2d_backward_weight({g, sx.unpack("conv2d").raw_data(), gy.raw_data(), gw.raw_data()}, stream);
             out[1] = dense_in_format(gw, weight_cl);
           }
           if (need.size() > 2 && need[2]) out[2] = sum(gy, {0, 2, 3});

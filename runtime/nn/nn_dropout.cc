@@ -25,8 +25,8 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
     NNBackend& nn = nn_backend_for(x.device());
     Stream stream = current_stream(x.device());
     uint64_t offset = gen.advance(n);
-    nn.dropout_mask(n, p, gen.seed(), offset, mask.data<uint8_t>(), stream);
-    nn.masked_scale(x.dtype(), xd.raw_data(), mask.data<uint8_t>(), scale, y.raw_data(), n, stream);
+    nn.dropout_mask({n, p, gen.seed(), offset, mask.data<uint8_t>()}, stream);
+    nn.masked_scale({x.dtype(), xd.raw_data(), mask.data<uint8_t>(), scale, y.raw_data(), n}, stream);
   }
   if (autograd::any_requires_grad({x})) {
     autograd::SavedTensor sm(mask);
@@ -36,7 +36,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
       Tensor gx = empty_in_format(gy.shape(), gy.options(), cl);
       if (gx.numel() > 0)
         nn_backend_for(gy.device())
-            .masked_scale(gy.dtype(), gy.raw_data(), m.data<uint8_t>(), scale, gx.raw_data(), gx.numel(),
+            .masked_scale({gy.dtype(), gy.raw_data(), m.data<uint8_t>(), scale, gx.raw_data(), gx.numel()},
                           current_stream(gy.device()));
       return std::vector<Tensor>{gx};
     });

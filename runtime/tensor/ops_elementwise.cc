@@ -18,8 +18,9 @@ Tensor binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, const char*
   Shape out_shape = broadcast_shapes(a.shape(), b.shape(), name);
   Tensor out = empty(out_shape, a.options().with_dtype(is_comparison(op) ? DType::U8 : a.dtype()));
   if (out.numel() == 0) return out;
-  backend_of(a).binary(op, a.dtype(), a.raw_data(), broadcast_desc(a, out_shape), b.raw_data(),
-                       broadcast_desc(b, out_shape), out.raw_data(), desc_of(out), current_stream(a.device()));
+  backend_of(a).binary({op, a.dtype(), a.raw_data(), broadcast_desc(a, out_shape), b.raw_data(),
+                        broadcast_desc(b, out_shape), out.raw_data(), desc_of(out)},
+                       current_stream(a.device()));
   return out;
 }
 
@@ -28,7 +29,7 @@ Tensor unary_forward(UnaryOp op, const Tensor& x, UnaryParams p, const char* nam
   Tensor xc = x.contiguous();
   Tensor y = empty(x.shape(), x.options());
   if (y.numel() > 0)
-    backend_of(x).unary(op, x.dtype(), xc.raw_data(), y.raw_data(), y.numel(), p, current_stream(x.device()));
+    backend_of(x).unary({op, x.dtype(), xc.raw_data(), y.raw_data(), y.numel(), p}, current_stream(x.device()));
   return y;
 }
 
@@ -37,9 +38,10 @@ Tensor unary_grad(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& gy
   Tensor g = gy.contiguous();
   Tensor gx = empty(g.shape(), g.options());
   if (gx.numel() > 0)
-    backend_of(g).unary_backward(op, g.dtype(), x.defined() ? x.contiguous().raw_data() : nullptr,
-                                 y.defined() ? y.contiguous().raw_data() : nullptr, g.raw_data(), gx.raw_data(),
-                                 gx.numel(), p, current_stream(g.device()));
+    backend_of(g).unary_backward(
+        {op, g.dtype(), x.defined() ? x.contiguous().raw_data() : nullptr,
+         y.defined() ? y.contiguous().raw_data() : nullptr, g.raw_data(), gx.raw_data(), gx.numel(), p},
+        current_stream(g.device()));
   return gx;
 }
 
@@ -169,8 +171,9 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   Shape s = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
   Tensor out = empty(s, a.options());
   if (out.numel() > 0)
-    backend_of(a).where(cond.raw_data(), broadcast_desc(cond, s), a.dtype(), a.raw_data(), broadcast_desc(a, s),
-                        b.raw_data(), broadcast_desc(b, s), out.raw_data(), desc_of(out), current_stream(a.device()));
+    backend_of(a).where({cond.raw_data(), broadcast_desc(cond, s), a.dtype(), a.raw_data(), broadcast_desc(a, s),
+                         b.raw_data(), broadcast_desc(b, s), out.raw_data(), desc_of(out)},
+                        current_stream(a.device()));
   if (autograd::any_requires_grad({a, b})) {
     SavedTensor sc(cond);
     Shape as = a.shape(), bs = b.shape();
@@ -202,8 +205,9 @@ Tensor& add_(Tensor& x, const Tensor& y, double alpha) {
     return x;
   }
   if (x.numel() > 0)
-    backend_of(x).binary(BinaryOp::Add, x.dtype(), x.raw_data(), desc_of(x), term.raw_data(),
-                         broadcast_desc(term, x.shape()), x.raw_data(), desc_of(x), current_stream(x.device()));
+    backend_of(x).binary({BinaryOp::Add, x.dtype(), x.raw_data(), desc_of(x), term.raw_data(),
+                          broadcast_desc(term, x.shape()), x.raw_data(), desc_of(x)},
+                         current_stream(x.device()));
   x.storage().bump_version();
   return x;
 }
@@ -217,7 +221,7 @@ Tensor& mul_(Tensor& x, double value) {
     return x;
   }
   if (x.numel() > 0)
-    backend_of(x).unary(UnaryOp::MulScalar, x.dtype(), x.raw_data(), x.raw_data(), x.numel(), {value, 0},
+    backend_of(x).unary({UnaryOp::MulScalar, x.dtype(), x.raw_data(), x.raw_data(), x.numel(), {value, 0}},
                         current_stream(x.device()));
   x.storage().bump_version();
   return x;

@@ -46,8 +46,9 @@ Tensor gemm_forward(const Tensor& a, const Tensor& b) {
   if (out.numel() == 0) return out;
   if (k == 0) return out.fill_(0.0);
   GemmOperand A = operand(a), B = operand(b);
-  backend_of(a).gemm(a.dtype(), A.trans, B.trans, m, n, k, 1.0, A.t.raw_data(), A.ld, A.batch_stride, B.t.raw_data(),
-                     B.ld, B.batch_stride, 0.0, out.raw_data(), n, m * n, batch, current_stream(a.device()));
+  backend_of(a).gemm({a.dtype(), A.trans, B.trans, m, n, k, 1.0, A.t.raw_data(), A.ld, A.batch_stride, B.t.raw_data(),
+                      B.ld, B.batch_stride, 0.0, out.raw_data(), n, m * n, batch},
+                     current_stream(a.device()));
   return out;
 }
 }  // namespace

@@ -76,8 +76,9 @@ Reduced reduce_raw(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dim
   out.values = empty(keep, o);
   if (want_indices) out.indices = empty(keep, o.with_dtype(DType::I64));
   if (out.values.numel() > 0)
-    backend_of(x).reduce(op, x.dtype(), src.raw_data(), outer, r, inner, out.values.raw_data(),
-                         want_indices ? out.indices.data<int64_t>() : nullptr, current_stream(x.device()));
+    backend_of(x).reduce({op, x.dtype(), src.raw_data(), outer, r, inner, out.values.raw_data(),
+                          want_indices ? out.indices.data<int64_t>() : nullptr},
+                         current_stream(x.device()));
   return out;
 }
 
@@ -140,8 +141,9 @@ MaxResult max(const Tensor& x, int64_t dim, bool keepdim) {
           int64_t outer = 1, inner = 1;
           for (int64_t i = 0; i < dd; ++i) outer *= xs[i];
           for (size_t i = dd + 1; i < xs.size(); ++i) inner *= xs[i];
-          backend_of(gx).scatter_add(gx.dtype(), gk.raw_data(), outer, 1, inner, idx.unpack("max").data<int64_t>(),
-                                     xs[dd], gx.raw_data(), current_stream(gx.device()));
+          backend_of(gx).scatter_add(
+              {gx.dtype(), gk.raw_data(), outer, 1, inner, idx.unpack("max").data<int64_t>(), xs[dd], gx.raw_data()},
+              current_stream(gx.device()));
           return std::vector<Tensor>{gx};
         });
   }
@@ -183,7 +185,7 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
   for (int64_t i = dim + 1; i < x.dim(); ++i) inner *= x.shape()[i];
   Tensor y = empty(x.shape(), x.options());
   if (y.numel() > 0)
-    backend_of(x).softmax(log, x.dtype(), xc.raw_data(), y.raw_data(), outer, n, inner, current_stream(x.device()));
+    backend_of(x).softmax({log, x.dtype(), xc.raw_data(), y.raw_data(), outer, n, inner}, current_stream(x.device()));
   if (autograd::any_requires_grad({x})) {
     SavedTensor sy(y);
     std::string nm = name;
@@ -191,7 +193,7 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
       Tensor yv = sy.unpack(nm);
       Tensor gy = g[0].contiguous();
       Tensor gx = empty_like(yv);
-      backend_of(yv).softmax_backward(log, yv.dtype(), yv.raw_data(), gy.raw_data(), gx.raw_data(), outer, n, inner,
+      backend_of(yv).softmax_backward({log, yv.dtype(), yv.raw_data(), gy.raw_data(), gx.raw_data(), outer, n, inner},
                                       current_stream(yv.device()));
       return std::vector<Tensor>{gx};
     });

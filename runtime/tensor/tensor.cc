@@ -494,7 +494,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
     s = s.to(device());
   }
   StridedDesc sd = broadcast_desc(s, shape());
-  backend_of(*this).copy(s.dtype(), s.raw_data(), sd, dtype(), raw_data(), desc_of(*this), current_stream(device()));
+  backend_of(*this).copy({s.dtype(), s.raw_data(), sd, dtype(), raw_data(), desc_of(*this)}, current_stream(device()));
   storage().bump_version();
   return *this;
 }
@@ -521,7 +521,7 @@ Tensor& Tensor::fill_(double value) {
   TD_DEFINED();
   autograd::check_inplace(*this, "fill_");
   if (numel() == 0) return *this;
-  backend_of(*this).fill(dtype(), raw_data(), desc_of(*this), value, current_stream(device()));
+  backend_of(*this).fill({dtype(), raw_data(), desc_of(*this), value}, current_stream(device()));
   storage().bump_version();
   return *this;
 }

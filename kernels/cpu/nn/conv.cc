@@ -340,50 +340,53 @@ template void nchw_to_nhwc<double>(const double*, double*, int64_t, int64_t, int
 template void nhwc_to_nchw<float>(const float*, float*, int64_t, int64_t, int64_t);
 template void nhwc_to_nchw<double>(const double*, double*, int64_t, int64_t, int64_t);
 
-void CpuNNBackend::conv2d_forward(const Conv2dGeometry& g, const void* x, const void* w, const void* bias, void* y,
-                                  const Stream&) {
-  const CpuConvPath path = select_cpu_conv_path(g, ConvPass::forward, bias != nullptr);
+void CpuNNBackend::conv2d_forward(const Conv2dForwardArgs& args, const Stream&) {
+  const Conv2dGeometry& g = args.g;
+  const CpuConvPath path = select_cpu_conv_path(g, ConvPass::forward, args.bias != nullptr);
   auto f = [](const void* p) { return static_cast<const float*>(p); };
   switch (path) {
-    case CpuConvPath::gemm: return conv_gemm_forward(g, f(x), f(w), f(bias), static_cast<float*>(y));
-    case CpuConvPath::onednn: return onednn_conv_forward(g, f(x), f(w), f(bias), static_cast<float*>(y));
+    case CpuConvPath::gemm:
+      return conv_gemm_forward(g, f(args.x), f(args.w), f(args.bias), static_cast<float*>(args.y));
+    case CpuConvPath::onednn:
+      return onednn_conv_forward(g, f(args.x), f(args.w), f(args.bias), static_cast<float*>(args.y));
     case CpuConvPath::direct:
     case CpuConvPath::im2col:
       TD_DISPATCH_FLOAT(g.dtype, "conv2d", {
-        plain_forward(g, path, static_cast<const scalar_t*>(x), static_cast<const scalar_t*>(w),
-                      static_cast<const scalar_t*>(bias), static_cast<scalar_t*>(y));
+        plain_forward(g, path, static_cast<const scalar_t*>(args.x), static_cast<const scalar_t*>(args.w),
+                      static_cast<const scalar_t*>(args.bias), static_cast<scalar_t*>(args.y));
       });
   }
 }
 
-void CpuNNBackend::conv2d_backward_data(const Conv2dGeometry& g, const void* dy, const void* w, void* dx,
-                                        const Stream&) {
+void CpuNNBackend::conv2d_backward_data(const Conv2dBackwardDataArgs& args, const Stream&) {
+  const Conv2dGeometry& g = args.g;
   const CpuConvPath path = select_cpu_conv_path(g, ConvPass::backward_data, false);
   auto f = [](const void* p) { return static_cast<const float*>(p); };
   switch (path) {
-    case CpuConvPath::gemm: return conv_gemm_backward_data(g, f(dy), f(w), static_cast<float*>(dx));
-    case CpuConvPath::onednn: return onednn_conv_backward_data(g, f(dy), f(w), static_cast<float*>(dx));
+    case CpuConvPath::gemm: return conv_gemm_backward_data(g, f(args.dy), f(args.w), static_cast<float*>(args.dx));
+    case CpuConvPath::onednn: return onednn_conv_backward_data(g, f(args.dy), f(args.w), static_cast<float*>(args.dx));
     case CpuConvPath::direct:
     case CpuConvPath::im2col:
       TD_DISPATCH_FLOAT(g.dtype, "conv2d backward", {
-        plain_backward_data(g, path, static_cast<const scalar_t*>(dy), static_cast<const scalar_t*>(w),
-                            static_cast<scalar_t*>(dx));
+        plain_backward_data(g, path, static_cast<const scalar_t*>(args.dy), static_cast<const scalar_t*>(args.w),
+                            static_cast<scalar_t*>(args.dx));
       });
   }
 }
 
-void CpuNNBackend::conv2d_backward_weight(const Conv2dGeometry& g, const void* x, const void* dy, void* dw,
-                                          const Stream&) {
+void CpuNNBackend::conv2d_backward_weight(const Conv2dBackwardWeightArgs& args, const Stream&) {
+  const Conv2dGeometry& g = args.g;
   const CpuConvPath path = select_cpu_conv_path(g, ConvPass::backward_weight, false);
   auto f = [](const void* p) { return static_cast<const float*>(p); };
   switch (path) {
-    case CpuConvPath::gemm: return conv_gemm_backward_weight(g, f(x), f(dy), static_cast<float*>(dw));
-    case CpuConvPath::onednn: return onednn_conv_backward_weight(g, f(x), f(dy), static_cast<float*>(dw));
+    case CpuConvPath::gemm: return conv_gemm_backward_weight(g, f(args.x), f(args.dy), static_cast<float*>(args.dw));
+    case CpuConvPath::onednn:
+      return onednn_conv_backward_weight(g, f(args.x), f(args.dy), static_cast<float*>(args.dw));
     case CpuConvPath::direct:
     case CpuConvPath::im2col:
       TD_DISPATCH_FLOAT(g.dtype, "conv2d backward", {
-        plain_backward_weight(g, path, static_cast<const scalar_t*>(x), static_cast<const scalar_t*>(dy),
-                              static_cast<scalar_t*>(dw));
+        plain_backward_weight(g, path, static_cast<const scalar_t*>(args.x), static_cast<const scalar_t*>(args.dy),
+                              static_cast<scalar_t*>(args.dw));
       });
   }
 }
