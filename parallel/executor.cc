@@ -163,9 +163,9 @@ class Executor::LaneRun {
         Tensor buf = empty({1}, TensorOptions(DType::F32).with_device(signal_device_));
         ex_.comm_->recv(buf, ex_.schedule_.at(d).worker, kSignalTagBase + d);
       }
-      time_start(id, stream);
+      stamp(id, stream, true);
       fn_(ins);
-      time_end(id, stream);
+      stamp(id, stream, false);
       lane_done_[id] = std::make_unique<Event>();
       lane_done_[id]->record(stream);
       signal_peers(id, signals_sent);
@@ -194,21 +194,14 @@ class Executor::LaneRun {
     return true;
   }
 
-  void time_start(int id, const Stream& stream) {
+  // The start or end of instruction `id`: a timing event on its stream (CUDA), else the host clock.
+  void stamp(int id, const Stream& stream, bool start) {
     if (cuda_) {
-      ex_.cuda_timing_->start[id] = std::make_unique<Event>(true);
-      ex_.cuda_timing_->start[id]->record(stream);
+      std::vector<std::unique_ptr<Event>>& events = start ? ex_.cuda_timing_->start : ex_.cuda_timing_->end;
+      events[id] = std::make_unique<Event>(true);
+      events[id]->record(stream);
     } else {
-      local_times_[id].start_s = host_time_s();
-    }
-  }
-
-  void time_end(int id, const Stream& stream) {
-    if (cuda_) {
-      ex_.cuda_timing_->end[id] = std::make_unique<Event>(true);
-      ex_.cuda_timing_->end[id]->record(stream);
-    } else {
-      local_times_[id].end_s = host_time_s();
+      (start ? local_times_[id].start_s : local_times_[id].end_s) = host_time_s();
     }
   }
 
