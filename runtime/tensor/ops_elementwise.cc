@@ -22,13 +22,13 @@ Tensor elementwise_output(const std::vector<Tensor>& operands, const Shape& shap
 }
 
 // t described in `out`'s shape and memory order (out contiguous in that order, as the kernels want it).
-StridedDesc desc_in_order(const Tensor& t, const Tensor& out, const std::vector<int>& order) {
+StridedDesc desc_in_order(const Tensor& t, const Tensor& out, const DimOrder& order) {
   return permute_desc(broadcast_desc(t, out.shape()), order);
 }
 
 // out = a op b; out is dense and of the broadcast shape.
 void run_binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-  std::vector<int> order = memory_order(out);
+  const DimOrder order = memory_order(out);
   backend_of(a).binary({op, a.dtype(), a.raw_data(), desc_in_order(a, out, order), b.raw_data(),
                         desc_in_order(b, out, order), out.raw_data(), desc_in_order(out, out, order)},
                        current_stream(a.device()));
@@ -195,7 +195,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   Shape s = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
   Tensor out = elementwise_output({a, b, cond}, s, a.options());
   if (out.numel() > 0) {
-    std::vector<int> order = memory_order(out);
+    const DimOrder order = memory_order(out);
     backend_of(a).where(
         {cond.raw_data(), desc_in_order(cond, out, order), a.dtype(), a.raw_data(), desc_in_order(a, out, order),
          b.raw_data(), desc_in_order(b, out, order), out.raw_data(), desc_in_order(out, out, order)},
