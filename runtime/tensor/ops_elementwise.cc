@@ -37,7 +37,7 @@ void run_binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out
 Tensor binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
   check_same_device({a, b}, name);
   check_same_dtype({a, b}, name);
-  if (!is_comparison(op)) check_float(a, name);
+  if (!is_comparison(op)) check_float_or_bf16(a, name);
   Shape out_shape = broadcast_shapes(a.shape(), b.shape(), name);
   Tensor out = elementwise_output({a, b}, out_shape, a.options().with_dtype(is_comparison(op) ? DType::U8 : a.dtype()));
   if (out.numel() > 0) run_binary(op, a, b, out);
@@ -46,7 +46,7 @@ Tensor binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, const char*
 
 // A dense tensor's elements are one flat array in memory, which the unary kernels run over in any layout.
 Tensor unary_forward(UnaryOp op, const Tensor& x, UnaryParams p, const char* name) {
-  check_float(x, name);
+  check_float_or_bf16(x, name);
   Tensor xd = is_dense(x) ? x : x.contiguous();
   Tensor y = empty_like(xd);
   if (y.numel() > 0)
@@ -222,7 +222,7 @@ Tensor& add_(Tensor& x, const Tensor& y, double alpha) {
   autograd::check_inplace(x, "add_");
   check_same_device({x, y}, "add_");
   check_same_dtype({x, y}, "add_");
-  check_float(x, "add_");
+  check_float_or_bf16(x, "add_");
   TD_CHECK_SHAPE(broadcast_shapes(x.shape(), y.shape(), "add_") == x.shape(), "add_: ", shape_str(y.shape()),
                  " does not broadcast to the destination's shape ", shape_str(x.shape()));
   autograd::NoGradGuard ng;
@@ -238,7 +238,7 @@ Tensor& add_(Tensor& x, const Tensor& y, double alpha) {
 
 Tensor& mul_(Tensor& x, double value) {
   autograd::check_inplace(x, "mul_");
-  check_float(x, "mul_");
+  check_float_or_bf16(x, "mul_");
   if (!is_dense(x)) {
     autograd::NoGradGuard ng;
     x.copy_(mul(x, value));

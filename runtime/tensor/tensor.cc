@@ -410,7 +410,7 @@ Tensor Tensor::to(DType t) const {
     autograd::NoGradGuard ng;
     out.copy_(*this);
   }
-  if (is_compute_float(t) && is_compute_float(dtype())) {
+  if (carries_grad(t) && carries_grad(dtype())) {
     DType from = dtype();
     autograd::record("to_dtype", {*this}, {out}, [from](std::vector<Tensor>& g, const std::vector<bool>&) {
       return std::vector<Tensor>{g[0].to(from)};

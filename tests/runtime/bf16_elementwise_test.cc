@@ -1,0 +1,182 @@
+// bf16 storage with f32 math in the elementwise kernels, on the CPU and on CUDA (skipped without a GPU): every
+// unary op, its derivative and every arithmetic binary op on bf16 operands give the f64 result on the same bf16
+// values rounded to bf16 (exactly where f32 computes the result exactly, within one bf16 step otherwise), over
+// the vector, tail, unaligned, broadcast and strided paths; gradients flow through bf16 casts into f32 leaves.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "runtime/base/error.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/tensor/backend.h"
+#include "runtime/tensor/elementwise_table.h"
+#include "runtime/tensor/ops.h"
+#include "runtime/tensor/tensor_desc.h"
+#include "tests/testing.h"
+
+namespace tandem {
+namespace {
+
+using tandem::testing::fresh_seed;
+
+// One step of bf16 (8 significant bits) at the magnitude of v.
+double bf16_step(double v) { return std::ldexp(1.0, std::ilogb(v) - 7); }
+
+// Elementwise: got equals want exactly, or (when !exact) within one bf16 step of want. Both are read as f64.
+void expect_bf16_near(const Tensor& got_t, const Tensor& want_t, bool exact, const std::string& what) {
+  ASSERT_EQ(got_t.dtype(), DType::BF16) << what;
+  const std::vector<double> got = got_t.to(DType::F64).to_vector<double>();
+  const std::vector<double> want = want_t.to(DType::F64).to_vector<double>();
+  ASSERT_EQ(got.size(), want.size()) << what;
+  int off = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double tol = exact || want[i] == 0 ? 0.0 : bf16_step(want[i]);
+    if (!(std::fabs(got[i] - want[i]) <= tol) && off++ < 5)
+      ADD_FAILURE() << what << " [" << i << "]: " << got[i] << " vs " << want[i];
+  }
+}
+
+// want in f64 rounded to bf16 the way a value is stored (f64 -> f32 -> bf16, round to nearest even).
+Tensor rounded(const Tensor& f64) { return f64.to(DType::F32).to(DType::BF16); }
+
+// Ops whose f32 result on bf16 operands in [1/4, 4] is exact (so rounding it once gives the correctly rounded value).
+bool exact_in_f32(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::Neg:
+    case UnaryOp::Relu:
+    case UnaryOp::Relu6:
+    case UnaryOp::Abs:
+    case UnaryOp::Clamp:
+    case UnaryOp::AddScalar:
+    case UnaryOp::RSubScalar: return true;
+    default: return false;
+  }
+}
+bool exact_in_f32(BinaryOp op) { return op != BinaryOp::Div; }
+
+#define TD_UNARY_VALUE(Name, ...) UnaryOp::Name,
+constexpr UnaryOp kUnaryOps[] = {TD_UNARY_OPS(TD_UNARY_VALUE)};
+#undef TD_UNARY_VALUE
+
+class Bf16On : public ::testing::TestWithParam<Device> {
+ protected:
+  void SetUp() override {
+    if (GetParam().is_cuda()) TD_REQUIRE_GPU();
+  }
+  Device device() const { return GetParam(); }
+  // Random bf16 values of magnitude in [1/4, 4] (negative too unless positive), as a bf16 tensor on the device.
+  Tensor values(const Shape& shape, Generator& gen, bool positive) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& e : v) {
+      e = static_cast<float>(0.25 + 3.75 * gen.uniform());
+      if (!positive && gen.uniform() < 0.5) e = -e;
+    }
+    return from_vector(v, shape).to(DType::BF16).to(device());
+  }
+};
+
+// Runs op on x (bf16 or f64, n elements from x's data) through the backend.
+Tensor run_unary(UnaryOp op, const Tensor& x, UnaryParams p) {
+  Tensor y = empty_like(x);
+  backend_of(x).unary({op, x.dtype(), x.raw_data(), y.raw_data(), x.numel(), p}, current_stream(x.device()));
+  return y;
+}
+Tensor run_unary_grad(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& g, UnaryParams p) {
+  Tensor gx = empty_like(g);
+  const void* xp = unary_backward_reads_output(op) || unary_backward_reads_nothing(op) ? nullptr : x.raw_data();
+  const void* yp = unary_backward_reads_output(op) ? y.raw_data() : nullptr;
+  backend_of(g).unary_backward({op, g.dtype(), xp, yp, g.raw_data(), gx.raw_data(), g.numel(), p},
+                               current_stream(g.device()));
+  return gx;
+}
+
+TEST_P(Bf16On, UnaryOpsAndTheirDerivativesRoundOnceFromF32) {
+  Generator gen(fresh_seed());
+  const UnaryParams p{0.75, 2.5};  // Pow's exponent, Clamp's bounds, the scalar of the *Scalar ops
+  // 1003 elements: whole 8-wide vectors and a tail; a slice from element 1: the unaligned path.
+  for (bool unaligned : {false, true}) {
+    for (UnaryOp op : kUnaryOps) {
+      const bool positive = op == UnaryOp::Log || op == UnaryOp::Sqrt || op == UnaryOp::Pow;
+      Tensor x = values({1004}, gen, positive).slice(0, unaligned ? 1 : 0, unaligned ? 1004 : 1003);
+      Tensor g = values({1004}, gen, false).slice(0, unaligned ? 1 : 0, unaligned ? 1004 : 1003);
+      const std::string what = std::string(unaligned ? "unaligned " : "") + "op " + std::to_string(int(op));
+      const Tensor y = run_unary(op, x, p);
+      const Tensor y_ref64 = run_unary(op, x.to(DType::F64), p);
+      expect_bf16_near(y, rounded(y_ref64), exact_in_f32(op), what + " forward");
+      // The derivative from the bf16 output the forward stored, as the backward pass gets it.
+      const Tensor gx = run_unary_grad(op, x, y, g, p);
+      const Tensor gx_ref64 = run_unary_grad(op, x.to(DType::F64), y.to(DType::F64), g.to(DType::F64), p);
+      const bool exact_grad = op == UnaryOp::Neg || op == UnaryOp::Relu || op == UnaryOp::Relu6 ||
+                              op == UnaryOp::Clamp || op == UnaryOp::Abs || op == UnaryOp::AddScalar;
+      expect_bf16_near(gx, rounded(gx_ref64), exact_grad, what + " backward");
+    }
+  }
+}
+
+TEST_P(Bf16On, BinaryOpsOnContiguousBroadcastAndStridedOperands) {
+  Generator gen(fresh_seed());
+  // Rows of 40: whole 8-wide vectors (the vector kernel); rows of 37 and a transposed operand: the strided one.
+  const Tensor a = values({6, 40}, gen, false), b = values({6, 40}, gen, false);
+  const Tensor row = values({1, 40}, gen, false);
+  const Tensor a37 = values({6, 37}, gen, false), at = values({37, 6}, gen, false).transpose(0, 1);
+  struct Case {
+    const char* name;
+    Tensor a, b;
+  };
+  const std::vector<Case> cases = {
+      {"contiguous", a, b}, {"broadcast row", a, row}, {"odd rows", a37, a37}, {"transposed", at, a37}};
+  for (const Case& c : cases) {
+    for (BinaryOp op :
+         {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Maximum, BinaryOp::Minimum}) {
+      auto apply = [&](const Tensor& x, const Tensor& y) {
+        switch (op) {
+          case BinaryOp::Add: return add(x, y);
+          case BinaryOp::Sub: return sub(x, y);
+          case BinaryOp::Mul: return mul(x, y);
+          case BinaryOp::Div: return div(x, y);
+          case BinaryOp::Maximum: return maximum(x, y);
+          default: return minimum(x, y);
+        }
+      };
+      const Tensor got = apply(c.a, c.b);
+      const Tensor want = rounded(apply(c.a.to(DType::F64), c.b.to(DType::F64)));
+      expect_bf16_near(got, want, exact_in_f32(op), std::string(c.name) + " op " + std::to_string(int(op)));
+    }
+  }
+}
+
+TEST_P(Bf16On, GradientsFlowThroughBf16CastsIntoF32Leaves) {
+  Generator gen(fresh_seed());
+  Tensor w = randn({5, 40}, gen, TensorOptions(DType::F32).with_device(device()));
+  w.set_requires_grad(true);
+  const Tensor c = values({5, 40}, gen, false);
+  // loss = sum(relu(bf16(w)) * c): its gradient is c where bf16(w) > 0, else 0, exactly (every step is exact).
+  Tensor loss = sum(mul(relu(w.to(DType::BF16)), c).to(DType::F32));
+  loss.backward();
+  ASSERT_TRUE(w.grad().defined());
+  EXPECT_EQ(w.grad().dtype(), DType::F32);
+  const std::vector<float> wb = w.to(DType::BF16).to(DType::F32).to_vector<float>();
+  const std::vector<float> cv = c.to(DType::F32).to_vector<float>();
+  const std::vector<float> grad = w.grad().to_vector<float>();
+  for (size_t i = 0; i < grad.size(); ++i) EXPECT_EQ(grad[i], wb[i] > 0 ? cv[i] : 0.0f) << i;
+}
+
+TEST_P(Bf16On, OpsWithoutBf16KernelsSaySo) {
+  Generator gen(fresh_seed());
+  const Tensor x = values({4, 8}, gen, false);
+  EXPECT_THROW(lt(x, x), DTypeError);  // comparisons read bf16 only as storage
+  const Tensor i = ones({4}, TensorOptions(DType::I32).with_device(device()));
+  EXPECT_THROW(relu(i), DTypeError);
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, Bf16On, ::testing::Values(Device::cpu(), Device::cuda()),
+                         [](const ::testing::TestParamInfo<Device>& i) {
+                           return std::string(i.param.is_cuda() ? "Cuda" : "Cpu");
+                         });
+
+}  // namespace
+}  // namespace tandem
