@@ -61,7 +61,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
   if (bias.defined()) operands.push_back(bias);
   check_same_device(operands, "conv2d");
   check_same_dtype(operands, "conv2d");
-  check_float(x, "conv2d");
+  check_float_or_bf16(x, "conv2d");
   TD_CHECK_SHAPE(x.dim() == 4, "conv2d: input must be 4-D [N, C, H, W], got ", shape_str(x.shape()));
   TD_CHECK_SHAPE(weight.dim() == 4, "conv2d: weight must be 4-D [O, C / groups, kh, kw], got ",
                  shape_str(weight.shape()));
@@ -79,9 +79,17 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
       y.fill_(0.0);
       if (bd.defined()) y = add(y, bd.view({1, g.o, 1, 1}));
     } else {
+      // bf16: the convolution's result is rounded, then the bias added (rounded again) as an elementwise op, on
+      // both backends: cuDNN's bf16 convolution stores its result before a bias can be added.
+      const bool bias_apart = bd.defined() && g.dtype == DType::BF16;
       nn_backend_for(x.device())
-          .conv2d_forward({g, xd.raw_data(), wd.raw_data(), bd.defined() ? bd.raw_data() : nullptr, y.raw_data()},
-                          current_stream(x.device()));
+          .conv2d_forward(
+              {g, xd.raw_data(), wd.raw_data(), bd.defined() && !bias_apart ? bd.raw_data() : nullptr, y.raw_data()},
+              current_stream(x.device()));
+      if (bias_apart) {
+        autograd::NoGradGuard ng;
+        add_(y, bd.view({1, g.o, 1, 1}));
+      }
     }
   }
   if (autograd::any_requires_grad(operands)) {
@@ -113,7 +121,11 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
                   .conv2d_backward_weight({g, sx.unpack("conv2d").raw_data(), gy.raw_data(), gw.raw_data()}, stream);
             out[1] = dense_in_format(gw, weight_cl);
           }
-          if (need.size() > 2 && need[2]) out[2] = sum(gy, {0, 2, 3});
+          // The bias gradient is summed in f32 at least (sums have no bf16 kernels), then stored in the bias's type.
+          if (need.size() > 2 && need[2]) {
+            const DType t = gy.dtype();
+            out[2] = t == DType::BF16 ? sum(gy.to(DType::F32), {0, 2, 3}).to(t) : sum(gy, {0, 2, 3});
+          }
           return out;
         });
   }

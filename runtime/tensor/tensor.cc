@@ -601,7 +601,7 @@ Tensor& Tensor::set_requires_grad(bool on) {
   TD_DEFINED();
   TD_CHECK_T(AutogradError, impl_->grad_fn == nullptr,
              "set_requires_grad is for leaf tensors; this tensor was computed by ", "an op (use detach() first)");
-  if (on) check_float(*this, "requires_grad");
+  if (on) check_float_or_bf16(*this, "requires_grad");
   impl_->requires_grad = on;
   return *this;
 }

@@ -19,24 +19,9 @@
 namespace tandem {
 namespace {
 
+using tandem::testing::expect_bf16_near;
 using tandem::testing::fresh_seed;
-
-// One step of bf16 (8 significant bits) at the magnitude of v.
-double bf16_step(double v) { return std::ldexp(1.0, std::ilogb(v) - 7); }
-
-// Elementwise: got equals want exactly, or (when !exact) within one bf16 step of want. Both are read as f64.
-void expect_bf16_near(const Tensor& got_t, const Tensor& want_t, bool exact, const std::string& what) {
-  ASSERT_EQ(got_t.dtype(), DType::BF16) << what;
-  const std::vector<double> got = got_t.to(DType::F64).to_vector<double>();
-  const std::vector<double> want = want_t.to(DType::F64).to_vector<double>();
-  ASSERT_EQ(got.size(), want.size()) << what;
-  int off = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double tol = exact || want[i] == 0 ? 0.0 : bf16_step(want[i]);
-    if (!(std::fabs(got[i] - want[i]) <= tol) && off++ < 5)
-      ADD_FAILURE() << what << " [" << i << "]: " << got[i] << " vs " << want[i];
-  }
-}
+using tandem::testing::random_bf16;
 
 // want in f64 rounded to bf16 the way a value is stored (f64 -> f32 -> bf16, round to nearest even).
 Tensor rounded(const Tensor& f64) { return f64.to(DType::F32).to(DType::BF16); }
@@ -66,16 +51,8 @@ class Bf16On : public ::testing::TestWithParam<Device> {
     if (GetParam().is_cuda()) TD_REQUIRE_GPU();
   }
   Device device() const { return GetParam(); }
-  // Random bf16 values of magnitude in [1/4, 4] (negative too unless positive), as a bf16 tensor on the device.
   Tensor values(const Shape& shape, Generator& gen, bool positive) {
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    std::vector<float> v(static_cast<size_t>(n));
-    for (float& e : v) {
-      e = static_cast<float>(0.25 + 3.75 * gen.uniform());
-      if (!positive && gen.uniform() < 0.5) e = -e;
-    }
-    return from_vector(v, shape).to(DType::BF16).to(device());
+    return random_bf16(shape, gen, device(), positive);
   }
 };
 
@@ -106,13 +83,13 @@ TEST_P(Bf16On, UnaryOpsAndTheirDerivativesRoundOnceFromF32) {
       const std::string what = std::string(unaligned ? "unaligned " : "") + "op " + std::to_string(int(op));
       const Tensor y = run_unary(op, x, p);
       const Tensor y_ref64 = run_unary(op, x.to(DType::F64), p);
-      expect_bf16_near(y, rounded(y_ref64), exact_in_f32(op), what + " forward");
+      expect_bf16_near(y, rounded(y_ref64), exact_in_f32(op) ? 0 : 1, Tensor(), what + " forward");
       // The derivative from the bf16 output the forward stored, as the backward pass gets it.
       const Tensor gx = run_unary_grad(op, x, y, g, p);
       const Tensor gx_ref64 = run_unary_grad(op, x.to(DType::F64), y.to(DType::F64), g.to(DType::F64), p);
       const bool exact_grad = op == UnaryOp::Neg || op == UnaryOp::Relu || op == UnaryOp::Relu6 ||
                               op == UnaryOp::Clamp || op == UnaryOp::Abs || op == UnaryOp::AddScalar;
-      expect_bf16_near(gx, rounded(gx_ref64), exact_grad, what + " backward");
+      expect_bf16_near(gx, rounded(gx_ref64), exact_grad ? 0 : 1, Tensor(), what + " backward");
     }
   }
 }
@@ -144,7 +121,8 @@ TEST_P(Bf16On, BinaryOpsOnContiguousBroadcastAndStridedOperands) {
       };
       const Tensor got = apply(c.a, c.b);
       const Tensor want = rounded(apply(c.a.to(DType::F64), c.b.to(DType::F64)));
-      expect_bf16_near(got, want, exact_in_f32(op), std::string(c.name) + " op " + std::to_string(int(op)));
+      expect_bf16_near(got, want, exact_in_f32(op) ? 0 : 1, Tensor(),
+                       std::string(c.name) + " op " + std::to_string(int(op)));
     }
   }
 }

@@ -1,0 +1,130 @@
+// conv2d on bf16 operands, on the CPU (f32 on widened operands) and on CUDA (cuDNN's bf16 configuration: the
+// simulated cuDNN rounds as the hardware does), skipped there without a GPU: forward (the convolution rounded,
+// then the bias added and rounded again), data and weight gradients and the bias gradient equal the f64
+// convolution of the same bf16 values rounded to bf16 at those points, within one bf16
+// step plus the f32 accumulation's error bound (2^-16 of the sum of the terms' magnitudes: at most 256 terms,
+// each f32 addition off by at most 2^-24 of the running magnitude), for plain, strided,
+// grouped and channels-last convolutions.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "runtime/base/error.h"
+#include "runtime/nn/nn_ops.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/tensor/ops.h"
+#include "tests/testing.h"
+
+namespace tandem {
+namespace {
+
+using tandem::testing::expect_bf16_near;
+using tandem::testing::fresh_seed;
+using tandem::testing::random_bf16;
+
+struct ConvCase {
+  const char* name;
+  Shape x, w;
+  Conv2dOptions o;
+  bool channels_last;
+};
+
+// The f64 convolution without its bias (y), and the gradients of conv2d(x, w, b) for output gradient gy.
+struct F64Result {
+  Tensor y, gx, gw, gb;
+};
+F64Result conv_f64(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& gy, const Conv2dOptions& o) {
+  Tensor xd = x.to(DType::F64).detach().set_requires_grad(), wd = w.to(DType::F64).detach().set_requires_grad();
+  Tensor bd = b.to(DType::F64).detach().set_requires_grad();
+  Tensor y = conv2d(xd, wd, Tensor(), o);
+  add(y, bd.view({1, -1, 1, 1})).backward(gy.to(DType::F64));
+  return {y.detach(), xd.grad(), wd.grad(), bd.grad()};
+}
+
+// One bf16 step at each element's magnitude (0 where it is 0), as f64.
+Tensor steps_of(const Tensor& t) {
+  std::vector<double> v = t.to(Device::cpu()).to(DType::F64).contiguous().to_vector<double>();
+  for (double& e : v) e = e == 0 ? 0 : tandem::testing::bf16_step(e);
+  return from_vector(v, t.shape());
+}
+
+// Rounded once to bf16, as a bf16 result is stored.
+Tensor rounded(const Tensor& f64) { return f64.to(DType::F32).to(DType::BF16); }
+// The f32 accumulation's error bound from the magnitudes of the terms summed into each element.
+Tensor slack(const Tensor& magnitude_sums) { return mul(magnitude_sums, 1.0 / (1 << 16)); }
+
+class Bf16ConvOn : public ::testing::TestWithParam<Device> {
+ protected:
+  void SetUp() override {
+    if (GetParam().is_cuda()) TD_REQUIRE_GPU();
+  }
+};
+
+TEST_P(Bf16ConvOn, ForwardAndGradientsRoundOnceFromTheF64Convolution) {
+  const Device dev = GetParam();
+  Generator gen(fresh_seed());
+  Conv2dOptions strided;
+  strided.stride_h = strided.stride_w = 2;
+  strided.pad_h = strided.pad_w = 1;
+  Conv2dOptions grouped;
+  grouped.pad_h = grouped.pad_w = 1;
+  grouped.groups = 2;
+  const std::vector<ConvCase> cases = {
+      {"3x3", {2, 8, 7, 7}, {16, 8, 3, 3}, Conv2dOptions{}, false},
+      {"3x3 stride 2 channels-last", {2, 8, 9, 9}, {16, 8, 3, 3}, strided, true},
+      {"grouped", {2, 8, 6, 6}, {8, 4, 3, 3}, grouped, false},
+      {"1x1 channels-last", {3, 16, 5, 5}, {8, 16, 1, 1}, Conv2dOptions{}, true},
+  };
+  for (const ConvCase& c : cases) {
+    Tensor x = random_bf16(c.x, gen, dev), w = random_bf16(c.w, gen, dev), b = random_bf16({c.w[0]}, gen, dev);
+    if (c.channels_last) x = to_channels_last(x);
+    x.set_requires_grad(true);
+    w.set_requires_grad(true);
+    b.set_requires_grad(true);
+    Tensor y = conv2d(x, w, b, c.o);
+    ASSERT_EQ(y.dtype(), DType::BF16) << c.name;
+    const Tensor gy = random_bf16(y.shape(), gen, dev);
+    y.backward(gy);
+
+    const F64Result want = conv_f64(x, w, b, gy, c.o);
+    const F64Result mag = conv_f64(abs(x.detach()), abs(w.detach()), abs(b.detach()), abs(gy), c.o);
+    const std::string name = c.name;
+    // The forward rounds twice: the convolution's result, then that plus the bias (conv2d's rounding points).
+    // A first rounding that f32 accumulation tips to the other side of a tie moves the sum by one step of the
+    // convolution's result: that, and the accumulation bound, is the slack.
+    const Tensor conv_rounded = rounded(want.y).to(DType::F64);
+    const Tensor want_y = rounded(add(conv_rounded, b.detach().to(DType::F64).view({1, -1, 1, 1})));
+    expect_bf16_near(y, want_y, 1, add(slack(mag.y), steps_of(want.y).to(dev)), name + " forward");
+    expect_bf16_near(x.grad(), rounded(want.gx), 1, slack(mag.gx), name + " data gradient");
+    expect_bf16_near(w.grad(), rounded(want.gw), 1, slack(mag.gw), name + " weight gradient");
+    expect_bf16_near(b.grad(), rounded(want.gb), 1, slack(mag.gb), name + " bias gradient");
+  }
+}
+
+// One input channel and a 1x1 filter: each output is one product, exact in f32, so the stored value is the
+// product rounded to nearest even, to the bit (a truncating store fails here, as do ties rounded away from zero).
+TEST_P(Bf16ConvOn, OneProductPerOutputIsRoundedToNearestEven) {
+  const Device dev = GetParam();
+  Generator gen(fresh_seed());
+  const Tensor x = random_bf16({2, 1, 32, 32}, gen, dev), w = random_bf16({4, 1, 1, 1}, gen, dev);
+  const Tensor y = conv2d(x, w, Tensor(), Conv2dOptions{});
+  const Tensor want = conv2d(x.to(DType::F64), w.to(DType::F64), Tensor(), Conv2dOptions{});
+  expect_bf16_near(y, rounded(want), 0, Tensor(), "1x1 single channel");
+}
+
+TEST_P(Bf16ConvOn, MixedDtypesAreRefused) {
+  const Device dev = GetParam();
+  Generator gen(fresh_seed());
+  const Tensor x = random_bf16({1, 4, 5, 5}, gen, dev);
+  const Tensor w = random_bf16({4, 4, 3, 3}, gen, dev).to(DType::F32);
+  EXPECT_THROW(conv2d(x, w, Tensor(), Conv2dOptions{}), DTypeError);
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, Bf16ConvOn, ::testing::Values(Device::cpu(), Device::cuda()),
+                         [](const ::testing::TestParamInfo<Device>& i) {
+                           return std::string(i.param.is_cuda() ? "Cuda" : "Cpu");
+                         });
+
+}  // namespace
+}  // namespace tandem
