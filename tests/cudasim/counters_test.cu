@@ -126,6 +126,13 @@ TEST(CudasimCounters, CoalescedStridedAndBroadcastLoads) {
   }
 }
 
+// A launch of many blocks counts a sample of them and scales: exact when the blocks do alike.
+TEST(CudasimCounters, LargeGridsAreCountedFromEvenlySpacedBlocks) {
+  SKIP_WITHOUT_ACCESS_COUNTS();
+  check_gather({0, 1, 256 * 1000, 256});
+  check_gather({0, 32, 128 * 300, 128});
+}
+
 TEST(CudasimCounters, RequestsDoNotDependOnTheThreadOrder) {
   SKIP_WITHOUT_ACCESS_COUNTS();
   for (int order : {1, 2}) {

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 
 #include "tools/cudasim/sim.h"
@@ -203,10 +204,13 @@ Launch::Launch(const std::string& name, const std::string& site, int device, uin
   }
   op_.dynamic_shared_bytes = shared_bytes;
   op_.threads = uint64_t{grid[0]} * grid[1] * grid[2] * block[0] * block[1] * block[2];
+  const uint64_t blocks = uint64_t{grid[0]} * grid[1] * grid[2];
+  stride_ = (blocks + kCountedBlocks - 1) / kCountedBlocks;
 }
 
 void Launch::add(const TandemCudasimOp& b, const std::vector<uint64_t>& loaded, const std::vector<uint64_t>& stored) {
   std::lock_guard<std::mutex> lock(mu_);
+  counted_++;
   op_.global_load_requests += b.global_load_requests;
   op_.global_store_requests += b.global_store_requests;
   op_.global_load_sectors += b.global_load_sectors;
@@ -220,25 +224,38 @@ void Launch::add(const TandemCudasimOp& b, const std::vector<uint64_t>& loaded, 
   op_.barriers += b.barriers;
   op_.warp_collectives += b.warp_collectives;
   op_.flops += b.flops;
+  for (int i = 0; i < TANDEM_CUDASIM_REUSE_BUCKETS; ++i) op_.reuse_load_sectors[i] += b.reuse_load_sectors[i];
   add_runs(loaded_, loaded);
   add_runs(stored_, stored);
 }
 
 TandemCudasimOp Launch::finish() {
   std::lock_guard<std::mutex> lock(mu_);
-  op_.distinct_load_sectors = run_length(loaded_);
-  op_.distinct_store_sectors = run_length(stored_);
-  return op_;
+  TandemCudasimOp op = op_;
+  op.distinct_load_sectors = run_length(loaded_);
+  op.distinct_store_sectors = run_length(stored_);
+  const uint64_t blocks = uint64_t{op.grid[0]} * op.grid[1] * op.grid[2];
+  if (counted_ == 0 || counted_ == blocks) return op;
+  const double f = static_cast<double>(blocks) / static_cast<double>(counted_);
+  auto scale = [f](uint64_t& v) { v = static_cast<uint64_t>(std::llround(static_cast<double>(v) * f)); };
+  for (uint64_t* v : {&op.global_load_requests, &op.global_store_requests, &op.global_load_sectors,
+                      &op.global_store_sectors, &op.global_load_bytes, &op.global_store_bytes,
+                      &op.distinct_load_sectors, &op.distinct_store_sectors, &op.shared_requests, &op.shared_wavefronts,
+                      &op.atomics, &op.atomic_requests, &op.barriers, &op.warp_collectives})
+    scale(*v);
+  for (uint64_t& v : op.reuse_load_sectors) scale(v);
+  op.flops *= f;
+  return op;
 }
 
 void allocation_changed(const void* base, size_t bytes, bool added) {
-  if (mode() == TANDEM_CUDASIM_COUNTING_OFF) return;
+  if (!records(mode())) return;
   const uintptr_t lo = reinterpret_cast<uintptr_t>(base);
   mark_shadow(lo, lo + bytes, added);
 }
 
 BlockCounter::BlockCounter(Launch* launch, int threads_per_block)
-    : launch_(launch), warps_(static_cast<size_t>((threads_per_block + 31) / 32)) {
+    : launch_(launch), warps_(static_cast<size_t>((threads_per_block + 31) / 32)), last_(warps_.size() * 32, -1) {
   std::memset(&counts_, 0, sizeof(counts_));
   static_tls(&tls_lo_, &tls_hi_);
   mark_shadow(tls_lo_, tls_hi_, true);
@@ -276,6 +293,8 @@ void BlockCounter::end_block() {
   std::memset(&counts_, 0, sizeof(counts_));
   loaded_.clear();
   stored_.clear();
+  touched_.clear();
+  clock_ = 0;
 }
 
 void BlockCounter::access(uintptr_t addr, uint32_t size, int kind, uintptr_t site) {
@@ -290,76 +309,166 @@ void BlockCounter::access(uintptr_t addr, uint32_t size, int kind, uintptr_t sit
     if (kind == 2) counts_.atomics++;
   }
   const int tid = tl_sink->tid;
-  std::vector<Rec>& buf = warps_[static_cast<size_t>(tid / 32)];
+  const size_t w = static_cast<size_t>(tid / 32);
+  std::vector<Rec>& buf = warps_[w];
+  int64_t& last = last_[w * 32 + static_cast<size_t>(tid % 32)];
+  // The host compiler may split a kernel's 16-byte vector access into narrower ones: the lane's accesses of one
+  // kind that follow each other over adjacent bytes of one aligned 16-byte piece are one access again.
+  if (last >= 0) {
+    Rec& prev = buf[static_cast<size_t>(last)];
+    const uint64_t lo = std::min<uint64_t>(prev.addr, addr),
+                   hi = std::max<uint64_t>(prev.addr + prev.size, addr + size);
+    if (prev.kind == k && k != 2 && (addr == prev.addr + prev.size || addr + size == prev.addr) &&
+        lo / 16 == (hi - 1) / 16) {
+      prev.addr = lo;
+      prev.size = static_cast<uint32_t>(hi - lo);
+      return;
+    }
+  }
+  last = static_cast<int64_t>(buf.size());
   buf.push_back(Rec{site, addr, size, static_cast<uint8_t>(tid % 32), k});
-  if (buf.size() >= kWarpBufferLimit) flush(static_cast<size_t>(tid / 32));
+  if (buf.size() >= kWarpBufferLimit) flush(w);
 }
 
 void BlockCounter::flush(size_t w) {
   std::vector<Rec>& recs = warps_[w];
+  std::fill(last_.begin() + static_cast<std::ptrdiff_t>(w * 32),
+            last_.begin() + static_cast<std::ptrdiff_t>(w * 32 + 32), -1);
   if (recs.empty()) return;
-  // Lane i's k-th access at a place is the k-th request of that place.
-  struct SiteCount {
-    uintptr_t site;
-    uint32_t n[32];
-  };
-  std::vector<SiteCount> sites;
-  struct Item {
-    uint64_t group;  // site index, kind, ordinal
-    uint64_t unit;   // sector (global) or 4-byte word (shared)
-    bool operator<(const Item& o) const { return group != o.group ? group < o.group : unit < o.unit; }
-  };
-  std::vector<Item> items;
-  items.reserve(recs.size());
-  size_t last = 0;
-  for (const Rec& r : recs) {
-    if (last >= sites.size() || sites[last].site != r.site) {
-      last = 0;
-      while (last < sites.size() && sites[last].site != r.site) ++last;
-      if (last == sites.size()) {
-        sites.push_back(SiteCount{r.site, {}});
-      }
+  // Lane i's k-th access at a place (of one kind) is the k-th request of that place: request `base + k` of
+  // the place, numbered densely, which remembers its first access (the order the warp issued it).
+  std::vector<Place>& places = places_;
+  places.clear();
+  std::vector<uint32_t>& req_of = req_of_;  // per access: (place, ordinal) packed below
+  req_of.resize(recs.size());
+  std::vector<uint32_t>& place_of = place_of_;
+  place_of.resize(recs.size());
+  size_t p = 0;
+  for (size_t ri = 0; ri < recs.size(); ++ri) {
+    const Rec& r = recs[ri];
+    if (p >= places.size() || places[p].site != r.site || places[p].kind != r.kind) {
+      p = 0;
+      while (p < places.size() && (places[p].site != r.site || places[p].kind != r.kind)) ++p;
+      if (p == places.size()) places.push_back(Place{r.site, r.kind, {}, 0, {}});
     }
-    const uint64_t ord = sites[last].n[r.lane]++;
-    const uint64_t group = (static_cast<uint64_t>(last) << 40) | (static_cast<uint64_t>(r.kind) << 36) | ord;
-    const uint64_t shift = r.kind >= 3 ? 2 : 5;
-    const uint64_t first = r.addr >> shift, end = (r.addr + std::max<uint32_t>(r.size, 1) - 1) >> shift;
-    for (uint64_t u = first; u <= end; ++u) items.push_back(Item{group, u});
+    Place& pl = places[p];
+    const uint32_t ord = pl.n[r.lane]++;
+    if (ord == pl.first.size()) pl.first.push_back(ri);
+    place_of[ri] = static_cast<uint32_t>(p);
+    req_of[ri] = ord;
   }
+  size_t requests = 0;
+  for (Place& pl : places) {
+    pl.base = requests;
+    requests += pl.first.size();
+  }
+  // The units (sectors, or 4-byte words of shared memory) of each request, gathered by request.
+  std::vector<uint32_t>& start = start_;
+  start.assign(requests + 1, 0);
+  auto units = [](const Rec& r, uint64_t* first) {
+    const uint64_t shift = r.kind >= 3 ? 2 : 5;
+    *first = r.addr >> shift;
+    return static_cast<uint32_t>(((r.addr + std::max<uint32_t>(r.size, 1) - 1) >> shift) - *first + 1);
+  };
+  uint64_t u0;
+  for (size_t ri = 0; ri < recs.size(); ++ri) start[places[place_of[ri]].base + req_of[ri] + 1] += units(recs[ri], &u0);
+  for (size_t q = 0; q < requests; ++q) start[q + 1] += start[q];
+  std::vector<uint64_t>& flat = flat_;
+  flat.resize(start[requests]);
+  std::vector<uint32_t>& fill = fill_;
+  fill.assign(start.begin(), start.end() - 1);
+  for (size_t ri = 0; ri < recs.size(); ++ri) {
+    const size_t q = places[place_of[ri]].base + req_of[ri];
+    const uint32_t n = units(recs[ri], &u0);
+    for (uint32_t i = 0; i < n; ++i) flat[fill[q]++] = u0 + i;
+  }
+  // The requests in the order the warp issued them, for the reuse distances.
+  std::vector<std::pair<size_t, uint32_t>>& order = order_;
+  order.clear();
+  for (size_t pi = 0; pi < places.size(); ++pi)
+    for (size_t k = 0; k < places[pi].first.size(); ++k)
+      order.push_back({places[pi].first[k], static_cast<uint32_t>(places[pi].base + k)});
+  std::sort(order.begin(), order.end());
+  std::vector<uint8_t>& kind_of = kind_of_;
+  kind_of.resize(requests);
+  for (const Place& pl : places)
+    for (size_t k = 0; k < pl.first.size(); ++k) kind_of[pl.base + k] = pl.kind;
   recs.clear();
-  std::sort(items.begin(), items.end());
-  size_t i = 0;
-  while (i < items.size()) {
-    const uint64_t group = items[i].group;
-    const int kind = static_cast<int>((group >> 36) & 0xf);
-    uint32_t per_bank[32] = {};
-    uint64_t distinct = 0;
-    for (; i < items.size() && items[i].group == group; ++i) {
-      if (i > 0 && items[i - 1].group == group && items[i - 1].unit == items[i].unit) continue;
-      ++distinct;
-      const uint64_t u = items[i].unit;
-      if (kind >= 3) {
-        per_bank[u % 32]++;
-      } else {
-        if (kind != 1) loaded_.push_back(u);
-        if (kind != 0) stored_.push_back(u);
+  for (const auto& [first, q] : order) {
+    const int kind = kind_of[q];
+    uint64_t* b = flat.data() + start[q];
+    uint64_t* e = flat.data() + start[q + 1];
+    std::sort(b, e);
+    e = std::unique(b, e);
+    const uint64_t distinct = static_cast<uint64_t>(e - b);
+    if (kind >= 3) {
+      uint32_t per_bank[32] = {};
+      for (uint64_t* u = b; u != e; ++u) per_bank[*u % 32]++;
+      counts_.shared_requests++;
+      counts_.shared_wavefronts += *std::max_element(per_bank, per_bank + 32);
+      continue;
+    }
+    for (uint64_t* u = b; u != e; ++u) {
+      if (kind != 1) loaded_.push_back(*u);
+      if (kind != 0) stored_.push_back(*u);
+      const uint64_t previous = touched_.exchange(*u, clock_);
+      if (kind == 0 && previous != Touched::kNone) {
+        const uint64_t d = clock_ - previous;
+        int bucket = 0;
+        while (bucket + 1 < TANDEM_CUDASIM_REUSE_BUCKETS && d >= (uint64_t{1} << (bucket + 10))) ++bucket;
+        counts_.reuse_load_sectors[bucket]++;
       }
     }
-    switch (kind) {
-      case 0:
-        counts_.global_load_requests++;
-        counts_.global_load_sectors += distinct;
-        break;
-      case 1:
-        counts_.global_store_requests++;
-        counts_.global_store_sectors += distinct;
-        break;
-      case 2: counts_.atomic_requests++; break;
-      default: counts_.shared_requests++; counts_.shared_wavefronts += *std::max_element(per_bank, per_bank + 32);
+    if (kind == 0) {
+      counts_.global_load_requests++;
+      counts_.global_load_sectors += distinct;
+    } else if (kind == 1) {
+      counts_.global_store_requests++;
+      counts_.global_store_sectors += distinct;
+    } else {
+      counts_.atomic_requests++;
     }
+    clock_ += 32 * distinct;
   }
   if (loaded_.size() > kSectorCompaction) sort_unique(loaded_);
   if (stored_.size() > kSectorCompaction) sort_unique(stored_);
+}
+
+uint64_t Touched::exchange(uint64_t key, uint64_t value) {
+  if (2 * (used_ + 1) > keys_.size()) grow();
+  size_t i = slot(key);
+  while (stamps_[i] == stamp_ && keys_[i] != key) i = (i + 1) & (keys_.size() - 1);
+  if (stamps_[i] != stamp_) {
+    stamps_[i] = stamp_;
+    keys_[i] = key;
+    values_[i] = value;
+    ++used_;
+    return kNone;
+  }
+  const uint64_t old = values_[i];
+  values_[i] = value;
+  return old;
+}
+
+void Touched::clear() {
+  ++stamp_;
+  used_ = 0;
+}
+
+size_t Touched::slot(uint64_t key) const { return (key * 0x9e3779b97f4a7c15ull >> 20) & (keys_.size() - 1); }
+
+void Touched::grow() {
+  std::vector<uint64_t> keys = std::move(keys_), values = std::move(values_);
+  std::vector<uint32_t> stamps = std::move(stamps_);
+  const size_t size = std::max<size_t>(1024, keys.size() * 2);
+  keys_.assign(size, 0);
+  values_.assign(size, 0);
+  stamps_.assign(size, 0);
+  const uint32_t old_stamp = stamp_;
+  stamp_ = 1;
+  used_ = 0;
+  for (size_t i = 0; i < keys.size(); ++i)
+    if (stamps[i] == old_stamp) exchange(keys[i], values[i]);
 }
 
 }  // namespace counters
@@ -419,13 +528,13 @@ uint64_t atomic(AtomicOp op, AtomicType type, void* addr, uint64_t operand, uint
 extern "C" {
 
 void tandem_cudasim_counting(int mode) {
-  if (mode != TANDEM_CUDASIM_COUNTING_OFF) {
+  if (cudasim::counters::records(mode)) {
     std::lock_guard<std::mutex> lock(cudasim::counters::g_ops_mu);
     cudasim::counters::ops().clear();
   }
   bool was_on = false;
-  const bool on = mode != TANDEM_CUDASIM_COUNTING_OFF;
-  cudasim::visit_allocations([&] { was_on = cudasim::counters::g_mode.exchange(mode) != TANDEM_CUDASIM_COUNTING_OFF; },
+  const bool on = cudasim::counters::records(mode);
+  cudasim::visit_allocations([&] { was_on = cudasim::counters::records(cudasim::counters::g_mode.exchange(mode)); },
                              [&](const void* base, size_t bytes) {
                                const uintptr_t lo = reinterpret_cast<uintptr_t>(base);
                                if (was_on != on) cudasim::counters::mark_shadow(lo, lo + bytes, on);

@@ -22,9 +22,15 @@ enum TandemCudasimCounting {
   TANDEM_CUDASIM_COUNTING_ON = 1,
   /* Counting, and cuDNN/cuBLAS calls skip their arithmetic (their outputs are left as they were): a run that
    * only measures costs, at the speed of the hand-written kernels. */
-  TANDEM_CUDASIM_COUNTING_DRY = 2
+  TANDEM_CUDASIM_COUNTING_DRY = 2,
+  /* cuDNN/cuBLAS calls skip their arithmetic, nothing is recorded: the warm-up of a dry run. */
+  TANDEM_CUDASIM_COUNTING_SKIP = 3
 };
 
+#define TANDEM_CUDASIM_REUSE_BUCKETS 24
+
+/* A launch of more than 64 blocks counts evenly spaced blocks only (every k-th) and scales the counts by
+ * blocks / counted blocks (distinct sectors too: data that all blocks share is counted as often). */
 typedef struct TandemCudasimOp {
   int32_t kind; /* TandemCudasimOpKind */
   int32_t device;
@@ -50,6 +56,10 @@ typedef struct TandemCudasimOp {
   uint64_t global_load_sectors, global_store_sectors;
   uint64_t global_load_bytes, global_store_bytes;
   uint64_t distinct_load_sectors, distinct_store_sectors;
+  /* Loaded sectors the same block had touched before, by the bytes the block touched in between (its reuse
+   * distance d): bucket b counts those with d < 1 KiB (b = 0) or 2^(b+9) <= d < 2^(b+10) bytes (the last
+   * bucket: longer). Whether a cache still holds them depends on the GPU: the cost model decides. */
+  uint64_t reuse_load_sectors[TANDEM_CUDASIM_REUSE_BUCKETS];
   /* Shared memory: requests, and wavefronts (per request, the largest number of distinct 4-byte words that
    * its lanes touch in one of the 32 banks: 1 without bank conflicts, 32 at worst). */
   uint64_t shared_requests, shared_wavefronts;

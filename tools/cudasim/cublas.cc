@@ -253,13 +253,13 @@ cublasStatus_t cublasGemmStridedBatchedEx_64(cublasHandle_t handle, cublasOperat
              : "f32",
       2.0 * mn * k, static_cast<double>(e) * (ab + (g.beta != 0 ? mn : 0.0)), static_cast<double>(e) * mn);
   cudasim::enqueue_checked(stream.get(), handle->device, api, accesses, [=] {
-    if (counting != TANDEM_CUDASIM_COUNTING_DRY) {
+    if (!cudasim::counters::skips_arithmetic(counting)) {
       if (f64)
         gemm(g, static_cast<const double*>(A), static_cast<const double*>(B), static_cast<double*>(C));
       else
         gemm(g, static_cast<const float*>(A), static_cast<const float*>(B), static_cast<float*>(C));
     }
-    if (counting != TANDEM_CUDASIM_COUNTING_OFF) cudasim::counters::record(op);
+    if (cudasim::counters::records(counting)) cudasim::counters::record(op);
   });
   return CUBLAS_STATUS_SUCCESS;
 }

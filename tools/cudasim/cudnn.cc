@@ -502,8 +502,8 @@ cudnnStatus_t run(const std::string& api, Pass pass, cudnnHandle_t handle, const
   cudasim::enqueue_checked(stream.get(), handle->device, api, accesses, [=] {
     TandemCudasimOp recorded = op;
     recorded.groups = c.groups;
-    if (counting != TANDEM_CUDASIM_COUNTING_OFF) cudasim::counters::record(recorded);
-    if (counting == TANDEM_CUDASIM_COUNTING_DRY) return;
+    if (cudasim::counters::records(counting)) cudasim::counters::record(recorded);
+    if (cudasim::counters::skips_arithmetic(counting)) return;
     if (scratch > 0) std::memset(workspace, 0xff, scratch);  // the algorithm's scratch: what was there is gone
     if (pass == Pass::Forward)
       cudasim::cudnn::forward(c, m, a, in0, in1, b, out);
@@ -931,7 +931,7 @@ cudnnStatus_t cudnnAddTensor(cudnnHandle_t handle, const void* alpha, const cudn
       f64 ? "f64" : "f32", 2.0 * c.n * c.c * c.h * c.w, a_bytes + (be != 0 ? c_bytes : 0.0), c_bytes);
   cudasim::enqueue_checked(stream.get(), handle->device, api, accesses, [=] {
     cudasim::cudnn::add_tensor(f64, al, a, A, be, c, C);
-    if (counting != TANDEM_CUDASIM_COUNTING_OFF) cudasim::counters::record(op);
+    if (cudasim::counters::records(counting)) cudasim::counters::record(op);
   });
   return CUDNN_STATUS_SUCCESS;
 }

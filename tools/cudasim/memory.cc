@@ -370,7 +370,7 @@ cudaError_t copy_async(void* dst, const void* src, size_t n, cudaMemcpyKind kind
                                                   0, static_cast<double>(n), static_cast<double>(n));
   enqueue_using(s, api, uses_of({dst, src}), [dst, src, n, counting, op] {
     std::memmove(dst, src, n);
-    if (counting != TANDEM_CUDASIM_COUNTING_OFF) counters::record(op);
+    if (counters::records(counting)) counters::record(op);
   });
   if (ds == Side::Pageable && src_dev) {
     pageable_copies++;
@@ -736,7 +736,7 @@ cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int 
                                     "copy_peer", "", 0, static_cast<double>(count), static_cast<double>(count));
   cudasim::enqueue_using(s, "cudaMemcpyPeerAsync", cudasim::uses_of({dst, src}), [dst, src, count, counting, op] {
     std::memmove(dst, src, count);
-    if (counting != TANDEM_CUDASIM_COUNTING_OFF) cudasim::counters::record(op);
+    if (cudasim::counters::records(counting)) cudasim::counters::record(op);
   });
   return cudaSuccess;
 }
@@ -756,7 +756,7 @@ cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaStream_t str
                                                            "memset", "memset", "", 0, 0, static_cast<double>(count));
   cudasim::enqueue_using(s, "cudaMemsetAsync", cudasim::uses_of({ptr}), [ptr, value, count, counting, op] {
     std::memset(ptr, value, count);
-    if (counting != TANDEM_CUDASIM_COUNTING_OFF) cudasim::counters::record(op);
+    if (cudasim::counters::records(counting)) cudasim::counters::record(op);
   });
   return cudaSuccess;
 }

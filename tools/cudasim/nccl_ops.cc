@@ -349,7 +349,7 @@ void issue(ncclComm* comm, StreamImpl* stream, std::vector<Op> ops) {
     if (buffer_fault.empty()) buffer_fault = buffer_problem(*clique, rank, op);
   // Cost records: the bytes each rank sends and receives (an all-gather receives every rank's part).
   std::vector<TandemCudasimOp> records;
-  if (counters::mode() != TANDEM_CUDASIM_COUNTING_OFF) {
+  if (counters::records(counters::mode())) {
     const char* classes[] = {"all_reduce", "broadcast", "all_gather", "send", "recv"};
     for (const Op& op : queued) {
       const double bytes = static_cast<double>(op.count * type_size(op.type));

@@ -484,6 +484,7 @@ void work_on(Grid& g) {
         f.coords.block_dim = g.block;
         f.coords.grid_dim = g.grid;
       }
+      run.counter = counter != nullptr && g.counting->counts_block(b) ? counter.get() : nullptr;
       if (thread_order() == ThreadOrder::Random) {
         std::mt19937_64 rng(config().order_seed * 1000003u + g.launch_index * 7919u + b);
         std::shuffle(run.order.begin(), run.order.end(), rng);
@@ -684,7 +685,7 @@ void launch(const char* kernel, const char* file, int line, dim3 grid, dim3 bloc
   g->sms = stream_sms(s);
   g->launch_index = launches++;
   g->blocks = static_cast<uint64_t>(grid.x) * grid.y * grid.z;
-  if (counters::mode() != TANDEM_CUDASIM_COUNTING_OFF) {
+  if (counters::records(counters::mode())) {
     const uint32_t gd[3] = {grid.x, grid.y, grid.z}, bd[3] = {block.x, block.y, block.z};
     g->counting = std::make_shared<counters::Launch>(kernel, site(file, line), g->device, s->id, gd, bd, shared_bytes);
   }

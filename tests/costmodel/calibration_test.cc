@@ -1,0 +1,134 @@
+// The cost model held to the measured H200 run (tools/costmodel/calibration.json): every kernels_bench case at
+// 2^26 elements and ResNet-50's fwd_bwd step at 224x224, batch 256, are predicted within 25% of their measured
+// times, from ops recorded on the simulated GPU at 2^18 and 2^20 elements and at batches 1 and 2, extrapolated
+// (calibration_counters.json); the fit of those counters gives the constants of fitted.cc; and the stored
+// counters are still what the simulated GPU counts (the kernel cases and a ResNet-50 step at 32x32 recorded
+// again, in the simulator build).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "runtime/base/files.h"
+#include "tools/costmodel/bd/bd_profile.h"
+#include "tools/costmodel/calibration.h"
+
+namespace tandem {
+namespace costmodel {
+namespace {
+
+constexpr double kTolerance = 0.25;
+
+std::vector<Measurement> measurements() {
+  return parse_calibration(parse_json(read_text("tools/costmodel/calibration.json")));
+}
+Json counters() { return parse_json(read_text("tools/costmodel/calibration_counters.json")); }
+std::vector<Point> stored_points() {
+  return join_counters(measurements(), json_at(counters(), "points"), read_pipe_bd_point);
+}
+
+// The constants the fit gives, field by field.
+std::vector<std::pair<std::string, double>> fields(const Constants& c) {
+  return {{"kernel_memory", c.kernel_memory},
+          {"collective_cycles", c.collective_cycles},
+          {"barrier_cycles", c.barrier_cycles},
+          {"wavefront_cycles", c.wavefront_cycles},
+          {"launch_floor_s", c.launch_floor_s},
+          {"conv_fwd", c.conv_fwd},
+          {"conv_bwd", c.conv_bwd},
+          {"conv_grouped", c.conv_grouped},
+          {"gemm", c.gemm},
+          {"library_memory", c.library_memory},
+          {"link", c.link}};
+}
+
+TEST(CostModelCalibration, FittingTheStoredCountersGivesFittedCc) {
+  const FitResult r = fit(stored_points());
+  const auto got = fields(r.constants), want = fields(fitted_constants());
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i].second, want[i].second, 1e-9 * std::abs(want[i].second))
+        << got[i].first << ": fitted.cc is not the fit of calibration.json and calibration_counters.json; rerun "
+        << "bazel run --config=cudasim //tools/costmodel:fit";
+}
+
+TEST(CostModelCalibration, KernelsAndResNet50StepWithinAQuarterOfTheH200Run) {
+  int kernels = 0, resnet50 = 0;
+  for (const Point& p : stored_points()) {
+    const double pred = predicted_s(p, fitted_constants()), meas = p.measured_s();
+    std::printf("%-44s %-5s measured %9.1f us predicted %9.1f us ratio %.3f\n", p.m.label.c_str(), p.m.gpu.c_str(),
+                meas * 1e6, pred * 1e6, pred / meas);
+    const bool kernel = p.m.kind == PointKind::Kernel;
+    const bool held =
+        kernel || (p.m.kind == PointKind::ModelStep && p.m.step.label() == "resnet50/224/fwd_bwd batch 256");
+    if (!held) continue;
+    (kernel ? kernels : resnet50)++;
+    EXPECT_LE(std::abs(pred / meas - 1), kTolerance) << p.m.label << " on " << p.m.gpu;
+  }
+  EXPECT_EQ(kernels, 15);
+  EXPECT_EQ(resnet50, 1);
+}
+
+// The H200 run's Pipe-BD setting: compression (ResNet-18 teacher, depthwise-separable student), 32x32, batch
+// 256, 6 steps a block, on 4 SM partitions of the H200, where TR+DPU+AHD measured 2.23x DP (the simulator,
+// from a measured profile, 2.17x). The model's projection from recorded block costs is compared, not fitted
+// (calibration.h): it must find, as the run did, that TR+DPU+AHD is the fastest strategy; how far its speedup is
+// from the measured one is printed (the README says what the model lacks there).
+TEST(CostModelCalibration, PipeBdOnFourSmPartitionsOfTheH200) {
+  std::map<std::string, double> predicted, measured;
+  for (const Point& p : stored_points())
+    if (p.m.kind == PointKind::PipeBd) {
+      predicted[p.m.strategy] = predicted_s(p, fitted_constants());
+      measured[p.m.strategy] = p.measured_s();
+    }
+  ASSERT_EQ(predicted.size(), 5u);
+  for (const auto& [s, t] : predicted) {
+    std::printf("%-4s projected %.3f s/epoch (%.2fx DP), measured %.3f s/epoch (%.2fx DP)\n", s.c_str(), t,
+                predicted["dp"] / t, measured[s], measured["dp"] / measured[s]);
+    if (s != "ahd") EXPECT_LT(predicted["ahd"], t) << "TR+DPU+AHD is not the fastest projected strategy: " << s;
+  }
+}
+
+// The check of the stored counters finds a kernel whose traffic changed (here: made to load every sector twice).
+TEST(CostModelCalibration, ChangedCountersAreFound) {
+  const std::vector<Point> stored = stored_points();
+  std::vector<Point> fresh = stored;
+  for (Point& p : fresh)
+    if (p.m.label.find("kernel add ") == 0)
+      for (OpCounts& op : p.ops) op.distinct_load_sectors *= 2;
+  const std::vector<std::string> changed = changed_points(stored, fresh, fitted_constants(), 0.02);
+  ASSERT_EQ(changed.size(), 1u);
+  EXPECT_NE(changed[0].find("kernel add "), std::string::npos) << changed[0];
+  EXPECT_TRUE(changed_points(stored, stored, fitted_constants(), 0.02).empty());
+}
+
+TEST(CostModelCalibration, StoredCountersAreWhatTheSimulatedGpuCounts) {
+  if (!counters_available()) GTEST_SKIP() << counters_unavailable_reason();
+  std::vector<Point> stored, fresh;
+  for (const Point& p : stored_points()) {
+    if (p.m.kind != PointKind::Kernel) continue;
+    Point f = p;
+    for (const KernelCase& c : kernel_cases())
+      if (c.name == p.m.kernel) f.ops = record_kernel_case(c, p.m.n, kKernelRecordElements, &f.bytes);
+    stored.push_back(p);
+    fresh.push_back(f);
+  }
+  Measurement probe;
+  probe.label = probe_step().label();
+  probe.gpu = "h200";
+  Point stored_probe = join_counters({probe}, json_at(counters(), "probe"))[0];
+  Point fresh_probe = stored_probe;
+  fresh_probe.ops = record_model_step(probe_step(), kProbeRecordBatch);
+  stored.push_back(stored_probe);
+  fresh.push_back(fresh_probe);
+  for (const std::string& c : changed_points(stored, fresh, fitted_constants(), 0.02))
+    ADD_FAILURE() << c << ": the simulated GPU counts otherwise than when calibration_counters.json was written; "
+                  << "rerun bazel run --config=cudasim //tools/costmodel:fit";
+}
+
+}  // namespace
+}  // namespace costmodel
+}  // namespace tandem
