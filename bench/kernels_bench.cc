@@ -110,9 +110,10 @@ int main(int argc, char** argv) {
       "and reports bytes/s and the percentage of the device's copy bandwidth (measured at start-up with a\n"
       "1 GiB device-to-device copy). Goals on an H100: >= 85% for elementwise ops, >= 75% for reductions and\n"
       "softmax. Without a GPU it says so and exits 0. Google Benchmark's own flags follow.");
-  p.text("--predict", "GPU", &predict,
-         "h100 or h200: print the same columns as predicted by the cost model for that GPU,\n"
-         "from the kernels' counters on the simulated GPU (--config=cudasim, tools/tandem sim)");
+  p.custom(
+      "--predict", "GPU", [&](const std::string& v) { predict = tandem::costmodel::gpu_spec(v).name; },
+      "h100 or h200: print the same columns as predicted by the cost model for that GPU,\n"
+      "from the kernels' counters on the simulated GPU (--config=cudasim, tools/tandem sim)");
   std::vector<std::string> rest_args = p.parse_known(argc, argv, [&] {
     char* help[] = {argv[0], const_cast<char*>("--help")};
     int n = 2;

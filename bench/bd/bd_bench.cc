@@ -76,7 +76,9 @@ Options parse(int argc, char** argv) {
             "project every strategy on N modelled GPUs joined by NVLink, from block costs the cost\n"
             "model predicts (tools/costmodel), beside the paper's figures",
             1);
-  p.text("--gpu", "NAME", &o.gpu, "the modelled GPU: h100 (default) or h200");
+  p.custom(
+      "--gpu", "NAME", [&](const std::string& v) { o.gpu = costmodel::gpu_spec(v).name; },
+      "the modelled GPU: h100 (default) or h200");
   p.flag("--sm-partitions", &o.sm_partitions, true,
          "the N modelled workers are SM partitions of one GPU (green contexts), as in the H200 run");
   p.parse(argc, argv);

@@ -113,7 +113,8 @@ int predict_all(const std::vector<std::string>& cases) {
   TD_CHECK(costmodel::counters_available(), "--predict: ", costmodel::counters_unavailable_reason());
   std::printf(
       "PREDICTIONS for %s by the cost model (tools/costmodel), not measurements: each case's ops are recorded on\n"
-      "the simulated GPU at batches 1 and 2 (cuDNN and cuBLAS skip their arithmetic), extrapolated to batch %lld\n"
+      "the simulated GPU at batches 1 and 2 (2 and 4 below 64x64; cuDNN and cuBLAS skip their arithmetic),\n"
+      "extrapolated to batch %lld\n"
       "and timed by the model with the constants fitted to the measured runs of tools/costmodel/calibration.json.\n",
       gpu.title.c_str(), static_cast<long long>(batch_of(c)));
   Json out = Json::array();
@@ -127,8 +128,11 @@ int predict_all(const std::vector<std::string>& cases) {
     spec.batch = batch_of(c);
     spec.channels_last = c.channels_last;
     std::fprintf(stderr, "models_bench: recording %s\n", spec.label().c_str());
+    // Recorded at batches 1 and 2, or 2 and 4 for small inputs, whose last batch norm would see one value a
+    // channel at batch 1 (ResNets at 32x32).
+    const int64_t small = spec.size >= 64 ? 1 : 2;
     const std::vector<costmodel::OpPrediction> rows =
-        costmodel::predict_ops(costmodel::record_model_step(spec), gpu, costmodel::fitted_constants());
+        costmodel::predict_ops(costmodel::record_model_step(spec, small), gpu, costmodel::fitted_constants());
     const double step_s = costmodel::total_seconds(rows);
     std::printf("\n== %s on %s (predicted)\n%s", spec.label().c_str(), gpu.name.c_str(),
                 costmodel::prediction_table(rows, 15).c_str());
@@ -187,7 +191,8 @@ int main(int argc, char** argv) {
   p.words("--modes", "M,...", &g_config.modes, "fwd, fwd_bwd, step (default all three)");
   p.flag("--nchw", &g_config.channels_last, false, "NCHW inputs on the GPU");
   p.number("--min-time", "S", &g_config.min_time_s, "timed seconds per case at least (default 1)", 0);
-  p.text("--predict", "GPU", &g_config.predict,
+  p.custom(
+      "--predict", "GPU", [](const std::string& v) { g_config.predict = tandem::costmodel::gpu_spec(v).name; },
          "h100 or h200: print the cost model's prediction of each case on that GPU (per op and\n"
          "per step) instead of timing it; needs the simulated GPU (--config=cudasim, tools/tandem sim)\n"
          "and takes the GPU defaults (batch 256, sizes 32 and 224)");

@@ -1,6 +1,7 @@
 // tools:cyclic's flags and their help text.
 #include "tools/cyclic/flags.h"
 
+#include "tools/costmodel/gpu.h"
 #include "tools/flags/flags.h"
 
 namespace tandem {
@@ -71,7 +72,8 @@ Flags parse_flags(int argc, char** argv) {
          "write the unit-time timelines of DP and CDP (stage x time-step cells, stored\n"
          "activations, gradient traffic) for --micro-batches/--stages to --out, no training");
   p.integer("--simulate-rounds", "K", &f.simulate_rounds, "rounds simulated (default 3)", 1);
-  p.text("--gpu", "NAME", &f.gpu,
+  p.custom(
+      "--gpu", "NAME", [&](const std::string& v) { f.gpu = costmodel::gpu_spec(v).name; },
          "with --simulate: project DP, CDP-v1 and CDP-v2 (dp-workers and mp modes) on modelled\n"
          "h100 or h200 GPUs joined by NVLink, with stage costs from the cost model (tools/costmodel;\n"
          "needs the simulated GPU) for --model, --batch, --micro-batches and --stages, and print step\n"
