@@ -193,9 +193,9 @@ int main(int argc, char** argv) {
   p.number("--min-time", "S", &g_config.min_time_s, "timed seconds per case at least (default 1)", 0);
   p.custom(
       "--predict", "GPU", [](const std::string& v) { g_config.predict = tandem::costmodel::gpu_spec(v).name; },
-         "h100 or h200: print the cost model's prediction of each case on that GPU (per op and\n"
-         "per step) instead of timing it; needs the simulated GPU (--config=cudasim, tools/tandem sim)\n"
-         "and takes the GPU defaults (batch 256, sizes 32 and 224)");
+      "h100 or h200: print the cost model's prediction of each case on that GPU (per op and\n"
+      "per step) instead of timing it; needs the simulated GPU (--config=cudasim, tools/tandem sim)\n"
+      "and takes the GPU defaults (batch 256, sizes 32 and 224)");
   p.text("--predict-json", "FILE", &g_config.predict_json, "with --predict: write the predictions as JSON");
   p.footer("Google Benchmark's flags follow.");
   std::vector<std::string> rest_args = p.parse_known(argc, argv, [&] {

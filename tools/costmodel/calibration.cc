@@ -285,7 +285,8 @@ std::string constants_source(const FitResult& r, const std::vector<Point>& point
                                                    {"library_memory", c.library_memory},
                                                    {"link", c.link}};
   for (const auto& [name, v] : fields) s += "    k." + std::string(name) + " = " + num(v) + ";\n";
-  s += "    return k;\n  }();\n  return c;\n}\n\n}  // namespace costmodel\n}  // namespace tandem";  // write_text ends the line
+  s += "    return k;\n  }();\n  return c;\n}\n\n}  // namespace costmodel\n}  // namespace tandem";  // write_text ends
+                                                                                                      // the line
   return s;
 }
 
