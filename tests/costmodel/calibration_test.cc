@@ -31,24 +31,9 @@ std::vector<Point> stored_points() {
   return join_counters(measurements(), json_at(counters(), "points"), read_pipe_bd_point);
 }
 
-// The constants the fit gives, field by field.
-std::vector<std::pair<std::string, double>> fields(const Constants& c) {
-  return {{"kernel_memory", c.kernel_memory},
-          {"collective_cycles", c.collective_cycles},
-          {"barrier_cycles", c.barrier_cycles},
-          {"wavefront_cycles", c.wavefront_cycles},
-          {"launch_floor_s", c.launch_floor_s},
-          {"conv_fwd", c.conv_fwd},
-          {"conv_bwd", c.conv_bwd},
-          {"conv_grouped", c.conv_grouped},
-          {"gemm", c.gemm},
-          {"library_memory", c.library_memory},
-          {"link", c.link}};
-}
-
 TEST(CostModelCalibration, FittingTheStoredCountersGivesFittedCc) {
   const FitResult r = fit(stored_points());
-  const auto got = fields(r.constants), want = fields(fitted_constants());
+  const auto got = named_constants(r.constants), want = named_constants(fitted_constants());
   for (size_t i = 0; i < got.size(); ++i)
     EXPECT_NEAR(got[i].second, want[i].second, 1e-9 * std::abs(want[i].second))
         << got[i].first << ": fitted.cc is not the fit of calibration.json and calibration_counters.json; rerun "

@@ -272,19 +272,7 @@ std::string constants_source(const FitResult& r, const std::vector<Point>& point
                   "//   bazel run --config=cudasim //tools/costmodel:fit\n"
                   "#include \"tools/costmodel/model.h\"\n\nnamespace tandem {\nnamespace costmodel {\n\n"
                   "const Constants& fitted_constants() {\n  static const Constants c = [] {\n    Constants k;\n";
-  const Constants& c = r.constants;
-  const std::pair<const char*, double> fields[] = {{"kernel_memory", c.kernel_memory},
-                                                   {"collective_cycles", c.collective_cycles},
-                                                   {"barrier_cycles", c.barrier_cycles},
-                                                   {"wavefront_cycles", c.wavefront_cycles},
-                                                   {"launch_floor_s", c.launch_floor_s},
-                                                   {"conv_fwd", c.conv_fwd},
-                                                   {"conv_bwd", c.conv_bwd},
-                                                   {"conv_grouped", c.conv_grouped},
-                                                   {"gemm", c.gemm},
-                                                   {"library_memory", c.library_memory},
-                                                   {"link", c.link}};
-  for (const auto& [name, v] : fields) s += "    k." + std::string(name) + " = " + num(v) + ";\n";
+  for (const auto& [name, v] : named_constants(r.constants)) s += "    k." + std::string(name) + " = " + num(v) + ";\n";
   s += "    return k;\n  }();\n  return c;\n}\n\n}  // namespace costmodel\n}  // namespace tandem";  // write_text ends
                                                                                                       // the line
   return s;

@@ -94,6 +94,20 @@ OpTime copy_time(const OpCounts& op, const GpuSpec& gpu, const Constants& c) {
 
 }  // namespace
 
+std::vector<std::pair<const char*, double>> named_constants(const Constants& c) {
+  return {{"kernel_memory", c.kernel_memory},
+          {"collective_cycles", c.collective_cycles},
+          {"barrier_cycles", c.barrier_cycles},
+          {"wavefront_cycles", c.wavefront_cycles},
+          {"launch_floor_s", c.launch_floor_s},
+          {"conv_fwd", c.conv_fwd},
+          {"conv_bwd", c.conv_bwd},
+          {"conv_grouped", c.conv_grouped},
+          {"gemm", c.gemm},
+          {"library_memory", c.library_memory},
+          {"link", c.link}};
+}
+
 OpTime predict(const OpCounts& op, const GpuSpec& gpu, const Constants& c) {
   const double n = std::max(op.launches, 1e-9);
   const OpCounts one = op.scaled(1.0 / n);

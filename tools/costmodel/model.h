@@ -15,6 +15,8 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tools/costmodel/counters.h"
 #include "tools/costmodel/gpu.h"
@@ -38,6 +40,8 @@ struct Constants {
 
 // The constants fitted last (fitted.cc).
 const Constants& fitted_constants();
+// Every constant with its field's name, in declaration order.
+std::vector<std::pair<const char*, double>> named_constants(const Constants& c);
 
 struct OpTime {
   double seconds = 0;
