@@ -1,9 +1,10 @@
-// Microbenchmarks of the CUDA backend's memory-bound kernels: elementwise, reductions, softmax and copies
-// (tools/costmodel/kernel_cases.h), timed with CUDA events and reported as bytes/s and as a percentage of the
-// device's copy bandwidth (a large device-to-device cudaMemcpyAsync, bytes read + written), measured once at
-// start-up. With --predict GPU, the same columns predicted by the cost model for that GPU instead, from the
-// kernels' counters on the simulated GPU.
-// Goals on an H100: >= 85% of copy bandwidth for elementwise, >= 75% for reductions and softmax.
+// Microbenchmarks of the CUDA backend's memory-bound kernels: elementwise, reductions, softmax, copies,
+// batch norm, pooling and layout copies (tools/costmodel/kernel_cases.h), timed with CUDA events and reported
+// as bytes/s and as a percentage of the device's copy bandwidth (a large device-to-device cudaMemcpyAsync,
+// bytes read + written), measured once at start-up. With --predict GPU, the same columns predicted by the
+// cost model for that GPU instead, from the kernels' counters on the simulated GPU.
+// Goals on an H100/H200: >= 85% of copy bandwidth for elementwise, >= 80% for reductions, softmax and
+// transposing copies.
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
 
@@ -12,18 +13,16 @@
 #include <string>
 
 #include "runtime/base/cuda_check.h"
+#include "runtime/base/device.h"
 #include "runtime/memory/stream.h"
 #include "runtime/tensor/tensor.h"
-#include "tools/costmodel/calibration.h"
 #include "tools/costmodel/kernel_cases.h"
+#include "tools/costmodel/model.h"
 #include "tools/costmodel/record.h"
 #include "tools/flags/flags.h"
 
 namespace tandem {
 namespace {
-
-constexpr int64_t kMid = int64_t{1} << 20;
-constexpr int64_t kLarge = int64_t{1} << 26;
 
 double g_copy_bytes_per_s = 0;  // read + written
 
@@ -71,21 +70,20 @@ double measure_copy_bandwidth() {
 }
 
 // The cases' time, bytes/s and share of the copy bandwidth predicted for `gpu_name` from their counters on
-// the simulated GPU (recorded at 2^18 and 2^20 elements, extrapolated).
+// the simulated GPU (recorded at each case's record_arg and 4 times it, extrapolated).
 int predict(const std::string& gpu_name) {
   const costmodel::GpuSpec& g = costmodel::gpu_spec(gpu_name);
   TD_CHECK(costmodel::counters_available(), "--predict: ", costmodel::counters_unavailable_reason());
   std::printf(
       "PREDICTED for %s by the cost model (tools/costmodel), not measured: each case's counters recorded on the\n"
-      "simulated GPU at 2^18 and 2^20 elements, extrapolated; %% of the copy bandwidth measured on that GPU "
-      "(%.1f GB/s)\n",
+      "simulated GPU at small sizes, extrapolated; %% of the copy bandwidth measured on that GPU (%.1f GB/s)\n",
       g.title.c_str(), g.copy_bytes_per_s * 1e-9);
-  std::printf("%-24s %10s %12s %12s %16s  %s\n", "case", "n", "pred_us", "pred_GB/s", "pred_pct_of_copy", "bound");
+  std::printf("%-32s %-5s %9s %12s %12s %16s  %s\n", "case", "arg", "value", "pred_us", "pred_GB/s", "pred_pct_of_copy",
+              "bound");
   for (const costmodel::KernelCase& c : costmodel::kernel_cases())
-    for (const int64_t n : {kMid, kLarge}) {
+    for (const int64_t arg : c.args) {
       double bytes = 0;
-      const std::vector<costmodel::OpCounts> ops =
-          costmodel::record_kernel_case(c, n, costmodel::kKernelRecordElements, &bytes);
+      const std::vector<costmodel::OpCounts> ops = costmodel::record_kernel_case(c, arg, c.record_arg, &bytes);
       double seconds = 0;
       std::string bound;
       for (const costmodel::OpCounts& op : ops) {
@@ -93,8 +91,9 @@ int predict(const std::string& gpu_name) {
         seconds += t.seconds;
         bound += (bound.empty() ? "" : "+") + t.bound;
       }
-      std::printf("%-24s %10lld %12.1f %12.1f %16.1f  %s\n", c.name.c_str(), static_cast<long long>(n), seconds * 1e6,
-                  bytes / seconds * 1e-9, 100 * bytes / seconds / g.copy_bytes_per_s, bound.c_str());
+      std::printf("%-32s %-5s %9lld %12.1f %12.1f %16.1f  %s\n", c.name.c_str(), c.arg_name.c_str(),
+                  static_cast<long long>(arg), seconds * 1e6, bytes / seconds * 1e-9,
+                  100 * bytes / seconds / g.copy_bytes_per_s, bound.c_str());
     }
   return 0;
 }
@@ -106,10 +105,12 @@ int main(int argc, char** argv) {
   std::string predict;
   tandem::flags::Parser p(
       "kernels_bench", "kernels_bench [--predict h100|h200] [Google Benchmark flags, e.g. --benchmark_filter=REGEX]",
-      "Times the CUDA backend's elementwise, reduction, softmax and copy kernels on GPU 0 with CUDA events\n"
-      "and reports bytes/s and the percentage of the device's copy bandwidth (measured at start-up with a\n"
-      "1 GiB device-to-device copy). Goals on an H100: >= 85% for elementwise ops, >= 75% for reductions and\n"
-      "softmax. Without a GPU it says so and exits 0. Google Benchmark's own flags follow.");
+      "Times the CUDA backend's elementwise, reduction, softmax and copy kernels, and batch norm, ResNet's\n"
+      "stem pooling and NCHW <-> NHWC copies of [batch, 64, 56, 56] (batch 4 and 256), on GPU 0 with CUDA\n"
+      "events, and reports bytes/s and the percentage of the device's copy bandwidth (measured at start-up\n"
+      "with a 1 GiB device-to-device copy), from each op's minimal traffic. Goals on an H100/H200: >= 85% for\n"
+      "elementwise ops, >= 80% for reductions, softmax and transposing copies. Without a GPU it says so and\n"
+      "exits 1. Google Benchmark's own flags follow.");
   p.custom(
       "--predict", "GPU", [&](const std::string& v) { predict = tandem::costmodel::gpu_spec(v).name; },
       "h100 or h200: print the same columns as predicted by the cost model for that GPU,\n"
@@ -123,28 +124,28 @@ int main(int argc, char** argv) {
     setenv("TANDEM_CUDASIM_SMS", "132", 0);  // launches shaped as on an H100 or H200
     return tandem::flags::run_reporting_errors("kernels_bench", [&] { return tandem::predict(predict); });
   }
-  if (!tandem::cuda_available()) {
-    std::printf("kernels_bench: no CUDA GPU here (%s); nothing to measure\n",
-                tandem::cuda_unavailable_reason().c_str());
-    return 0;
-  }
   std::vector<char*> rest{argv[0]};
   for (std::string& a : rest_args) rest.push_back(&a[0]);
   int rest_argc = static_cast<int>(rest.size());
-  benchmark::Initialize(&rest_argc, rest.data());
-  if (benchmark::ReportUnrecognizedArguments(rest_argc, rest.data())) return 1;
-  cudaDeviceProp prop{};
-  TD_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  tandem::g_copy_bytes_per_s = tandem::measure_copy_bandwidth();
-  std::printf("device: %s; copy bandwidth (1 GiB device-to-device cudaMemcpyAsync, read + write): %.1f GB/s\n",
-              prop.name, tandem::g_copy_bytes_per_s * 1e-9);
-  for (const tandem::costmodel::KernelCase& c : tandem::costmodel::kernel_cases())
-    benchmark::RegisterBenchmark(c.name.c_str(), [&c](benchmark::State& s) { tandem::run_timed(s, c); })
-        ->Arg(tandem::kMid)
-        ->Arg(tandem::kLarge)
-        ->UseManualTime()
-        ->Unit(benchmark::kMicrosecond);
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  // Without a GPU, or when a kernel fails: "kernels_bench: what went wrong", exit 1 (an exception escaping a
+  // benchmark function would otherwise pass through Google Benchmark and abort).
+  return tandem::flags::run_reporting_errors("kernels_bench", [&] {
+    tandem::check_device_available(tandem::Device::cuda(0));
+    benchmark::Initialize(&rest_argc, rest.data());
+    if (benchmark::ReportUnrecognizedArguments(rest_argc, rest.data())) return 1;
+    cudaDeviceProp prop{};
+    TD_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    tandem::g_copy_bytes_per_s = tandem::measure_copy_bandwidth();
+    std::printf("device: %s; copy bandwidth (1 GiB device-to-device cudaMemcpyAsync, read + write): %.1f GB/s\n",
+                prop.name, tandem::g_copy_bytes_per_s * 1e-9);
+    for (const tandem::costmodel::KernelCase& c : tandem::costmodel::kernel_cases()) {
+      auto* b = benchmark::RegisterBenchmark(c.name.c_str(), [&c](benchmark::State& s) { tandem::run_timed(s, c); });
+      if (c.arg_name != "n") b->ArgName(c.arg_name);  // the element-count cases keep their plain names
+      for (const int64_t arg : c.args) b->Arg(arg);
+      b->UseManualTime()->Unit(benchmark::kMicrosecond);
+    }
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+  });
 }

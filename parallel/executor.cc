@@ -11,6 +11,7 @@
 
 #include "runtime/base/error.h"
 #include "runtime/base/parallel_for.h"
+#include "runtime/memory/cuda_thread.h"
 #include "runtime/memory/stream_check.h"
 #include "runtime/tensor/autograd.h"
 
@@ -53,6 +54,7 @@ Executor::Executor(const Schedule& schedule, Worker& worker, Communicator* comm,
 void Executor::run(const std::function<void(const Instr&)>& fn) {
   const int me = worker_.rank;
   const bool cuda = worker_.device.is_cuda();
+  prepare_cuda_thread(worker_.device);  // done already on a run_on_workers thread
   size_t n = schedule_.size();
   std::vector<std::atomic<bool>> done(n);
   for (auto& d : done) d = false;
@@ -185,6 +187,10 @@ void Executor::run(const std::function<void(const Instr&)>& fn) {
     auto memory = worker_.memory;
     bool grad = autograd::grad_enabled();
     RunState* run = current_run_state();
+    // This thread starts while other workers' streams may already wait for this worker: it must make no handle
+    // (runtime/memory/cuda_thread.h). Its instructions (messages, collectives, updates) launch only Tandem's
+    // kernels, which the worker's setup loaded on the device; a cuBLAS or cuDNN call here would make a handle
+    // mid-run, which the stream checker's mode refuses (kernels/thread_handles.h).
     comm_thread = std::thread([&, device, memory, grad, run] {
       RunStateGuard run_guard(run);
       DeviceGuard dg(device);

@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/base/config.h"
+#include "runtime/base/device.h"
 #include "runtime/base/error.h"
 #include "runtime/base/files.h"
 #include "runtime/base/parallel_for.h"
@@ -209,7 +210,6 @@ int main(int argc, char** argv) {
     // Launches shaped as on an H100 or H200 (132 SMs), before anything asks the simulated GPU.
     setenv("TANDEM_CUDASIM_SMS", "132", 0);
     return tandem::flags::run_reporting_errors("models_bench", [&] {
-      tandem::costmodel::gpu_spec(g_config.predict);
       tandem::g_device = g_config.device.empty() ? tandem::Device::cuda(0) : tandem::Device::parse(g_config.device);
       if (g_config.sizes.empty()) g_config.sizes = {32, 224};
       std::vector<std::string> cases;
@@ -219,27 +219,33 @@ int main(int argc, char** argv) {
       return tandem::predict_all(cases);
     });
   }
-  tandem::g_device = g_config.device.empty() ? tandem::best_device() : tandem::Device::parse(g_config.device);
-  if (g_config.sizes.empty())
-    g_config.sizes = tandem::g_device.is_cuda() ? std::vector<int64_t>{32, 224} : std::vector<int64_t>{32};
-  int rest_argc = static_cast<int>(rest.size());
-  benchmark::Initialize(&rest_argc, rest.data());
-  benchmark::AddCustomContext("tandem_device", tandem::g_device.str());
-  benchmark::AddCustomContext("tandem_tf32", tandem::allow_tf32() ? "1" : "0");
-  benchmark::AddCustomContext("tandem_channels_last", tandem::g_device.is_cuda() && g_config.channels_last ? "1" : "0");
-  benchmark::AddCustomContext("tandem_dtype", "f32");
-  benchmark::AddCustomContext("tandem_threads", std::to_string(tandem::intra_op_threads()));
-  benchmark::AddCustomContext("tandem_min_time", std::to_string(g_config.min_time_s));
-  for (const auto& m : g_config.models)
-    for (int64_t size : g_config.sizes)
-      for (const auto& mode : g_config.modes)
-        benchmark::RegisterBenchmark((m + "/" + std::to_string(size) + "/" + mode).c_str(), tandem::BM_Model, m, size,
-                                     mode)
-            ->UseManualTime()
-            ->Unit(benchmark::kMillisecond)
-            ->MinTime(g_config.min_time_s);
-  benchmark::RunSpecifiedBenchmarks();
-  tandem::print_table();
-  benchmark::Shutdown();
-  return 0;
+  // A missing device (or any error while the cases run) ends with "models_bench: what went wrong", exit 1:
+  // an exception escaping a benchmark function would otherwise pass through Google Benchmark and abort.
+  return tandem::flags::run_reporting_errors("models_bench", [&] {
+    tandem::g_device = g_config.device.empty() ? tandem::best_device() : tandem::Device::parse(g_config.device);
+    tandem::check_device_available(tandem::g_device);
+    if (g_config.sizes.empty())
+      g_config.sizes = tandem::g_device.is_cuda() ? std::vector<int64_t>{32, 224} : std::vector<int64_t>{32};
+    int rest_argc = static_cast<int>(rest.size());
+    benchmark::Initialize(&rest_argc, rest.data());
+    benchmark::AddCustomContext("tandem_device", tandem::g_device.str());
+    benchmark::AddCustomContext("tandem_tf32", tandem::allow_tf32() ? "1" : "0");
+    benchmark::AddCustomContext("tandem_channels_last",
+                                tandem::g_device.is_cuda() && g_config.channels_last ? "1" : "0");
+    benchmark::AddCustomContext("tandem_dtype", "f32");
+    benchmark::AddCustomContext("tandem_threads", std::to_string(tandem::intra_op_threads()));
+    benchmark::AddCustomContext("tandem_min_time", std::to_string(g_config.min_time_s));
+    for (const auto& m : g_config.models)
+      for (int64_t size : g_config.sizes)
+        for (const auto& mode : g_config.modes)
+          benchmark::RegisterBenchmark((m + "/" + std::to_string(size) + "/" + mode).c_str(), tandem::BM_Model, m, size,
+                                       mode)
+              ->UseManualTime()
+              ->Unit(benchmark::kMillisecond)
+              ->MinTime(g_config.min_time_s);
+    benchmark::RunSpecifiedBenchmarks();
+    tandem::print_table();
+    benchmark::Shutdown();
+    return 0;
+  });
 }

@@ -8,10 +8,13 @@ Tandem's run used, in three modes:
     fwd       forward in eval mode under torch.no_grad()
     fwd_bwd   forward in training mode, F.cross_entropy, backward
     step      fwd_bwd plus torch.optim.SGD(lr=0.01, momentum=0.9, weight_decay=5e-4).step()
+With --bf16, each case is also timed in PyTorch under bf16 autocast (torch.autocast with torch.bfloat16 around
+the forward and the loss: PyTorch's mixed precision, what a user would pick instead of f32), in a column beside.
 
 Usage:
     gpu-bundle/bin/models_bench --benchmark_out=models_bench.json --benchmark_out_format=json
     python3 bench/torch/speed.py --tandem models_bench.json        # the same cases, with ratios
+    python3 bench/torch/speed.py --tandem models_bench.json --bf16 # and PyTorch's bf16 autocast beside
     python3 bench/torch/speed.py --models resnet18 --sizes 32 --batch 256   # PyTorch alone
     tools/tandem bench-cpu        # side by side on the CPU: --tandem-bin runs each model's cases in Tandem
                                   # right before PyTorch's, batches 8 and 64 at 32x32 and 64x64
@@ -62,7 +65,7 @@ def run_tandem(binary, model, size, batch, modes, device, min_time, threads):
         return cases, ctx
 
 
-def time_case(model_name, size, batch, mode, device, channels_last, min_time=1.0):
+def time_case(model_name, size, batch, mode, device, channels_last, min_time=1.0, bf16=False):
     torch.manual_seed(1)
     model = getattr(torchvision.models, model_name)(num_classes=1000).to(device)
     fmt = torch.channels_last if channels_last else torch.contiguous_format
@@ -71,18 +74,21 @@ def time_case(model_name, size, batch, mode, device, channels_last, min_time=1.0
     y = torch.randint(0, 1000, (batch,), device=device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
     model.train(mode != "fwd")
+    cuda = device.startswith("cuda")
+    autocast = torch.autocast("cuda" if cuda else "cpu", dtype=torch.bfloat16, enabled=bf16)
 
     def run():
         if mode == "fwd":
-            with torch.no_grad():
+            with torch.no_grad(), autocast:
                 model(x)
             return
         opt.zero_grad(set_to_none=True)
-        F.cross_entropy(model(x), y).backward()
+        with autocast:
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
         if mode == "step":
             opt.step()
 
-    cuda = device.startswith("cuda")
     for _ in range(3):
         run()
     if cuda:
@@ -104,9 +110,9 @@ def time_case(model_name, size, batch, mode, device, channels_last, min_time=1.0
     return iters * batch / total
 
 
-def ratio_tables(rows):
-    """The results as the issue's tables: per batch and size, a row per model, 'Tandem / PyTorch = ratio' per
-    mode (images/s)."""
+def ratio_tables(rows, peer="pytorch", title="PyTorch"):
+    """The results as the issue's tables: per batch and size, a row per model, 'Tandem / peer = ratio' per
+    mode (images/s); `peer` is the rows' key of PyTorch's figure (pytorch, or pytorch_bf16 for autocast)."""
     lines = []
     modes = [m for m in ("fwd", "fwd_bwd", "step") if any(r["mode"] == m for r in rows)]
     for batch in sorted({r["batch"] for r in rows}):
@@ -114,14 +120,13 @@ def ratio_tables(rows):
             group = [r for r in rows if r["batch"] == batch and r["size"] == size and r["tandem"]]
             if not group:
                 continue
-            lines += ["", "batch %d at %dx%d, images/s, Tandem / PyTorch:" % (batch, size, size), "",
+            lines += ["", "batch %d at %dx%d, images/s, Tandem / %s:" % (batch, size, size, title), "",
                       "| model | " + " | ".join(modes) + " |", "|---|" + "---|" * len(modes)]
             for model in dict.fromkeys(r["model"] for r in group):
                 cells = []
                 for mode in modes:
                     r = next((r for r in group if r["model"] == model and r["mode"] == mode), None)
-                    cells.append("%.0f / %.0f = %.2f" % (r["tandem"], r["pytorch"], r["tandem"] / r["pytorch"])
-                                 if r else "-")
+                    cells.append("%.0f / %.0f = %.2f" % (r["tandem"], r[peer], r["tandem"] / r[peer]) if r else "-")
                 lines.append("| %s | %s |" % (model, " | ".join(cells)))
     return "\n".join(lines)
 
@@ -132,6 +137,11 @@ def write_results(prefix, rows, context):
     table = [{"model": r["model"], "size": r["size"], "batch": r["batch"], "mode": r["mode"],
               "tandem_images_per_s": r["tandem"], "pytorch_images_per_s": r["pytorch"],
               "ratio": r["tandem"] / r["pytorch"] if r["tandem"] else None} for r in rows]
+    if any("pytorch_bf16" in r for r in rows):
+        fields += ["pytorch_bf16_images_per_s", "ratio_bf16"]
+        for t, r in zip(table, rows):
+            t["pytorch_bf16_images_per_s"] = r["pytorch_bf16"]
+            t["ratio_bf16"] = r["tandem"] / r["pytorch_bf16"] if r["tandem"] else None
     with open(prefix + ".json", "w") as f:
         json.dump({"context": context, "results": table}, f, indent=1)
     with open(prefix + ".csv", "w", newline="") as f:
@@ -155,6 +165,7 @@ def main():
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--nchw", action="store_true", help="NCHW instead of channels-last on the GPU")
     ap.add_argument("--no-tf32", action="store_true")
+    ap.add_argument("--bf16", action="store_true", help="also time PyTorch under bf16 autocast, in a column beside")
     ap.add_argument("--threads", type=int, default=0,
                     help="CPU threads of both (default: those of Tandem's run in its JSON, else the core count)")
     ap.add_argument("--min-time", type=float, default=1.0, help="seconds of timed iterations per case")
@@ -185,15 +196,17 @@ def main():
     gpu = torch.cuda.get_device_name(0) if device.startswith("cuda") else "cpu"
     context = {"pytorch": torch.__version__, "torchvision": torchvision.__version__, "device": device,
                "gpu": gpu, "cpu": platform.processor() or platform.machine(), "threads": threads,
-               "tf32": tf32, "layout": "channels-last" if channels_last else "NCHW", "dtype": "f32",
+               "tf32": tf32, "layout": "channels-last" if channels_last else "NCHW",
+               "dtype": "f32" + (", and bf16 autocast" if args.bf16 else ""),
                "min_time_s": args.min_time, "mkldnn": torch.backends.mkldnn.is_available(),
                "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "default")}
     print("PyTorch %s, torchvision %s, %s (%s), %d CPU threads, OMP_WAIT_POLICY %s, tf32 %s, %s" % (
         torch.__version__, torchvision.__version__, device, gpu, threads, context["omp_wait_policy"],
         ("on" if tf32 else "off") if gpu != "cpu" else "n/a", "channels-last" if channels_last else "NCHW"),
         flush=True)
-    print("%-14s %5s %6s %-8s %14s %14s %10s" % ("model", "size", "batch", "mode", "Tandem img/s", "PyTorch img/s",
-                                                "Tandem/PT"), flush=True)
+    bf16_head = " %14s %10s" % ("PT bf16 img/s", "Tandem/bf16") if args.bf16 else ""
+    print("%-14s %5s %6s %-8s %14s %14s %10s%s" % ("model", "size", "batch", "mode", "Tandem img/s", "PyTorch img/s",
+                                                  "Tandem/PT", bf16_head), flush=True)
     rows = []
     # With --tandem-bin, one model, size and batch at a time: Tandem's cases, then PyTorch's, so that both
     # meet the same load on a shared machine.
@@ -211,12 +224,21 @@ def main():
         for c in group:
             pt = time_case(c["model"], c["size"], c["batch"], c["mode"], device, channels_last, args.min_time)
             tandem = c["tandem"]
-            print("%-14s %5d %6d %-8s %14s %14.1f %10s" % (
+            row = dict(c, pytorch=pt)
+            bf16_cells = ""
+            if args.bf16:
+                row["pytorch_bf16"] = time_case(c["model"], c["size"], c["batch"], c["mode"], device, channels_last,
+                                                args.min_time, bf16=True)
+                bf16_cells = " %14.1f %10s" % (row["pytorch_bf16"],
+                                               "%.2f" % (tandem / row["pytorch_bf16"]) if tandem else "-")
+            print("%-14s %5d %6d %-8s %14s %14.1f %10s%s" % (
                 c["model"], c["size"], c["batch"], c["mode"], "%.1f" % tandem if tandem else "-", pt,
-                "%.2f" % (tandem / pt) if tandem else "-"), flush=True)
-            rows.append(dict(c, pytorch=pt))
+                "%.2f" % (tandem / pt) if tandem else "-", bf16_cells), flush=True)
+            rows.append(row)
     if any(r["tandem"] for r in rows):
         print(ratio_tables(rows))
+        if args.bf16:
+            print(ratio_tables(rows, "pytorch_bf16", "PyTorch bf16 autocast"))
     if args.out:
         write_results(args.out, rows, context)
 

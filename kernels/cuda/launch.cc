@@ -3,10 +3,13 @@
 
 #include <algorithm>
 #include <mutex>
+#include <set>
 #include <vector>
 
+#include "kernels/cuda/kernel_registry.h"
 #include "runtime/base/cuda_check.h"
 #include "runtime/base/error.h"
+#include "runtime/memory/cuda_thread.h"
 #include "runtime/memory/memory.h"
 
 namespace tandem {
@@ -52,6 +55,28 @@ bool fits_int32(int64_t numel, const StridedDesc* const* descs, int k) {
   }
   return true;
 }
+
+namespace {
+// A thread's setup step (prepare_cuda_thread): loads every registered kernel on the device once per process.
+// cudaFuncGetAttributes reports attributes that only a loaded function has (maxThreadsPerBlock), so the runtime
+// loads the kernel for it, as its first launch would.
+void load_kernels(int device) {
+  static std::mutex mu;  // held while loading: another thread's setup returns only once the kernels are loaded
+  static std::set<int> loaded;
+  std::lock_guard<std::mutex> lock(mu);
+  if (loaded.count(device) != 0) return;
+  for (const void* fn : registered_kernels()) {
+    cudaFuncAttributes attributes;
+    TD_CUDA_CHECK(cudaFuncGetAttributes(&attributes, fn));
+  }
+  loaded.insert(device);
+}
+
+const bool registered_load = [] {
+  register_cuda_thread_setup(load_kernels);
+  return true;
+}();
+}  // namespace
 
 Storage workspace(size_t nbytes, const Stream& s) {
   MemoryCategoryGuard category(MemoryCategory::Workspace);

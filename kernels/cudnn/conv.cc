@@ -1,19 +1,23 @@
-// The CUDA NN backend's convolutions, through cuDNN: descriptors built per call; the algorithm and its math
-// type found once per shape with cudnnFind*AlgorithmEx, and the workspace size of that pair, cached; workspace
-// from the caching allocator (Workspace category).
-#include <algorithm>
-#include <array>
+// The CUDA NN backend's convolutions, through cuDNN: descriptors built per call; each pass's algorithm and
+// math type chosen once per shape (conv_algos.h: cuDNN's heuristics, or its timed search in benchmark mode,
+// kept on disk), workspace from the caching allocator (Workspace category). A channels-last pass for which
+// cuDNN offers no algorithm runs in NCHW through layout copies (nchw_fallback.h), said once on stderr.
 #include <climits>
-#include <functional>
-#include <map>
+#include <cstdio>
 #include <mutex>
 #include <optional>
+#include <set>
+#include <string>
+#include <utility>
 
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/nn/cuda_nn_backend.h"
+#include "kernels/cudnn/conv_algos.h"
 #include "kernels/cudnn/conv_choice.h"
+#include "kernels/cudnn/conv_pass.h"
 #include "kernels/cudnn/cudnn_check.h"
 #include "kernels/cudnn/handle.h"
+#include "kernels/cudnn/nchw_fallback.h"
 #include "runtime/base/config.h"
 #include "runtime/base/error.h"
 #include "runtime/base/non_copyable.h"
@@ -23,14 +27,6 @@ namespace tandem {
 namespace cudnn {
 
 namespace {
-
-// The most workspace an algorithm may use: a slower algorithm within it beats a faster one beyond it.
-constexpr size_t kMaxWorkspace = size_t{512} << 20;
-
-enum class Pass : int64_t { Forward, BackwardData, BackwardFilter };
-const char* pass_name(Pass p) {
-  return p == Pass::Forward ? "forward" : (p == Pass::BackwardData ? "backward data" : "backward weight");
-}
 
 cudnnDataType_t data_type(DType t) {
   switch (t) {
@@ -107,162 +103,248 @@ struct Scalars {
   const void* zero(DType t) const { return t == DType::F64 ? static_cast<const void*>(&d0) : &f0; }
 };
 
-using Key = std::array<int64_t, 4 + std::tuple_size<Conv2dKey>::value>;
-Key key_of(Pass pass, const Conv2dGeometry& g, int device, bool det, bool tf32) {
-  Key key{static_cast<int64_t>(pass), device, det, tf32};
-  const Conv2dKey shape = conv2d_key(g);
-  std::copy(shape.begin(), shape.end(), key.begin() + 4);
-  return key;
-}
-
-// The cached choice for `key`, found with `find` on the first call.
-ConvChoice cached_choice(const Key& key, const std::function<ConvChoice()>& find) {
-  static std::mutex mu;
-  static std::map<Key, ConvChoice> cache;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = cache.find(key);
-    if (it != cache.end()) return it->second;
-  }
-  ConvChoice c = find();  // outside the lock: benchmarking takes a while; a duplicate search is harmless
-  std::lock_guard<std::mutex> lock(mu);
-  return cache.emplace(key, c).first->second;
-}
-
-// choose_conv_algorithm's choice among Find's `results`, asking cuDNN (`size_of`, with the convolution
-// descriptor's math type set) for the workspace of the algorithm and math type that will run.
-template <typename Perf>
-ConvChoice pick(const Perf* results, int count, cudnnConvolutionDescriptor_t conv, bool det, cudnnMathType_t requested,
-                Pass pass, const Conv2dGeometry& g, const std::function<cudnnStatus_t(int, size_t*)>& size_of) {
-  auto workspace_of = [&](int algo, cudnnMathType_t math, size_t* bytes) {
-    cudnnStatus_t st = cudnnSetConvolutionMathType(conv, math);
-    return st == CUDNN_STATUS_SUCCESS ? size_of(algo, bytes) : st;
-  };
-  std::optional<ConvChoice> c = choose_conv_algorithm(results, count, det, requested, kMaxWorkspace, workspace_of);
-  if (c) return *c;
-  TD_THROW(BackendError, "cuDNN offers no ", det ? "deterministic " : "", "algorithm for conv2d ", pass_name(pass),
-           " of input [", g.n, ", ", g.c, ", ", g.h, ", ", g.w, "] with weight [", g.o, ", ", g.c / g.groups, ", ",
-           g.kh, ", ", g.kw, "], groups ", g.groups, g.channels_last ? " (channels-last)" : "");
-}
-
-// The largest workspace any algorithm of a pass asks for (those that cannot run are skipped), capped.
-size_t search_workspace(int count, const std::function<cudnnStatus_t(int, size_t*)>& size_of) {
-  size_t most = 0;
-  for (int a = 0; a < count; ++a) {
-    size_t bytes = 0;
-    if (size_of(a, &bytes) == CUDNN_STATUS_SUCCESS) most = std::max(most, bytes);
-  }
-  return std::min(most, kMaxWorkspace);
-}
-
 void* data_of(const Storage& s) { return s.defined() ? s.data() : nullptr; }
 
-// Everything one cuDNN call needs: the stream's device, the handle, descriptors and the switches.
-struct Call {
-  cuda::LaunchScope scope;
-  cudnnHandle_t handle;
-  bool det, tf32;
-  cudnnMathType_t math;
-  Descriptors d;
-  Scalars scalars;
-  Call(const Conv2dGeometry& g, const Stream& s)
-      : scope(s),
-        handle(cudnn_handle(scope.device(), scope.stream())),
-        det(deterministic()),
-        tf32(allow_tf32()),
-        math(requested_math(g.dtype, tf32)),
-        d(g, math) {}
-  // Applies a choice: its math type, and workspace (freed in stream order with the returned Storage).
-  Storage prepare(const ConvChoice& c, const Stream& s) {
-    TD_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv.d, c.math));
-    return c.workspace > 0 ? cuda::workspace(c.workspace, s) : Storage();
+// Whether an algorithm query answered: a status of the not-supported category means cuDNN has nothing for the
+// problem (as an answer without a usable result does); any other failure is an error.
+bool answered(cudnnStatus_t status, const char* query) {
+  if (CUDNN_STATUS_CATEGORY(status) == CUDNN_STATUS_NOT_SUPPORTED) return false;
+  if (status != CUDNN_STATUS_SUCCESS) detail::raise_cudnn(status, query, __FILE__, __LINE__);
+  return true;
+}
+
+// Results per query: every algorithm of a pass, with each math type cuDNN may report it under.
+constexpr int kFwdResults = 2 * CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
+constexpr int kBwdDataResults = 2 * CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
+constexpr int kBwdFilterResults = 2 * CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
+
+// One pass of one convolution: the stream's device and handle, the descriptors, the switches in force, and the
+// pass's cuDNN calls.
+class PassCall {
+ public:
+  PassCall(ConvPass pass, const Conv2dGeometry& g, const Stream& s)
+      : scope_(s),
+        s_(s),
+        g_(g),
+        pass_(pass),
+        handle_(cudnn_handle(scope_.device(), scope_.stream())),
+        det_(deterministic()),
+        tf32_(allow_tf32()),
+        benchmark_(cudnn_benchmark()),
+        math_(requested_math(g.dtype, tf32_)),
+        d_(g, math_) {}
+
+  // The algorithm for this pass and shape (conv_algos.h); nullopt when cuDNN has none. In benchmark mode the
+  // search runs on o's buffers and leaves arbitrary values in o.out.
+  std::optional<ConvChoice> choose(const ConvOperands& o) {
+    ConvProblem p;
+    p.pass = pass_;
+    p.g = g_;
+    p.device = scope_.device();
+    p.deterministic = det_;
+    p.tf32 = tf32_;
+    p.benchmark = benchmark_;
+    const WorkspaceQuery runs = [this](int algo, cudnnMathType_t math, size_t* bytes) {
+      cudnnStatus_t st = cudnnSetConvolutionMathType(d_.conv.d, math);
+      return st == CUDNN_STATUS_SUCCESS ? workspace_size(algo, bytes) : st;
+    };
+    return choose_conv(p, runs, [&] { return benchmark_ ? find(o, runs) : heuristic(runs); });
   }
-  // The cached choice for `pass` of this shape; on a miss, cuDNN's Find for the pass (`find`: into Count
-  // results, with a workspace as large as any of its algorithms asks for) and pick's choice among the results.
-  template <typename Perf, int Count, typename SizeOf, typename Find>
-  ConvChoice choose(Pass pass, const Conv2dGeometry& g, const Stream& s, const SizeOf& size_of, const Find& find) {
-    return cached_choice(key_of(pass, g, scope.device(), det, tf32), [&] {
-      size_t limit = search_workspace(Count, size_of);
-      Storage ws = limit > 0 ? cuda::workspace(limit, s) : Storage();
-      Perf perf[Count];
-      int returned = 0;
-      find(perf, returned, ws, limit);
-      return pick(perf, returned, d.conv.d, det, math, pass, g, size_of);
-    });
+
+  // Runs the pass with choice c, and adds `bias` to a forward pass's output.
+  void run(const ConvChoice& c, const ConvOperands& o, const void* bias) {
+    TD_CUDNN_CHECK(cudnnSetConvolutionMathType(d_.conv.d, c.math));
+    const Storage ws = c.workspace > 0 ? cuda::workspace(c.workspace, s_) : Storage();
+    const void *one = scalars_.one(g_.dtype), *zero = scalars_.zero(g_.dtype);
+    switch (pass_) {
+      case ConvPass::Forward:
+        TD_CUDNN_CHECK(cudnnConvolutionForward(handle_, one, d_.x.d, o.in0, d_.w.d, o.in1, d_.conv.d,
+                                               static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), data_of(ws), c.workspace,
+                                               zero, d_.y.d, o.out));
+        if (bias != nullptr) TD_CUDNN_CHECK(cudnnAddTensor(handle_, one, d_.bias.d, bias, one, d_.y.d, o.out));
+        break;
+      case ConvPass::BackwardData:
+        TD_CUDNN_CHECK(cudnnConvolutionBackwardData(handle_, one, d_.w.d, o.in1, d_.y.d, o.in0, d_.conv.d,
+                                                    static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), data_of(ws),
+                                                    c.workspace, zero, d_.x.d, o.out));
+        break;
+      case ConvPass::BackwardFilter:
+        TD_CUDNN_CHECK(cudnnConvolutionBackwardFilter(handle_, one, d_.x.d, o.in0, d_.y.d, o.in1, d_.conv.d,
+                                                      static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), data_of(ws),
+                                                      c.workspace, zero, d_.w.d, o.out));
+        break;
+    }
   }
+
+ private:
+  // cudnnGet*WorkspaceSize for `algo` under the convolution descriptor's math type.
+  cudnnStatus_t workspace_size(int algo, size_t* bytes) {
+    switch (pass_) {
+      case ConvPass::Forward:
+        return cudnnGetConvolutionForwardWorkspaceSize(handle_, d_.x.d, d_.w.d, d_.conv.d, d_.y.d,
+                                                       static_cast<cudnnConvolutionFwdAlgo_t>(algo), bytes);
+      case ConvPass::BackwardData:
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(handle_, d_.w.d, d_.y.d, d_.conv.d, d_.x.d,
+                                                            static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), bytes);
+      case ConvPass::BackwardFilter:
+        return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+            handle_, d_.x.d, d_.y.d, d_.conv.d, d_.w.d, static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), bytes);
+    }
+    return CUDNN_STATUS_BAD_PARAM;
+  }
+
+  int algo_count() const {
+    switch (pass_) {
+      case ConvPass::Forward: return CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
+      case ConvPass::BackwardData: return CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
+      case ConvPass::BackwardFilter: return CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
+    }
+    return 0;
+  }
+
+  // The choice among the `n` ranked results `r` of a query that returned `status`.
+  template <typename Perf>
+  std::optional<ConvChoice> pick(cudnnStatus_t status, const char* query, const Perf* r, int n,
+                                 const WorkspaceQuery& runs) {
+    if (!answered(status, query)) return std::nullopt;
+    return choose_conv_algorithm(r, n, det_, math_, kMaxConvWorkspace, runs);
+  }
+
+  // cuDNN's ranked heuristic results, chosen from in its order.
+  std::optional<ConvChoice> heuristic(const WorkspaceQuery& runs) {
+    TD_CUDNN_CHECK(cudnnSetConvolutionMathType(d_.conv.d, math_));
+    int n = 0;
+    switch (pass_) {
+      case ConvPass::Forward: {
+        cudnnConvolutionFwdAlgoPerf_t r[kFwdResults];
+        const cudnnStatus_t status =
+            cudnnGetConvolutionForwardAlgorithm_v7(handle_, d_.x.d, d_.w.d, d_.conv.d, d_.y.d, kFwdResults, &n, r);
+        return pick(status, "cudnnGetConvolutionForwardAlgorithm_v7", r, n, runs);
+      }
+      case ConvPass::BackwardData: {
+        cudnnConvolutionBwdDataAlgoPerf_t r[kBwdDataResults];
+        const cudnnStatus_t status = cudnnGetConvolutionBackwardDataAlgorithm_v7(handle_, d_.w.d, d_.y.d, d_.conv.d,
+                                                                                 d_.x.d, kBwdDataResults, &n, r);
+        return pick(status, "cudnnGetConvolutionBackwardDataAlgorithm_v7", r, n, runs);
+      }
+      case ConvPass::BackwardFilter: {
+        cudnnConvolutionBwdFilterAlgoPerf_t r[kBwdFilterResults];
+        const cudnnStatus_t status = cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle_, d_.x.d, d_.y.d, d_.conv.d,
+                                                                                   d_.w.d, kBwdFilterResults, &n, r);
+        return pick(status, "cudnnGetConvolutionBackwardFilterAlgorithm_v7", r, n, runs);
+      }
+    }
+    return std::nullopt;
+  }
+
+  // cuDNN's timed search on o's buffers, with a workspace as large as any algorithm asks for (capped).
+  std::optional<ConvChoice> find(const ConvOperands& o, const WorkspaceQuery& runs) {
+    size_t limit = 0;
+    for (int a = 0; a < algo_count(); ++a) {
+      size_t bytes = 0;
+      if (runs(a, math_, &bytes) == CUDNN_STATUS_SUCCESS) limit = std::max(limit, std::min(bytes, kMaxConvWorkspace));
+    }
+    TD_CUDNN_CHECK(cudnnSetConvolutionMathType(d_.conv.d, math_));
+    const Storage ws = limit > 0 ? cuda::workspace(limit, s_) : Storage();
+    int n = 0;
+    switch (pass_) {
+      case ConvPass::Forward: {
+        cudnnConvolutionFwdAlgoPerf_t r[kFwdResults];
+        const cudnnStatus_t status = cudnnFindConvolutionForwardAlgorithmEx(
+            handle_, d_.x.d, o.in0, d_.w.d, o.in1, d_.conv.d, d_.y.d, o.out, kFwdResults, &n, r, data_of(ws), limit);
+        return pick(status, "cudnnFindConvolutionForwardAlgorithmEx", r, n, runs);
+      }
+      case ConvPass::BackwardData: {
+        cudnnConvolutionBwdDataAlgoPerf_t r[kBwdDataResults];
+        const cudnnStatus_t status =
+            cudnnFindConvolutionBackwardDataAlgorithmEx(handle_, d_.w.d, o.in1, d_.y.d, o.in0, d_.conv.d, d_.x.d, o.out,
+                                                        kBwdDataResults, &n, r, data_of(ws), limit);
+        return pick(status, "cudnnFindConvolutionBackwardDataAlgorithmEx", r, n, runs);
+      }
+      case ConvPass::BackwardFilter: {
+        cudnnConvolutionBwdFilterAlgoPerf_t r[kBwdFilterResults];
+        const cudnnStatus_t status =
+            cudnnFindConvolutionBackwardFilterAlgorithmEx(handle_, d_.x.d, o.in0, d_.y.d, o.in1, d_.conv.d, d_.w.d,
+                                                          o.out, kBwdFilterResults, &n, r, data_of(ws), limit);
+        return pick(status, "cudnnFindConvolutionBackwardFilterAlgorithmEx", r, n, runs);
+      }
+    }
+    return std::nullopt;
+  }
+
+  cuda::LaunchScope scope_;
+  Stream s_;
+  Conv2dGeometry g_;
+  ConvPass pass_;
+  cudnnHandle_t handle_;
+  bool det_, tf32_, benchmark_;
+  cudnnMathType_t math_;
+  Descriptors d_;
+  Scalars scalars_;
 };
+
+// Runs the pass if cuDNN has an algorithm for it; false if not (nothing was queued but a search).
+bool try_pass(ConvPass pass, const Conv2dGeometry& g, const ConvOperands& o, const void* bias, const Stream& s) {
+  PassCall call(pass, g, s);
+  const std::optional<ConvChoice> c = call.choose(o);
+  if (!c) return false;
+  call.run(*c, o, bias);
+  return true;
+}
+
+std::string shape_text(const Conv2dGeometry& g) {
+  return "input [" + std::to_string(g.n) + ", " + std::to_string(g.c) + ", " + std::to_string(g.h) + ", " +
+         std::to_string(g.w) + "] with weight [" + std::to_string(g.o) + ", " + std::to_string(g.c / g.groups) + ", " +
+         std::to_string(g.kh) + ", " + std::to_string(g.kw) + "], groups " + std::to_string(g.groups);
+}
+
+// Said once per pass and data type, the first time cuDNN has no channels-last algorithm for them.
+void say_fallback(ConvPass pass, const Conv2dGeometry& g) {
+  static std::mutex mu;
+  static std::set<std::pair<int, int>> said;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!said.insert({static_cast<int>(pass), static_cast<int>(g.dtype)}).second) return;
+  std::fprintf(stderr,
+               "tandem: cuDNN offers no channels-last algorithm for conv2d %s in %s (first: %s); such passes run in "
+               "NCHW through layout copies (same results, more memory traffic)\n",
+               pass_name(pass), dtype_name(g.dtype), shape_text(g).c_str());
+}
+
+// One pass: in its own layout, else (channels-last without an algorithm) in NCHW; a valid convolution cuDNN
+// runs in neither is an error naming it.
+void convolve(ConvPass pass, const Conv2dGeometry& g, const ConvOperands& o, const void* bias, const Stream& s) {
+  if (try_pass(pass, g, o, bias, s)) return;
+  if (g.channels_last) {
+    say_fallback(pass, g);
+    count_conv_fallback();
+    if (run_in_nchw(pass, g, o, s, [&](const Conv2dGeometry& nchw, const ConvOperands& t) {
+          return try_pass(pass, nchw, t, bias, s);
+        }))
+      return;
+  }
+  TD_THROW(BackendError, "cuDNN offers no ", deterministic() ? "deterministic " : "", "algorithm for conv2d ",
+           pass_name(pass), " of ", dtype_name(g.dtype), " ", shape_text(g),
+           g.channels_last ? " (channels-last or NCHW)" : "");
+}
 
 }  // namespace
 }  // namespace cudnn
 
 namespace cuda {
 
-using namespace cudnn;  // this file's helpers
-
 void CudaNNBackend::conv2d_forward(const Conv2dGeometry& g, const void* x, const void* w, const void* bias, void* y,
                                    const Stream& s) {
-  Call call(g, s);
-  Descriptors& d = call.d;
-  ConvChoice c = call.choose<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
-      Pass::Forward, g, s,
-      [&](int a, size_t* bytes) {
-        return cudnnGetConvolutionForwardWorkspaceSize(call.handle, d.x.d, d.w.d, d.conv.d, d.y.d,
-                                                       static_cast<cudnnConvolutionFwdAlgo_t>(a), bytes);
-      },
-      [&](cudnnConvolutionFwdAlgoPerf_t* perf, int& returned, const Storage& ws, size_t limit) {
-        TD_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(call.handle, d.x.d, x, d.w.d, w, d.conv.d, d.y.d, y,
-                                                              CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf,
-                                                              data_of(ws), limit));
-      });
-  Storage ws = call.prepare(c, s);
-  TD_CUDNN_CHECK(cudnnConvolutionForward(call.handle, call.scalars.one(g.dtype), d.x.d, x, d.w.d, w, d.conv.d,
-                                         static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), data_of(ws), c.workspace,
-                                         call.scalars.zero(g.dtype), d.y.d, y));
-  if (bias != nullptr)
-    TD_CUDNN_CHECK(
-        cudnnAddTensor(call.handle, call.scalars.one(g.dtype), d.bias.d, bias, call.scalars.one(g.dtype), d.y.d, y));
+  cudnn::convolve(cudnn::ConvPass::Forward, g, {x, w, y}, bias, s);
 }
 
 void CudaNNBackend::conv2d_backward_data(const Conv2dGeometry& g, const void* dy, const void* w, void* dx,
                                          const Stream& s) {
-  Call call(g, s);
-  Descriptors& d = call.d;
-  ConvChoice c = call.choose<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
-      Pass::BackwardData, g, s,
-      [&](int a, size_t* bytes) {
-        return cudnnGetConvolutionBackwardDataWorkspaceSize(call.handle, d.w.d, d.y.d, d.conv.d, d.x.d,
-                                                            static_cast<cudnnConvolutionBwdDataAlgo_t>(a), bytes);
-      },
-      [&](cudnnConvolutionBwdDataAlgoPerf_t* perf, int& returned, const Storage& ws, size_t limit) {
-        TD_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(call.handle, d.w.d, w, d.y.d, dy, d.conv.d, d.x.d,
-                                                                   dx, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned,
-                                                                   perf, data_of(ws), limit));
-      });
-  Storage ws = call.prepare(c, s);
-  TD_CUDNN_CHECK(cudnnConvolutionBackwardData(call.handle, call.scalars.one(g.dtype), d.w.d, w, d.y.d, dy, d.conv.d,
-                                              static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), data_of(ws),
-                                              c.workspace, call.scalars.zero(g.dtype), d.x.d, dx));
+  cudnn::convolve(cudnn::ConvPass::BackwardData, g, {dy, w, dx}, nullptr, s);
 }
 
 void CudaNNBackend::conv2d_backward_weight(const Conv2dGeometry& g, const void* x, const void* dy, void* dw,
                                            const Stream& s) {
-  Call call(g, s);
-  Descriptors& d = call.d;
-  ConvChoice c = call.choose<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
-      Pass::BackwardFilter, g, s,
-      [&](int a, size_t* bytes) {
-        return cudnnGetConvolutionBackwardFilterWorkspaceSize(call.handle, d.x.d, d.y.d, d.conv.d, d.w.d,
-                                                              static_cast<cudnnConvolutionBwdFilterAlgo_t>(a), bytes);
-      },
-      [&](cudnnConvolutionBwdFilterAlgoPerf_t* perf, int& returned, const Storage& ws, size_t limit) {
-        TD_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(call.handle, d.x.d, x, d.y.d, dy, d.conv.d, d.w.d,
-                                                                     dw, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
-                                                                     &returned, perf, data_of(ws), limit));
-      });
-  Storage ws = call.prepare(c, s);
-  TD_CUDNN_CHECK(cudnnConvolutionBackwardFilter(call.handle, call.scalars.one(g.dtype), d.x.d, x, d.y.d, dy, d.conv.d,
-                                                static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), data_of(ws),
-                                                c.workspace, call.scalars.zero(g.dtype), d.w.d, dw));
+  cudnn::convolve(cudnn::ConvPass::BackwardFilter, g, {x, dy, dw}, nullptr, s);
 }
 
 }  // namespace cuda

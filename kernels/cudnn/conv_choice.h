@@ -1,5 +1,6 @@
-// Choosing a cuDNN convolution algorithm, its math type and workspace from cudnnFind*AlgorithmEx's results
-// (apart from conv.cc, so that the rule is checked without a GPU).
+// Choosing a cuDNN convolution algorithm, its math type and workspace from the ranked results of cuDNN's
+// heuristics (cudnnGetConvolution*Algorithm_v7) or timed search (cudnnFind*AlgorithmEx) (apart from conv.cc, so
+// that the rule is checked without a GPU).
 #pragma once
 
 #include <cudnn.h>
@@ -20,11 +21,12 @@ struct ConvChoice {
 // The workspace cudnnGet*WorkspaceSize reports for `algo` with the convolution's math type set to `math`.
 using WorkspaceQuery = std::function<cudnnStatus_t(int algo, cudnnMathType_t math, size_t* bytes)>;
 
-// The fastest successful result (Find sorts them by time) that is deterministic when `det` and that runs with
-// the math type it gets, its workspace (asked of `workspace_of` for that math type) within `max_workspace`.
-// A result runs with the math type Find timed it with, except under CUDNN_FMA_MATH (TF32 off), where every
-// choice keeps FMA math: results timed with FMA come first, as the others' times may be TF32 ones. Find's
-// `memory` is not used: it is the workspace of the result's own math type, which may not be the one that runs.
+// The first successful result in cuDNN's order (fastest first, measured or expected) that is deterministic when
+// `det` and that runs with the math type it gets, its workspace (asked of `workspace_of` for that math type)
+// within `max_workspace`. A result runs with the math type it was ranked under, except under CUDNN_FMA_MATH (TF32
+// off), where every choice keeps FMA math: results ranked under FMA come first, as the others' ranks may be TF32
+// ones. A result's `memory` is not used: it is the workspace of its own math type, which may not be the one that
+// runs.
 template <typename Perf>
 std::optional<ConvChoice> choose_conv_algorithm(const Perf* results, int count, bool det, cudnnMathType_t requested,
                                                 size_t max_workspace, const WorkspaceQuery& workspace_of) {

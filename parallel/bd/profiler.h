@@ -1,7 +1,8 @@
 // The AHD profiler: per block, the teacher forward and the student forward + backward + step at per-worker
 // batch B/g (g = 1..G), the relay of each block boundary, each block's gradient all-reduce over g workers,
 // peak memory per block and g, and the load of one batch — measured on the actual workers (CUDA events on
-// GPUs, the host clock on CPUs; warm-up runs, then the median of the trials).
+// GPUs, the host clock on CPUs): every shape of the blocks run once untimed first (warmup.h: each path of a
+// supernet student), then `warmup` runs of each measured function, then the median of the trials.
 #pragma once
 
 #include "parallel/bd/plan.h"
@@ -21,9 +22,6 @@ struct ProfileOptions {
 
 // Bytes of a module's parameters and buffers (a block's share of a worker's memory besides its activations).
 int64_t param_bytes(const models::Module& m);
-// Student block `block`'s loss against the teacher's output: soft cross-entropy for the last of `blocks`,
-// mean squared error for the others.
-Tensor loss_of(int block, int blocks, const Tensor& out, const Tensor& target);
 
 // SPMD: every rank of `world` calls it. Rank r measures the factors g with (g - 1) % world.size() == r
 // (GPU workers all at once, like Pipe-BD's profiler; CPU workers, which share the host's cores, one after

@@ -14,13 +14,16 @@ bool env_flag(const char* name, bool fallback) {
 }
 
 // The switches, each with its environment variable and the value it has when that is unset or empty.
-enum Switch { kTf32, kDeterministic, kOnednn, kFillFresh, kSwitches };
+enum Switch { kTf32, kDeterministic, kCudnnBenchmark, kOnednn, kFillFresh, kSwitches };
 struct EnvDefault {
   const char* name;
   bool fallback;
 };
-constexpr EnvDefault kEnv[kSwitches] = {
-    {"TANDEM_TF32", true}, {"TANDEM_DETERMINISTIC", false}, {"TANDEM_ONEDNN", true}, {"TANDEM_FILL_FRESH", false}};
+constexpr EnvDefault kEnv[kSwitches] = {{"TANDEM_TF32", true},
+                                        {"TANDEM_DETERMINISTIC", false},
+                                        {"TANDEM_CUDNN_BENCHMARK", false},
+                                        {"TANDEM_ONEDNN", true},
+                                        {"TANDEM_FILL_FRESH", false}};
 
 // Switch S, read from its environment variable on first use.
 template <Switch S>
@@ -34,6 +37,8 @@ bool allow_tf32() { return flag<kTf32>().load(std::memory_order_relaxed); }
 void set_allow_tf32(bool on) { flag<kTf32>().store(on); }
 bool deterministic() { return flag<kDeterministic>().load(std::memory_order_relaxed); }
 void set_deterministic(bool on) { flag<kDeterministic>().store(on); }
+bool cudnn_benchmark() { return flag<kCudnnBenchmark>().load(std::memory_order_relaxed); }
+void set_cudnn_benchmark(bool on) { flag<kCudnnBenchmark>().store(on); }
 bool cpu_onednn() { return flag<kOnednn>().load(std::memory_order_relaxed); }
 void set_cpu_onednn(bool on) { flag<kOnednn>().store(on); }
 bool fill_fresh_host_memory() { return flag<kFillFresh>().load(std::memory_order_relaxed); }

@@ -1,5 +1,5 @@
-// Process-wide numeric switches: TF32 for f32 matrix products and convolutions, deterministic mode, oneDNN
-// behind the CPU backend, and the NaN fill of fresh host memory.
+// Process-wide numeric switches: TF32 for f32 matrix products and convolutions, deterministic mode, cuDNN's
+// algorithm search, oneDNN behind the CPU backend, and the NaN fill of fresh host memory.
 #pragma once
 
 namespace tandem {
@@ -12,6 +12,12 @@ void set_allow_tf32(bool on);
 // Off by default; TANDEM_DETERMINISTIC=1 turns it on.
 bool deterministic();
 void set_deterministic(bool on);
+
+// cuDNN convolution algorithms by timed search (cudnnFind*AlgorithmEx, like PyTorch's cudnn.benchmark: a slow
+// first step per shape, sometimes faster kernels) instead of cuDNN's heuristics. Off by default;
+// TANDEM_CUDNN_BENCHMARK=1 turns it on.
+bool cudnn_benchmark();
+void set_cudnn_benchmark(bool on);
 
 // The CPU backend runs f32 convolutions through oneDNN (on by default; TANDEM_ONEDNN=0 turns it off, and
 // Tandem's own plain kernels, the reference the tests compare oneDNN with, run everything).

@@ -2,8 +2,11 @@
 #include "runtime/base/files.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -26,13 +29,21 @@ void make_dirs(const std::string& path) {
 }
 
 void write_text(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
+  // A temporary name of this process and call alone: two writers of one path (threads or processes) never
+  // write into the same temporary file, so the renamed file is always one writer's whole text.
+  static std::atomic<uint64_t> calls{0};
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(++calls);
+  bool written;
   {
     std::ofstream f(tmp);
     f << text << "\n";
-    TD_CHECK_IO(f.good(), "cannot write ", tmp);
+    written = f.good();
   }
-  TD_CHECK_IO(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename ", tmp, " to ", path);
+  if (!written || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(tmp.c_str());
+    TD_THROW(IoError, "cannot write ", path, " (through ", tmp, "): ", why);
+  }
 }
 
 std::string read_text(const std::string& path) {

@@ -110,6 +110,7 @@ std::atomic<int64_t> lane_pageable{0};
 
 LaneScope::LaneScope() { ++tl_lane_depth; }
 LaneScope::~LaneScope() { --tl_lane_depth; }
+bool in_lane() { return tl_lane_depth > 0; }
 
 void note_pageable_copy(Device device, size_t bytes) {
   if (tl_lane_depth == 0) return;

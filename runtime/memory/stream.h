@@ -119,6 +119,8 @@ class LaneScope : NonCopyable {
   LaneScope();
   ~LaneScope();
 };
+// Whether the calling thread is a schedule's lane now.
+bool in_lane();
 // Called by copies from pageable host memory to `device`: counts the copy if the thread is a lane.
 void note_pageable_copy(Device device, size_t bytes);
 // Pageable copies made inside lanes since the process started.

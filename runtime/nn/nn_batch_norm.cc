@@ -1,7 +1,7 @@
 // batch_norm: checks, running-statistics update, dispatch to the NN backend, and its backward.
 #include "runtime/base/error.h"
 #include "runtime/nn/nn_backend.h"
-#include "runtime/nn/nn_layout.h"
+#include "runtime/nn/nn_memory_format.h"
 #include "runtime/nn/nn_ops.h"
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
@@ -55,7 +55,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
   Tensor xd = dense_in_format(x, g.channels_last);
   Tensor wd = weight.defined() ? weight.contiguous() : Tensor();
   Tensor bd = bias.defined() ? bias.contiguous() : Tensor();
-  TensorOptions opts = TensorOptions(x.dtype()).with_device(x.device());
+  TensorOptions opts = x.options();
   Tensor y = empty_in_format(x.shape(), opts, g.channels_last);
   NNBackend& nn = nn_backend_for(x.device());
   Stream stream = current_stream(x.device());
@@ -86,7 +86,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
           Tensor is = sstat.unpack("batch_norm");
           if (!training) is = rdiv(1.0, sqrt(add(is, eps)));
           Tensor gy = dense_in_format(grads[0], g.channels_last);
-          TensorOptions opts = TensorOptions(gy.dtype()).with_device(gy.device());
+          TensorOptions opts = gy.options();
           std::vector<Tensor> out(3);
           if (need[0]) out[0] = empty_in_format(xv.shape(), opts, g.channels_last);
           if (need[1]) out[1] = empty({g.c}, opts);

@@ -1,7 +1,7 @@
 // conv2d: checks, dispatch to the NN backend, and its backward (data, weight, bias).
 #include "runtime/base/error.h"
 #include "runtime/nn/nn_backend.h"
-#include "runtime/nn/nn_layout.h"
+#include "runtime/nn/nn_memory_format.h"
 #include "runtime/nn/nn_ops.h"
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
@@ -71,7 +71,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
   const bool cl = g.channels_last;
   Tensor xd = dense_in_format(x, cl), wd = dense_in_format(weight, cl);
   Tensor bd = bias.defined() ? bias.contiguous() : Tensor();
-  TensorOptions opts = TensorOptions(x.dtype()).with_device(x.device());
+  TensorOptions opts = x.options();
   Tensor y = empty_in_format({g.n, g.o, g.oh, g.ow}, opts, cl);
   if (y.numel() > 0) {
     if (x.numel() == 0) {
@@ -90,7 +90,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
         "conv2d", operands, {y}, [g, sx, sw, weight_cl](std::vector<Tensor>& grads, const std::vector<bool>& need) {
           const bool cl = g.channels_last;
           Tensor gy = dense_in_format(grads[0], cl);
-          TensorOptions opts = TensorOptions(gy.dtype()).with_device(gy.device());
+          TensorOptions opts = gy.options();
           Stream stream = current_stream(gy.device());
           bool empty_work = gy.numel() == 0 || g.n * g.c * g.h * g.w == 0;
           std::vector<Tensor> out(need.size());

@@ -1,7 +1,7 @@
 // dropout: a Philox mask (the same on every device for the same generator state) and its backward.
 #include "runtime/base/error.h"
 #include "runtime/nn/nn_backend.h"
-#include "runtime/nn/nn_layout.h"
+#include "runtime/nn/nn_memory_format.h"
 #include "runtime/nn/nn_ops.h"
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/tensor_desc.h"
@@ -16,7 +16,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
   // Element i of the memory order of the dense input gets Philox value i.
   const bool cl = is_channels_last(x);
   Tensor xd = dense_in_format(x, cl);
-  TensorOptions opts = TensorOptions(x.dtype()).with_device(x.device());
+  TensorOptions opts = x.options();
   Tensor y = empty_in_format(x.shape(), opts, cl);
   Tensor mask = empty_in_format(x.shape(), opts.with_dtype(DType::U8), cl);
   const int64_t n = x.numel();
@@ -33,7 +33,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
     autograd::record("dropout", {x}, {y}, [sm, scale, cl](std::vector<Tensor>& grads, const std::vector<bool>&) {
       Tensor m = sm.unpack("dropout");
       Tensor gy = dense_in_format(grads[0], cl);
-      Tensor gx = empty_in_format(gy.shape(), TensorOptions(gy.dtype()).with_device(gy.device()), cl);
+      Tensor gx = empty_in_format(gy.shape(), gy.options(), cl);
       if (gx.numel() > 0)
         nn_backend_for(gy.device())
             .masked_scale(gy.dtype(), gy.raw_data(), m.data<uint8_t>(), scale, gx.raw_data(), gx.numel(),

@@ -1,6 +1,7 @@
 // Memory formats: is_channels_last, to_channels_last, to_nchw and the front end's layout helpers.
+#include "runtime/nn/nn_memory_format.h"
+
 #include "runtime/base/error.h"
-#include "runtime/nn/nn_layout.h"
 #include "runtime/nn/nn_ops.h"
 #include "runtime/tensor/autograd.h"
 
@@ -17,7 +18,7 @@ void record_identity(const char* name, const Tensor& x, const Tensor& y) {
 
 Tensor copy_in_format(const Tensor& t, bool channels_last) {
   autograd::NoGradGuard ng;
-  Tensor out = empty_in_format(t.shape(), TensorOptions(t.dtype()).with_device(t.device()), channels_last);
+  Tensor out = empty_in_format(t.shape(), t.options(), channels_last);
   out.copy_(t);
   return out;
 }

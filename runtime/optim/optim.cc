@@ -51,7 +51,7 @@ void step_in_buckets(const Groups& groups, File file, Run run) {
 
 Tensor state_like(const Tensor& p, bool zero) {
   MemoryCategoryGuard guard(MemoryCategory::OptimizerState);
-  Tensor t = empty(p.shape(), TensorOptions(p.dtype()).with_device(p.device()));
+  Tensor t = empty(p.shape(), p.options());
   if (zero) t.fill_(0.0);
   return t;
 }

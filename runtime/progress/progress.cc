@@ -132,17 +132,12 @@ std::string Progress::status() const {
   return status_locked(now());
 }
 
+bool Progress::warming_up_locked() const { return last_step_end_ <= first_step_end_; }
+
 bool Progress::rate_locked(double* steps_per_s) const {
-  const int64_t run_steps = done_ - task_.done;
-  if (run_steps <= 0) return false;
-  // Once a later step has ended, the first one (warm-up) is left out; until then it is all there is.
-  double steps = static_cast<double>(run_steps - first_steps_), span = last_step_end_ - first_step_end_;
-  if (steps <= 0 || span <= 0) {
-    steps = static_cast<double>(run_steps);
-    span = last_step_end_ - start_;
-  }
-  if (span <= 0) return false;
-  *steps_per_s = steps / span;
+  // The first step (warm-up) is left out: the rate is that of the steps after it.
+  if (warming_up_locked()) return false;
+  *steps_per_s = static_cast<double>(done_ - task_.done - first_steps_) / (last_step_end_ - first_step_end_);
   return true;
 }
 
@@ -170,7 +165,15 @@ std::string Progress::status_locked(double t) const {
   }
   double rate = 0;
   const bool known = rate_locked(&rate);
-  if (known) line += ", " + rates_text(rate);
+  if (known) {
+    line += ", " + rates_text(rate);
+  } else if (first_step_end_ < 0) {
+    line += ", warming up";
+  } else {
+    const std::string first = first_steps_ == 1 ? task_.unit : std::to_string(first_steps_) + " " + plural(task_.unit);
+    std::snprintf(buf, sizeof buf, " %.2f s)", first_step_end_ - start_);
+    line += ", warming up (first " + first + buf;
+  }
   line += ", " + format_duration(t - start_) + " elapsed";
   if (known && done_ < task_.total) {
     // Counted from the latest step's end, so that the time left goes down between slow steps.

@@ -48,7 +48,9 @@ std::string format_duration(double seconds);
 
 // Counts the steps of a task and shows, refreshed every second or so, e.g.
 //   epoch 1/1: step 12/469 (2.6%), 26.7 img/s, 4.80 s/step, 0:58 elapsed, ~36:40 left
-// The first step of the run (warm-up: allocation, caches) is left out of the rate once there is a second.
+// The first step of the run (warm-up: allocation, caches, cuDNN's algorithm choices) is left out of the rates:
+// until a second step has ended the line says so instead of a rate and a time left,
+//   epoch 1/1: step 1/469 (0.2%), warming up (first step 6.62 s), 0:07 elapsed
 // Thread-safe: step() may come from any thread.
 class Progress : NonCopyable {
  public:
@@ -65,6 +67,7 @@ class Progress : NonCopyable {
  private:
   double now() const;
   std::string status_locked(double t) const;
+  bool warming_up_locked() const;  // no step after the first has ended
   bool rate_locked(double* steps_per_s) const;
   std::string rates_text(double steps_per_s) const;
   void poll_locked();

@@ -16,7 +16,7 @@ Tensor binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, const char*
   check_same_dtype({a, b}, name);
   if (!is_comparison(op)) check_float(a, name);
   Shape out_shape = broadcast_shapes(a.shape(), b.shape(), name);
-  Tensor out = empty(out_shape, TensorOptions(is_comparison(op) ? DType::U8 : a.dtype()).with_device(a.device()));
+  Tensor out = empty(out_shape, a.options().with_dtype(is_comparison(op) ? DType::U8 : a.dtype()));
   if (out.numel() == 0) return out;
   backend_of(a).binary(op, a.dtype(), a.raw_data(), broadcast_desc(a, out_shape), b.raw_data(),
                        broadcast_desc(b, out_shape), out.raw_data(), desc_of(out), current_stream(a.device()));
@@ -26,7 +26,7 @@ Tensor binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, const char*
 Tensor unary_forward(UnaryOp op, const Tensor& x, UnaryParams p, const char* name) {
   check_float(x, name);
   Tensor xc = x.contiguous();
-  Tensor y = empty(x.shape(), TensorOptions(x.dtype()).with_device(x.device()));
+  Tensor y = empty(x.shape(), x.options());
   if (y.numel() > 0)
     backend_of(x).unary(op, x.dtype(), xc.raw_data(), y.raw_data(), y.numel(), p, current_stream(x.device()));
   return y;
@@ -35,7 +35,7 @@ Tensor unary_forward(UnaryOp op, const Tensor& x, UnaryParams p, const char* nam
 // gy * op'(x), reading the saved operand the op needs.
 Tensor unary_grad(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& gy, UnaryParams p) {
   Tensor g = gy.contiguous();
-  Tensor gx = empty(g.shape(), TensorOptions(g.dtype()).with_device(g.device()));
+  Tensor gx = empty(g.shape(), g.options());
   if (gx.numel() > 0)
     backend_of(g).unary_backward(op, g.dtype(), x.defined() ? x.contiguous().raw_data() : nullptr,
                                  y.defined() ? y.contiguous().raw_data() : nullptr, g.raw_data(), gx.raw_data(),
@@ -167,7 +167,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   TD_CHECK_DTYPE(cond.dtype() == DType::U8, "where: the condition must be u8 (from a comparison), got ",
                  dtype_name(cond.dtype()));
   Shape s = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
-  Tensor out = empty(s, TensorOptions(a.dtype()).with_device(a.device()));
+  Tensor out = empty(s, a.options());
   if (out.numel() > 0)
     backend_of(a).where(cond.raw_data(), broadcast_desc(cond, s), a.dtype(), a.raw_data(), broadcast_desc(a, s),
                         b.raw_data(), broadcast_desc(b, s), out.raw_data(), desc_of(out), current_stream(a.device()));
@@ -176,7 +176,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
     Shape as = a.shape(), bs = b.shape();
     autograd::record("where", {cond, a, b}, {out}, [sc, as, bs](std::vector<Tensor>& g, const std::vector<bool>& need) {
       Tensor c = sc.unpack("where");
-      Tensor z = zeros({}, TensorOptions(g[0].dtype()).with_device(g[0].device()));
+      Tensor z = zeros({}, g[0].options());
       return std::vector<Tensor>{Tensor(), need[1] ? sum_to(where(c, g[0], z), as) : Tensor(),
                                  need[2] ? sum_to(where(c, z, g[0]), bs) : Tensor()};
     });
@@ -185,7 +185,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
-  return where(mask, full({}, value, TensorOptions(x.dtype()).with_device(x.device())), x);
+  return where(mask, full({}, value, x.options()), x);
 }
 
 Tensor& add_(Tensor& x, const Tensor& y, double alpha) {

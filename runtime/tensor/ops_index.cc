@@ -32,7 +32,7 @@ void record_indexed_read(const char* op, IndexAdd add, const Tensor& x, const Te
   autograd::record(
       op, {x}, {out}, [op, add, si, xs, outer, inner, n_src, n_idx](std::vector<Tensor>& g, const std::vector<bool>&) {
         Tensor gy = g[0].contiguous();
-        Tensor gx = zeros(xs, TensorOptions(gy.dtype()).with_device(gy.device()));
+        Tensor gx = zeros(xs, gy.options());
         (backend_of(gx).*add)(gx.dtype(), gy.raw_data(), outer, n_idx, inner, si.unpack(op).data<int64_t>(), n_src,
                               gx.raw_data(), current_stream(gx.device()));
         return std::vector<Tensor>{gx};
@@ -49,7 +49,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   Shape out_shape = x.shape();
   out_shape[dim] = index.numel();
   Tensor xc = x.contiguous(), ic = index.contiguous();
-  Tensor out = empty(out_shape, TensorOptions(x.dtype()).with_device(x.device()));
+  Tensor out = empty(out_shape, x.options());
   if (out.numel() > 0)
     backend_of(x).index_select(x.dtype(), xc.raw_data(), outer, x.shape()[dim], inner, ic.data<int64_t>(),
                                index.numel(), out.raw_data(), current_stream(x.device()));
@@ -68,7 +68,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   int64_t outer, inner;
   split_at(x.shape(), dim, outer, inner);
   Tensor xc = x.contiguous(), ic = index.contiguous();
-  Tensor out = empty(index.shape(), TensorOptions(x.dtype()).with_device(x.device()));
+  Tensor out = empty(index.shape(), x.options());
   int64_t n_src = x.shape()[dim], n_idx = index.shape()[dim];
   if (out.numel() > 0)
     backend_of(x).gather(x.dtype(), xc.raw_data(), outer, n_src, inner, ic.data<int64_t>(), n_idx, out.raw_data(),

@@ -42,7 +42,7 @@ Tensor gemm_forward(const Tensor& a, const Tensor& b) {
   int64_t m = a.shape()[a.dim() - 2], k = a.shape()[a.dim() - 1], n = b.shape()[b.dim() - 1];
   int64_t batch = batched ? a.shape()[0] : 1;
   Shape out_shape = batched ? Shape{batch, m, n} : Shape{m, n};
-  Tensor out = empty(out_shape, TensorOptions(a.dtype()).with_device(a.device()));
+  Tensor out = empty(out_shape, a.options());
   if (out.numel() == 0) return out;
   if (k == 0) return out.fill_(0.0);
   GemmOperand A = operand(a), B = operand(b);

@@ -72,7 +72,7 @@ Reduced reduce_raw(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dim
   TD_CHECK_SHAPE(r > 0 || op == ReduceOp::Sum, "max/min over an empty dimension of a tensor of shape ",
                  shape_str(x.shape()));
   Reduced out;
-  TensorOptions o = TensorOptions(x.dtype()).with_device(x.device());
+  TensorOptions o = x.options();
   out.values = empty(keep, o);
   if (want_indices) out.indices = empty(keep, o.with_dtype(DType::I64));
   if (out.values.numel() > 0)
@@ -135,7 +135,7 @@ MaxResult max(const Tensor& x, int64_t dim, bool keepdim) {
     autograd::record(
         "max", {x}, {out.values, out.indices}, [idx, xs, ks, dd](std::vector<Tensor>& g, const std::vector<bool>&) {
           // Scatter into the positions the forward picked.
-          Tensor gx = zeros(xs, TensorOptions(g[0].dtype()).with_device(g[0].device()));
+          Tensor gx = zeros(xs, g[0].options());
           Tensor gk = g[0].reshape(ks).contiguous();
           int64_t outer = 1, inner = 1;
           for (int64_t i = 0; i < dd; ++i) outer *= xs[i];
@@ -181,7 +181,7 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
   int64_t outer = 1, n = x.dim() == 0 ? 1 : x.shape()[dim], inner = 1;
   for (int64_t i = 0; i < dim; ++i) outer *= x.shape()[i];
   for (int64_t i = dim + 1; i < x.dim(); ++i) inner *= x.shape()[i];
-  Tensor y = empty(x.shape(), TensorOptions(x.dtype()).with_device(x.device()));
+  Tensor y = empty(x.shape(), x.options());
   if (y.numel() > 0)
     backend_of(x).softmax(log, x.dtype(), xc.raw_data(), y.raw_data(), outer, n, inner, current_stream(x.device()));
   if (autograd::any_requires_grad({x})) {

@@ -141,12 +141,10 @@ Tensor full(const Shape& shape, double value, TensorOptions opts) {
 }
 Tensor zeros(const Shape& shape, TensorOptions opts) { return full(shape, 0.0, opts); }
 Tensor ones(const Shape& shape, TensorOptions opts) { return full(shape, 1.0, opts); }
-Tensor empty_like(const Tensor& t) { return empty(t.shape(), TensorOptions(t.dtype()).with_device(t.device())); }
-Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), TensorOptions(t.dtype()).with_device(t.device())); }
-Tensor ones_like(const Tensor& t) { return ones(t.shape(), TensorOptions(t.dtype()).with_device(t.device())); }
-Tensor full_like(const Tensor& t, double v) {
-  return full(t.shape(), v, TensorOptions(t.dtype()).with_device(t.device()));
-}
+Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.options()); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.options()); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.options()); }
+Tensor full_like(const Tensor& t, double v) { return full(t.shape(), v, t.options()); }
 Tensor scalar_tensor(double value, TensorOptions opts) { return full({}, value, opts); }
 
 Tensor arange(int64_t n, TensorOptions opts) {
@@ -301,7 +299,7 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   Shape in_shape = shape();
   autograd::record("slice", {*this}, {out},
                    [in_shape, d, start, end, step](std::vector<Tensor>& g, const std::vector<bool>&) {
-                     Tensor gx = zeros(in_shape, TensorOptions(g[0].dtype()).with_device(g[0].device()));
+                     Tensor gx = zeros(in_shape, g[0].options());
                      gx.slice(d, start, end, step).copy_(g[0]);
                      return std::vector<Tensor>{gx};
                    });
@@ -377,7 +375,7 @@ Tensor Tensor::contiguous() const {
 }
 
 Tensor Tensor::clone() const {
-  Tensor out = empty(shape(), TensorOptions(dtype()).with_device(device()));
+  Tensor out = empty(shape(), options());
   {
     autograd::NoGradGuard ng;
     out.copy_(*this);

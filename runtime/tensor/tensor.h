@@ -105,6 +105,8 @@ class Tensor {
   int64_t storage_offset() const;
   DType dtype() const;
   Device device() const;
+  // Its dtype and device, for tensors made like it: empty(shape, x.options()), x.options().with_dtype(DType::U8).
+  TensorOptions options() const { return TensorOptions(dtype()).with_device(device()); }
   bool is_contiguous() const;
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype()); }
   const Storage& storage() const;

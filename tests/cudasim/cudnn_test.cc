@@ -1,6 +1,7 @@
 // The simulated cuDNN against convolutions written from their definition (every algorithm, both layouts and
-// modes, groups, stride, padding, dilation, alpha and beta, f32 and f64), its algorithm search, TF32 and
-// non-determinism, and the misuse cuDNN and a GPU refuse.
+// modes, groups, stride, padding, dilation, alpha and beta, f32 and f64), its documented support (no float64
+// backward pass with an NHWC filter), its algorithm heuristics and search, TF32 and non-determinism, and the
+// misuse cuDNN and a GPU refuse.
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 #include <gtest/gtest.h>
@@ -164,6 +165,16 @@ cudnnStatus_t workspace_size(const OnDevice& d, const Descriptors& ds, Pass pass
                                                         static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), bytes);
 }
 
+// The most workspace any algorithm of `pass` that runs the case reports.
+size_t largest_workspace(const OnDevice& d, const Descriptors& ds, Pass pass) {
+  size_t most = 0;
+  for (int a = 0; a < algo_count(pass); ++a) {
+    size_t ws = 0;
+    if (workspace_size(d, ds, pass, a, &ws) == CUDNN_STATUS_SUCCESS) most = std::max(most, ws);
+  }
+  return most;
+}
+
 // Queues one pass with inputs a and b (as in `reference`) into out.
 cudnnStatus_t run_pass(const OnDevice& d, const Descriptors& ds, Pass pass, int algo, const void* alpha, const void* a,
                        const void* b, const void* beta, void* out, void* ws, size_t ws_bytes) {
@@ -242,7 +253,11 @@ void check_pass(Pass pass, double tol) {
         }
       }
     }
-    EXPECT_GE(ran, 2) << t.name << ": too few algorithms run " << pass_name(pass);
+    // cuDNN documents no double data configuration for NHWC filters in the backward passes.
+    if (sizeof(T) == 8 && t.format == CUDNN_TENSOR_NHWC && pass != Pass::Forward)
+      EXPECT_EQ(ran, 0) << t.name << ": float64 NHWC " << pass_name(pass) << " ran";
+    else
+      EXPECT_GE(ran, 2) << t.name << ": too few algorithms run " << pass_name(pass);
   }
 }
 
@@ -375,11 +390,7 @@ TEST(CudasimCudnn, FindReportsEveryAlgorithmSortedByTime) {
   const std::vector<float> x = cudasim_testing::uniform<float>(x_size(t), g),
                            w = cudasim_testing::uniform<float>(w_size(t), g);
   DeviceBuffer<float> dx(x), dw(w), dy(std::vector<float>(y_size(t), 0.f));
-  size_t most = 0;
-  for (int a = 0; a < CUDNN_CONVOLUTION_FWD_ALGO_COUNT; ++a) {
-    size_t ws = 0;
-    if (workspace_size(d, ds, Pass::Forward, a, &ws) == CUDNN_STATUS_SUCCESS) most = std::max(most, ws);
-  }
+  const size_t most = largest_workspace(d, ds, Pass::Forward);
   DeviceBuffer<char> workspace(most);
   cudnnConvolutionFwdAlgoPerf_t perf[2 * CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   int returned = 0;
@@ -456,27 +467,184 @@ TEST(CudasimCudnn, FindHonorsTheWorkspaceLimitAndTimeGrowsWithWork) {
   EXPECT_GT(implicit_gemm_time[1], implicit_gemm_time[0]) << "4 times the work takes no longer";
 }
 
+// The results of cudnnFindConvolutionBackwardDataAlgorithmEx for double data of case t, without a workspace
+// (every algorithm, one math type each), and what it left in dx.
+struct BackwardDataSearch {
+  std::vector<cudnnConvolutionBwdDataAlgoPerf_t> results;
+  std::vector<double> dx;
+};
+BackwardDataSearch find_backward_data_f64(const OnDevice& d, const Descriptors& ds, const Case& t) {
+  DeviceBuffer<double> w(w_size(t)), dy(y_size(t)), dx(x_size(t));
+  BackwardDataSearch out;
+  out.results.resize(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
+  int returned = 0;
+  EXPECT_EQ(cudnnFindConvolutionBackwardDataAlgorithmEx(d.handle, ds.w, w.get(), ds.y, dy.get(), ds.conv, ds.x,
+                                                        dx.get(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned,
+                                                        out.results.data(), nullptr, 0),
+            CUDNN_STATUS_SUCCESS)
+      << last_error();
+  out.results.resize(static_cast<size_t>(returned));
+  out.dx = dx.download();
+  return out;
+}
+
 TEST(CudasimCudnn, FindBackwardDataMarksAlgo0NonDeterministic) {
   const Case t = kCases[0];
   OnDevice d;
   Descriptors ds(t, CUDNN_DATA_DOUBLE, CUDNN_DEFAULT_MATH);
+  const BackwardDataSearch found = find_backward_data_f64(d, ds, t);
+  ASSERT_EQ(found.results.size(), static_cast<size_t>(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT));
+  for (const cudnnConvolutionBwdDataAlgoPerf_t& r : found.results)
+    EXPECT_EQ(r.determinism,
+              r.algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0 ? CUDNN_NON_DETERMINISTIC : CUDNN_DETERMINISTIC);
+  for (double v : found.dx) ASSERT_TRUE(std::isnan(v));
   DeviceBuffer<double> w(w_size(t)), dy(y_size(t)), dx(x_size(t));
   cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-  int returned = 0;
-  ASSERT_EQ(
-      cudnnFindConvolutionBackwardDataAlgorithmEx(d.handle, ds.w, w.get(), ds.y, dy.get(), ds.conv, ds.x, dx.get(),
-                                                  CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, perf, nullptr, 0),
-      CUDNN_STATUS_SUCCESS);
-  ASSERT_EQ(returned, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
-  for (int i = 0; i < returned; ++i)
-    EXPECT_EQ(perf[i].determinism,
-              perf[i].algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0 ? CUDNN_NON_DETERMINISTIC : CUDNN_DETERMINISTIC);
-  for (double v : dx.download()) ASSERT_TRUE(std::isnan(v));
   int none = 0;
   EXPECT_EQ(cudnnFindConvolutionBackwardDataAlgorithmEx(d.handle, ds.w, w.get(), ds.y, dy.get(), ds.conv, ds.x,
                                                         dx.get(), 0, &none, perf, nullptr, 0),
             CUDNN_STATUS_BAD_PARAM)
       << "requestedAlgoCount 0";
+}
+
+extern "C" unsigned long long tandem_cudasim_cudnn_algorithm_queries(int timed);
+
+// The heuristics (cudnnGetConvolution*Algorithm_v7) answer without data or GPU work: every algorithm and math
+// type Find tries, those that run first and in the order of expected speed (here the order Find measures), each
+// with its workspace and no time, the rest with their status; Find is not called.
+TEST(CudasimCudnn, HeuristicsRankEveryAlgorithmWithoutRunningAnything) {
+  const Case t{"heuristics", 2, 8, 10, 10, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_TENSOR_NCHW};
+  OnDevice d;
+  Descriptors ds(t, CUDNN_DATA_FLOAT, CUDNN_TENSOR_OP_MATH);
+  const unsigned long long finds = tandem_cudasim_cudnn_algorithm_queries(1),
+                           asked = tandem_cudasim_cudnn_algorithm_queries(0);
+  cudnnConvolutionBwdFilterAlgoPerf_t guess[2 * CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+  int returned = 0;
+  ASSERT_EQ(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                d.handle, ds.x, ds.y, ds.conv, ds.w, 2 * CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned, guess),
+            CUDNN_STATUS_SUCCESS)
+      << last_error();
+  EXPECT_EQ(tandem_cudasim_cudnn_algorithm_queries(0), asked + 1);
+  EXPECT_EQ(tandem_cudasim_cudnn_algorithm_queries(1), finds) << "the heuristics ran a search";
+  // Tensor-op and default math for the algorithms with tensor-core kernels (ALGO_1, WINOGRAD_NONFUSED), default
+  // math for the other five.
+  ASSERT_EQ(returned, 2 * 2 + 5);
+
+  DeviceBuffer<float> x(x_size(t)), dy(y_size(t)), dw(w_size(t));
+  const size_t most = largest_workspace(d, ds, Pass::BackwardFilter);
+  DeviceBuffer<char> workspace(most);
+  cudnnConvolutionBwdFilterAlgoPerf_t timed[2 * CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+  int found = 0;
+  ASSERT_EQ(cudnnFindConvolutionBackwardFilterAlgorithmEx(d.handle, ds.x, x.get(), ds.y, dy.get(), ds.conv, ds.w,
+                                                          dw.get(), 2 * CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found,
+                                                          timed, workspace.get(), most),
+            CUDNN_STATUS_SUCCESS);
+  EXPECT_EQ(tandem_cudasim_cudnn_algorithm_queries(1), finds + 1);
+  ASSERT_EQ(found, returned);
+  bool failures_started = false;
+  for (int i = 0; i < returned; ++i) {
+    const cudnnConvolutionBwdFilterAlgoPerf_t& r = guess[i];
+    size_t ws = 0;
+    ASSERT_EQ(cudnnSetConvolutionMathType(ds.conv, r.mathType), CUDNN_STATUS_SUCCESS);
+    const cudnnStatus_t runs = workspace_size(d, ds, Pass::BackwardFilter, r.algo, &ws);
+    EXPECT_EQ(r.status, runs) << "algorithm " << r.algo;
+    if (r.status != CUDNN_STATUS_SUCCESS) {
+      failures_started = true;
+      continue;
+    }
+    EXPECT_FALSE(failures_started) << "a result that runs after one that does not";
+    EXPECT_EQ(r.memory, ws) << "algorithm " << r.algo;
+    EXPECT_EQ(r.time, -1.f) << "nothing was timed";
+    EXPECT_EQ(r.algo, timed[i].algo) << "rank " << i;
+    EXPECT_EQ(r.mathType, timed[i].mathType) << "rank " << i;
+  }
+
+  int none = 0;
+  EXPECT_EQ(cudnnGetConvolutionBackwardFilterAlgorithm_v7(d.handle, ds.x, ds.y, ds.conv, ds.w, 0, &none, guess),
+            CUDNN_STATUS_BAD_PARAM)
+      << "requestedAlgoCount 0";
+  EXPECT_EQ(cudnnGetConvolutionBackwardFilterAlgorithm_v7(d.handle, ds.x, ds.y, ds.conv, ds.w, 4, nullptr, guess),
+            CUDNN_STATUS_BAD_PARAM);
+  // The forward and backward data heuristics take their descriptors in their own API's order.
+  cudnnConvolutionFwdAlgoPerf_t fwd[2 * CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  ASSERT_EQ(cudnnGetConvolutionForwardAlgorithm_v7(d.handle, ds.x, ds.w, ds.conv, ds.y,
+                                                   2 * CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, fwd),
+            CUDNN_STATUS_SUCCESS);
+  EXPECT_EQ(fwd[0].status, CUDNN_STATUS_SUCCESS);
+  cudnnConvolutionBwdDataAlgoPerf_t bwd[2 * CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+  ASSERT_EQ(cudnnGetConvolutionBackwardDataAlgorithm_v7(d.handle, ds.w, ds.y, ds.conv, ds.x,
+                                                        2 * CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, bwd),
+            CUDNN_STATUS_SUCCESS);
+  EXPECT_EQ(bwd[0].status, CUDNN_STATUS_SUCCESS);
+  EXPECT_EQ(cudnnGetConvolutionBackwardDataAlgorithm_v7(d.handle, ds.w, ds.x, ds.conv, ds.y,
+                                                        2 * CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, bwd),
+            CUDNN_STATUS_BAD_PARAM)
+      << "dy and dx swapped";
+  EXPECT_EQ(cudnnGetVersion(), static_cast<size_t>(CUDNN_VERSION));
+}
+
+// cuDNN's support tables list NHWC (KRSC) filters for backward data and backward filter with half and float data
+// only, and cuDNN 9.19 on an H200 offered no backward data algorithm for float64 channels-last tensors: no
+// algorithm, heuristic or found, runs those; forward does, and so do float data in NHWC and double data in NCHW.
+// It is the filter's format that counts (with one channel the NHWC and NCHW strides are the same).
+TEST(CudasimCudnn, DoubleDataWithAnNhwcFilterHasNoBackwardAlgorithm) {
+  OnDevice d;
+  for (int c : {3, 1}) {
+    for (cudnnTensorFormat_t format : {CUDNN_TENSOR_NHWC, CUDNN_TENSOR_NCHW}) {
+      for (cudnnDataType_t type : {CUDNN_DATA_DOUBLE, CUDNN_DATA_FLOAT}) {
+        const Case t{"nhwc", 2, c, 7, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, format};
+        Descriptors ds(t, type, CUDNN_DEFAULT_MATH);
+        for (Pass pass : {Pass::Forward, Pass::BackwardData, Pass::BackwardFilter}) {
+          const bool none = type == CUDNN_DATA_DOUBLE && format == CUDNN_TENSOR_NHWC && pass != Pass::Forward;
+          const std::string what = std::string(pass_name(pass)) + (type == CUDNN_DATA_DOUBLE ? " double " : " float ") +
+                                   (format == CUDNN_TENSOR_NHWC ? "NHWC" : "NCHW") + " c=" + std::to_string(c);
+          int runs = 0;
+          for (int a = 0; a < algo_count(pass); ++a) {
+            size_t ws = 0;
+            const cudnnStatus_t st = workspace_size(d, ds, pass, a, &ws);
+            runs += st == CUDNN_STATUS_SUCCESS;
+            if (none) {
+              EXPECT_EQ(st, CUDNN_STATUS_NOT_SUPPORTED) << what << " algorithm " << a;
+              EXPECT_NE(last_error().find("half and float"), std::string::npos) << last_error();
+            }
+          }
+          int ranked = 0, ok = 0;
+          if (pass == Pass::BackwardData) {
+            cudnnConvolutionBwdDataAlgoPerf_t r[2 * CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+            ASSERT_EQ(cudnnGetConvolutionBackwardDataAlgorithm_v7(d.handle, ds.w, ds.y, ds.conv, ds.x, 12, &ranked, r),
+                      CUDNN_STATUS_SUCCESS);
+            for (int i = 0; i < ranked; ++i) ok += r[i].status == CUDNN_STATUS_SUCCESS;
+          } else if (pass == Pass::BackwardFilter) {
+            cudnnConvolutionBwdFilterAlgoPerf_t r[2 * CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+            ASSERT_EQ(
+                cudnnGetConvolutionBackwardFilterAlgorithm_v7(d.handle, ds.x, ds.y, ds.conv, ds.w, 14, &ranked, r),
+                CUDNN_STATUS_SUCCESS);
+            for (int i = 0; i < ranked; ++i) ok += r[i].status == CUDNN_STATUS_SUCCESS;
+          } else {
+            cudnnConvolutionFwdAlgoPerf_t r[2 * CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+            ASSERT_EQ(cudnnGetConvolutionForwardAlgorithm_v7(d.handle, ds.x, ds.w, ds.conv, ds.y, 16, &ranked, r),
+                      CUDNN_STATUS_SUCCESS);
+            for (int i = 0; i < ranked; ++i) ok += r[i].status == CUDNN_STATUS_SUCCESS;
+          }
+          EXPECT_GT(ranked, 0) << what;
+          if (none) {
+            EXPECT_EQ(runs, 0) << what;
+            EXPECT_EQ(ok, 0) << what << ": the heuristics offer an algorithm";
+          } else {
+            EXPECT_GE(runs, 1) << what;
+            EXPECT_GE(ok, 1) << what;
+          }
+        }
+      }
+    }
+  }
+  // Find, too, reports every backward data algorithm unsupported.
+  const Case t{"nhwc", 2, 3, 7, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_TENSOR_NHWC};
+  Descriptors ds(t, CUDNN_DATA_DOUBLE, CUDNN_DEFAULT_MATH);
+  const BackwardDataSearch found = find_backward_data_f64(d, ds, t);
+  ASSERT_EQ(found.results.size(), static_cast<size_t>(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT));
+  for (const cudnnConvolutionBwdDataAlgoPerf_t& r : found.results)
+    EXPECT_EQ(r.status, CUDNN_STATUS_NOT_SUPPORTED) << r.algo;
 }
 
 // The workspace an algorithm reports is the least it runs with.

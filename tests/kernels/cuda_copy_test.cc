@@ -82,6 +82,16 @@ TEST(CudaCopy, TransposingCopiesMatchCpuBitwise) {
     check_copy(name + " NHWC to NCHW", random_cpu({3, 9, 7, 40}, t, 0, 100).permute({0, 3, 1, 2}), t, {3, 40, 9, 7}, 1,
                false);
     check_copy(name + " batched", random_cpu({5, 64, 48}, t, 0, 100).transpose(1, 2), t, {5, 48, 64}, 0, false);
+    // Extents and strides that are multiples of the 4-element vectors: vector loads and stores, partial
+    // tiles; then the destination off vector alignment (vector loads, element stores), and the source.
+    check_copy(name + " 2-D vectors", random_cpu({196, 136}, t, 0, 100).t(), t, {136, 196}, 0, false);
+    check_copy(name + " NCHW to NHWC vectors", random_cpu({2, 68, 10, 12}, t, 0, 100).permute({0, 2, 3, 1}), t,
+               {2, 10, 12, 68}, 0, false);
+    check_copy(name + " NHWC to NCHW vectors", random_cpu({3, 8, 9, 32}, t, 0, 100).permute({0, 3, 1, 2}), t,
+               {3, 32, 8, 9}, 0, false);
+    check_copy(name + " 2-D misaligned destination", random_cpu({72, 80}, t, 0, 100).t(), t, {80, 72}, 1, false);
+    check_copy(name + " 2-D misaligned source",
+               random_cpu({1, 72 * 80 + 1}, t, 0, 100).narrow(1, 1, 72 * 80).view({72, 80}).t(), t, {80, 72}, 0, false);
   }
 }
 

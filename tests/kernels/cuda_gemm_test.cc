@@ -9,6 +9,7 @@
 #include <string>
 
 #include "runtime/base/config.h"
+#include "runtime/memory/cuda_thread.h"
 #include "tests/kernels/kernel_compare.h"
 #include "tests/testing.h"
 
@@ -80,9 +81,11 @@ void CUDART_CB wait_for_gate(void* gate) { static_cast<std::shared_future<void>*
 
 // A thread has one cuBLAS handle per GPU and binds it to each call's stream (an executor's single issuing
 // thread queues GEMMs on both lanes of a worker): binding it to another stream must not move, or hold back,
-// a GEMM already queued on the first.
+// a GEMM already queued on the first. The thread is prepared first, as every thread that may block one of its
+// streams must be: making the handle at the first GEMM, while `held` waits for this thread, hung on an H200.
 TEST(CudaGemm, AGemmStaysOnItsStreamWhenTheThreadsHandleMoves) {
   TD_REQUIRE_GPU();
+  prepare_cuda_thread(Device::cuda(0));
   const int64_t m = 16, n = 8, k = 24;
   Tensor a = random_cpu({m, k}, DType::F64, -1, 1), b = random_cpu({k, n}, DType::F64, -1, 1);
   Tensor want = zeros({m, n}, DType::F64);

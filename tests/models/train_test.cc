@@ -1,8 +1,10 @@
-// tools:train's trainer on the CPU: a ResNet-18 learns separable synthetic data, and a run interrupted and
-// resumed from its checkpoint reproduces the uninterrupted run's losses bit for bit.
+// tools:train's trainer on the CPU: a ResNet-18 learns separable synthetic data, a run interrupted and resumed
+// from its checkpoint reproduces the uninterrupted run's losses bit for bit, and the epoch's rate leaves out a
+// slow first step.
 #include <gtest/gtest.h>
 
 #include <sstream>
+#include <vector>
 
 #include "runtime/base/error.h"
 #include "tests/models/resume_check.h"
@@ -91,6 +93,47 @@ TEST(Train, ADivergingLossIsAClearError) {
     EXPECT_NE(std::string(e.what()).find("the loss became"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("learning rate too high"), std::string::npos) << e.what();
   }
+}
+
+// A slow first step (the warm-up a GPU run pays for cuDNN's choices and allocations) stays out of the epoch's
+// images/s, and the line says so. The clock is the test's: the first step takes 100 s, the others 2 s each.
+TEST(Train, TheEpochRateLeavesOutASlowFirstStep) {
+  TrainOptions o;
+  o.model = "resnet18:cifar,width=4";
+  o.dataset = "synthetic:n=96,h=8,w=8,classes=3";
+  o.batch = 16;
+  o.seed = tandem::testing::fresh_seed() % 1000;
+  o.device = "cpu";
+  o.log_every = 1;
+  o.evaluate = false;
+  double now = 0;
+  o.clock = [&now] { return now; };
+  o.before_step = [&now](int64_t, int64_t step) { now += step == 0 ? 100 : 2; };
+  std::ostringstream log;
+  std::vector<EpochResult> r = Trainer(o, log).run();
+  ASSERT_EQ(r.size(), 1u);
+  // 6 steps: 100 s, then 5 of 2 s with 16 images each.
+  EXPECT_EQ(r[0].first_step_seconds, 100);
+  EXPECT_EQ(r[0].steady_images_per_second, 8);
+  EXPECT_EQ(r[0].seconds, 110);
+  EXPECT_NEAR(r[0].images_per_second, 96.0 / 110, 1e-12);
+  const std::string text = log.str();
+  EXPECT_NE(text.find(", 8 img/s after the first step (100.00 s, warm-up), 110.0 s\n"), std::string::npos) << text;
+  // The step lines: the first one names the warm-up, the others the rate of their own step.
+  EXPECT_NE(text.find("epoch 1 step 1/6  "), std::string::npos) << text;
+  EXPECT_NE(text.find("first step 100.00 s (warm-up)\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("epoch 1 step 2/6  "), std::string::npos) << text;
+  EXPECT_EQ(text.find(" 1 img/s"), std::string::npos) << "a rate with the warm-up in it: " << text;
+  EXPECT_EQ(text.find(" 0 img/s"), std::string::npos) << "a rate with the warm-up in it: " << text;
+
+  // An epoch of a single step has no steady rate: the line says that its rate includes the warm-up.
+  o.dataset = "synthetic:n=16,h=8,w=8,classes=3";
+  now = 0;
+  std::ostringstream one;
+  r = Trainer(o, one).run();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].steady_images_per_second, 0);
+  EXPECT_NE(one.str().find(" img/s (one step, warm-up included)"), std::string::npos) << one.str();
 }
 
 TEST(Train, RefusesBadOptions) {

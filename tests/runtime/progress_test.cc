@@ -67,12 +67,12 @@ TEST(ProgressFormat, DurationsReadAsMinutesAndSecondsOrHours) {
   EXPECT_EQ(format_duration(std::nan("")), "0:00");
 }
 
-TEST(ProgressRates, BeforeTheFirstStepOnlyTheElapsedTimeShows) {
+TEST(ProgressRates, BeforeTheFirstStepItSaysItIsWarmingUp) {
   Screen s;
   Progress p(task(100, 8), s.settings(false));
-  EXPECT_EQ(p.status(), "train: step 0/100 (0.0%), 0:00 elapsed");
+  EXPECT_EQ(p.status(), "train: step 0/100 (0.0%), warming up, 0:00 elapsed");
   s.t = 3;
-  EXPECT_EQ(p.status(), "train: step 0/100 (0.0%), 0:03 elapsed");
+  EXPECT_EQ(p.status(), "train: step 0/100 (0.0%), warming up, 0:03 elapsed");
 }
 
 TEST(ProgressRates, TheWarmUpStepIsLeftOutOnceASecondStepEnded) {
@@ -80,8 +80,10 @@ TEST(ProgressRates, TheWarmUpStepIsLeftOutOnceASecondStepEnded) {
   Progress p(task(100, 8), s.settings(false));
   s.t = 10;
   p.step();
-  // One step of 10 s: 0.1 steps/s, 8 images each; 99 steps left take 990 s.
-  EXPECT_EQ(p.status(), "train: step 1/100 (1.0%), 0.8 img/s, 10.00 s/step, 0:10 elapsed, ~16:30 left");
+  // One step says nothing of the rate: it is the warm-up (no rate, no time left).
+  EXPECT_EQ(p.status(), "train: step 1/100 (1.0%), warming up (first step 10.00 s), 0:10 elapsed");
+  s.t = 11;
+  EXPECT_EQ(p.status(), "train: step 1/100 (1.0%), warming up (first step 10.00 s), 0:11 elapsed");
   s.steps_ending_at(p, {12.0, 14.0, 16.0, 18.0});
   // Steps 2-5: 4 steps in 8 s, 0.5 steps/s; 95 left take 190 s.
   EXPECT_EQ(p.status(), "train: step 5/100 (5.0%), 4.0 img/s, 2.00 s/step, 0:18 elapsed, ~3:10 left");
@@ -123,6 +125,7 @@ TEST(ProgressRates, AFirstCallOfManyStepsIsTheWarmUpAsAWhole) {
   Progress p(k, s.settings(false));
   s.t = 100;
   p.step(50);
+  EXPECT_EQ(p.status(), "cdp-v1: round 50/300 (16.7%), warming up (first 50 rounds 100.00 s), 1:40 elapsed");
   s.t = 150;
   p.step(50);
   // The second call: 50 rounds in 50 s; 200 left take 200 s.
@@ -169,7 +172,7 @@ TEST(ProgressAnnounce, AResumedRunEstimatesItsOwnSteps) {
   ProgressTask k = task(100, 8);
   k.done = 40;
   Progress p(k, s.announcing());
-  EXPECT_EQ(p.status(), "train: step 40/100 (40.0%), 0:00 elapsed");
+  EXPECT_EQ(p.status(), "train: step 40/100 (40.0%), warming up, 0:00 elapsed");
   s.steps_ending_at(p, {10.0, 12.0, 14.0});
   // This run's 60 steps: 14 s, then 57 at 0.5 steps/s.
   ASSERT_EQ(s.writes.size(), 1u);
@@ -206,14 +209,14 @@ TEST(ProgressTerminal, OneLineRewrittenInPlaceAboutEverySecond) {
     Progress p(task(100, 8), s.settings(true));
     // At once, so that a slow first step still shows a sign of life.
     ASSERT_EQ(s.writes.size(), 1u);
-    EXPECT_EQ(s.writes[0], "\rtrain: step 0/100 (0.0%), 0:00 elapsed\033[K");
+    EXPECT_EQ(s.writes[0], "\rtrain: step 0/100 (0.0%), warming up, 0:00 elapsed\033[K");
     s.t = 0.5;
     p.poll();
     EXPECT_EQ(s.writes.size(), 1u);
     s.t = 1.0;
     p.poll();
     ASSERT_EQ(s.writes.size(), 2u);
-    EXPECT_EQ(s.writes[1], "\rtrain: step 0/100 (0.0%), 0:01 elapsed\033[K");
+    EXPECT_EQ(s.writes[1], "\rtrain: step 0/100 (0.0%), warming up, 0:01 elapsed\033[K");
     s.t = 1.2;
     p.step();  // not yet due
     EXPECT_EQ(s.writes.size(), 2u);
@@ -277,7 +280,7 @@ TEST(ProgressPlain, APlainLineEveryPeriodAndNoControlCharacters) {
     s.t = 20;
     p.poll();
     ASSERT_EQ(s.writes.size(), 1u);
-    EXPECT_EQ(s.writes[0], "train: step 0/100 (0.0%), 0:20 elapsed\n");
+    EXPECT_EQ(s.writes[0], "train: step 0/100 (0.0%), warming up, 0:20 elapsed\n");
     s.t = 25;
     p.step();
     p.print_above([&] { s.writes.push_back("own line\n"); });
@@ -286,9 +289,16 @@ TEST(ProgressPlain, APlainLineEveryPeriodAndNoControlCharacters) {
     s.t = 40;
     p.poll();
     ASSERT_EQ(s.writes.size(), 3u);
-    EXPECT_EQ(s.writes[2], "train: step 1/100 (1.0%), 0.3 img/s, 25.00 s/step, 0:40 elapsed, ~41:00 left\n");
+    EXPECT_EQ(s.writes[2], "train: step 1/100 (1.0%), warming up (first step 25.00 s), 0:40 elapsed\n");
+    s.t = 27;
+    p.step();
+    s.t = 60;
+    p.poll();
+    ASSERT_EQ(s.writes.size(), 4u);
+    // One step of 2 s after the warm-up: 98 left take 196 s, 33 s of which have passed.
+    EXPECT_EQ(s.writes[3], "train: step 2/100 (2.0%), 4.0 img/s, 2.00 s/step, 1:00 elapsed, ~2:43 left\n");
   }
-  EXPECT_EQ(s.writes.size(), 3u);
+  EXPECT_EQ(s.writes.size(), 4u);
   for (const std::string& w : s.writes) {
     EXPECT_EQ(w.find('\r'), std::string::npos) << w;
     EXPECT_EQ(w.find('\033'), std::string::npos) << w;

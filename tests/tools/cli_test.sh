@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every program's command line (tools/flags): --help exits 0 and lists each flag the program had before CLI11
-# took over its parsing; a bad number and an unknown flag exit 2 naming the flag and the value.
+# took over its parsing; a bad number and an unknown flag exit 2 naming the flag and the value; a GPU asked for
+# where there is none exits 1 with "<program>: device cuda:0 was requested but no CUDA GPU ...", never an abort.
 set -u
 failures=0
 fail() {
@@ -19,6 +20,24 @@ expect() {
   case "$output" in
     *"$text"*) ;;
     *) fail "$(basename "$bin") $* did not say '$text': $output" ;;
+  esac
+}
+
+# no_device BIN NAME ARGS...: BIN ARGS, with every GPU hidden (a real one and the simulated ones), exits 1 within
+# 60 s saying "NAME: device cuda:0 was requested but no CUDA GPU is available here", and does not abort.
+no_device() {
+  local bin="$1" name="$2"
+  shift 2
+  local output rc
+  output="$(CUDA_VISIBLE_DEVICES="" TANDEM_CUDASIM_DEVICES=0 timeout 60 "$bin" "$@" 2>&1)"
+  rc=$?
+  [ "$rc" -eq 1 ] || fail "$name $* without a GPU exited $rc, expected 1: $output"
+  case "$output" in
+    *"$name: device cuda:0 was requested but no CUDA GPU is available here"*) ;;
+    *) fail "$name $* without a GPU did not say '$name: device cuda:0 was requested but no CUDA GPU ...': $output" ;;
+  esac
+  case "$output" in
+    *"terminate called"*) fail "$name $* without a GPU aborted: $output" ;;
   esac
 }
 
@@ -102,6 +121,23 @@ expect "$kernels_bench" 2 "kernels_bench: unknown modelled GPU 'h300'" --predict
 
 help "$fit" fit --dir --no-record
 expect "$fit" 2 "fit: unknown flag '--colour'" --colour red
+
+# Every program that can run on a GPU, asked for one where none is (cyclic_bench, loader_bench and pack run on
+# the CPU only and take no device).
+scratch="$(mktemp -d "${TEST_TMPDIR:-/tmp}/cli.XXXXXX")"
+no_device "$train" train --device cuda:0 --dataset synthetic
+for mode in dp-workers mp zero; do
+  no_device "$cyclic" cyclic --workers cuda:0/3 --mode "$mode"
+done
+no_device "$distill" distill --teacher resnet18 --dataset synthetic --workers cuda:0/4
+no_device "$demo" demo --workers cuda:0/4 --cache-dir "$scratch/demo"
+[ ! -e "$scratch/demo" ] || fail "demo --workers cuda:0/4 without a GPU made its cache (trained its teacher?) first"
+for workload in nas compression; do
+  no_device "$bd_bench" bd_bench --workload "$workload" --workers cuda:0/4
+done
+no_device "$models_bench" models_bench --device=cuda:0
+no_device "$kernels_bench" kernels_bench  # GPU 0 always
+rm -rf "$scratch"
 
 if [ "$failures" -gt 0 ]; then
   echo "$failures check(s) failed"

@@ -15,6 +15,9 @@ namespace costmodel {
 namespace {
 
 std::string kernel_label(const std::string& name, int64_t n) { return "kernel " + name + " n " + std::to_string(n); }
+std::string commit_label(const std::string& commit, const std::string& label) {
+  return commit.empty() ? label : commit + ": " + label;
+}
 
 // The free constants as a vector of logarithms, clamped to plausible ranges when read back.
 struct Free {
@@ -120,6 +123,7 @@ std::vector<Measurement> parse_calibration(const Json& j) {
   for (const Json& run : json_array(json_at(j, "runs"), "calibration runs")) {
     const std::string gpu = json_string(json_at(run, "gpu"), "run gpu");
     gpu_spec(gpu);  // a known GPU
+    const std::string commit = json_string(json_at(run, "commit"), "run commit");
     const double copy = json_number(json_at(run, "copy_bytes_per_s"), "run copy_bytes_per_s");
     TD_CHECK(copy > 0, "run on ", gpu, ": copy_bytes_per_s must be positive");
     if (run.contains("kernels")) {
@@ -130,11 +134,12 @@ std::vector<Measurement> parse_calibration(const Json& j) {
         Measurement m;
         m.kind = PointKind::Kernel;
         m.gpu = gpu;
+        m.commit = commit;
         m.kernel = it.key();
         m.n = n;
         m.pct_of_copy = json_number(it.value(), "pct_of_copy of " + it.key());
         m.copy_bytes_per_s = copy;
-        m.label = kernel_label(m.kernel, n);
+        m.label = commit_label(commit, kernel_label(m.kernel, n));
         TD_CHECK(m.pct_of_copy > 0, m.label, ": pct_of_copy must be positive");
         bool known = false;
         for (const KernelCase& c : kernel_cases()) known |= c.name == m.kernel;
@@ -147,6 +152,7 @@ std::vector<Measurement> parse_calibration(const Json& j) {
         Measurement m;
         m.gpu = gpu;
         m.kind = PointKind::PipeBd;
+        m.commit = commit;
         m.workload = json_string(json_at(e, "workload"), "pipe_bd workload");
         TD_CHECK(m.workload == "nas" || m.workload == "compression", "pipe_bd workload '", m.workload,
                  "' is not nas or compression");
@@ -173,6 +179,7 @@ std::vector<Measurement> parse_calibration(const Json& j) {
         Measurement m;
         m.gpu = gpu;
         m.kind = PointKind::ModelStep;
+        m.commit = commit;
         m.step.model = json_string(json_at(e, "model"), "model");
         m.step.mode = json_string(json_at(e, "mode"), "model mode");
         m.step.size = json_int(json_at(e, "size"), "model size");
@@ -180,7 +187,7 @@ std::vector<Measurement> parse_calibration(const Json& j) {
         m.images_per_s = json_number(json_at(e, "images_per_s"), "images_per_s");
         TD_CHECK(m.images_per_s > 0 && m.step.batch > 0 && m.step.size > 0, m.step.label(),
                  ": batch, size and images_per_s must be positive");
-        m.label = m.step.label();
+        m.label = commit_label(commit, m.step.label());
         out.push_back(m);
       }
     }
@@ -189,8 +196,9 @@ std::vector<Measurement> parse_calibration(const Json& j) {
 }
 
 std::string Measurement::run_label() const {
-  return "pipe-bd " + workload + "/" + std::to_string(input) + " batch " + std::to_string(batch) + " steps " +
-         std::to_string(steps) + " on " + std::to_string(workers) + (sm_partitions ? " SM partitions" : " GPUs");
+  return commit_label(commit, "pipe-bd ") + workload + "/" + std::to_string(input) + " batch " + std::to_string(batch) +
+         " steps " + std::to_string(steps) + " on " + std::to_string(workers) +
+         (sm_partitions ? " SM partitions" : " GPUs");
 }
 
 double Point::measured_s() const {
@@ -290,6 +298,39 @@ std::vector<std::string> changed_points(const std::vector<Point>& stored, const 
                     stored[i].m.label.c_str(), a * 1e6, b * 1e6);
       out.push_back(text);
     }
+  }
+  return out;
+}
+
+std::vector<Point> record_baseline() {
+  std::vector<Point> out;
+  for (const KernelCase& c : kernel_cases()) {
+    Point p;
+    p.m.kind = PointKind::Kernel;
+    p.m.gpu = "h200";
+    p.m.kernel = c.name;
+    p.m.n = c.args.back();
+    p.m.label = "kernel " + c.name + " " + c.arg_name + " " + std::to_string(p.m.n);
+    p.ops = record_kernel_case(c, p.m.n, c.record_arg, &p.bytes);
+    out.push_back(p);
+  }
+  Point probe = probe_point(record_model_step(probe_step(), kProbeRecordBatch));
+  probe.m.gpu = "h200";
+  out.push_back(probe);
+  return out;
+}
+
+Json baseline_to_json(const std::vector<Point>& points) { return points_to_json(points); }
+
+std::vector<Point> baseline_from_json(const Json& j) {
+  std::vector<Point> out;
+  for (auto it = json_object(j, "baseline").begin(); it != j.end(); ++it) {
+    Point p;
+    p.m.label = it.key();
+    p.m.gpu = "h200";
+    p.bytes = json_number(json_at(it.value(), "bytes"), it.key() + " bytes");
+    for (const Json& op : json_array(json_at(it.value(), "ops"), it.key() + " ops")) p.ops.push_back(op_from_json(op));
+    out.push_back(p);
   }
   return out;
 }

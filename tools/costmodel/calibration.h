@@ -28,8 +28,10 @@ namespace costmodel {
 enum class PointKind { Kernel, ModelStep, PipeBd };
 
 struct Measurement {
-  std::string label;  // "kernel relu n 67108864", a model step's StepSpec::label(), or a Pipe-BD run's
-  std::string gpu;
+  // "COMMIT: kernel relu n 67108864", "COMMIT: " and a model step's StepSpec::label(), or a Pipe-BD run's; COMMIT
+  // is the tree the run measured, which its points are recorded from.
+  std::string label;
+  std::string gpu, commit;
   PointKind kind = PointKind::Kernel;
   std::string kernel;  // kernels: the case and its size
   int64_t n = 0;
@@ -93,8 +95,12 @@ std::string constants_source(const FitResult& r, const std::vector<Point>& point
 std::vector<std::string> changed_points(const std::vector<Point>& stored, const std::vector<Point>& fresh,
                                         const Constants& c, double tolerance);
 
-// Kernel points are recorded from this many elements and four times as many.
-constexpr int64_t kKernelRecordElements = int64_t{1} << 18;
+// The baseline (baseline_counters.json): every kernels_bench case at its largest size and the probe, recorded
+// from the tree as it is, for the calibration test to notice a change in what the kernels do (a kernel made
+// uncoalesced, a new pass over memory) against the last recorded baseline. Points are predicted on the H200.
+std::vector<Point> record_baseline();
+Json baseline_to_json(const std::vector<Point>& points);
+std::vector<Point> baseline_from_json(const Json& j);
 // The step the calibration test records again to check that the stored model counters are still what the
 // simulated GPU counts (small enough to record in seconds): ResNet-50's fwd_bwd at 32x32, batch 4, recorded
 // from batches kProbeRecordBatch and twice that (at batch 1, its last BatchNorm would see one value a channel).

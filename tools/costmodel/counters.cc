@@ -12,62 +12,74 @@
 #include "runtime/base/error.h"
 #include "runtime/formats/json.h"
 #include "runtime/memory/stream.h"
-#include "tools/cudasim/counters_abi.h"
 
 namespace tandem {
 namespace costmodel {
 
 namespace {
 
+// tandem_cudasim_counting's modes (the simulator's counters_abi.h).
+enum Mode { kOff = 0, kOn = 1, kDry = 2, kSkip = 3 };
+
 struct Api {
   void (*counting)(int) = nullptr;
-  size_t (*take)(TandemCudasimOp*, size_t) = nullptr;
+  const char* (*take)() = nullptr;
 };
 const Api& api() {
   static const Api a = [] {
     Api r;
     r.counting = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "tandem_cudasim_counting"));
-    r.take = reinterpret_cast<size_t (*)(TandemCudasimOp*, size_t)>(dlsym(RTLD_DEFAULT, "tandem_cudasim_take_ops"));
+    r.take = reinterpret_cast<const char* (*)()>(dlsym(RTLD_DEFAULT, "tandem_cudasim_take_ops_json"));
     return r;
   }();
   return a;
 }
 
-OpCounts convert(const TandemCudasimOp& o) {
+double number(const Json& o, const char* key) { return json_number(json_at(o, key), std::string("op ") + key); }
+
+// One element of tandem_cudasim_take_ops_json's array.
+OpCounts convert(const Json& o) {
   OpCounts c;
-  c.kind = o.kind == TANDEM_CUDASIM_KERNEL    ? OpKind::Kernel
-           : o.kind == TANDEM_CUDASIM_LIBRARY ? OpKind::Library
-                                              : OpKind::Copy;
-  c.name = o.name;
-  c.detail = o.detail;
-  c.op_class = o.op_class;
-  c.precision = o.precision;
-  c.device = o.device;
-  c.ranks = o.ranks;
-  c.groups = o.groups;
-  c.threads = static_cast<double>(o.threads);
-  c.block_threads = static_cast<double>(o.block[0]) * o.block[1] * o.block[2];
-  c.blocks = static_cast<double>(o.grid[0]) * o.grid[1] * o.grid[2];
-  c.load_requests = static_cast<double>(o.global_load_requests);
-  c.store_requests = static_cast<double>(o.global_store_requests);
-  c.load_sectors = static_cast<double>(o.global_load_sectors);
-  c.store_sectors = static_cast<double>(o.global_store_sectors);
-  c.load_bytes = static_cast<double>(o.global_load_bytes);
-  c.store_bytes = static_cast<double>(o.global_store_bytes);
-  c.distinct_load_sectors = static_cast<double>(o.distinct_load_sectors);
-  c.distinct_store_sectors = static_cast<double>(o.distinct_store_sectors);
-  c.shared_requests = static_cast<double>(o.shared_requests);
-  c.shared_wavefronts = static_cast<double>(o.shared_wavefronts);
-  c.atomics = static_cast<double>(o.atomics);
-  c.atomic_requests = static_cast<double>(o.atomic_requests);
-  c.barriers = static_cast<double>(o.barriers);
-  c.collectives = static_cast<double>(o.warp_collectives);
-  c.flops = o.flops;
-  static_assert(OpCounts::kReuseBuckets == TANDEM_CUDASIM_REUSE_BUCKETS, "the reuse buckets of counters_abi.h");
+  const int kind = static_cast<int>(json_int(json_at(o, "kind"), "op kind"));
+  c.kind = kind == 0 ? OpKind::Kernel : kind == 1 ? OpKind::Library : OpKind::Copy;
+  c.name = json_string(json_at(o, "name"), "op name");
+  c.detail = json_string(json_at(o, "detail"), "op detail");
+  c.op_class = json_string(json_at(o, "op_class"), "op class");
+  c.precision = json_string(json_at(o, "precision"), "op precision");
+  c.device = static_cast<int>(number(o, "device"));
+  c.ranks = static_cast<int>(number(o, "ranks"));
+  c.groups = static_cast<int>(number(o, "groups"));
+  const Json& grid = json_array(json_at(o, "grid"), "op grid");
+  const Json& block = json_array(json_at(o, "block"), "op block");
+  TD_CHECK(grid.size() == 3 && block.size() == 3, "the simulator's op grid and block must have 3 dims");
+  c.blocks = c.block_threads = 1;
+  for (size_t i = 0; i < 3; ++i) {
+    c.blocks *= json_number(grid[i], "op grid");
+    c.block_threads *= json_number(block[i], "op block");
+  }
+  c.threads = number(o, "threads");
+  c.load_requests = number(o, "global_load_requests");
+  c.store_requests = number(o, "global_store_requests");
+  c.load_sectors = number(o, "global_load_sectors");
+  c.store_sectors = number(o, "global_store_sectors");
+  c.load_bytes = number(o, "global_load_bytes");
+  c.store_bytes = number(o, "global_store_bytes");
+  c.distinct_load_sectors = number(o, "distinct_load_sectors");
+  c.distinct_store_sectors = number(o, "distinct_store_sectors");
+  c.shared_requests = number(o, "shared_requests");
+  c.shared_wavefronts = number(o, "shared_wavefronts");
+  c.atomics = number(o, "atomics");
+  c.atomic_requests = number(o, "atomic_requests");
+  c.barriers = number(o, "barriers");
+  c.collectives = number(o, "warp_collectives");
+  c.flops = number(o, "flops");
+  c.bytes_read = number(o, "bytes_read");
+  c.bytes_written = number(o, "bytes_written");
+  const Json& reuse = json_array(json_at(o, "reuse_load_sectors"), "op reuse_load_sectors");
+  TD_CHECK(reuse.size() == static_cast<size_t>(OpCounts::kReuseBuckets), "the simulator's ops have ", reuse.size(),
+           " reuse buckets, not ", OpCounts::kReuseBuckets);
   for (int b = 0; b < OpCounts::kReuseBuckets; ++b)
-    c.reuse_load_sectors[b] = static_cast<double>(o.reuse_load_sectors[b]);
-  c.bytes_read = o.bytes_read;
-  c.bytes_written = o.bytes_written;
+    c.reuse_load_sectors[b] = json_number(reuse[static_cast<size_t>(b)], "op reuse_load_sectors");
   return c;
 }
 
@@ -190,6 +202,7 @@ void OpCounts::add(const OpCounts& o) {
 OpCounts OpCounts::extrapolate(const OpCounts& a, const OpCounts& b, double f) {
   OpCounts r = a;
   for_each_number(r, b, [f](double& x, double y) { x = std::max(0.0, x + f * (y - x)); });
+  r.launches = b.launches;  // launches do not grow with the size; a plan's passes may change below it
   return r;
 }
 
@@ -203,17 +216,17 @@ std::string counters_unavailable_reason() {
 
 Recording::Recording(bool dry) {
   TD_CHECK(counters_available(), counters_unavailable_reason());
-  api().counting(dry ? TANDEM_CUDASIM_COUNTING_DRY : TANDEM_CUDASIM_COUNTING_ON);
+  api().counting(dry ? kDry : kOn);
 }
 
-Recording::~Recording() { api().counting(TANDEM_CUDASIM_COUNTING_OFF); }
+Recording::~Recording() { api().counting(kOff); }
 
 SkipArithmetic::SkipArithmetic() {
   TD_CHECK(counters_available(), counters_unavailable_reason());
-  api().counting(TANDEM_CUDASIM_COUNTING_SKIP);
+  api().counting(kSkip);
 }
 
-SkipArithmetic::~SkipArithmetic() { api().counting(TANDEM_CUDASIM_COUNTING_OFF); }
+SkipArithmetic::~SkipArithmetic() { api().counting(kOff); }
 
 std::vector<OpCounts> Recording::take() {
   for (int d = 0; d < cuda_device_count(); ++d) {
@@ -221,12 +234,8 @@ std::vector<OpCounts> Recording::take() {
     TD_CUDA_CHECK(cudaDeviceSynchronize());
   }
   std::vector<OpCounts> out;
-  std::vector<TandemCudasimOp> buf(4096);
-  for (;;) {
-    const size_t n = api().take(buf.data(), buf.size());
-    for (size_t i = 0; i < n; ++i) out.push_back(convert(buf[i]));
-    if (n < buf.size()) break;
-  }
+  const Json ops = parse_json(api().take());
+  for (const Json& o : json_array(ops, "the simulator's ops")) out.push_back(convert(o));
   return out;
 }
 

@@ -1,7 +1,7 @@
 // The simulated GPU's cost counters seen from a program: the ops it ran while recording (kernel launches,
-// library calls, copies; tools/cudasim/counters_abi.h), as numbers that can be summed and scaled. The
-// simulator's functions are found with dlsym, so programs built against NVIDIA's libraries link too (the
-// counters are unavailable there).
+// library calls, copies), as numbers that can be summed and scaled. The simulator's functions are found with
+// dlsym and hand the records over as JSON (the simulator is a layer of its own: nothing includes its headers),
+// so programs built against NVIDIA's libraries link too (the counters are unavailable there).
 #pragma once
 
 #include <string>
@@ -42,7 +42,8 @@ struct OpCounts {
   OpCounts scaled(double f) const;
   // Adds another op's numbers (launches included).
   void add(const OpCounts& o);
-  // The op as a + f (b - a) number by number: a linear extrapolation (f > 1) or interpolation.
+  // The op as a + f (b - a) number by number (a linear extrapolation for f > 1), but with b's launches: a
+  // kernel runs as many times at any larger size (a reduction's passes may differ at smaller ones).
   static OpCounts extrapolate(const OpCounts& a, const OpCounts& b, double f);
 };
 

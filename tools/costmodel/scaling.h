@@ -1,7 +1,7 @@
 // Ops of runs at small sizes made into the ops of a larger run: merged by what they are (OpCounts::key) and
 // extrapolated number by number along the line through two sizes, which is exact for counts that grow
 // linearly with the size (bytes and FLOPs of batched layers, elementwise traffic) and keeps those that do not
-// grow (launches, weights' traffic).
+// grow (weights' traffic); launches are the larger run's.
 #pragma once
 
 #include <vector>

@@ -471,6 +471,75 @@ void Touched::grow() {
     if (stamps[i] == old_stamp) exchange(keys[i], values[i]);
 }
 
+std::string to_json(const TandemCudasimOp& op) {
+  std::string j = "{";
+  auto key = [&](const char* k) { j += (j.size() > 1 ? ",\"" : "\"") + std::string(k) + "\":"; };
+  auto text = [&](const char* k, const char* v) {
+    key(k);
+    j += '"';
+    for (const char* c = v; *c != '\0'; ++c) {
+      const unsigned char u = static_cast<unsigned char>(*c);
+      if (u == '"' || u == '\\') {
+        j += '\\';
+        j += *c;
+      } else if (u < 0x20) {
+        char e[8];
+        std::snprintf(e, sizeof(e), "\\u%04x", u);
+        j += e;
+      } else {
+        j += *c;
+      }
+    }
+    j += '"';
+  };
+  auto number = [&](const char* k, double v) {
+    key(k);
+    char b[32];
+    std::snprintf(b, sizeof(b), "%.17g", v);
+    j += b;
+  };
+  auto array = [&](const char* k, const uint64_t* v, int n) {
+    key(k);
+    j += '[';
+    for (int i = 0; i < n; ++i) j += (i > 0 ? "," : "") + std::to_string(v[i]);
+    j += ']';
+  };
+  number("kind", op.kind);
+  number("device", op.device);
+  number("stream", static_cast<double>(op.stream));
+  text("name", op.name);
+  text("detail", op.detail);
+  text("op_class", op.op_class);
+  text("precision", op.precision);
+  const uint64_t grid[3] = {op.grid[0], op.grid[1], op.grid[2]}, block[3] = {op.block[0], op.block[1], op.block[2]};
+  array("grid", grid, 3);
+  array("block", block, 3);
+  const std::pair<const char*, uint64_t> counts[] = {{"dynamic_shared_bytes", op.dynamic_shared_bytes},
+                                                     {"threads", op.threads},
+                                                     {"global_load_requests", op.global_load_requests},
+                                                     {"global_store_requests", op.global_store_requests},
+                                                     {"global_load_sectors", op.global_load_sectors},
+                                                     {"global_store_sectors", op.global_store_sectors},
+                                                     {"global_load_bytes", op.global_load_bytes},
+                                                     {"global_store_bytes", op.global_store_bytes},
+                                                     {"distinct_load_sectors", op.distinct_load_sectors},
+                                                     {"distinct_store_sectors", op.distinct_store_sectors},
+                                                     {"shared_requests", op.shared_requests},
+                                                     {"shared_wavefronts", op.shared_wavefronts},
+                                                     {"atomics", op.atomics},
+                                                     {"atomic_requests", op.atomic_requests},
+                                                     {"barriers", op.barriers},
+                                                     {"warp_collectives", op.warp_collectives}};
+  for (const auto& [k, v] : counts) number(k, static_cast<double>(v));
+  array("reuse_load_sectors", op.reuse_load_sectors, TANDEM_CUDASIM_REUSE_BUCKETS);
+  number("flops", op.flops);
+  number("bytes_read", op.bytes_read);
+  number("bytes_written", op.bytes_written);
+  number("ranks", op.ranks);
+  number("groups", op.groups);
+  return j + "}";
+}
+
 }  // namespace counters
 
 namespace simt {
@@ -539,6 +608,19 @@ void tandem_cudasim_counting(int mode) {
                                const uintptr_t lo = reinterpret_cast<uintptr_t>(base);
                                if (was_on != on) cudasim::counters::mark_shadow(lo, lo + bytes, on);
                              });
+}
+
+const char* tandem_cudasim_take_ops_json(void) {
+  static thread_local std::string text;
+  std::vector<TandemCudasimOp> ops;
+  {
+    std::lock_guard<std::mutex> lock(cudasim::counters::g_ops_mu);
+    ops.swap(cudasim::counters::ops());
+  }
+  text = "[";
+  for (size_t i = 0; i < ops.size(); ++i) text += (i > 0 ? ",\n" : "") + cudasim::counters::to_json(ops[i]);
+  text += "]";
+  return text.c_str();
 }
 
 size_t tandem_cudasim_take_ops(TandemCudasimOp* out, size_t max) {

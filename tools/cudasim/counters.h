@@ -34,6 +34,8 @@ inline bool skips_arithmetic(int mode) {
 }
 // Appends a finished op to the record (nothing while counting is off).
 void record(const TandemCudasimOp& op);
+// An op as a JSON object (tandem_cudasim_take_ops_json's elements).
+std::string to_json(const TandemCudasimOp& op);
 // An op of a library call or copy with its name, operation class and costs.
 TandemCudasimOp library_op(TandemCudasimOpKind kind, int device, uint64_t stream, const std::string& name,
                            const std::string& detail, const char* op_class, const char* precision, double flops,

@@ -1,15 +1,13 @@
-/* The simulated GPU's cost counters as a C interface: what each kernel launch, library call and copy did
- * (memory traffic, bank conflicts, arithmetic, synchronization, launch shape), recorded while counting is on.
- * Programs find the functions with dlsym (they are absent from NVIDIA's libraries); the cost model
- * (tools/costmodel) turns the records into predicted times. */
+/* The simulated GPU's cost counters as a C interface (declared in C++ headers, as the simulator's are): what each
+ * kernel launch, library call and copy did (memory traffic, bank conflicts, arithmetic, synchronization, launch shape),
+ * recorded while counting is on. Programs find the functions with dlsym (they are absent from NVIDIA's libraries) and
+ * read the records as JSON; the cost model (tools/costmodel) turns them into predicted times. */
 #pragma once
 
-#include <stddef.h>
-#include <stdint.h>
+#include <cstddef>
+#include <cstdint>
 
-#ifdef __cplusplus
 extern "C" {
-#endif
 
 enum TandemCudasimOpKind {
   TANDEM_CUDASIM_KERNEL = 0,  /* a kernel launch: counted from its execution */
@@ -81,7 +79,9 @@ typedef struct TandemCudasimOp {
 void tandem_cudasim_counting(int mode);
 /* Moves up to `max` recorded ops, in the order they finished, into `out`; returns how many. */
 size_t tandem_cudasim_take_ops(TandemCudasimOp* out, size_t max);
+/* Moves every recorded op out as a JSON array of objects, one per op, whose members are TandemCudasimOp's
+ * fields by name (grid, block and reuse_load_sectors as arrays, global-memory counts as "global_..."); the text
+ * stays valid until the calling thread's next call. */
+const char* tandem_cudasim_take_ops_json(void);
 
-#ifdef __cplusplus
-}
-#endif
+}  // extern "C"

@@ -1,13 +1,16 @@
 // The simulated cuDNN (the legacy convolution API Tandem calls): handles bound to a device and a stream,
-// tensor, filter and convolution descriptors, per-algorithm workspace sizes, the algorithm search and the
-// convolutions, queued on the handle's stream and computed by cudnn_conv.cc. Arguments a GPU build of cuDNN
+// tensor, filter and convolution descriptors, per-algorithm workspace sizes, the algorithm heuristics and search
+// and the convolutions, queued on the handle's stream and computed by cudnn_conv.cc. Which algorithm runs which
+// problem follows cuDNN's documented support tables and what a real GPU showed. Arguments a GPU build of cuDNN
 // refuses are refused here with its status and a reason (cudnnGetLastErrorString); memory of another device
 // or out of bounds makes the work fault when it runs, like a kernel.
 #include <cudnn.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -27,13 +30,15 @@ struct cudnnContext {
 struct cudnnTensorStruct {
   bool set = false;
   cudnnDataType_t type = CUDNN_DATA_FLOAT;
+  cudnnTensorFormat_t format = CUDNN_TENSOR_NCHW;
   cudasim::cudnn::Dims dims;
 };
 
 struct cudnnFilterStruct {
   bool set = false;
   cudnnDataType_t type = CUDNN_DATA_FLOAT;
-  cudasim::cudnn::Dims dims;  // (k, c, r, s)
+  cudnnTensorFormat_t format = CUDNN_TENSOR_NCHW;  // which of cuDNN's support tables applies (KCRS or KRSC)
+  cudasim::cudnn::Dims dims;                       // (k, c, r, s)
 };
 
 struct cudnnConvolutionStruct {
@@ -114,6 +119,7 @@ cudnnStatus_t set_4d(Desc* desc, const std::string& api, const char* kind, cudnn
   }
   desc->dims = d;
   desc->type = type;
+  desc->format = format;
   desc->set = true;
   return CUDNN_STATUS_SUCCESS;
 }
@@ -149,7 +155,8 @@ struct Problem {
   Conv conv;
   size_t element = 4;
   cudnnMathType_t math = CUDNN_DEFAULT_MATH;
-  bool w_innermost = true;  // x and y have unit stride along w (NCHW), which the FFT algorithms need
+  bool w_innermost = true;   // x and y have unit stride along w (NCHW), which the FFT algorithms need
+  bool nhwc_filter = false;  // the filter descriptor's format is CUDNN_TENSOR_NHWC (KRSC)
 };
 
 std::string dims_text(const Dims& d) {
@@ -224,6 +231,7 @@ cudnnStatus_t make_problem(const std::string& api, const Roles& r, const cudnnTe
   pr.element = pr.conv.f64 ? 8 : 4;
   pr.math = conv->math;
   pr.w_innermost = xd.sw == 1 && yd.sw == 1;
+  pr.nhwc_filter = w->format == CUDNN_TENSOR_NHWC;
   return CUDNN_STATUS_SUCCESS;
 }
 
@@ -318,6 +326,13 @@ Support support(Pass pass, int a, const Problem& p) {
   const int64_t e = static_cast<int64_t>(p.element);
   Support s;
   const Method m = method(pass, a);
+  // cuDNN's tables of supported configurations list NHWC (KRSC) filters for backward data and backward filter
+  // with the half and float data configurations only: no algorithm takes double data there (cuDNN 9.19 on an
+  // H200 offered none for backward data). Forward does take double data in NHWC (it ran on that GPU).
+  if (c.f64 && p.nhwc_filter && pass != Pass::Forward) {
+    s.why_not = "with an NHWC filter it takes half and float data only (no DOUBLE_CONFIG)";
+    return s;
+  }
   if (m == Method::Never) {
     s.why_not = "this algorithm is not implemented";
     return s;
@@ -515,31 +530,13 @@ cudnnStatus_t run(const std::string& api, Pass pass, cudnnHandle_t handle, const
   return CUDNN_STATUS_SUCCESS;
 }
 
-// cudnnFind*AlgorithmEx: every algorithm with the descriptor's math type and with CUDNN_DEFAULT_MATH (only
-// the latter for algorithms without tensor-core kernels when tensor ops are asked), timed by the model
-// above, successful results first by time. Like cuDNN, it runs on the handle's stream and blocks the host,
-// and leaves arbitrary values (NaN) in the output buffer.
+// The answers of an algorithm query: every algorithm with the descriptor's math type and with
+// CUDNN_DEFAULT_MATH (only the latter for algorithms without tensor-core kernels when tensor ops are asked), those
+// that run problem p first, by the time model above, then the others with their status:
+// CUDNN_STATUS_NOT_SUPPORTED, or CUDNN_STATUS_ALLOC_FAILED where the algorithm needs more than
+// `workspace_bytes`. With `timed` (Find) a result carries its time; without (the heuristics), -1.
 template <typename Perf, typename AlgoEnum>
-cudnnStatus_t find(Pass pass, const char* api, cudnnHandle_t handle, const Roles& r, const cudnnTensorStruct* x,
-                   const cudnnFilterStruct* w, const cudnnConvolutionStruct* conv, const cudnnTensorStruct* y,
-                   const void* in0, const void* in1, void* out, int requested, int* returned, Perf* results,
-                   void* workspace, size_t workspace_bytes) {
-  const std::string name = api;
-  if (cudnnStatus_t st = check_handle(handle, api)) return st;
-  if (returned == nullptr || results == nullptr)
-    return fail(CUDNN_STATUS_BAD_PARAM, name + ": returnedAlgoCount or perfResults is NULL");
-  if (requested < 1) return fail(CUDNN_STATUS_BAD_PARAM, name + ": requestedAlgoCount is less than 1");
-  if (in0 == nullptr || in1 == nullptr || out == nullptr)
-    return fail(CUDNN_STATUS_BAD_PARAM, name + ": a data pointer is NULL");
-  if (workspace == nullptr && workspace_bytes > 0)
-    return fail(CUDNN_STATUS_BAD_PARAM,
-                name + ": workSpace is NULL with workSpaceSizeInBytes " + std::to_string(workspace_bytes));
-  Problem p;
-  if (cudnnStatus_t st = make_problem(name, r, x, w, conv, y, &p)) return st;
-  cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
-  std::shared_ptr<CUstream_st> stream = handle_stream(*handle, &st, api);
-  if (stream == nullptr) return st;
-
+std::vector<Perf> ranked(Pass pass, const Problem& p, size_t workspace_bytes, bool timed) {
   std::vector<Perf> ok, failed;
   const bool wants_tensor_ops = p.math == CUDNN_TENSOR_OP_MATH || p.math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
   for (int a = 0; a < algo_count(pass); ++a) {
@@ -568,10 +565,66 @@ cudnnStatus_t find(Pass pass, const char* api, cudnnHandle_t handle, const Roles
     }
   }
   std::stable_sort(ok.begin(), ok.end(), [](const Perf& a, const Perf& b) { return a.time < b.time; });
+  if (!timed)
+    for (Perf& perf : ok) perf.time = -1;
   ok.insert(ok.end(), failed.begin(), failed.end());
-  const int n = std::min(requested, static_cast<int>(ok.size()));
-  std::copy(ok.begin(), ok.begin() + n, results);
+  return ok;
+}
+
+// Calls of the algorithm queries so far, for tests: tandem_cudasim_cudnn_algorithm_queries.
+std::atomic<unsigned long long> g_finds{0}, g_heuristics{0};
+
+// Copies the first `requested` of `all` into `results`.
+template <typename Perf>
+void answer(const std::vector<Perf>& all, int requested, int* returned, Perf* results) {
+  const int n = std::min(requested, static_cast<int>(all.size()));
+  std::copy(all.begin(), all.begin() + n, results);
   *returned = n;
+}
+
+// cudnnGetConvolution*Algorithm_v7: cuDNN's heuristics, documented to return every algorithm (with the
+// tensor-op and default math versions where tensor-op math may be available) sorted by expected relative
+// performance, fastest first. Nothing runs on the GPU and no data is needed.
+template <typename Perf, typename AlgoEnum>
+cudnnStatus_t heuristics(Pass pass, const char* api, cudnnHandle_t handle, const Roles& r, const cudnnTensorStruct* x,
+                         const cudnnFilterStruct* w, const cudnnConvolutionStruct* conv, const cudnnTensorStruct* y,
+                         int requested, int* returned, Perf* results) {
+  const std::string name = api;
+  if (cudnnStatus_t st = check_handle(handle, api)) return st;
+  if (returned == nullptr || results == nullptr)
+    return fail(CUDNN_STATUS_BAD_PARAM, name + ": returnedAlgoCount or perfResults is NULL");
+  if (requested < 1) return fail(CUDNN_STATUS_BAD_PARAM, name + ": requestedAlgoCount is less than 1");
+  Problem p;
+  if (cudnnStatus_t st = make_problem(name, r, x, w, conv, y, &p)) return st;
+  ++g_heuristics;
+  answer(ranked<Perf, AlgoEnum>(pass, p, SIZE_MAX, false), requested, returned, results);
+  return CUDNN_STATUS_SUCCESS;
+}
+
+// cudnnFind*AlgorithmEx: the same results, each timed (by the model) within the workspace given. Like cuDNN, it
+// runs on the handle's stream and blocks the host, and leaves arbitrary values (NaN) in the output buffer.
+template <typename Perf, typename AlgoEnum>
+cudnnStatus_t find(Pass pass, const char* api, cudnnHandle_t handle, const Roles& r, const cudnnTensorStruct* x,
+                   const cudnnFilterStruct* w, const cudnnConvolutionStruct* conv, const cudnnTensorStruct* y,
+                   const void* in0, const void* in1, void* out, int requested, int* returned, Perf* results,
+                   void* workspace, size_t workspace_bytes) {
+  const std::string name = api;
+  if (cudnnStatus_t st = check_handle(handle, api)) return st;
+  if (returned == nullptr || results == nullptr)
+    return fail(CUDNN_STATUS_BAD_PARAM, name + ": returnedAlgoCount or perfResults is NULL");
+  if (requested < 1) return fail(CUDNN_STATUS_BAD_PARAM, name + ": requestedAlgoCount is less than 1");
+  if (in0 == nullptr || in1 == nullptr || out == nullptr)
+    return fail(CUDNN_STATUS_BAD_PARAM, name + ": a data pointer is NULL");
+  if (workspace == nullptr && workspace_bytes > 0)
+    return fail(CUDNN_STATUS_BAD_PARAM,
+                name + ": workSpace is NULL with workSpaceSizeInBytes " + std::to_string(workspace_bytes));
+  Problem p;
+  if (cudnnStatus_t st = make_problem(name, r, x, w, conv, y, &p)) return st;
+  cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+  std::shared_ptr<CUstream_st> stream = handle_stream(*handle, &st, api);
+  if (stream == nullptr) return st;
+  ++g_finds;
+  answer(ranked<Perf, AlgoEnum>(pass, p, workspace_bytes, true), requested, returned, results);
 
   std::vector<cudasim::Access> accesses = operands(pass, p, name, in0, in1, out);
   const size_t out_bytes = accesses[2].bytes;
@@ -680,6 +733,15 @@ cudnnStatus_t cudnnSetStream(cudnnHandle_t handle, cudaStream_t streamId) {
   if (!why.empty()) return fail(other_device ? CUDNN_STATUS_BAD_PARAM_STREAM_MISMATCH : CUDNN_STATUS_BAD_PARAM, why);
   handle->stream = streamId;
   return CUDNN_STATUS_SUCCESS;
+}
+
+// The version of the headers the simulator was built with (CUDNN_VERSION: major * 10000 + minor * 100 + patch).
+size_t cudnnGetVersion(void) { return CUDNN_VERSION; }
+
+// Test hook: how many cudnnFind*AlgorithmEx calls (`timed` != 0) or cudnnGetConvolution*Algorithm_v7 calls
+// (`timed` == 0) succeeded so far in this process.
+unsigned long long tandem_cudasim_cudnn_algorithm_queries(int timed) {
+  return timed != 0 ? g_finds.load() : g_heuristics.load();
 }
 
 const char* cudnnGetErrorString(cudnnStatus_t status) {
@@ -829,6 +891,37 @@ cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnnHandle_t handl
                                                              size_t* sizeInBytes) {
   return workspace_size("cudnnGetConvolutionBackwardFilterWorkspaceSize", Pass::BackwardFilter, handle, kBackwardFilter,
                         xDesc, gradDesc, convDesc, dyDesc, algo, sizeInBytes);
+}
+
+cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t handle, const cudnnTensorDescriptor_t srcDesc,
+                                                     const cudnnFilterDescriptor_t filterDesc,
+                                                     const cudnnConvolutionDescriptor_t convDesc,
+                                                     const cudnnTensorDescriptor_t destDesc,
+                                                     const int requestedAlgoCount, int* returnedAlgoCount,
+                                                     cudnnConvolutionFwdAlgoPerf_t* perfResults) {
+  return heuristics<cudnnConvolutionFwdAlgoPerf_t, cudnnConvolutionFwdAlgo_t>(
+      Pass::Forward, "cudnnGetConvolutionForwardAlgorithm_v7", handle, kForward, srcDesc, filterDesc, convDesc,
+      destDesc, requestedAlgoCount, returnedAlgoCount, perfResults);
+}
+
+cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(
+    cudnnHandle_t handle, const cudnnFilterDescriptor_t filterDesc, const cudnnTensorDescriptor_t diffDesc,
+    const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t gradDesc, const int requestedAlgoCount,
+    int* returnedAlgoCount, cudnnConvolutionBwdDataAlgoPerf_t* perfResults) {
+  return heuristics<cudnnConvolutionBwdDataAlgoPerf_t, cudnnConvolutionBwdDataAlgo_t>(
+      Pass::BackwardData, "cudnnGetConvolutionBackwardDataAlgorithm_v7", handle, kBackwardData, gradDesc, filterDesc,
+      convDesc, diffDesc, requestedAlgoCount, returnedAlgoCount, perfResults);
+}
+
+cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnnHandle_t handle, const cudnnTensorDescriptor_t srcDesc,
+                                                            const cudnnTensorDescriptor_t diffDesc,
+                                                            const cudnnConvolutionDescriptor_t convDesc,
+                                                            const cudnnFilterDescriptor_t gradDesc,
+                                                            const int requestedAlgoCount, int* returnedAlgoCount,
+                                                            cudnnConvolutionBwdFilterAlgoPerf_t* perfResults) {
+  return heuristics<cudnnConvolutionBwdFilterAlgoPerf_t, cudnnConvolutionBwdFilterAlgo_t>(
+      Pass::BackwardFilter, "cudnnGetConvolutionBackwardFilterAlgorithm_v7", handle, kBackwardFilter, srcDesc, gradDesc,
+      convDesc, diffDesc, requestedAlgoCount, returnedAlgoCount, perfResults);
 }
 
 cudnnStatus_t cudnnFindConvolutionForwardAlgorithmEx(cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc,

@@ -337,6 +337,23 @@ cudaError_t cudaDeviceDisablePeerAccess(int peer) {
   return cudaSuccess;
 }
 
+// The attributes that need a loaded function (maxThreadsPerBlock among them): the kernel is loaded on the current
+// device first, which waits for the device's streams (a program loads its kernels this way before any stream can
+// wait for it). `func` is the function a kernel's launch helper gets.
+cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes* attr, const void* func) {
+  if (attr == nullptr || func == nullptr) return set_error(cudaErrorInvalidValue);
+  const int device = cudasim::current_device();
+  if (cudaError_t e = check_device(device)) return set_error(e);
+  if (!cudasim::load_kernel(device, func, "cudaFuncGetAttributes, which loads the kernel,"))
+    return set_error(cudasim::sticky_error(device));
+  std::memset(attr, 0, sizeof(*attr));
+  attr->maxThreadsPerBlock = cudasim::kMaxThreadsPerBlock;
+  attr->maxDynamicSharedSizeBytes = static_cast<int>(cudasim::kSharedMemPerBlock);
+  attr->ptxVersion = 90;
+  attr->binaryVersion = 90;
+  return cudaSuccess;
+}
+
 // Which build this is: programs and tests find it with dlsym (absent from NVIDIA's libraries).
 const char* tandem_cudasim_version(void) {
   return "Tandem cudasim 1 (CUDA "

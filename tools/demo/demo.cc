@@ -15,6 +15,7 @@
 #include "models/checkpoint.h"
 #include "models/registry.h"
 #include "parallel/bd/session.h"
+#include "parallel/worker.h"
 #include "runtime/base/error.h"
 #include "runtime/base/files.h"
 #include "runtime/formats/safetensors.h"
@@ -88,6 +89,7 @@ double accuracy(models::Module& model, const std::shared_ptr<const data::Dataset
 
 int run(const Options& o) {
   const double t0 = host_time_s();
+  parallel::count_workers(o.workers);  // a bad spec or a missing GPU is said now, not after training the teacher
   const std::string teacher_spec = "resnet18:cifar,width=8,in_channels=1,classes=10";
   make_dirs(o.cache_dir);
   const std::string teacher_path = o.cache_dir + "/teacher-resnet18w8-n" + std::to_string(o.subset) + "-b" +

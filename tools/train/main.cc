@@ -6,6 +6,7 @@
 #include <string>
 
 #include "models/registry.h"
+#include "runtime/base/config.h"
 #include "runtime/base/error.h"
 #include "tools/flags/flags.h"
 #include "tools/train/trainer.h"
@@ -51,10 +52,16 @@ TrainOptions parse(int argc, char** argv) {
   p.integer("--steps-per-epoch", "N", &o.steps_per_epoch, "at most N steps per epoch (default: the whole dataset)", 1);
   p.integer("--log-every", "N", &o.log_every, "progress line every N steps (default 50; 0: none)", 0);
   p.flag("--no-eval", &o.evaluate, false, "skip the test-set evaluation");
+  bool benchmark = false;
+  p.flag("--cudnn-benchmark", &benchmark, true,
+         "choose cuDNN convolution algorithms by timing them all (slower first steps,\n"
+         "sometimes faster ones; TANDEM_CUDNN_BENCHMARK=1 does the same); default: cuDNN's\n"
+         "heuristics. Either way the choices are kept in ~/.cache/tandem ($TANDEM_CACHE_DIR)");
   p.text("--eval-only", "PATH", &o.eval_only,
          "only evaluate these weights (a checkpoint of tools:train or tools:distill, or a\n"
          "torchvision-layout safetensors file) on the test split and print the accuracy");
   p.parse(argc, argv);
+  if (benchmark) set_cudnn_benchmark(true);
   if (o.optimizer != "sgd" && o.optimizer != "adam" && o.optimizer != "adamw")
     p.fail("--optimizer must be sgd, adam or adamw, got '" + o.optimizer + "'");
   try {

@@ -16,7 +16,7 @@
 #include "models/registry.h"
 #include "runtime/base/checked_math.h"
 #include "runtime/base/error.h"
-#include "runtime/base/parse_count.h"
+#include "runtime/base/parse_number.h"
 #include "runtime/optim/lr_schedule.h"
 #include "runtime/optim/optim.h"
 #include "runtime/progress/progress.h"
@@ -28,9 +28,9 @@ namespace train {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 // Transforms by dataset kind: the standard augmentation for training where there is one, else normalization.
 std::string transform_spec(const std::string& dataset, bool train) {
@@ -80,7 +80,9 @@ struct Trainer::State {
   int64_t steps_per_epoch = 0;
   int64_t first_epoch = 0;
 
-  State(const TrainOptions& opts, std::ostream& l) : o(opts), log(l) {}
+  State(const TrainOptions& opts, std::ostream& l) : o(opts), log(l) {
+    if (!o.clock) o.clock = steady_seconds;
+  }
 };
 
 Trainer::Trainer(const TrainOptions& o, std::ostream& log) : s_(std::make_unique<State>(o, log)) {
@@ -167,8 +169,9 @@ std::vector<EpochResult> Trainer::run() {
     r.epoch = epoch;
     s.model->train();
     s.train_loader->set_epoch(epoch);
-    int64_t seen = 0;
-    Clock::time_point t0 = Clock::now(), window = t0;
+    int64_t seen = 0, first_images = 0;
+    const double t0 = s.o.clock();
+    double first_end = t0, window = t0;  // when the first step ended; when the current log window began
     int64_t window_images = 0;
     // Step losses and correct counts stay on the device until a log line or the epoch end reads them, so
     // the host does not wait for the GPU at every step.
@@ -194,6 +197,7 @@ std::vector<EpochResult> Trainer::run() {
       pending.clear();
     };
     for (int64_t step = 0; step < s.steps_per_epoch; ++step) {
+      if (s.o.before_step) s.o.before_step(epoch, step);
       std::optional<data::Batch> batch = s.train_loader->next();
       TD_ASSERT(batch.has_value(), "the loader ended epoch ", epoch, " after ", step, " of ", s.steps_per_epoch,
                 " batches");
@@ -209,27 +213,45 @@ std::vector<EpochResult> Trainer::run() {
       correct = correct.defined() ? add(correct, c) : c;
       seen += n;
       window_images += n;
+      if (step == 0) {
+        // The first step carries the warm-up (cuDNN's algorithm choices, allocations, lazy loading): it ends
+        // when the device has done it (reading its loss waits for that), and the rates leave it out.
+        read_losses();
+        first_end = window = s.o.clock();
+        first_images = n;
+        window_images = 0;
+      }
       if (pending.size() >= 256) read_losses();
       if (live) live->step();
       if (s.o.log_every > 0 && (step + 1) % s.o.log_every == 0) {
         read_losses();
+        const double now = s.o.clock();
         auto print = [&] {
           s.log << "epoch " << epoch + 1 << " step " << step + 1 << "/" << s.steps_per_epoch << "  loss " << std::fixed
                 << std::setprecision(4) << r.step_losses.back() << "  lr " << std::setprecision(5) << s.optimizer->lr(0)
-                << "  " << std::setprecision(0) << window_images / seconds_since(window) << " img/s" << std::endl;
+                << "  ";
+          if (step == 0)
+            s.log << "first step " << std::setprecision(2) << first_end - t0 << " s (warm-up)" << std::endl;
+          else
+            s.log << std::setprecision(0) << window_images / (now - window) << " img/s" << std::endl;
         };
         if (live)
           live->print_above(print);
         else
           print();
-        window = Clock::now();
+        window = s.o.clock();
         window_images = 0;
       }
     }
     read_losses();
     live.reset();
-    r.seconds = seconds_since(t0);
+    const double end = s.o.clock();
+    r.seconds = end - t0;
     r.images_per_second = static_cast<double>(seen) / r.seconds;
+    if (s.steps_per_epoch > 1) {
+      r.first_step_seconds = first_end - t0;
+      r.steady_images_per_second = static_cast<double>(seen - first_images) / (end - first_end);
+    }
     double total = 0;
     for (double v : r.step_losses) total += v;
     r.train_loss = total / static_cast<double>(r.step_losses.size());
@@ -238,8 +260,12 @@ std::vector<EpochResult> Trainer::run() {
     s.log << "epoch " << epoch + 1 << "/" << s.o.epochs << ": train loss " << std::fixed << std::setprecision(4)
           << r.train_loss << ", train acc " << std::setprecision(2) << 100 * r.train_accuracy << "%";
     if (r.test_accuracy >= 0) s.log << ", test acc " << 100 * r.test_accuracy << "%";
-    s.log << ", " << std::setprecision(0) << r.images_per_second << " img/s, " << std::setprecision(1) << r.seconds
-          << " s" << std::endl;
+    if (r.steady_images_per_second > 0)
+      s.log << ", " << std::setprecision(0) << r.steady_images_per_second << " img/s after the first step ("
+            << std::setprecision(2) << r.first_step_seconds << " s, warm-up)";
+    else
+      s.log << ", " << std::setprecision(0) << r.images_per_second << " img/s (one step, warm-up included)";
+    s.log << ", " << std::setprecision(1) << r.seconds << " s" << std::endl;
     if (!s.o.checkpoint.empty()) {
       models::save_checkpoint(s.o.checkpoint, *s.model, s.optimizer.get(), s.scheduler.get(),
                               {{"epoch", std::to_string(epoch + 1)}, {"model", s.o.model}, {"dataset", s.o.dataset}});

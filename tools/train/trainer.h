@@ -1,8 +1,9 @@
 // Trainer: supervised training of a registry model on an open_dataset spec, with per-epoch evaluation,
-// progress lines (images/s), checkpoints every epoch and bitwise-exact resumption.
+// progress lines (images/s after the warm-up step), checkpoints every epoch and bitwise-exact resumption.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -38,6 +39,10 @@ struct TrainOptions {
   bool evaluate = true;        // test accuracy after each epoch
   std::string eval_only;       // weights to evaluate on the test split (no training): a Tandem checkpoint
                                // or a torchvision-layout safetensors file
+  // Test hooks: the clock the epoch timings read (seconds from any origin; empty: a steady clock), and a call
+  // before each step (epoch and step from 0).
+  std::function<double()> clock;
+  std::function<void(int64_t epoch, int64_t step)> before_step;
 };
 
 struct EpochResult {
@@ -46,7 +51,11 @@ struct EpochResult {
   double train_loss = 0;            // mean over the epoch's steps
   double train_accuracy = 0;        // fraction of training images classified right (in training mode)
   double test_accuracy = -1;        // -1 when not evaluated
-  double images_per_second = 0;
+  double images_per_second = 0;     // over the whole epoch
+  // The first step (warm-up: cuDNN's algorithm choices, allocations, lazy loading) and the rate of the steps
+  // after it, which the epoch's line reports; 0 when the epoch has a single step.
+  double first_step_seconds = 0;
+  double steady_images_per_second = 0;
   double seconds = 0;
 };
 

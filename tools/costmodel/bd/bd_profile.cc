@@ -9,6 +9,7 @@
 #include "parallel/bd/profiler.h"
 #include "parallel/bd/projection.h"
 #include "parallel/bd/strategy.h"
+#include "parallel/bd/warmup.h"
 #include "runtime/base/error.h"
 #include "runtime/memory/memory.h"
 #include "runtime/memory/stream.h"
@@ -56,7 +57,7 @@ void record_block(const parallel::bd::Workload& w, const parallel::bd::TrainOpti
     auto opt = optim::make_optimizer(train.optimizer, student->named_parameters(models::ParamKind::Weight));
     auto step = [&] {
       student->zero_grad();
-      parallel::bd::loss_of(b, w.blocks(), student->forward(x), y).backward();
+      parallel::bd::block_loss(b, w.blocks(), student->forward(x), y).backward();
       opt->step();
     };
     {

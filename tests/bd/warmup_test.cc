@@ -1,0 +1,199 @@
+// Pipe-BD's profile and timed runs leave out first-call costs. On an H200 the first call of each convolution shape
+// and pass ran cuDNN's algorithm search, and the profile that fed the AHD planner came out 29 times the real step.
+// Here the NN backend of the workers' device is wrapped so that the first call of each kind of convolution (pass,
+// kernel size, depthwise or not, rows) sleeps `delay`, as a GPU's first use of a convolution kernel (loading it,
+// choosing it) costs: a profile entry, or an instruction of a timed run, that included a first call would take at
+// least that. (Kinds rather than every shape: the NAS workload has hundreds of shapes, and sleeping at each first
+// call made the test minutes long.) On CPU workers and on SM partitions of a GPU (the simulated one in CI).
+#include <gtest/gtest.h>
+
+#include <array>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "parallel/bd/profiler.h"
+#include "parallel/bd/strategy.h"
+#include "parallel/communicator.h"
+#include "parallel/worker.h"
+#include "runtime/memory/stream_check.h"
+#include "runtime/nn/nn_backend.h"
+#include "tests/bd/distill_testing.h"
+#include "tests/testing.h"
+
+namespace tandem {
+namespace parallel {
+namespace bd {
+namespace {
+
+// The NN kernels of a device type with the first call of each kind of convolution made `delay_s` slower,
+// in place of the registered ones while it lives.
+class SlowFirstConvolutions final : public NNBackend {
+ public:
+  SlowFirstConvolutions(Device device, double delay_s) : type_(device.type), delay_s_(delay_s) {
+    // While the stream checker runs, the registry hands out its checking wrapper: take the kernels themselves (the
+    // registry wraps this object in turn).
+    const bool checking = stream_check::enabled();
+    stream_check::set_enabled(false);
+    k_ = &nn_backend_for(device);
+    stream_check::set_enabled(checking);
+    register_nn_backend(type_, this);
+  }
+  ~SlowFirstConvolutions() override { register_nn_backend(type_, k_); }
+  SlowFirstConvolutions(const SlowFirstConvolutions&) = delete;
+  SlowFirstConvolutions& operator=(const SlowFirstConvolutions&) = delete;
+
+  // The first calls seen so far (each slept).
+  size_t first_calls() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return seen_.size();
+  }
+
+  void conv2d_forward(const Conv2dGeometry& g, const void* x, const void* w, const void* bias, void* y,
+                      const Stream& s) override {
+    first_call(0, g);
+    k_->conv2d_forward(g, x, w, bias, y, s);
+  }
+  void conv2d_backward_data(const Conv2dGeometry& g, const void* dy, const void* w, void* dx,
+                            const Stream& s) override {
+    first_call(1, g);
+    k_->conv2d_backward_data(g, dy, w, dx, s);
+  }
+  void conv2d_backward_weight(const Conv2dGeometry& g, const void* x, const void* dy, void* dw,
+                              const Stream& s) override {
+    first_call(2, g);
+    k_->conv2d_backward_weight(g, x, dy, dw, s);
+  }
+  void batch_norm_forward_train(const BatchNormGeometry& g, const void* x, const void* weight, const void* bias,
+                                double eps, double momentum, void* running_mean, void* running_var, void* y,
+                                void* save_mean, void* save_invstd, const Stream& s) override {
+    k_->batch_norm_forward_train(g, x, weight, bias, eps, momentum, running_mean, running_var, y, save_mean,
+                                 save_invstd, s);
+  }
+  void batch_norm_forward_eval(const BatchNormGeometry& g, const void* x, const void* weight, const void* bias,
+                               const void* running_mean, const void* running_var, double eps, void* y,
+                               const Stream& s) override {
+    k_->batch_norm_forward_eval(g, x, weight, bias, running_mean, running_var, eps, y, s);
+  }
+  void batch_norm_backward(const BatchNormGeometry& g, bool training, const void* x, const void* dy, const void* weight,
+                           const void* mean, const void* invstd, void* dx, void* dweight, void* dbias,
+                           const Stream& s) override {
+    k_->batch_norm_backward(g, training, x, dy, weight, mean, invstd, dx, dweight, dbias, s);
+  }
+  void max_pool2d_forward(const Pool2dGeometry& g, const void* x, void* y, int32_t* indices, const Stream& s) override {
+    k_->max_pool2d_forward(g, x, y, indices, s);
+  }
+  void max_pool2d_backward(const Pool2dGeometry& g, const void* dy, const int32_t* indices, void* dx,
+                           const Stream& s) override {
+    k_->max_pool2d_backward(g, dy, indices, dx, s);
+  }
+  void avg_pool2d_forward(const Pool2dGeometry& g, const void* x, void* y, const Stream& s) override {
+    k_->avg_pool2d_forward(g, x, y, s);
+  }
+  void avg_pool2d_backward(const Pool2dGeometry& g, const void* dy, void* dx, const Stream& s) override {
+    k_->avg_pool2d_backward(g, dy, dx, s);
+  }
+  void dropout_mask(int64_t n, double p, uint64_t seed, uint64_t offset, uint8_t* mask, const Stream& s) override {
+    k_->dropout_mask(n, p, seed, offset, mask, s);
+  }
+  void masked_scale(DType t, const void* x, const uint8_t* mask, double scale, void* y, int64_t n,
+                    const Stream& s) override {
+    k_->masked_scale(t, x, mask, scale, y, n, s);
+  }
+  void sgd_step(DType t, int64_t count, void* const* params, const void* const* grads, void* const* momentum_buffers,
+                const int64_t* numels, const SgdHyper& h, const Stream& s) override {
+    k_->sgd_step(t, count, params, grads, momentum_buffers, numels, h, s);
+  }
+  void adam_step(DType t, int64_t count, void* const* params, const void* const* grads, void* const* exp_avg,
+                 void* const* exp_avg_sq, const int64_t* numels, const AdamHyper& h, const Stream& s) override {
+    k_->adam_step(t, count, params, grads, exp_avg, exp_avg_sq, numels, h, s);
+  }
+
+ private:
+  void first_call(int pass, const Conv2dGeometry& g) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const bool depthwise = g.groups > 1 && g.groups == g.c;
+      if (!seen_.insert({pass, g.kh, g.kw, depthwise, g.n}).second) return;
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(delay_s_));
+  }
+
+  DeviceType type_;
+  double delay_s_;
+  NNBackend* k_ = nullptr;
+  std::mutex mu_;
+  std::set<std::array<int64_t, 5>> seen_;  // pass, kernel height and width, depthwise, rows
+};
+
+struct Case {
+  const char* workers;  // make_workers spec of 2 workers
+  bool gpu;
+};
+
+class WarmUp : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    if (GetParam().gpu && !cuda_available()) GTEST_SKIP() << "no CUDA GPU: " << cuda_unavailable_reason();
+    workers_ = make_workers(GetParam().workers);
+  }
+  // Far above what a profile entry or an instruction takes without a first call on the workers (at most 0.03 s on
+  // CPU workers, 1.7 s on the simulated GPU, measured); a first call adds at least the delay to what includes it.
+  double delay_s() const { return workers_[0].device.is_cuda() && cuda_simulated() ? 5.0 : 0.5; }
+  double limit_s() const { return 0.8 * delay_s(); }
+  std::vector<Worker> workers_;
+};
+
+// No warm-up runs of the measured functions themselves (ProfileOptions::warmup = 0) and one trial: only the
+// profiler's run of every shape beforehand, each supernet path included, keeps the first calls out. One replica
+// factor (g = 1), so that rank 0 measures alone.
+TEST_P(WarmUp, TheProfileLeavesOutTheFirstCallOfEveryConvolution) {
+  const uint64_t seed = tandem::testing::fresh_seed();
+  Workload w(testing::nas_workload(seed));
+  RunContext ctx = testing::make_context(w, seed, 16, 8, 1);
+  ProfileOptions o;
+  o.warmup = 0;
+  o.trials = 1;
+  o.max_replicas = 1;
+  auto comms = make_local_group(workers_);
+  SlowFirstConvolutions slow(workers_[0].device, delay_s());
+  BlockProfile p;
+  run_on_workers(workers_, [&](Worker& wk) {
+    BlockProfile mine = profile_blocks(ctx, o, wk, *comms[wk.rank]);
+    if (wk.rank == 0) p = mine;
+  });
+  EXPECT_GT(slow.first_calls(), 0u) << "no convolution was slowed: the test checks nothing";
+  ASSERT_EQ(p.max_replicas(), 1);
+  for (int b = 0; b < p.blocks(); ++b) {
+    EXPECT_LT(p.teacher_s[0][b], limit_s()) << "teacher block " << b;
+    EXPECT_LT(p.student_s[0][b], limit_s()) << "student block " << b;
+  }
+}
+
+// DP trains every block on both workers, each on its shapes for the first time in this run.
+TEST_P(WarmUp, ATimedRunLeavesOutTheFirstCallOfEveryConvolution) {
+  const uint64_t seed = tandem::testing::fresh_seed();
+  Workload w(testing::nas_workload(seed));
+  RunContext ctx = testing::make_context(w, seed, 16, 8, 1);
+  SlowFirstConvolutions slow(workers_[0].device, delay_s());
+  StrategyResult r;
+  testing::run_in_process(ctx, dp_layout(w.blocks(), 2), &r, MessageMatching::ByTag, GetParam().workers);
+  EXPECT_GT(slow.first_calls(), 0u) << "no convolution was slowed: the test checks nothing";
+  ASSERT_FALSE(r.times.empty());
+  for (const InstrTime& t : r.times)
+    EXPECT_LT(t.end_s - t.start_s, limit_s()) << r.schedule.schedule.describe(t.id) << " of " << r.layout;
+}
+
+INSTANTIATE_TEST_SUITE_P(Workers, WarmUp, ::testing::Values(Case{"cpu:2", false}, Case{"cuda:0/2", true}),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return std::string(info.param.gpu ? "gpu_partitions" : "cpu");
+                         });
+
+}  // namespace
+}  // namespace bd
+}  // namespace parallel
+}  // namespace tandem

@@ -1,0 +1,187 @@
+// How the CUDA backend's convolutions use cuDNN (kernels/cudnn): a channels-last pass cuDNN has no algorithm for
+// (float64 backward data) runs in NCHW and matches the CPU; the algorithms come from cuDNN's heuristics unless
+// benchmark mode asks for its timed search; choices come back from the disk cache in a later run, keyed by the
+// GPU, driver and cuDNN version, and one cuDNN no longer runs is not trusted. Skipped without a GPU.
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+
+#include "kernels/cudnn/algo_cache.h"
+#include "kernels/cudnn/conv_algos.h"
+#include "runtime/base/config.h"
+#include "runtime/nn/nn_ops.h"
+#include "runtime/tensor/autograd.h"
+#include "runtime/tensor/ops.h"
+#include "tests/testing.h"
+
+namespace tandem {
+namespace {
+
+using cudnn::conv_algo_stats;
+using cudnn::ConvAlgoStats;
+
+Device gpu() { return Device::cuda(0); }
+
+// The simulated cuDNN's count of its Find (timed) or heuristic calls; absent from NVIDIA's cuDNN.
+using QueryCount = unsigned long long (*)(int);
+QueryCount simulated_query_count() {
+  return reinterpret_cast<QueryCount>(dlsym(RTLD_DEFAULT, "tandem_cudasim_cudnn_algorithm_queries"));
+}
+
+// A disk cache of this test's own (and this process's choices forgotten) while in scope; benchmark mode as given.
+class FreshChoices {
+ public:
+  explicit FreshChoices(bool benchmark)
+      : path_(::testing::TempDir() + "cudnn_conv_test_" + std::to_string(testing::fresh_seed()) + ".json"),
+        benchmark_(cudnn_benchmark()) {
+    cudnn::set_conv_algo_cache_path(path_);
+    set_cudnn_benchmark(benchmark);
+  }
+  ~FreshChoices() {
+    set_cudnn_benchmark(benchmark_);
+    cudnn::set_conv_algo_cache_path(cudnn::default_algo_cache_path());
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  bool benchmark_;
+};
+
+struct Grads {
+  Tensor y, dx, dw;
+};
+
+// conv2d of x and w (3x3, padding 1) on `device`, x in channels-last when asked, and its backward from dy; all back
+// on the CPU.
+Grads conv_and_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Device device, bool channels_last) {
+  Tensor xd = x.to(device).clone(), wd = w.to(device).clone();
+  if (channels_last) xd = to_channels_last(xd);
+  xd.set_requires_grad();
+  wd.set_requires_grad();
+  Conv2dOptions o;
+  o.pad_h = o.pad_w = 1;
+  Tensor y = conv2d(xd, wd, Tensor(), o);
+  y.backward(dy.to(device));
+  return {y.to(Device::cpu()), xd.grad().to(Device::cpu()), wd.grad().to(Device::cpu())};
+}
+
+// Random input, weight and output gradient of a shape no other test uses (so that no earlier choice is reused).
+struct Problem {
+  Tensor x, w, dy;
+};
+Problem fresh_problem(DType dtype, int64_t salt) {
+  Generator g(testing::fresh_seed());
+  const int64_t n = 2, c = 3 + salt, o = 5, h = 7 + static_cast<int64_t>(testing::fresh_seed() % 5), w = 6;
+  return {randn({n, c, h, w}, g, dtype), randn({o, c, 3, 3}, g, dtype), randn({n, o, h, w}, g, dtype)};
+}
+
+// cuDNN (9.19 on an H200, and its support tables) offers no float64 backward data algorithm for channels-last
+// tensors: that pass runs in NCHW through layout copies, and its results match the CPU's.
+TEST(CudnnConv, Float64ChannelsLastBackwardRunsInNchwAndMatchesTheCpu) {
+  TD_REQUIRE_GPU();
+  testing::NumericsGuard numerics(false, false);
+  FreshChoices fresh(false);
+  for (int64_t salt = 0; salt < 3; ++salt) {
+    const Problem p = fresh_problem(DType::F64, salt);
+    const ConvAlgoStats before = conv_algo_stats();
+    const Grads got = conv_and_backward(p.x, p.w, p.dy, gpu(), true);
+    EXPECT_GE(conv_algo_stats().fallbacks, before.fallbacks + 1) << "backward data did not take the NCHW path";
+    const Grads want = conv_and_backward(p.x, p.w, p.dy, Device::cpu(), true);
+    testing::expect_close(got.y, want.y, 1e-12, "output");
+    testing::expect_close(got.dx, want.dx, 1e-12, "input gradient");
+    testing::expect_close(got.dw, want.dw, 1e-12, "weight gradient");
+  }
+  // float32 in channels-last has its own algorithms: no fallback.
+  const Problem p = fresh_problem(DType::F32, 3);
+  const ConvAlgoStats before = conv_algo_stats();
+  conv_and_backward(p.x, p.w, p.dy, gpu(), true);
+  EXPECT_EQ(conv_algo_stats().fallbacks, before.fallbacks);
+}
+
+// By default each pass's algorithm comes from cuDNN's heuristics: no timed search runs. In benchmark mode the
+// search does, once per pass and shape.
+TEST(CudnnConv, HeuristicsByDefaultAndTheSearchOnlyInBenchmarkMode) {
+  TD_REQUIRE_GPU();
+  testing::NumericsGuard numerics(false, false);
+  const QueryCount simulated = simulated_query_count();
+  for (bool benchmark : {false, true}) {
+    FreshChoices fresh(benchmark);
+    const Problem p = fresh_problem(DType::F32, benchmark ? 5 : 4);
+    const ConvAlgoStats before = conv_algo_stats();
+    const unsigned long long finds = simulated ? simulated(1) : 0, heuristics = simulated ? simulated(0) : 0;
+    const Grads got = conv_and_backward(p.x, p.w, p.dy, gpu(), false);
+    const ConvAlgoStats after = conv_algo_stats();
+    // Three passes: forward, backward data, backward weight.
+    EXPECT_EQ(after.heuristic - before.heuristic, benchmark ? 0 : 3) << "benchmark " << benchmark;
+    EXPECT_EQ(after.searched - before.searched, benchmark ? 3 : 0) << "benchmark " << benchmark;
+    if (simulated != nullptr) {  // what cuDNN itself was asked
+      EXPECT_EQ(simulated(1) - finds, benchmark ? 3u : 0u) << "cudnnFind*AlgorithmEx calls, benchmark " << benchmark;
+      EXPECT_EQ(simulated(0) - heuristics, benchmark ? 0u : 3u) << "heuristic calls, benchmark " << benchmark;
+    }
+    // The same shape again: no more questions.
+    conv_and_backward(p.x, p.w, p.dy, gpu(), false);
+    EXPECT_EQ(conv_algo_stats().heuristic + conv_algo_stats().searched, after.heuristic + after.searched);
+    const Grads want = conv_and_backward(p.x, p.w, p.dy, Device::cpu(), false);
+    testing::expect_close(got.y, want.y, 1e-5, "output");
+    testing::expect_close(got.dx, want.dx, 1e-5, "input gradient");
+    testing::expect_close(got.dw, want.dw, 1e-5, "weight gradient");
+  }
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// A later run finds the choices on disk, under the GPU's name, the driver's version and cuDNN's, and asks cuDNN
+// nothing; a stored choice cuDNN does not run (another build's, a damaged file's) is asked for again.
+TEST(CudnnConv, ChoicesComeBackFromDiskInALaterRun) {
+  TD_REQUIRE_GPU();
+  testing::NumericsGuard numerics(false, false);
+  FreshChoices fresh(false);
+  const Problem p = fresh_problem(DType::F32, 6);
+  const Grads first = conv_and_backward(p.x, p.w, p.dy, gpu(), false);
+  const std::string text = read_file(fresh.path());
+  cudaDeviceProp prop{};
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+  int driver = 0;
+  ASSERT_EQ(cudaDriverGetVersion(&driver), cudaSuccess);
+  const std::string context = std::string(prop.name) + " | driver " + std::to_string(driver) + " | cuDNN " +
+                              std::to_string(cudnnGetVersion()) + " | ";
+  for (const char* pass : {"forward", "backward data", "backward weight"})
+    EXPECT_NE(text.find(context + pass + ", heuristic"), std::string::npos) << pass << " in\n" << text;
+
+  // A later run (this process's choices forgotten, the same file).
+  cudnn::set_conv_algo_cache_path(fresh.path());
+  ConvAlgoStats before = conv_algo_stats();
+  const Grads again = conv_and_backward(p.x, p.w, p.dy, gpu(), false);
+  ConvAlgoStats after = conv_algo_stats();
+  EXPECT_EQ(after.from_disk - before.from_disk, 3);
+  EXPECT_EQ(after.heuristic - before.heuristic, 0);
+  testing::expect_bitwise_equal(again.y, first.y, "output with the same algorithm");
+
+  // Every stored algorithm number made one cuDNN has not: not trusted, asked again, the results still right.
+  std::ofstream(fresh.path()) << std::regex_replace(text, std::regex("\"algo\": [0-9]+"), "\"algo\": 97");
+  cudnn::set_conv_algo_cache_path(fresh.path());
+  before = conv_algo_stats();
+  const Grads redone = conv_and_backward(p.x, p.w, p.dy, gpu(), false);
+  after = conv_algo_stats();
+  EXPECT_EQ(after.from_disk - before.from_disk, 0);
+  EXPECT_EQ(after.heuristic - before.heuristic, 3);
+  const Grads want = conv_and_backward(p.x, p.w, p.dy, Device::cpu(), false);
+  testing::expect_close(redone.y, want.y, 1e-5, "output");
+  testing::expect_close(redone.dx, want.dx, 1e-5, "input gradient");
+}
+
+}  // namespace
+}  // namespace tandem
