@@ -116,18 +116,18 @@ BatchNorm2d::BatchNorm2d(int64_t channels, const BatchNormSpec& spec)
   }
   running_mean = parameter_tensor({channels});
   running_var = parameter_tensor({channels});
-  num_batches_tracked = parameter_tensor({}, DType::I64);
+  num_batches_tracked_ = parameter_tensor({}, DType::I64);
   running_mean.fill_(0.0);
   running_var.fill_(1.0);
-  num_batches_tracked.fill_(0.0);
+  num_batches_tracked_.fill_(0.0);
   register_buffer("running_mean", &running_mean);
   register_buffer("running_var", &running_var);
-  register_buffer("num_batches_tracked", &num_batches_tracked);
+  register_buffer("num_batches_tracked", &num_batches_tracked_);
 }
 
 Tensor BatchNorm2d::forward(const Tensor& x) {
   bool batch_stats = is_training() && !frozen_;
-  if (batch_stats) num_batches_tracked.fill_(static_cast<double>(++batches_));
+  if (batch_stats) ++batches_;
   return batch_norm(x, weight, bias, running_mean, running_var, batch_stats, spec_.momentum, spec_.eps);
 }
 
@@ -155,7 +155,18 @@ void BatchNorm2d::set_frozen(bool frozen) {
   }
 }
 
-void BatchNorm2d::on_state_loaded() { batches_ = num_batches_tracked.item<int64_t>(); }
+const Tensor& BatchNorm2d::num_batches_tracked() const {
+  write_host_state();
+  return num_batches_tracked_;
+}
+
+void BatchNorm2d::write_host_state() const {
+  if (batches_written_ == batches_) return;
+  Tensor(num_batches_tracked_).fill_(static_cast<double>(batches_));
+  batches_written_ = batches_;
+}
+
+void BatchNorm2d::on_state_loaded() { batches_written_ = batches_ = num_batches_tracked_.item<int64_t>(); }
 
 // ---- Linear ----
 

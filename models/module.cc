@@ -102,6 +102,7 @@ std::vector<Tensor> Module::parameters(ParamKind kind) const {
 NamedTensors Module::named_buffers() const {
   NamedTensors out;
   visit("", [&](const std::string& path, const Module& m) {
+    m.write_host_state();
     for (const auto& b : m.buffers_) out.emplace_back(join(path, b.name), *b.tensor);
   });
   return out;
@@ -123,6 +124,7 @@ int64_t Module::num_parameters() const {
 std::vector<std::pair<std::string, Tensor*>> Module::state_slots() const {
   std::vector<std::pair<std::string, Tensor*>> out;
   visit("", [&](const std::string& path, const Module& m) {
+    m.write_host_state();
     for (const auto& p : m.params_) out.emplace_back(join(path, p.name), p.tensor);
     for (const auto& b : m.buffers_) out.emplace_back(join(path, b.name), b.tensor);
   });

@@ -9,6 +9,7 @@
 #include "kernels/cuda/kernel_registry.h"
 #include "runtime/base/cuda_check.h"
 #include "runtime/base/error.h"
+#include "runtime/base/lru_cache.h"
 #include "runtime/memory/cuda_thread.h"
 #include "runtime/memory/memory.h"
 
@@ -78,9 +79,19 @@ const bool registered_load = [] {
 }();
 }  // namespace
 
-Storage workspace(size_t nbytes, const Stream& s) {
+Storage scratch(size_t nbytes, const Stream& s) {
   MemoryCategoryGuard category(MemoryCategory::Workspace);
   return Storage::allocate(nbytes, s.device(), s);
+}
+
+Storage workspace(size_t nbytes, const Stream& s) {
+  thread_local LruCache<uint64_t, Storage> buffers(kWorkspaceStreams);  // by stream id
+  if (nbytes == 0) return Storage();
+  Storage* held = buffers.find(s.id());
+  if (held != nullptr && held->use_count() > 1) return scratch(nbytes, s);  // lent to an op still running
+  if (held != nullptr && held->nbytes() >= nbytes) return *held;
+  if (held != nullptr) *held = Storage();  // freed first, so that the pool may reuse its memory for the larger one
+  return buffers.put(s.id(), scratch(nbytes, s));
 }
 
 }  // namespace cuda

@@ -50,7 +50,7 @@ cuda::CudaBackend& copies() {
 // Scratch holding the NCHW form of role r; with `from`, a copy of that channels-last tensor.
 Storage nchw_copy(const Conv2dGeometry& g, Role r, const void* from, const Stream& s) {
   const StridedDesc nchw = layout(g, r, false);
-  Storage scratch = cuda::workspace(static_cast<size_t>(nchw.numel()) * dtype_size(g.dtype), s);
+  Storage scratch = cuda::scratch(static_cast<size_t>(nchw.numel()) * dtype_size(g.dtype), s);
   if (from != nullptr) copies().copy(g.dtype, from, layout(g, r, true), g.dtype, scratch.data(), nchw, s);
   return scratch;
 }

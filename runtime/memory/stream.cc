@@ -25,11 +25,11 @@ struct Stream::Impl {
   }
   ~Impl() {
     if (owned && stream != nullptr) {
-      int prev = 0;
+      int prev = device;
       ignore_cuda_error(cudaGetDevice(&prev), "cudaGetDevice");
-      ignore_cuda_error(cudaSetDevice(device), "cudaSetDevice");
+      if (prev != device) ignore_cuda_error(cudaSetDevice(device), "cudaSetDevice");
       ignore_cuda_error(cudaStreamDestroy(stream), "cudaStreamDestroy");
-      ignore_cuda_error(cudaSetDevice(prev), "cudaSetDevice");
+      if (prev != device) ignore_cuda_error(cudaSetDevice(prev), "cudaSetDevice");
     }
   }
 };
@@ -241,8 +241,12 @@ Stream current_stream(Device device) {
 DeviceGuard::DeviceGuard(Device device) : previous_(tl_device) {
   if (device.is_cuda()) {
     check_device_available(device);
-    TD_CUDA_CHECK(cudaGetDevice(&previous_cuda_));
-    TD_CUDA_CHECK(cudaSetDevice(device.index));
+    int current = 0;
+    TD_CUDA_CHECK(cudaGetDevice(&current));
+    if (current != device.index) {
+      TD_CUDA_CHECK(cudaSetDevice(device.index));
+      previous_cuda_ = current;
+    }
   }
   tl_device = device;
 }

@@ -83,7 +83,10 @@ inline Stream current_stream() { return current_stream(current_device()); }
 // The per-device default stream shared by threads that set none.
 Stream default_stream(Device device);
 
-// Sets the current device for this thread while in scope (and the CUDA device for CUDA runtime calls).
+// Sets the current device for this thread while in scope (and the CUDA device for CUDA runtime calls). The CUDA
+// device is asked of the runtime (cudaGetDevice, a cheap call) and set, and restored after, only when it differs:
+// every backend method enters one, and the device it finds current is nearly always its own. A cache of the
+// device would go stale when user code calls cudaSetDevice itself.
 class DeviceGuard : NonCopyable {
  public:
   explicit DeviceGuard(Device device);

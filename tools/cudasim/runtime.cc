@@ -178,12 +178,14 @@ cudaError_t cudaGetDeviceCount(int* count) {
 }
 
 cudaError_t cudaGetDevice(int* device) {
+  cudasim::count_call("cudaGetDevice");
   if (device == nullptr) return set_error(cudaErrorInvalidValue);
   *device = cudasim::current_device();
   return cudaSuccess;
 }
 
 cudaError_t cudaSetDevice(int device) {
+  cudasim::count_call("cudaSetDevice");
   if (device < 0 || device >= cudasim::device_count())
     return set_error(cudaErrorInvalidDevice, "cudaSetDevice(" + std::to_string(device) + ") on a simulator with " +
                                                  std::to_string(cudasim::device_count()) + " devices");

@@ -659,6 +659,7 @@ uint64_t warp(WarpOp op, unsigned mask, uint64_t value, int arg, int width, cons
 void launch(const char* kernel, const char* file, int line, const void* function, dim3 grid, dim3 block,
             size_t shared_bytes, cudaStream_t stream, Closure* closure) {
   std::unique_ptr<Closure, void (*)(Closure*)> owned(closure, [](Closure* c) { c->destroy(c); });
+  count_call(std::string("kernel ") + kernel);
   const std::string name = std::string(kernel) + " at " + site(file, line);
   cudaError_t err;
   StreamImpl* s = resolve_stream(stream, &err);
