@@ -11,6 +11,7 @@
 
 #include "runtime/base/error.h"
 #include "tests/testing.h"
+#include "tools/costmodel/calibration.h"
 #include "tools/costmodel/model.h"
 #include "tools/costmodel/scaling.h"
 
@@ -231,6 +232,36 @@ TEST(CostModel, OpsRoundTripThroughJson) {
   bad = op_to_json(op);
   bad.erase("flops");
   EXPECT_THROW(op_from_json(bad), ValueError);
+}
+
+// The counters files' text: the same JSON, with every op (a flat object) whole on a line of its own, however deep.
+TEST(CostModel, CountersFilesHoldOneOpALine) {
+  OpCounts k = kernel(64, 256);
+  k.reuse_load_sectors[3] = 2;
+  const OpCounts l = library("conv_fwd", "tf32", 1e9, 1e6);
+  const Json ops = Json::array({op_to_json(k), op_to_json(l)});
+  const Json j = {{"kernel point", {{"bytes", 4096.0}, {"ops", ops}}},
+                  {"pipe-bd point",
+                   {{"blocks", Json::array({{{"memory_2", 3.0}, {"teacher_2", Json::array({ops[1]})}}})},
+                    {"row_bytes", Json::array({12, 24})}}}};
+  const std::string text = records_text(j);
+  EXPECT_EQ(parse_json(text), j);
+  std::vector<Json> lines;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(start, end - start);
+    start = end + 1;
+    if (line.find("\"kind\"") == std::string::npos) continue;
+    line = line.substr(line.find('{'));
+    if (line.back() == ',') line.pop_back();
+    lines.push_back(parse_json(line));
+  }
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0], ops[0]);
+  EXPECT_EQ(lines[1], ops[1]);
+  EXPECT_EQ(lines[2], ops[1]);
 }
 
 }  // namespace

@@ -116,7 +116,40 @@ std::vector<double> nelder_mead(const std::function<double(const std::vector<dou
   return s[static_cast<size_t>(std::min_element(v.begin(), v.end()) - v.begin())];
 }
 
+// Whether j holds no object (a record's values: numbers, strings, arrays of them).
+bool flat(const Json& j) {
+  if (j.is_object()) return false;
+  if (j.is_array())
+    for (const Json& e : j)
+      if (!flat(e)) return false;
+  return true;
+}
+
+void append_records(const Json& j, int depth, std::string* out) {
+  const bool record = j.is_object() && std::all_of(j.begin(), j.end(), [](const Json& e) { return flat(e); });
+  if (record || flat(j)) {
+    *out += dump_json(j);
+    return;
+  }
+  const std::string indent(static_cast<size_t>(depth + 1), ' ');
+  *out += j.is_object() ? "{" : "[";
+  bool first = true;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    *out += (first ? "\n" : ",\n") + indent;
+    first = false;
+    if (j.is_object()) *out += dump_json(it.key()) + ": ";
+    append_records(it.value(), depth + 1, out);
+  }
+  *out += "\n" + std::string(static_cast<size_t>(depth), ' ') + (j.is_object() ? "}" : "]");
+}
+
 }  // namespace
+
+std::string records_text(const Json& j) {
+  std::string out;
+  append_records(j, 0, &out);
+  return out;
+}
 
 std::vector<Measurement> parse_calibration(const Json& j) {
   std::vector<Measurement> out;

@@ -72,6 +72,9 @@ struct Point {
 
 // calibration_counters.json's content: the ops (and bytes), or the point model's JSON, by label.
 Json points_to_json(const std::vector<Point>& points);
+// The text of a counters file: every record (an object whose values are numbers, strings or arrays of them, as
+// an op) on a line of its own, so that the file stays small and a diff shows which ops changed.
+std::string records_text(const Json& j);
 // Reads a Pipe-BD point's model back from its JSON (tools/costmodel/bd provides one).
 using PointModelReader = std::function<std::shared_ptr<const PointModel>(const Measurement& m, const Json& j)>;
 // The measurements joined with their recorded ops; ValueError naming one without ops (the counters are older

@@ -50,7 +50,7 @@ int run(const Options& o) {
   const std::string baseline_path = o.dir + "/baseline_counters.json";
   if (o.baseline) {
     TD_CHECK(counters_available(), counters_unavailable_reason());
-    write_text(baseline_path, dump_json(baseline_to_json(record_baseline()), 1));
+    write_text(baseline_path, records_text(baseline_to_json(record_baseline())));
     std::printf("fit: wrote %s\n", baseline_path.c_str());
     return 0;
   }
@@ -70,10 +70,10 @@ int run(const Options& o) {
     std::vector<Point> points;
     for (const Measurement& m : missing) points.push_back(record_point(m));
     for (auto& [label, e] : points_to_json(points).items()) counters[label] = e;
-    write_text(counters_path, dump_json(counters, 1));
+    write_text(counters_path, records_text(counters));
     std::printf("fit: wrote %s\n", counters_path.c_str());
     // The tree the run measured is also the baseline of the calibration test's check.
-    write_text(baseline_path, dump_json(baseline_to_json(record_baseline()), 1));
+    write_text(baseline_path, records_text(baseline_to_json(record_baseline())));
     std::printf("fit: wrote %s\n", baseline_path.c_str());
   }
   const std::vector<Point> points = join_counters(ms, counters, read_pipe_bd_point);
