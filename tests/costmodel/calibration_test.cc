@@ -3,7 +3,7 @@
 // times, from ops recorded on the simulated GPU at 2^18 and 2^20 elements and at batches 1 and 2, extrapolated
 // (calibration_counters.json, recorded from the tree the run measured); the fit of those counters gives the
 // constants of fitted.cc; and the kernels still do what baseline_counters.json recorded (every kernels_bench case
-// and a ResNet-50 step at 32x32 recorded again, in the simulator build).
+// and a ResNet-18 step at 32x32 recorded again, in the simulator build).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -91,7 +91,7 @@ TEST(CostModelCalibration, ChangedCountersAreFound) {
 }
 
 // The kernels do what baseline_counters.json recorded (every kernels_bench case at its largest size and a small
-// ResNet-50 step, recorded again): a kernel made uncoalesced or given another pass over memory shows here.
+// ResNet-18 step, recorded again): a kernel made uncoalesced or given another pass over memory shows here.
 TEST(CostModelCalibration, KernelsDoWhatTheBaselineRecorded) {
   if (!counters_available()) GTEST_SKIP() << counters_unavailable_reason();
   std::map<std::string, Point> stored;

@@ -370,7 +370,7 @@ std::vector<Point> baseline_from_json(const Json& j) {
 
 StepSpec probe_step() {
   StepSpec s;
-  s.model = "resnet50";
+  s.model = "resnet18";
   s.mode = "fwd_bwd";
   s.size = 32;
   s.batch = 4;

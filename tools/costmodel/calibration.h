@@ -105,7 +105,7 @@ std::vector<Point> record_baseline();
 Json baseline_to_json(const std::vector<Point>& points);
 std::vector<Point> baseline_from_json(const Json& j);
 // The step the calibration test records again to check that the stored model counters are still what the
-// simulated GPU counts (small enough to record in seconds): ResNet-50's fwd_bwd at 32x32, batch 4, recorded
+// simulated GPU counts (small enough to record in seconds): ResNet-18's fwd_bwd at 32x32, batch 4, recorded
 // from batches kProbeRecordBatch and twice that (at batch 1, its last BatchNorm would see one value a channel).
 StepSpec probe_step();
 constexpr int64_t kProbeRecordBatch = 2;
