@@ -146,11 +146,12 @@ class TestStream {
 };
 
 // Holds a stream at a host function until open() lets it go on, so that a test can look at the stream's later
-// work before it runs. The destructor opens it too and waits for the stream, since the host function reads the flag.
+// work before it runs. The destructor opens it too and waits for the stream. The flag is never freed: on a device
+// that a test faulted on purpose the synchronize returns at once, while the host function may still read it.
 class StreamGate {
  public:
-  explicit StreamGate(cudaStream_t s) : s_(s) {
-    expect_ok(cudaLaunchHostFunc(s, &StreamGate::hold, &open_), "cudaLaunchHostFunc");
+  explicit StreamGate(cudaStream_t s) : s_(s), open_(new std::atomic<bool>(false)) {
+    expect_ok(cudaLaunchHostFunc(s, &StreamGate::hold, open_), "cudaLaunchHostFunc");
   }
   ~StreamGate() {
     open();
@@ -158,14 +159,14 @@ class StreamGate {
   }
   StreamGate(const StreamGate&) = delete;
   StreamGate& operator=(const StreamGate&) = delete;
-  void open() { open_ = true; }
+  void open() { *open_ = true; }
 
  private:
   static void CUDART_CB hold(void* open) {
     while (!*static_cast<std::atomic<bool>*>(open)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   cudaStream_t s_;
-  std::atomic<bool> open_{false};
+  std::atomic<bool>* open_;
 };
 
 // cudaMalloc memory of n elements on a device (made current), filled with `values` when given, and a stream of

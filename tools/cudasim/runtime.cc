@@ -152,15 +152,17 @@ cudaError_t check_device(int device) {
 
 void set_sticky(int device, const Fault& f) {
   DeviceState& d = device_state(device);
-  int expected = cudaSuccess;
-  if (d.sticky.compare_exchange_strong(expected, static_cast<int>(f.code))) {
-    std::string text = "cuda:" + std::to_string(device) + ": " + f.message;
-    {
-      std::lock_guard<std::mutex> lock(detail_mu);
-      details()[static_cast<int>(f.code)] = intern(text);
-    }
-    std::fprintf(stderr, "cudasim: %s (the device's context is lost: later calls on it fail)\n", text.c_str());
+  const std::string text = "cuda:" + std::to_string(device) + ": " + f.message;
+  {
+    // The detail is written under the same lock as the sticky code is published: a thread that sees the
+    // code (a synchronize woken by the fault) and asks cudaGetErrorString waits for this detail, not an
+    // older one of the same code.
+    std::lock_guard<std::mutex> lock(detail_mu);
+    int expected = cudaSuccess;
+    if (!d.sticky.compare_exchange_strong(expected, static_cast<int>(f.code))) return;
+    details()[static_cast<int>(f.code)] = intern(text);
   }
+  std::fprintf(stderr, "cudasim: %s (the device's context is lost: later calls on it fail)\n", text.c_str());
 }
 
 }  // namespace cudasim
