@@ -245,6 +245,46 @@ TEST(CudasimCounters, SharedMemoryBankConflicts) {
   EXPECT_EQ(wavefronts(0, 33, 0), 1u);
 }
 
+// Lanes 0..7 write doubles x[lane] and z[lane] and lane 0 writes y[0] (declared between them: the host puts
+// one of x and z 8 bytes off a 16-byte boundary); then every lane reads y[0], x[0..7] and z[0..7] in turn
+// (broadcasts) and writes their sum out. Barriers between the parts keep a lane's accesses to different arrays
+// from following each other; y's index is not a constant, since the instrumentation leaves out accesses the
+// compiler proves to lie inside a variable.
+__global__ void shared_double_rows(double* out) {
+  __shared__ double x[8];
+  __shared__ double y[1];
+  __shared__ double z[8];
+  const int t = threadIdx.x;
+  if (t < 8) x[t] = t;
+  __syncthreads();
+  if (t < 8) z[t] = 2 * t;
+  __syncthreads();
+  if (t % 32 == 0) y[t / 32] = 1;
+  __syncthreads();
+  double s = y[t / 32];
+  __syncthreads();
+  for (int k = 0; k < 8; ++k) s += x[k];
+  __syncthreads();
+  for (int k = 0; k < 8; ++k) s += z[k];
+  out[t] = s;
+}
+
+// A lane's reads of neighbouring doubles count as the 16-byte vector reads a GPU's compiler may make of them:
+// one per aligned 16-byte piece of a __shared__ array, which a GPU aligns at least so. Where the host put each
+// array (a test binary or a program, static or shared libraries) must not change the count.
+TEST(CudasimCounters, SharedArraysAreCountedAsAlignedWhereverTheHostPutsThem) {
+  SKIP_WITHOUT_ACCESS_COUNTS();
+  DeviceBuffer<double> out(0, 32);
+  Recording rec;
+  launch_kernel(TD_KERNEL(shared_double_rows), 1, 32, 0, out.stream(), out.get());
+  const TandemCudasimOp op = rec.only();
+  // Stores: x, z and y one request each; loads: y, 4 pieces of x, 4 of z. Every request is one wavefront
+  // (distinct words in distinct banks, or one word broadcast).
+  EXPECT_EQ(op.shared_requests, 3u + 1 + 4 + 4);
+  EXPECT_EQ(op.shared_wavefronts, op.shared_requests);
+  EXPECT_EQ(out.download(), std::vector<double>(32, 28.0 + 56.0 + 1.0));
+}
+
 // Atomics, barriers, collectives and counted FLOPs of known numbers.
 __global__ void synchronizing(unsigned* counter, float* out) {
   atomicAdd(counter, 1u);

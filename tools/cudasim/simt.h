@@ -13,8 +13,11 @@
 #define __host__
 #undef __grid_constant__
 #define __grid_constant__
+// Shared arrays are aligned to 16 bytes, as a GPU's are at least: the cost counters take a lane's neighbouring
+// accesses within an aligned 16-byte piece for one vector access, so where the host linker put an array (its
+// TLS layout differs between a test binary and a program) must not change the count.
 #undef __shared__
-#define __shared__ static thread_local
+#define __shared__ alignas(16) static thread_local
 
 #include <cuda_runtime.h>
 #include <device_launch_parameters.h>
