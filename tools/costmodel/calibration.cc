@@ -344,10 +344,10 @@ std::vector<Point> record_baseline() {
     p.m.kernel = c.name;
     p.m.n = c.args.back();
     p.m.label = "kernel " + c.name + " " + c.arg_name + " " + std::to_string(p.m.n);
-    p.ops = record_kernel_case(c, p.m.n, c.record_arg, &p.bytes);
+    p.ops = record_kernel_case(c, p.m.n, c.record_arg, &p.bytes, Extrapolation::Proportional);
     out.push_back(p);
   }
-  Point probe = probe_point(record_model_step(probe_step(), kProbeRecordBatch));
+  Point probe = probe_point(record_model_step(probe_step(), kProbeRecordBatch, Extrapolation::Proportional));
   probe.m.gpu = "h200";
   out.push_back(probe);
   return out;
@@ -373,7 +373,7 @@ StepSpec probe_step() {
   s.model = "resnet18";
   s.mode = "fwd_bwd";
   s.size = 32;
-  s.batch = 4;
+  s.batch = 256;
   return s;
 }
 

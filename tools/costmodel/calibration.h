@@ -101,12 +101,14 @@ std::vector<std::string> changed_points(const std::vector<Point>& stored, const 
 // The baseline (baseline_counters.json): every kernels_bench case at its largest size and the probe, recorded
 // from the tree as it is, for the calibration test to notice a change in what the kernels do (a kernel made
 // uncoalesced, a new pass over memory) against the last recorded baseline. Points are predicted on the H200.
+// Each is recorded once at its small size and scaled in proportion (Extrapolation::Proportional), so that the
+// check takes seconds and per-element traffic, not launch floors, sets the predicted times it compares.
 std::vector<Point> record_baseline();
 Json baseline_to_json(const std::vector<Point>& points);
 std::vector<Point> baseline_from_json(const Json& j);
 // The step the calibration test records again to check that the stored model counters are still what the
-// simulated GPU counts (small enough to record in seconds): ResNet-18's fwd_bwd at 32x32, batch 4, recorded
-// from batches kProbeRecordBatch and twice that (at batch 1, its last BatchNorm would see one value a channel).
+// simulated GPU counts (small enough to record in seconds): ResNet-18's fwd_bwd at 32x32, recorded at batch
+// kProbeRecordBatch (at batch 1, its last BatchNorm would see one value a channel) and scaled to batch 256.
 StepSpec probe_step();
 constexpr int64_t kProbeRecordBatch = 2;
 // A point for the probe's ops (no measurement: its label only).

@@ -9,12 +9,14 @@
 namespace tandem {
 namespace costmodel {
 
-std::vector<OpCounts> record_kernel_case(const KernelCase& c, int64_t n, int64_t n_small, double* bytes) {
+std::vector<OpCounts> record_kernel_case(const KernelCase& c, int64_t n, int64_t n_small, double* bytes,
+                                         Extrapolation how) {
   TD_CHECK(n_small > 0 && n >= n_small, "kernel case ", c.name, ": cannot extrapolate from ", n_small, " to ", n);
   std::vector<std::vector<OpCounts>> runs;
   std::vector<double> sizes;
   // Four times n_small: square sizes stay square (copy_transpose's matrix is the square of a power of two).
   for (const int64_t m : {n_small, 4 * n_small}) {
+    if (how == Extrapolation::Proportional && m > n_small) break;
     KernelRun run = c.make(m);
     Stream s = current_stream(Device::cuda(0));
     run.launch(s);
@@ -23,6 +25,10 @@ std::vector<OpCounts> record_kernel_case(const KernelCase& c, int64_t n, int64_t
     run.launch(s);
     runs.push_back(rec.take());
     sizes.push_back(run.bytes);
+  }
+  if (how == Extrapolation::Proportional) {
+    if (bytes != nullptr) *bytes = sizes[0] * static_cast<double>(n) / static_cast<double>(n_small);
+    return extrapolate({}, 0, runs[0], static_cast<double>(n_small), static_cast<double>(n));
   }
   const double f = static_cast<double>(n - n_small) / static_cast<double>(3 * n_small);
   if (bytes != nullptr) *bytes = sizes[0] + f * (sizes[1] - sizes[0]);
@@ -35,11 +41,12 @@ std::string StepSpec::label() const {
          (channels_last ? "" : " nchw");
 }
 
-std::vector<OpCounts> record_model_step(const StepSpec& spec, int64_t b) {
+std::vector<OpCounts> record_model_step(const StepSpec& spec, int64_t b, Extrapolation how) {
   TD_CHECK(b >= 1 && spec.batch >= b, spec.label(), ": cannot extrapolate from batch ", b);
   ModelStep step(spec.model, spec.mode, Device::cuda(0));
   std::vector<std::vector<OpCounts>> runs;
   for (const int64_t batch : {b, 2 * b}) {
+    if (how == Extrapolation::Proportional && batch > b) break;
     step.set_inputs(batch, spec.size, spec.channels_last);
     if (runs.empty()) {
       // Algorithm searches, gradients and optimizer state come into being in the first step.
@@ -51,6 +58,8 @@ std::vector<OpCounts> record_model_step(const StepSpec& spec, int64_t b) {
     step.run();
     runs.push_back(rec.take());
   }
+  if (how == Extrapolation::Proportional)
+    return extrapolate({}, 0, runs[0], static_cast<double>(b), static_cast<double>(spec.batch));
   return extrapolate(runs[0], static_cast<double>(b), runs[1], static_cast<double>(2 * b),
                      static_cast<double>(spec.batch));
 }
