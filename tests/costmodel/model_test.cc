@@ -212,6 +212,37 @@ TEST(CostModel, OpsExtrapolateAlongTheLineThroughTwoSizes) {
   EXPECT_DOUBLE_EQ(total(at256).distinct_load_sectors, a0 + 2 * slope * 256);
 }
 
+// Library calls merge by call, kind and precision, but a grouped convolution never with an ungrouped one (nor
+// with one of other groups): the model gives them other rates, which a merged op would apply to both.
+TEST(CostModel, GroupedConvolutionsMergeApartFromUngroupedOnes) {
+  auto run = [](double batch) {
+    OpCounts depthwise = library("conv_fwd", "tf32", 2.0 * 9 * 64 * 32 * 32 * batch, 8.0 * 64 * 32 * 32 * batch);
+    depthwise.name = "cudnnConvolutionForward";
+    depthwise.groups = 64;
+    OpCounts pointwise = depthwise;
+    pointwise.groups = 1;
+    pointwise.flops = 2.0 * 64 * 64 * 32 * 32 * batch;
+    OpCounts wider = depthwise;
+    wider.groups = 128;
+    return std::vector<OpCounts>{depthwise, pointwise, depthwise, wider};
+  };
+  const std::vector<OpCounts> at64 = extrapolate(run(2), 2, run(4), 4, 64);
+  ASSERT_EQ(at64.size(), 3u);
+  EXPECT_EQ(at64[0].groups, 64);
+  EXPECT_DOUBLE_EQ(at64[0].launches, 2);
+  EXPECT_DOUBLE_EQ(at64[0].flops, 2 * 2.0 * 9 * 64 * 32 * 32 * 64);
+  EXPECT_EQ(at64[1].groups, 1);
+  EXPECT_DOUBLE_EQ(at64[1].flops, 2.0 * 64 * 64 * 32 * 32 * 64);
+  EXPECT_EQ(at64[2].groups, 128);
+  // So the step's time is that of its calls predicted one by one.
+  const GpuSpec& g = gpu_spec("h200");
+  double one_by_one = 0;
+  for (const OpCounts& op : run(64)) one_by_one += predict(op, g, constants()).seconds;
+  double merged = 0;
+  for (const OpCounts& op : at64) merged += predict(op, g, constants()).seconds;
+  EXPECT_NEAR(merged, one_by_one, 1e-9 * one_by_one);
+}
+
 TEST(CostModel, OpsRoundTripThroughJson) {
   OpCounts op = library("conv_bwd_filter", "tf32", 1.25e12, 3.5e9);
   op.name = "cudnnConvolutionBackwardFilter";

@@ -182,7 +182,8 @@ OpCounts op_from_json(const Json& j) {
 }
 
 std::string OpCounts::key() const {
-  return kind == OpKind::Kernel ? name + " at " + detail : name + " " + op_class + " " + precision;
+  if (kind == OpKind::Kernel) return name + " at " + detail;
+  return name + " " + op_class + " " + precision + (groups > 1 ? " groups " + std::to_string(groups) : "");
 }
 
 OpCounts OpCounts::scaled(double f) const {

@@ -36,7 +36,7 @@ struct OpCounts {
   double reuse_load_sectors[kReuseBuckets] = {};
 
   // What identifies the same op across runs of the same program at other sizes: the kernel and its launch
-  // site, or the call and its class.
+  // site, or the call, its class, precision and groups (the model's rate for a call depends on all three).
   std::string key() const;
   // The numbers of this op times f (launches included).
   OpCounts scaled(double f) const;

@@ -69,7 +69,8 @@ int run(const Options& o) {
                  missing.size(), missing[0].commit.c_str());
     std::vector<Point> points;
     for (const Measurement& m : missing) points.push_back(record_point(m));
-    for (auto& [label, e] : points_to_json(points).items()) counters[label] = e;
+    const Json recorded = points_to_json(points);  // not in the loop's range: items() would outlive it
+    for (auto& [label, e] : recorded.items()) counters[label] = e;
     write_text(counters_path, records_text(counters));
     std::printf("fit: wrote %s\n", counters_path.c_str());
     // The tree the run measured is also the baseline of the calibration test's check.
