@@ -10,6 +10,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <regex>
 #include <string>
 
 #include "runtime/base/cuda_check.h"
@@ -70,8 +72,10 @@ double measure_copy_bandwidth() {
 }
 
 // The cases' time, bytes/s and share of the copy bandwidth predicted for `gpu_name` from their counters on
-// the simulated GPU (recorded at each case's record_arg and 4 times it, extrapolated).
-int predict(const std::string& gpu_name) {
+// the simulated GPU (recorded at each case's record_arg and 4 times it, extrapolated); only the cases whose
+// Google Benchmark name ("relu/1048576", "batch_norm_backward_nhwc/batch:4") matches `filter` when given.
+int predict(const std::string& gpu_name, const std::string& filter) {
+  const std::regex match(filter.empty() ? "." : filter);
   const costmodel::GpuSpec& g = costmodel::gpu_spec(gpu_name);
   TD_CHECK(costmodel::counters_available(), "--predict: ", costmodel::counters_unavailable_reason());
   std::printf(
@@ -82,6 +86,9 @@ int predict(const std::string& gpu_name) {
               "bound");
   for (const costmodel::KernelCase& c : costmodel::kernel_cases())
     for (const int64_t arg : c.args) {
+      const std::string name =
+          c.name + "/" + (c.arg_name == "n" ? "" : c.arg_name + ":") + std::to_string(static_cast<long long>(arg));
+      if (!std::regex_search(name, match)) continue;
       double bytes = 0;
       const std::vector<costmodel::OpCounts> ops = costmodel::record_kernel_case(c, arg, c.record_arg, &bytes);
       double seconds = 0;
@@ -114,7 +121,8 @@ int main(int argc, char** argv) {
   p.custom(
       "--predict", "GPU", [&](const std::string& v) { predict = tandem::costmodel::gpu_spec(v).name; },
       "h100 or h200: print the same columns as predicted by the cost model for that GPU,\n"
-      "from the kernels' counters on the simulated GPU (--config=cudasim, tools/tandem sim)");
+      "from the kernels' counters on the simulated GPU (--config=cudasim, tools/tandem sim), for\n"
+      "the cases --benchmark_filter=REGEX matches (all by default)");
   std::vector<std::string> rest_args = p.parse_known(argc, argv, [&] {
     char* help[] = {argv[0], const_cast<char*>("--help")};
     int n = 2;
@@ -122,7 +130,10 @@ int main(int argc, char** argv) {
   });
   if (!predict.empty()) {
     setenv("TANDEM_CUDASIM_SMS", "132", 0);  // launches shaped as on an H100 or H200
-    return tandem::flags::run_reporting_errors("kernels_bench", [&] { return tandem::predict(predict); });
+    std::string filter;
+    for (const std::string& a : rest_args)
+      if (a.rfind("--benchmark_filter=", 0) == 0) filter = a.substr(std::strlen("--benchmark_filter="));
+    return tandem::flags::run_reporting_errors("kernels_bench", [&] { return tandem::predict(predict, filter); });
   }
   std::vector<char*> rest{argv[0]};
   for (std::string& a : rest_args) rest.push_back(&a[0]);
