@@ -28,7 +28,8 @@ Constants constants() {
   c.launch_floor_s = 3e-6;
   c.conv_fwd = 0.5;
   c.conv_bwd = 0.4;
-  c.conv_grouped = 0.05;
+  c.conv_grouped_fwd = 0.05;
+  c.conv_grouped_bwd = 0.02;
   c.gemm = 0.7;
   c.library_memory = 0.9;
   c.link = 0.75;
@@ -148,7 +149,11 @@ TEST(CostModel, LibraryCallsTakeTheirArithmeticAtTheirKindsEfficiency) {
   depthwise.groups = 32;
   EXPECT_NEAR(predict(depthwise, g, constants()).seconds, std::max(1e9 / (0.05 * 67e12), 1e9 / (0.9 * 3e12)) + 3e-6,
               1e-12);
-  depthwise.op_class = "conv_bwd_data";  // grouped backward passes too; this one moves more than it computes
+  depthwise.op_class = "conv_bwd_filter";  // grouped backward passes at their own efficiency
+  depthwise.flops = 4e9;
+  EXPECT_NEAR(predict(depthwise, g, constants()).seconds, 4e9 / (0.02 * 67e12) + 3e-6, 1e-12);
+  depthwise.op_class = "conv_bwd_data";  // this one moves more than it computes
+  depthwise.flops = 1e7;
   const OpTime dw = predict(depthwise, g, constants());
   EXPECT_EQ(dw.bound, "memory");
   EXPECT_NEAR(dw.seconds, 1e9 / (0.9 * 3e12) + 3e-6, 1e-12);

@@ -32,7 +32,8 @@ const Free kFree[] = {
     {&Constants::launch_floor_s, 0.5e-6, 20e-6, 3e-6},
     {&Constants::conv_fwd, 0.02, 1, 0.5},
     {&Constants::conv_bwd, 0.02, 1, 0.5},
-    {&Constants::conv_grouped, 0.0005, 1, 0.05},
+    {&Constants::conv_grouped_fwd, 0.0005, 1, 0.05},
+    {&Constants::conv_grouped_bwd, 0.0005, 1, 0.05},
 };
 constexpr int kFreeCount = sizeof(kFree) / sizeof(kFree[0]);
 

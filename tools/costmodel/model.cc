@@ -54,8 +54,9 @@ OpTime kernel_time(const OpCounts& k, const GpuSpec& gpu, const Constants& c) {
 
 double library_efficiency(const OpCounts& op, const Constants& c) {
   if (op.op_class.rfind("conv_", 0) == 0) {
-    if (op.groups > 1) return c.conv_grouped;
-    return op.op_class == "conv_fwd" ? c.conv_fwd : c.conv_bwd;
+    const bool forward = op.op_class == "conv_fwd";
+    if (op.groups > 1) return forward ? c.conv_grouped_fwd : c.conv_grouped_bwd;
+    return forward ? c.conv_fwd : c.conv_bwd;
   }
   if (op.op_class == "gemm") return c.gemm;
   return 1.0;
@@ -102,7 +103,8 @@ std::vector<std::pair<const char*, double>> named_constants(const Constants& c) 
           {"launch_floor_s", c.launch_floor_s},
           {"conv_fwd", c.conv_fwd},
           {"conv_bwd", c.conv_bwd},
-          {"conv_grouped", c.conv_grouped},
+          {"conv_grouped_fwd", c.conv_grouped_fwd},
+          {"conv_grouped_bwd", c.conv_grouped_bwd},
           {"gemm", c.gemm},
           {"library_memory", c.library_memory},
           {"link", c.link}};

@@ -25,17 +25,18 @@ namespace tandem {
 namespace costmodel {
 
 struct Constants {
-  double kernel_memory = 0.9;    // kernels' device-memory bytes at this fraction of the copy bandwidth
-  double collective_cycles = 0;  // per warp collective (shuffle, vote, __syncwarp), per SM
-  double barrier_cycles = 0;     // per warp arriving at a __syncthreads, per SM
-  double wavefront_cycles = 1;   // per shared-memory wavefront, per SM
-  double launch_floor_s = 2e-6;  // every kernel, library call and copy takes at least this
-  double conv_fwd = 0.5;         // cuDNN convolutions (groups == 1): fraction of the arithmetic rate
-  double conv_bwd = 0.5;         //   backward data and backward filter
-  double conv_grouped = 0.5;     // cuDNN grouped convolutions (depthwise ones), every pass
-  double gemm = 0.8;             // cuBLAS GEMMs
-  double library_memory = 0.9;   // library calls' bytes at this fraction of the copy bandwidth
-  double link = 0.8;             // NCCL: fraction of the link bandwidth
+  double kernel_memory = 0.9;     // kernels' device-memory bytes at this fraction of the copy bandwidth
+  double collective_cycles = 0;   // per warp collective (shuffle, vote, __syncwarp), per SM
+  double barrier_cycles = 0;      // per warp arriving at a __syncthreads, per SM
+  double wavefront_cycles = 1;    // per shared-memory wavefront, per SM
+  double launch_floor_s = 2e-6;   // every kernel, library call and copy takes at least this
+  double conv_fwd = 0.5;          // cuDNN convolutions (groups == 1): fraction of the arithmetic rate
+  double conv_bwd = 0.5;          //   backward data and backward filter
+  double conv_grouped_fwd = 0.5;  // cuDNN grouped convolutions (depthwise ones): forward
+  double conv_grouped_bwd = 0.5;  //   backward data and backward filter (other kernels than the forward's)
+  double gemm = 0.8;              // cuBLAS GEMMs
+  double library_memory = 0.9;    // library calls' bytes at this fraction of the copy bandwidth
+  double link = 0.8;              // NCCL: fraction of the link bandwidth
 };
 
 // The constants fitted last (fitted.cc).
