@@ -5,8 +5,8 @@
 // the fit of the model's free constants to them.
 //
 // The fit: the free constants (kernels' memory efficiency, the sync cycles of collectives, barriers and
-// shared-memory wavefronts, the launch floor, and cuDNN's efficiency for forward, backward and grouped
-// convolutions) minimize the mean of (log predicted - log measured)^2 over the kernel and model-step points,
+// shared-memory wavefronts, the launch floor, and cuDNN's efficiency for forward and backward convolutions,
+// grouped and not) minimize the mean of (log predicted - log measured)^2 over the kernel and model-step points,
 // found by Nelder-Mead on their logarithms from fixed starts (deterministic); the others keep their documented
 // values (model.h). Pipe-BD points are compared, not fitted: a run of several workers on SM partitions also
 // measures what the model has not (the host's data loaders and launches, partitions sharing one memory
