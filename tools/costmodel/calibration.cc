@@ -160,15 +160,19 @@ std::vector<Measurement> parse_calibration(const Json& j) {
     const std::string commit = json_string(json_at(run, "commit"), "run commit");
     const double copy = json_number(json_at(run, "copy_bytes_per_s"), "run copy_bytes_per_s");
     TD_CHECK(copy > 0, "run on ", gpu, ": copy_bytes_per_s must be positive");
+    auto measurement = [&](PointKind kind) {
+      Measurement m;
+      m.kind = kind;
+      m.gpu = gpu;
+      m.commit = commit;
+      return m;
+    };
     if (run.contains("kernels")) {
       const Json& k = json_at(run, "kernels");
       const int64_t n = json_int(json_at(k, "n"), "kernels n");
       const Json& pct = json_object(json_at(k, "pct_of_copy"), "kernels pct_of_copy");
       for (auto it = pct.begin(); it != pct.end(); ++it) {
-        Measurement m;
-        m.kind = PointKind::Kernel;
-        m.gpu = gpu;
-        m.commit = commit;
+        Measurement m = measurement(PointKind::Kernel);
         m.kernel = it.key();
         m.n = n;
         m.pct_of_copy = json_number(it.value(), "pct_of_copy of " + it.key());
@@ -183,10 +187,7 @@ std::vector<Measurement> parse_calibration(const Json& j) {
     }
     if (run.contains("pipe_bd")) {
       for (const Json& e : json_array(json_at(run, "pipe_bd"), "run pipe_bd")) {
-        Measurement m;
-        m.gpu = gpu;
-        m.kind = PointKind::PipeBd;
-        m.commit = commit;
+        Measurement m = measurement(PointKind::PipeBd);
         m.workload = json_string(json_at(e, "workload"), "pipe_bd workload");
         TD_CHECK(m.workload == "nas" || m.workload == "compression", "pipe_bd workload '", m.workload,
                  "' is not nas or compression");
@@ -210,10 +211,7 @@ std::vector<Measurement> parse_calibration(const Json& j) {
     }
     if (run.contains("models")) {
       for (const Json& e : json_array(json_at(run, "models"), "run models")) {
-        Measurement m;
-        m.gpu = gpu;
-        m.kind = PointKind::ModelStep;
-        m.commit = commit;
+        Measurement m = measurement(PointKind::ModelStep);
         m.step.model = json_string(json_at(e, "model"), "model");
         m.step.mode = json_string(json_at(e, "mode"), "model mode");
         m.step.size = json_int(json_at(e, "size"), "model size");

@@ -165,6 +165,20 @@ void sort_unique(std::vector<uint64_t>& v) {
   v.erase(std::unique(v.begin(), v.end()), v.end());
 }
 
+// The counts a launch sums over its blocks (and scales when it counts some of them only).
+constexpr uint64_t TandemCudasimOp::*kBlockCounts[] = {&TandemCudasimOp::global_load_requests,
+                                                       &TandemCudasimOp::global_store_requests,
+                                                       &TandemCudasimOp::global_load_sectors,
+                                                       &TandemCudasimOp::global_store_sectors,
+                                                       &TandemCudasimOp::global_load_bytes,
+                                                       &TandemCudasimOp::global_store_bytes,
+                                                       &TandemCudasimOp::shared_requests,
+                                                       &TandemCudasimOp::shared_wavefronts,
+                                                       &TandemCudasimOp::atomics,
+                                                       &TandemCudasimOp::atomic_requests,
+                                                       &TandemCudasimOp::barriers,
+                                                       &TandemCudasimOp::warp_collectives};
+
 constexpr size_t kWarpBufferLimit = size_t{1} << 18;  // accesses a warp keeps before it is counted anyway
 constexpr size_t kSectorCompaction = size_t{1} << 20;
 
@@ -211,18 +225,7 @@ Launch::Launch(const std::string& name, const std::string& site, int device, uin
 void Launch::add(const TandemCudasimOp& b, const std::vector<uint64_t>& loaded, const std::vector<uint64_t>& stored) {
   std::lock_guard<std::mutex> lock(mu_);
   counted_++;
-  op_.global_load_requests += b.global_load_requests;
-  op_.global_store_requests += b.global_store_requests;
-  op_.global_load_sectors += b.global_load_sectors;
-  op_.global_store_sectors += b.global_store_sectors;
-  op_.global_load_bytes += b.global_load_bytes;
-  op_.global_store_bytes += b.global_store_bytes;
-  op_.shared_requests += b.shared_requests;
-  op_.shared_wavefronts += b.shared_wavefronts;
-  op_.atomics += b.atomics;
-  op_.atomic_requests += b.atomic_requests;
-  op_.barriers += b.barriers;
-  op_.warp_collectives += b.warp_collectives;
+  for (uint64_t TandemCudasimOp::*count : kBlockCounts) op_.*count += b.*count;
   op_.flops += b.flops;
   for (int i = 0; i < TANDEM_CUDASIM_REUSE_BUCKETS; ++i) op_.reuse_load_sectors[i] += b.reuse_load_sectors[i];
   add_runs(loaded_, loaded);
@@ -238,11 +241,9 @@ TandemCudasimOp Launch::finish() {
   if (counted_ == 0 || counted_ == blocks) return op;
   const double f = static_cast<double>(blocks) / static_cast<double>(counted_);
   auto scale = [f](uint64_t& v) { v = static_cast<uint64_t>(std::llround(static_cast<double>(v) * f)); };
-  for (uint64_t* v : {&op.global_load_requests, &op.global_store_requests, &op.global_load_sectors,
-                      &op.global_store_sectors, &op.global_load_bytes, &op.global_store_bytes,
-                      &op.distinct_load_sectors, &op.distinct_store_sectors, &op.shared_requests, &op.shared_wavefronts,
-                      &op.atomics, &op.atomic_requests, &op.barriers, &op.warp_collectives})
-    scale(*v);
+  for (uint64_t TandemCudasimOp::*count : kBlockCounts) scale(op.*count);
+  scale(op.distinct_load_sectors);
+  scale(op.distinct_store_sectors);
   for (uint64_t& v : op.reuse_load_sectors) scale(v);
   op.flops *= f;
   return op;
