@@ -425,9 +425,9 @@ int run(const Options& o) {
         const Timing legacy = time_calls(
             [&] {
               switch (p.pass) {
-                case ConvPass::Forward: return nn.conv2d_forward(g, xp, wp, nullptr, yp, s);
-                case ConvPass::BackwardData: return nn.conv2d_backward_data(g, yp, wp, xp, s);
-                case ConvPass::BackwardFilter: return nn.conv2d_backward_weight(g, xp, yp, wp, s);
+                case ConvPass::Forward: return nn.conv2d_forward({g, xp, wp, nullptr, yp}, s);
+                case ConvPass::BackwardData: return nn.conv2d_backward_data({g, yp, wp, xp}, s);
+                case ConvPass::BackwardFilter: return nn.conv2d_backward_weight({g, xp, yp, wp}, s);
               }
             },
             s, o.iters);

@@ -77,6 +77,10 @@ class Module : NonCopyable {
   // build optimizers afterwards).
   void to(Device device);
   void to(DType dtype);
+  // Gives the 4-D parameters and buffers (convolution weights) channels-last strides (to_channels_last), so that
+  // convolutions on channels-last inputs read them without a copy and their gradients and optimizer state keep
+  // that layout. Build optimizers afterwards.
+  void to_channels_last();
 
  protected:
   // Registers a member tensor. The module keeps a pointer to it: members must outlive the registration

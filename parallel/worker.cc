@@ -10,8 +10,8 @@
 #include <thread>
 
 #include "parallel/green_context.h"
+#include "parallel/worker_context.h"
 #include "runtime/base/error.h"
-#include "runtime/base/parallel_for.h"
 #include "runtime/base/spec_reader.h"
 #include "runtime/memory/cuda_thread.h"
 #include "runtime/memory/stream_check.h"
@@ -251,17 +251,13 @@ void run_on_workers(std::vector<Worker>& workers, const std::function<void(Worke
   for (size_t i = 0; i < n; ++i) {
     threads.emplace_back([&, i] {
       Worker& w = workers[i];
-      tl_run = &state;
       bool arrived = false;
       auto arrive = [&] {
         if (!arrived) wait_for_all_prepared();
         arrived = true;
       };
       try {
-        StreamGuard stream_guard(w.compute);
-        std::unique_ptr<MemoryScope> scope;
-        if (w.memory) scope = std::make_unique<MemoryScope>(w.memory);
-        set_intra_op_threads(1);
+        WorkerContextGuard context(WorkerContext::of(w, &state));
         prepare_cuda_thread(w.device);
         arrive();
         {
@@ -280,7 +276,6 @@ void run_on_workers(std::vector<Worker>& workers, const std::function<void(Worke
         }
         arrive();
       }
-      tl_run = nullptr;
     });
   }
   for (auto& t : threads) t.join();

@@ -66,8 +66,8 @@ void BM_Model(benchmark::State& state, std::string name, int64_t size, std::stri
   const int64_t batch = batch_of(c);
   const Device device = g_device;
   DeviceGuard dg(device);
-  costmodel::ModelStep k(name, mode, device);
-  k.set_inputs(batch, size, c.channels_last);
+  costmodel::ModelStep k(name, mode, device, c.channels_last);
+  k.set_inputs(batch, size);
 
   Stream s = current_stream(device);
   for (int i = 0; i < 3; ++i) k.run();  // warm-up: algorithm selection, allocator pools

@@ -384,47 +384,46 @@ void launch_copy_same(const void* src, const StridedDesc& sd, void* dst, const S
 }
 }  // namespace
 
-void CudaBackend::fill(DType t, void* dst, const StridedDesc& d, double value, const Stream& s) {
-  if (d.numel() == 0) return;
+void CudaBackend::fill(const FillArgs& args, const Stream& s) {
+  if (args.d.numel() == 0) return;
   LaunchScope ls(s);
-  switch (t) {
-    case DType::F32: return launch_fill<float>(dst, d, static_cast<float>(value), ls);
-    case DType::F64: return launch_fill<double>(dst, d, value, ls);
-    case DType::F16: return launch_fill<uint16_t>(dst, d, float_to_f16(static_cast<float>(value)), ls);
-    case DType::BF16: return launch_fill<uint16_t>(dst, d, float_to_bf16(static_cast<float>(value)), ls);
-    case DType::I32: return launch_fill<int32_t>(dst, d, static_cast<int32_t>(value), ls);
-    case DType::I64: return launch_fill<int64_t>(dst, d, static_cast<int64_t>(value), ls);
-    case DType::U8: return launch_fill<uint8_t>(dst, d, static_cast<uint8_t>(value), ls);
+  switch (args.t) {
+    case DType::F32: return launch_fill<float>(args.dst, args.d, static_cast<float>(args.value), ls);
+    case DType::F64: return launch_fill<double>(args.dst, args.d, args.value, ls);
+    case DType::F16: return launch_fill<uint16_t>(args.dst, args.d, float_to_f16(static_cast<float>(args.value)), ls);
+    case DType::BF16: return launch_fill<uint16_t>(args.dst, args.d, float_to_bf16(static_cast<float>(args.value)), ls);
+    case DType::I32: return launch_fill<int32_t>(args.dst, args.d, static_cast<int32_t>(args.value), ls);
+    case DType::I64: return launch_fill<int64_t>(args.dst, args.d, static_cast<int64_t>(args.value), ls);
+    case DType::U8: return launch_fill<uint8_t>(args.dst, args.d, static_cast<uint8_t>(args.value), ls);
   }
 }
 
-void CudaBackend::copy(DType src_t, const void* src, const StridedDesc& src_d, DType dst_t, void* dst,
-                       const StridedDesc& dst_d, const Stream& s) {
-  if (dst_d.numel() == 0) return;
+void CudaBackend::copy(const CopyArgs& args, const Stream& s) {
+  if (args.dst_d.numel() == 0) return;
   LaunchScope ls(s);
-  auto c = collapse<2>({&dst_d, &src_d});
+  auto c = collapse<2>({&args.dst_d, &args.src_d});
   const StridedDesc &dd = c[0], &sd = c[1];
   const int64_t n = dd.numel();
   const bool contiguous = dd.ndim == 1 && dd.strides[0] == 1 && sd.strides[0] == 1;
-  if (src_t == dst_t && contiguous) {
-    TD_CUDA_CHECK(
-        cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * dtype_size(src_t), cudaMemcpyDeviceToDevice, ls.stream()));
+  if (args.src_t == args.dst_t && contiguous) {
+    TD_CUDA_CHECK(cudaMemcpyAsync(args.dst, args.src, static_cast<size_t>(n) * dtype_size(args.src_t),
+                                  cudaMemcpyDeviceToDevice, ls.stream()));
     return;
   }
-  if (contiguous) return convert_contiguous(src_t, src, dst_t, dst, n, ls);
+  if (contiguous) return convert_contiguous(args.src_t, args.src, args.dst_t, args.dst, n, ls);
   const StridedDesc* all[2] = {&dd, &sd};
   const bool narrow = fits_int32(n, all, 2);
-  if (src_t == dst_t) {
-    TD_DISPATCH_BYTES(src_t, launch_copy_same<scalar_t>(src, sd, dst, dd, narrow, ls));
+  if (args.src_t == args.dst_t) {
+    TD_DISPATCH_BYTES(args.src_t, launch_copy_same<scalar_t>(args.src, sd, args.dst, dd, narrow, ls));
     return;
   }
   const unsigned grid = grid_for(ceil_div(n, kThreads), ls.device());
   if (narrow)
-    launch_kernel(TD_KERNEL(convert_strided_kernel<uint32_t>), grid, kThreads, 0, ls.stream(), src_t, src, sd, dst_t,
-                  dst, dd, static_cast<uint32_t>(n));
+    launch_kernel(TD_KERNEL(convert_strided_kernel<uint32_t>), grid, kThreads, 0, ls.stream(), args.src_t, args.src, sd,
+                  args.dst_t, args.dst, dd, static_cast<uint32_t>(n));
   else
-    launch_kernel(TD_KERNEL(convert_strided_kernel<int64_t>), grid, kThreads, 0, ls.stream(), src_t, src, sd, dst_t,
-                  dst, dd, n);
+    launch_kernel(TD_KERNEL(convert_strided_kernel<int64_t>), grid, kThreads, 0, ls.stream(), args.src_t, args.src, sd,
+                  args.dst_t, args.dst, dd, n);
   TD_CUDA_CHECK_LAUNCH(ls.stream(), "convert_strided_kernel");
 }
 

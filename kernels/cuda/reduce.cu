@@ -332,18 +332,17 @@ void run_reduce(const R& red, const void* x, int64_t outer, int64_t r, int64_t i
 }
 }  // namespace
 
-void CudaBackend::reduce(ReduceOp op, DType t, const void* x, int64_t outer, int64_t r, int64_t inner, void* out,
-                         int64_t* indices, const Stream& s) {
-  if (outer * inner == 0) return;
-  TD_CHECK_SHAPE(r > 0 || op == ReduceOp::Sum, "max/min over an empty dimension");
+void CudaBackend::reduce(const ReduceArgs& args, const Stream& s) {
+  if (args.outer * args.inner == 0) return;
+  TD_CHECK_SHAPE(args.r > 0 || args.op == ReduceOp::Sum, "max/min over an empty dimension");
   LaunchScope ls(s);
-  TD_DISPATCH_FLOAT(t, "reduction", {
-    if (op == ReduceOp::Sum)
-      run_reduce(SumReducer<scalar_t>{}, x, outer, r, inner, out, nullptr, s, ls);
-    else if (op == ReduceOp::Max)
-      run_reduce(ArgReducer<scalar_t, true>{}, x, outer, r, inner, out, indices, s, ls);
+  TD_DISPATCH_FLOAT(args.t, "reduction", {
+    if (args.op == ReduceOp::Sum)
+      run_reduce(SumReducer<scalar_t>{}, args.x, args.outer, args.r, args.inner, args.out, nullptr, s, ls);
+    else if (args.op == ReduceOp::Max)
+      run_reduce(ArgReducer<scalar_t, true>{}, args.x, args.outer, args.r, args.inner, args.out, args.indices, s, ls);
     else
-      run_reduce(ArgReducer<scalar_t, false>{}, x, outer, r, inner, out, indices, s, ls);
+      run_reduce(ArgReducer<scalar_t, false>{}, args.x, args.outer, args.r, args.inner, args.out, args.indices, s, ls);
   });
 }
 

@@ -518,43 +518,42 @@ void softmax_rows(bool log, const T* x, T* y, int64_t rows, int64_t n, const Str
 }
 }  // namespace
 
-void CudaBackend::softmax(bool log, DType t, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
-                          const Stream& s) {
-  if (outer * n * inner == 0) return;
+void CudaBackend::softmax(const SoftmaxArgs& args, const Stream& s) {
+  if (args.outer * args.n * args.inner == 0) return;
   LaunchScope ls(s);
-  TD_DISPATCH_FLOAT(t, "softmax", {
-    auto xp = static_cast<const scalar_t*>(x);
-    auto yp = static_cast<scalar_t*>(y);
-    if (inner == 1) {
-      softmax_rows(log, xp, yp, outer, n, s, ls);
+  TD_DISPATCH_FLOAT(args.t, "softmax", {
+    auto xp = static_cast<const scalar_t*>(args.x);
+    auto yp = static_cast<scalar_t*>(args.y);
+    if (args.inner == 1) {
+      softmax_rows(args.log, xp, yp, args.outer, args.n, s, ls);
     } else {
-      launch_kernel(TD_KERNEL(softmax_cols_kernel<scalar_t>), grid_for(ceil_div(outer * inner, kColX), ls.device()),
-                    dim3(kColX, kColY), 0, ls.stream(), log, xp, yp, outer, n, inner);
+      launch_kernel(TD_KERNEL(softmax_cols_kernel<scalar_t>),
+                    grid_for(ceil_div(args.outer * args.inner, kColX), ls.device()), dim3(kColX, kColY), 0, ls.stream(),
+                    args.log, xp, yp, args.outer, args.n, args.inner);
       TD_CUDA_CHECK_LAUNCH(ls.stream(), "softmax_cols_kernel");
     }
   });
 }
 
-void CudaBackend::softmax_backward(bool log, DType t, const void* y, const void* gy, void* gx, int64_t outer, int64_t n,
-                                   int64_t inner, const Stream& s) {
-  if (outer * n * inner == 0) return;
+void CudaBackend::softmax_backward(const SoftmaxBackwardArgs& args, const Stream& s) {
+  if (args.outer * args.n * args.inner == 0) return;
   LaunchScope ls(s);
-  TD_DISPATCH_FLOAT(t, "softmax backward", {
-    auto yp = static_cast<const scalar_t*>(y);
-    auto gp = static_cast<const scalar_t*>(gy);
-    auto op = static_cast<scalar_t*>(gx);
-    if (inner == 1) {
+  TD_DISPATCH_FLOAT(args.t, "softmax backward", {
+    auto yp = static_cast<const scalar_t*>(args.y);
+    auto gp = static_cast<const scalar_t*>(args.gy);
+    auto op = static_cast<scalar_t*>(args.gx);
+    if (args.inner == 1) {
       constexpr int V = vec_width<scalar_t>();
-      const int G = row_lanes(n, V);
-      const bool vec = n % V == 0 && is_aligned(y, 16) && is_aligned(gy, 16) && is_aligned(gx, 16);
+      const int G = row_lanes(args.n, V);
+      const bool vec = args.n % V == 0 && is_aligned(args.y, 16) && is_aligned(args.gy, 16) && is_aligned(args.gx, 16);
       launch_kernel(TD_KERNEL(softmax_backward_rows_kernel<scalar_t>),
-                    grid_for(ceil_div(outer, kThreads / G), ls.device()), kThreads, 0, ls.stream(), log, yp, gp, op,
-                    outer, n, G, vec);
+                    grid_for(ceil_div(args.outer, kThreads / G), ls.device()), kThreads, 0, ls.stream(), args.log, yp,
+                    gp, op, args.outer, args.n, G, vec);
       TD_CUDA_CHECK_LAUNCH(ls.stream(), "softmax_backward_rows_kernel");
     } else {
       launch_kernel(TD_KERNEL(softmax_backward_cols_kernel<scalar_t>),
-                    grid_for(ceil_div(outer * inner, kColX), ls.device()), dim3(kColX, kColY), 0, ls.stream(), log, yp,
-                    gp, op, outer, n, inner);
+                    grid_for(ceil_div(args.outer * args.inner, kColX), ls.device()), dim3(kColX, kColY), 0, ls.stream(),
+                    args.log, yp, gp, op, args.outer, args.n, args.inner);
       TD_CUDA_CHECK_LAUNCH(ls.stream(), "softmax_backward_cols_kernel");
     }
   });

@@ -274,19 +274,16 @@ void convolve(ConvPass pass, const Conv2dGeometry& g, const ConvOperands& o, con
 
 namespace cuda {
 
-void CudaNNBackend::conv2d_forward(const Conv2dGeometry& g, const void* x, const void* w, const void* bias, void* y,
-                                   const Stream& s) {
-  cudnn::convolve(cudnn::ConvPass::Forward, g, {x, w, y}, bias, s);
+void CudaNNBackend::conv2d_forward(const Conv2dForwardArgs& args, const Stream& s) {
+  cudnn::convolve(cudnn::ConvPass::Forward, args.g, {args.x, args.w, args.y}, args.bias, s);
 }
 
-void CudaNNBackend::conv2d_backward_data(const Conv2dGeometry& g, const void* dy, const void* w, void* dx,
-                                         const Stream& s) {
-  cudnn::convolve(cudnn::ConvPass::BackwardData, g, {dy, w, dx}, nullptr, s);
+void CudaNNBackend::conv2d_backward_data(const Conv2dBackwardDataArgs& args, const Stream& s) {
+  cudnn::convolve(cudnn::ConvPass::BackwardData, args.g, {args.dy, args.w, args.dx}, nullptr, s);
 }
 
-void CudaNNBackend::conv2d_backward_weight(const Conv2dGeometry& g, const void* x, const void* dy, void* dw,
-                                           const Stream& s) {
-  cudnn::convolve(cudnn::ConvPass::BackwardFilter, g, {x, dy, dw}, nullptr, s);
+void CudaNNBackend::conv2d_backward_weight(const Conv2dBackwardWeightArgs& args, const Stream& s) {
+  cudnn::convolve(cudnn::ConvPass::BackwardFilter, args.g, {args.x, args.dy, args.dw}, nullptr, s);
 }
 
 }  // namespace cuda

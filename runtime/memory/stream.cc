@@ -238,6 +238,18 @@ Stream current_stream(Device device) {
   return default_stream(device);
 }
 
+std::vector<Stream> current_streams() {
+  std::vector<Stream> out;
+  for (const auto& entry : thread_streams()) out.push_back(entry.second);
+  return out;
+}
+
+void set_current_streams(const std::vector<Stream>& streams) {
+  auto& m = thread_streams();
+  m.clear();
+  for (const Stream& s : streams) m[stream_key(s.device())] = s;
+}
+
 DeviceGuard::DeviceGuard(Device device) : previous_(tl_device) {
   if (device.is_cuda()) {
     check_device_available(device);

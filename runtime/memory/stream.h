@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "runtime/base/device.h"
 #include "runtime/base/non_copyable.h"
@@ -82,6 +83,10 @@ Stream current_stream(Device device);
 inline Stream current_stream() { return current_stream(current_device()); }
 // The per-device default stream shared by threads that set none.
 Stream default_stream(Device device);
+// The streams StreamGuards made current on this thread (one per device), and their replacement by another set
+// (ThreadContext carries a thread's streams to another: runtime/tensor/thread_context.h).
+std::vector<Stream> current_streams();
+void set_current_streams(const std::vector<Stream>& streams);
 
 // Sets the current device for this thread while in scope (and the CUDA device for CUDA runtime calls). The CUDA
 // device is asked of the runtime (cudaGetDevice, a cheap call) and set, and restored after, only when it differs:

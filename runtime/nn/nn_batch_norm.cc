@@ -45,7 +45,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
 
   BatchNormGeometry g;
   g.dtype = x.dtype();
-  g.channels_last = is_channels_last(x);
+  g.channels_last = suggests_channels_last(x);
   g.n = x.shape()[0];
   g.c = x.shape()[1];
   g.hw = x.dim() == 4 ? x.shape()[2] * x.shape()[3] : 1;
@@ -65,17 +65,19 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
     Tensor stats = empty({2, g.c}, opts);
     mean = stats.select(0, 0);
     invstd = stats.select(0, 1);
-    nn.batch_norm_forward_train(g, xd.raw_data(), ptr_or_null(wd), ptr_or_null(bd), eps, momentum,
-                                running_mean.defined() ? running_mean.raw_data() : nullptr,
-                                running_var.defined() ? running_var.raw_data() : nullptr, y.raw_data(), mean.raw_data(),
-                                invstd.raw_data(), stream);
+    nn.batch_norm_forward_train(
+        {g, xd.raw_data(), ptr_or_null(wd), ptr_or_null(bd), eps, momentum,
+         running_mean.defined() ? running_mean.raw_data() : nullptr,
+         running_var.defined() ? running_var.raw_data() : nullptr, y.raw_data(), mean.raw_data(), invstd.raw_data()},
+        stream);
     if (running_mean.defined()) {
       running_mean.storage().bump_version();
       running_var.storage().bump_version();
     }
   } else if (x.numel() > 0) {
-    nn.batch_norm_forward_eval(g, xd.raw_data(), ptr_or_null(wd), ptr_or_null(bd), running_mean.raw_data(),
-                               running_var.raw_data(), eps, y.raw_data(), stream);
+    nn.batch_norm_forward_eval({g, xd.raw_data(), ptr_or_null(wd), ptr_or_null(bd), running_mean.raw_data(),
+                                running_var.raw_data(), eps, y.raw_data()},
+                               stream);
   }
 
   std::vector<Tensor> inputs{x, weight, bias};
@@ -94,8 +96,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
           if (need[1]) out[1] = empty({g.c}, opts);
           if (need[2]) out[2] = empty({g.c}, opts);
           nn_backend_for(gy.device())
-              .batch_norm_backward(g, training, xv.raw_data(), gy.raw_data(), ptr_or_null(wv), mv.raw_data(),
-                                   is.raw_data(), ptr_or_null(out[0]), ptr_or_null(out[1]), ptr_or_null(out[2]),
+              .batch_norm_backward({g, training, xv.raw_data(), gy.raw_data(), ptr_or_null(wv), mv.raw_data(),
+                                    is.raw_data(), ptr_or_null(out[0]), ptr_or_null(out[1]), ptr_or_null(out[2])},
                                    current_stream(gy.device()));
           return out;
         });

@@ -20,7 +20,6 @@
 #include "parallel/bd/strategy.h"
 #include "parallel/communicator.h"
 #include "parallel/worker.h"
-#include "runtime/memory/stream_check.h"
 #include "runtime/nn/nn_backend.h"
 #include "tests/bd/distill_testing.h"
 #include "tests/testing.h"
@@ -34,14 +33,9 @@ namespace {
 // in place of the registered ones while it lives.
 class SlowFirstConvolutions final : public NNBackend {
  public:
-  SlowFirstConvolutions(Device device, double delay_s) : type_(device.type), delay_s_(delay_s) {
-    // While the stream checker runs, the registry hands out its checking wrapper: take the kernels themselves (the
-    // registry wraps this object in turn).
-    const bool checking = stream_check::enabled();
-    stream_check::set_enabled(false);
-    k_ = &nn_backend_for(device);
-    stream_check::set_enabled(checking);
-    register_nn_backend(type_, this);
+  SlowFirstConvolutions(Device device, double delay_s)
+      : type_(device.type), delay_s_(delay_s), k_(registered_nn_backend(device.type)) {
+    register_nn_backend(type_, this);  // the registry wraps this object in turn while the stream checker runs
   }
   ~SlowFirstConvolutions() override { register_nn_backend(type_, k_); }
   SlowFirstConvolutions(const SlowFirstConvolutions&) = delete;
@@ -53,67 +47,20 @@ class SlowFirstConvolutions final : public NNBackend {
     return seen_.size();
   }
 
-  void conv2d_forward(const Conv2dGeometry& g, const void* x, const void* w, const void* bias, void* y,
-                      const Stream& s) override {
-    first_call(0, g);
-    k_->conv2d_forward(g, x, w, bias, y, s);
+#define TD_FORWARD(method, Args)                            \
+  void method(const Args& args, const Stream& s) override { \
+    first_call(args);                                       \
+    k_->method(args, s);                                    \
   }
-  void conv2d_backward_data(const Conv2dGeometry& g, const void* dy, const void* w, void* dx,
-                            const Stream& s) override {
-    first_call(1, g);
-    k_->conv2d_backward_data(g, dy, w, dx, s);
-  }
-  void conv2d_backward_weight(const Conv2dGeometry& g, const void* x, const void* dy, void* dw,
-                              const Stream& s) override {
-    first_call(2, g);
-    k_->conv2d_backward_weight(g, x, dy, dw, s);
-  }
-  void batch_norm_forward_train(const BatchNormGeometry& g, const void* x, const void* weight, const void* bias,
-                                double eps, double momentum, void* running_mean, void* running_var, void* y,
-                                void* save_mean, void* save_invstd, const Stream& s) override {
-    k_->batch_norm_forward_train(g, x, weight, bias, eps, momentum, running_mean, running_var, y, save_mean,
-                                 save_invstd, s);
-  }
-  void batch_norm_forward_eval(const BatchNormGeometry& g, const void* x, const void* weight, const void* bias,
-                               const void* running_mean, const void* running_var, double eps, void* y,
-                               const Stream& s) override {
-    k_->batch_norm_forward_eval(g, x, weight, bias, running_mean, running_var, eps, y, s);
-  }
-  void batch_norm_backward(const BatchNormGeometry& g, bool training, const void* x, const void* dy, const void* weight,
-                           const void* mean, const void* invstd, void* dx, void* dweight, void* dbias,
-                           const Stream& s) override {
-    k_->batch_norm_backward(g, training, x, dy, weight, mean, invstd, dx, dweight, dbias, s);
-  }
-  void max_pool2d_forward(const Pool2dGeometry& g, const void* x, void* y, int32_t* indices, const Stream& s) override {
-    k_->max_pool2d_forward(g, x, y, indices, s);
-  }
-  void max_pool2d_backward(const Pool2dGeometry& g, const void* dy, const int32_t* indices, void* dx,
-                           const Stream& s) override {
-    k_->max_pool2d_backward(g, dy, indices, dx, s);
-  }
-  void avg_pool2d_forward(const Pool2dGeometry& g, const void* x, void* y, const Stream& s) override {
-    k_->avg_pool2d_forward(g, x, y, s);
-  }
-  void avg_pool2d_backward(const Pool2dGeometry& g, const void* dy, void* dx, const Stream& s) override {
-    k_->avg_pool2d_backward(g, dy, dx, s);
-  }
-  void dropout_mask(int64_t n, double p, uint64_t seed, uint64_t offset, uint8_t* mask, const Stream& s) override {
-    k_->dropout_mask(n, p, seed, offset, mask, s);
-  }
-  void masked_scale(DType t, const void* x, const uint8_t* mask, double scale, void* y, int64_t n,
-                    const Stream& s) override {
-    k_->masked_scale(t, x, mask, scale, y, n, s);
-  }
-  void sgd_step(DType t, int64_t count, void* const* params, const void* const* grads, void* const* momentum_buffers,
-                const int64_t* numels, const SgdHyper& h, const Stream& s) override {
-    k_->sgd_step(t, count, params, grads, momentum_buffers, numels, h, s);
-  }
-  void adam_step(DType t, int64_t count, void* const* params, const void* const* grads, void* const* exp_avg,
-                 void* const* exp_avg_sq, const int64_t* numels, const AdamHyper& h, const Stream& s) override {
-    k_->adam_step(t, count, params, grads, exp_avg, exp_avg_sq, numels, h, s);
-  }
+  TD_NN_BACKEND_METHODS(TD_FORWARD)
+#undef TD_FORWARD
 
  private:
+  template <class Args>
+  void first_call(const Args&) {}
+  void first_call(const Conv2dForwardArgs& a) { first_call(0, a.g); }
+  void first_call(const Conv2dBackwardDataArgs& a) { first_call(1, a.g); }
+  void first_call(const Conv2dBackwardWeightArgs& a) { first_call(2, a.g); }
   void first_call(int pass, const Conv2dGeometry& g) {
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -37,10 +37,10 @@ void check_copy(const std::string& what, const Tensor& src, DType dst_t, const S
   const StridedDesc sd = broadcast_desc(src, shape);
   Guarded want(dst_t, n, Device::cpu(), dst_shift), got(dst_t, n, Device::cuda(0), dst_shift);
   Tensor want_view = dst_of(want), got_view = dst_of(got);
-  cpu_backend().copy(src.dtype(), src.raw_data(), sd, dst_t, want_view.raw_data(), desc_of(want_view), Stream());
+  cpu_backend().copy({src.dtype(), src.raw_data(), sd, dst_t, want_view.raw_data(), desc_of(want_view)}, Stream());
   Tensor holder;
   const void* src_dev = gpu_mirror(src, holder);
-  gpu_backend().copy(src.dtype(), src_dev, sd, dst_t, got_view.raw_data(), desc_of(got_view), gpu_stream());
+  gpu_backend().copy({src.dtype(), src_dev, sd, dst_t, got_view.raw_data(), desc_of(got_view)}, gpu_stream());
   expect_bitwise_equal(to_host(got.middle()), want.middle(), what);
   got.expect_intact(what);
 }
@@ -120,13 +120,13 @@ TEST(CudaFill, EveryDtypeContiguousAndStridedMatchesCpuBitwise) {
                                    " n=" + std::to_string(n) + " shift=" + std::to_string(shift);
           Guarded want(t, n, Device::cpu(), shift), got(t, n, Device::cuda(0), shift);
           // Contiguous, then every other element of the same buffer.
-          cpu_backend().fill(t, want.data(), desc_of(want.middle()), value, Stream());
-          gpu_backend().fill(t, got.data(), desc_of(got.middle()), value, gpu_stream());
+          cpu_backend().fill({t, want.data(), desc_of(want.middle()), value}, Stream());
+          gpu_backend().fill({t, got.data(), desc_of(got.middle()), value}, gpu_stream());
           expect_bitwise_equal(to_host(got.middle()), want.middle(), what);
           got.expect_intact(what);
           Tensor want_strided = want.middle().slice(0, 0, n, 2), got_strided = got.middle().slice(0, 0, n, 2);
-          cpu_backend().fill(t, want_strided.raw_data(), desc_of(want_strided), value + 1, Stream());
-          gpu_backend().fill(t, got_strided.raw_data(), desc_of(got_strided), value + 1, gpu_stream());
+          cpu_backend().fill({t, want_strided.raw_data(), desc_of(want_strided), value + 1}, Stream());
+          gpu_backend().fill({t, got_strided.raw_data(), desc_of(got_strided), value + 1}, gpu_stream());
           expect_bitwise_equal(to_host(got.middle()), want.middle(), what + " strided");
           got.expect_intact(what + " strided");
         }

@@ -38,9 +38,9 @@ void check_reduce(ReduceOp op, DType t, const Layout& l, int64_t shift, const Te
   Guarded want_v(t, n, Device::cpu()), want_i(DType::I64, n, Device::cpu());
   Guarded got_v(t, n, Device::cuda(0), shift), got_i(DType::I64, n, Device::cuda(0), shift);
   auto indices_of = [&](Guarded& g) { return with_indices ? static_cast<int64_t*>(g.data()) : nullptr; };
-  cpu_backend().reduce(op, t, x_cpu.raw_data(), l.outer, l.r, l.inner, want_v.data(), indices_of(want_i), Stream());
+  cpu_backend().reduce({op, t, x_cpu.raw_data(), l.outer, l.r, l.inner, want_v.data(), indices_of(want_i)}, Stream());
   Tensor xd = to_gpu(x_cpu, shift);
-  gpu_backend().reduce(op, t, xd.raw_data(), l.outer, l.r, l.inner, got_v.data(), indices_of(got_i), gpu_stream());
+  gpu_backend().reduce({op, t, xd.raw_data(), l.outer, l.r, l.inner, got_v.data(), indices_of(got_i)}, gpu_stream());
   Tensor got_values = to_host(got_v.middle());
   if (op == ReduceOp::Sum) {
     expect_close(got_values, want_v.middle(), tolerance(t), what);
@@ -109,7 +109,7 @@ TEST(CudaReduce, IsDeterministicAndIndependentOfAlignment) {
     for (int64_t shift : {0, 0, 1, 2}) {
       Tensor xd = to_gpu(x, shift);
       Guarded out(DType::F32, n, Device::cuda(0));
-      gpu_backend().reduce(ReduceOp::Sum, DType::F32, xd.raw_data(), l.outer, l.r, l.inner, out.data(), nullptr,
+      gpu_backend().reduce({ReduceOp::Sum, DType::F32, xd.raw_data(), l.outer, l.r, l.inner, out.data(), nullptr},
                            gpu_stream());
       results.push_back(to_host(out.middle()));
     }
@@ -130,21 +130,21 @@ void check_softmax(bool log, DType t, const Layout& l, int64_t shift) {
   const int64_t n = l.outer * l.r * l.inner;
   Tensor x = random_cpu({n}, t, -6.0, 6.0);
   Tensor want = empty({n}, t);
-  cpu_backend().softmax(log, t, x.raw_data(), want.raw_data(), l.outer, l.r, l.inner, Stream());
+  cpu_backend().softmax({log, t, x.raw_data(), want.raw_data(), l.outer, l.r, l.inner}, Stream());
   Tensor xd = to_gpu(x, shift);
   Guarded got(t, n, Device::cuda(0), shift);
-  gpu_backend().softmax(log, t, xd.raw_data(), got.data(), l.outer, l.r, l.inner, gpu_stream());
+  gpu_backend().softmax({log, t, xd.raw_data(), got.data(), l.outer, l.r, l.inner}, gpu_stream());
   expect_close(to_host(got.middle()), want, tolerance(t) * 4, what);
   got.expect_intact(what);
 
   // Backward from the CPU's y and a random upstream gradient.
   Tensor gy = random_cpu({n}, t, -1.0, 1.0);
   Tensor want_gx = empty({n}, t);
-  cpu_backend().softmax_backward(log, t, want.raw_data(), gy.raw_data(), want_gx.raw_data(), l.outer, l.r, l.inner,
+  cpu_backend().softmax_backward({log, t, want.raw_data(), gy.raw_data(), want_gx.raw_data(), l.outer, l.r, l.inner},
                                  Stream());
   Tensor yd = to_gpu(want, shift), gyd = to_gpu(gy, shift);
   Guarded got_gx(t, n, Device::cuda(0), shift);
-  gpu_backend().softmax_backward(log, t, yd.raw_data(), gyd.raw_data(), got_gx.data(), l.outer, l.r, l.inner,
+  gpu_backend().softmax_backward({log, t, yd.raw_data(), gyd.raw_data(), got_gx.data(), l.outer, l.r, l.inner},
                                  gpu_stream());
   // The backward subtracts nearly equal terms: compare with a tolerance scaled by the row sum's size.
   expect_close(to_host(got_gx.middle()), want_gx, tolerance(t) * 64, what + " backward");
@@ -170,7 +170,7 @@ TEST(CudaSoftmax, IsDeterministicAndIndependentOfAlignment) {
       for (int64_t shift : {0, 0, 1, 3}) {
         Tensor xd = to_gpu(x, shift);
         Guarded y(DType::F32, n, Device::cuda(0), shift);
-        gpu_backend().softmax(log, DType::F32, xd.raw_data(), y.data(), l.outer, l.r, 1, gpu_stream());
+        gpu_backend().softmax({log, DType::F32, xd.raw_data(), y.data(), l.outer, l.r, 1}, gpu_stream());
         results.push_back(to_host(y.middle()));
       }
       for (size_t i = 1; i < results.size(); ++i)
@@ -211,10 +211,10 @@ TEST(CudaSoftmax, InfinitiesAndNaNGiveTheCpuResult) {
       for (int64_t j = 0; j < 4; ++j) xv[4 * len + j] = -INFINITY;
       xv[4 * len + 2] = NAN;
       Tensor want = empty({kRows, len}, DType::F32);
-      cpu_backend().softmax(log, DType::F32, x.raw_data(), want.raw_data(), kRows, len, 1, Stream());
+      cpu_backend().softmax({log, DType::F32, x.raw_data(), want.raw_data(), kRows, len, 1}, Stream());
       Tensor xd = to_gpu(x);
       Guarded got(DType::F32, kRows * len, Device::cuda(0));
-      gpu_backend().softmax(log, DType::F32, xd.raw_data(), got.data(), kRows, len, 1, gpu_stream());
+      gpu_backend().softmax({log, DType::F32, xd.raw_data(), got.data(), kRows, len, 1}, gpu_stream());
       const std::string what = std::string(log ? "log_softmax" : "softmax") + " specials len=" + std::to_string(len);
       Tensor result = to_host(got.middle()).view({kRows, len});
       expect_close(result, want, 1e-5, what);

@@ -16,7 +16,9 @@
 #include "parallel/trace.h"
 #include "parallel/worker.h"
 #include "runtime/base/error.h"
+#include "runtime/base/parallel_for.h"
 #include "runtime/formats/json.h"
+#include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
 #include "runtime/tensor/rng.h"
 #include "tests/testing.h"
@@ -266,6 +268,47 @@ TEST(Executor, RunsProgramsInOrderWithCrossWorkerAndCrossLaneDependencies) {
     if (t.id == w0_first) w0_end = t.end_s;
   for (auto& t : times[1]) w1_start = t.start_s;
   EXPECT_GE(w1_start, w0_end);
+}
+
+// The comm lane's thread works as the compute lane's does: grad mode, memory category and scope, device and
+// stream, intra-op threads, and the run its peers' failures are seen through.
+TEST(Executor, TheCommLaneRunsWithTheCallingThreadsState) {
+  auto workers = make_workers("cpu:1");
+  Schedule s(1);
+  const int first = s.add(make(0, OpKind::Forward, "compute", 0));
+  Instr relay = make(0, OpKind::Other, "comm lane", 0, {first});
+  relay.lane = kCommLane;
+  const int second = s.add(relay);
+  s.validate();
+  struct Seen {
+    std::thread::id thread;
+    bool grad = true;
+    MemoryCategory category = MemoryCategory::Activations;
+    std::vector<std::shared_ptr<MemoryTracker>> scopes;
+    Device device;
+    int threads = 0;
+    bool in_run = false;
+  };
+  std::vector<Seen> seen(2);
+  run_on_workers(workers, [&](Worker& w) {
+    autograd::NoGradGuard no_grad;
+    MemoryCategoryGuard category(MemoryCategory::OptimizerState);
+    Executor ex(s, w, nullptr);
+    ex.run([&](const Instr& i) {
+      seen[i.id] = Seen{std::this_thread::get_id(),    autograd::grad_enabled(), current_memory_category(),
+                        current_memory_scopes(),       current_device(),         intra_op_threads(),
+                        current_run_state() != nullptr};
+    });
+  });
+  const Seen& lane = seen[second];
+  EXPECT_NE(lane.thread, seen[first].thread) << "the comm lane has a thread of its own";
+  EXPECT_FALSE(lane.grad);
+  EXPECT_EQ(lane.category, MemoryCategory::OptimizerState);
+  ASSERT_EQ(lane.scopes.size(), 1u);
+  EXPECT_EQ(lane.scopes[0], workers[0].memory);
+  EXPECT_EQ(lane.device, workers[0].device);
+  EXPECT_EQ(lane.threads, 1);
+  EXPECT_TRUE(lane.in_run);
 }
 
 TEST(Executor, OneIssuerRunsBothLanesOnTheCallingThreadInIdOrder) {

@@ -40,10 +40,11 @@ StridedDesc contiguous_desc(const Shape& shape) {
 
 KernelRun relu(int64_t n) {
   Tensor x = random_gpu({n}), y = empty_gpu({n});
-  return {
-      {x, y},
-      [=](const Stream& s) { cuda_backend().unary(UnaryOp::Relu, DType::F32, x.raw_data(), y.raw_data(), n, {}, s); },
-      2.0 * n * 4};
+  return {{x, y},
+          [=](const Stream& s) {
+            cuda_backend().unary({UnaryOp::Relu, DType::F32, x.raw_data(), y.raw_data(), n, {}}, s);
+          },
+          2.0 * n * 4};
 }
 
 KernelRun binary_same_shape(int64_t n, BinaryOp op) {
@@ -51,7 +52,7 @@ KernelRun binary_same_shape(int64_t n, BinaryOp op) {
   const StridedDesc d = contiguous_desc({n});
   return {{a, b, out},
           [=](const Stream& s) {
-            cuda_backend().binary(op, DType::F32, a.raw_data(), d, b.raw_data(), d, out.raw_data(), d, s);
+            cuda_backend().binary({op, DType::F32, a.raw_data(), d, b.raw_data(), d, out.raw_data(), d}, s);
           },
           3.0 * n * 4};
 }
@@ -61,11 +62,12 @@ KernelRun add_row_broadcast(int64_t n) {
   const Shape shape{n / kRow, kRow};
   Tensor a = random_gpu(shape), b = random_gpu({kRow}), out = empty_gpu(shape);
   const StridedDesc ad = desc_of(a), bd = broadcast_desc(b, shape), od = desc_of(out);
-  return {{a, b, out},
-          [=](const Stream& s) {
-            cuda_backend().binary(BinaryOp::Add, DType::F32, a.raw_data(), ad, b.raw_data(), bd, out.raw_data(), od, s);
-          },
-          (2.0 * n + kRow) * 4};
+  return {
+      {a, b, out},
+      [=](const Stream& s) {
+        cuda_backend().binary({BinaryOp::Add, DType::F32, a.raw_data(), ad, b.raw_data(), bd, out.raw_data(), od}, s);
+      },
+      (2.0 * n + kRow) * 4};
 }
 
 // x [n / (64 * 1024), 64, 32, 32] * scale [1, 64, 1, 1] (per-channel, as in batch norm).
@@ -73,11 +75,12 @@ KernelRun mul_channel_broadcast(int64_t n) {
   const Shape shape{n / (64 * 1024), 64, 32, 32};
   Tensor a = random_gpu(shape), b = random_gpu({1, 64, 1, 1}), out = empty_gpu(shape);
   const StridedDesc ad = desc_of(a), bd = broadcast_desc(b, shape), od = desc_of(out);
-  return {{a, b, out},
-          [=](const Stream& s) {
-            cuda_backend().binary(BinaryOp::Mul, DType::F32, a.raw_data(), ad, b.raw_data(), bd, out.raw_data(), od, s);
-          },
-          (2.0 * n + 64) * 4};
+  return {
+      {a, b, out},
+      [=](const Stream& s) {
+        cuda_backend().binary({BinaryOp::Mul, DType::F32, a.raw_data(), ad, b.raw_data(), bd, out.raw_data(), od}, s);
+      },
+      (2.0 * n + 64) * 4};
 }
 
 KernelRun reduce_case(ReduceOp op, int64_t outer, int64_t r, int64_t inner) {
@@ -86,26 +89,28 @@ KernelRun reduce_case(ReduceOp op, int64_t outer, int64_t r, int64_t inner) {
   const bool with_indices = op != ReduceOp::Sum;
   return {{x, out, idx},
           [=](const Stream& s) {
-            cuda_backend().reduce(op, DType::F32, x.raw_data(), outer, r, inner, out.raw_data(),
-                                  with_indices ? static_cast<int64_t*>(idx.raw_data()) : nullptr, s);
+            cuda_backend().reduce({op, DType::F32, x.raw_data(), outer, r, inner, out.raw_data(),
+                                   with_indices ? static_cast<int64_t*>(idx.raw_data()) : nullptr},
+                                  s);
           },
           4.0 * outer * r * inner + (with_indices ? 12.0 : 4.0) * outer * inner};
 }
 
 KernelRun softmax_rows(int64_t n, int64_t row, bool log) {
   Tensor x = random_gpu({n}), y = empty_gpu({n});
-  return {
-      {x, y},
-      [=](const Stream& s) { cuda_backend().softmax(log, DType::F32, x.raw_data(), y.raw_data(), n / row, row, 1, s); },
-      2.0 * n * 4};
+  return {{x, y},
+          [=](const Stream& s) {
+            cuda_backend().softmax({log, DType::F32, x.raw_data(), y.raw_data(), n / row, row, 1}, s);
+          },
+          2.0 * n * 4};
 }
 
 KernelRun softmax_backward(int64_t n) {
   Tensor y = random_gpu({n}), gy = random_gpu({n}), gx = empty_gpu({n});
   return {{y, gy, gx},
           [=](const Stream& s) {
-            cuda_backend().softmax_backward(false, DType::F32, y.raw_data(), gy.raw_data(), gx.raw_data(), n / kRow,
-                                            kRow, 1, s);
+            cuda_backend().softmax_backward(
+                {false, DType::F32, y.raw_data(), gy.raw_data(), gx.raw_data(), n / kRow, kRow, 1}, s);
           },
           3.0 * n * 4};
 }
@@ -114,7 +119,9 @@ KernelRun copy_contiguous(int64_t n) {
   Tensor x = random_gpu({n}), y = empty_gpu({n});
   const StridedDesc d = contiguous_desc({n});
   return {{x, y},
-          [=](const Stream& s) { cuda_backend().copy(DType::F32, x.raw_data(), d, DType::F32, y.raw_data(), d, s); },
+          [=](const Stream& s) {
+            cuda_backend().copy({DType::F32, x.raw_data(), d, DType::F32, y.raw_data(), d}, s);
+          },
           2.0 * n * 4};
 }
 
@@ -125,7 +132,9 @@ KernelRun copy_transpose(int64_t n) {
   Tensor x = random_gpu({side, side}), y = empty_gpu({side, side});
   const StridedDesc sd = desc_of(x.t()), dd = desc_of(y);
   return {{x, y},
-          [=](const Stream& s) { cuda_backend().copy(DType::F32, x.raw_data(), sd, DType::F32, y.raw_data(), dd, s); },
+          [=](const Stream& s) {
+            cuda_backend().copy({DType::F32, x.raw_data(), sd, DType::F32, y.raw_data(), dd}, s);
+          },
           2.0 * side * side * 4};
 }
 
@@ -133,7 +142,9 @@ KernelRun cast_f32_to_bf16(int64_t n) {
   Tensor x = random_gpu({n}), y = empty_gpu({n}, DType::BF16);
   const StridedDesc d = contiguous_desc({n});
   return {{x, y},
-          [=](const Stream& s) { cuda_backend().copy(DType::F32, x.raw_data(), d, DType::BF16, y.raw_data(), d, s); },
+          [=](const Stream& s) {
+            cuda_backend().copy({DType::F32, x.raw_data(), d, DType::BF16, y.raw_data(), d}, s);
+          },
           6.0 * n};
 }
 
@@ -164,9 +175,10 @@ KernelRun batch_norm(int64_t batch, bool channels_last, bool backward) {
   Tensor save_mean = zeros_gpu({kChannels}), save_invstd = zeros_gpu({kChannels});
   Tensor dweight = zeros_gpu({kChannels}), dbias = zeros_gpu({kChannels});
   auto forward = [=](const Stream& s) {
-    nn_backend_for(gpu()).batch_norm_forward_train(g, x.raw_data(), weight.raw_data(), bias.raw_data(), 1e-5, 0.1,
-                                                   running_mean.raw_data(), running_var.raw_data(), y.raw_data(),
-                                                   save_mean.raw_data(), save_invstd.raw_data(), s);
+    nn_backend_for(gpu()).batch_norm_forward_train(
+        {g, x.raw_data(), weight.raw_data(), bias.raw_data(), 1e-5, 0.1, running_mean.raw_data(),
+         running_var.raw_data(), y.raw_data(), save_mean.raw_data(), save_invstd.raw_data()},
+        s);
   };
   const std::vector<Tensor> all = {x,           y,         dy,          dx,      weight, bias, running_mean,
                                    running_var, save_mean, save_invstd, dweight, dbias};
@@ -176,9 +188,10 @@ KernelRun batch_norm(int64_t batch, bool channels_last, bool backward) {
   // x and dy read, dx written; weight and saved statistics read, dweight and dbias written.
   return {all,
           [=](const Stream& s) {
-            nn_backend_for(gpu()).batch_norm_backward(g, true, x.raw_data(), dy.raw_data(), weight.raw_data(),
-                                                      save_mean.raw_data(), save_invstd.raw_data(), dx.raw_data(),
-                                                      dweight.raw_data(), dbias.raw_data(), s);
+            nn_backend_for(gpu()).batch_norm_backward(
+                {g, true, x.raw_data(), dy.raw_data(), weight.raw_data(), save_mean.raw_data(), save_invstd.raw_data(),
+                 dx.raw_data(), dweight.raw_data(), dbias.raw_data()},
+                s);
           },
           4.0 * (3.0 * n + 5 * kChannels)};
 }
@@ -204,17 +217,17 @@ KernelRun max_pool(int64_t batch, bool channels_last, bool backward) {
   if (!backward)  // x read; y and the i32 indices written
     return {{x, y, idx},
             [=](const Stream& s) {
-              nn_backend_for(gpu()).max_pool2d_forward(g, x.raw_data(), y.raw_data(),
-                                                       static_cast<int32_t*>(idx.raw_data()), s);
+              nn_backend_for(gpu()).max_pool2d_forward(
+                  {g, x.raw_data(), y.raw_data(), static_cast<int32_t*>(idx.raw_data())}, s);
             },
             4.0 * (in + 2.0 * out)};
-  nn_backend_for(gpu()).max_pool2d_forward(g, x.raw_data(), y.raw_data(), static_cast<int32_t*>(idx.raw_data()),
+  nn_backend_for(gpu()).max_pool2d_forward({g, x.raw_data(), y.raw_data(), static_cast<int32_t*>(idx.raw_data())},
                                            current_stream(gpu()));
   Tensor dy = random_gpu({out}), dx = zeros_gpu({in});
   return {{x, y, idx, dy, dx},  // dy and the indices read; dx written
           [=](const Stream& s) {
-            nn_backend_for(gpu()).max_pool2d_backward(g, dy.raw_data(), static_cast<const int32_t*>(idx.raw_data()),
-                                                      dx.raw_data(), s);
+            nn_backend_for(gpu()).max_pool2d_backward(
+                {g, dy.raw_data(), static_cast<const int32_t*>(idx.raw_data()), dx.raw_data()}, s);
           },
           4.0 * (2.0 * out + in)};
 }
@@ -226,9 +239,9 @@ KernelRun avg_pool(int64_t batch, bool channels_last, bool backward) {
   return {{a, b},
           [=](const Stream& s) {
             if (backward)
-              nn_backend_for(gpu()).avg_pool2d_backward(g, a.raw_data(), b.raw_data(), s);
+              nn_backend_for(gpu()).avg_pool2d_backward({g, a.raw_data(), b.raw_data()}, s);
             else
-              nn_backend_for(gpu()).avg_pool2d_forward(g, a.raw_data(), b.raw_data(), s);
+              nn_backend_for(gpu()).avg_pool2d_forward({g, a.raw_data(), b.raw_data()}, s);
           },
           4.0 * (in + out)};
 }
@@ -241,7 +254,9 @@ KernelRun layout_copy(int64_t batch, bool to_channels_last) {
   const StridedDesc sd = desc_of(to_channels_last ? x.permute({0, 2, 3, 1}) : x.permute({0, 3, 1, 2}));
   const StridedDesc dd = desc_of(y);
   return {{x, y},
-          [=](const Stream& s) { cuda_backend().copy(DType::F32, x.raw_data(), sd, DType::F32, y.raw_data(), dd, s); },
+          [=](const Stream& s) {
+            cuda_backend().copy({DType::F32, x.raw_data(), sd, DType::F32, y.raw_data(), dd}, s);
+          },
           2.0 * x.numel() * 4};
 }
 

@@ -15,13 +15,15 @@
 namespace tandem {
 namespace costmodel {
 
-ModelStep::ModelStep(const std::string& model, const std::string& mode, Device device) : mode_(mode), device_(device) {
+ModelStep::ModelStep(const std::string& model, const std::string& mode, Device device, bool channels_last)
+    : mode_(mode), device_(device), channels_last_(device.is_cuda() && channels_last) {
   TD_CHECK(mode == "fwd" || mode == "fwd_bwd" || mode == "step", "mode must be fwd, fwd_bwd or step, got '", mode, "'");
   DeviceGuard guard(device);
   models::ModelOptions o;
   o.seed = 1;
   model_ = models::make_model(model, o);
   model_->to(device);
+  if (channels_last_) model_->to_channels_last();
   model_->train(mode != "fwd");
   optim::SgdOptions so;
   so.lr = 0.01;
@@ -30,11 +32,11 @@ ModelStep::ModelStep(const std::string& model, const std::string& mode, Device d
   optimizer_ = std::make_unique<optim::Sgd>(optim::single_group(model_->named_parameters()), so);
 }
 
-void ModelStep::set_inputs(int64_t batch, int64_t size, bool channels_last) {
+void ModelStep::set_inputs(int64_t batch, int64_t size) {
   DeviceGuard guard(device_);
   Generator gen(2);
   images_ = randn({batch, 3, size, size}, gen).to(device_);
-  if (device_.is_cuda() && channels_last) images_ = to_channels_last(images_);
+  if (channels_last_) images_ = to_channels_last(images_);
   std::vector<int64_t> labels(static_cast<size_t>(batch));
   for (auto& l : labels) l = static_cast<int64_t>(gen.integer(1000));
   labels_ = from_vector<int64_t>(labels, {batch}).to(device_);

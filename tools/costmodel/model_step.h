@@ -16,11 +16,12 @@ namespace costmodel {
 
 class ModelStep {
  public:
-  // A zoo model (registry spec, weights seeded) on `device`, in the mode's training or eval state. ValueError
-  // for a mode other than fwd, fwd_bwd or step.
-  ModelStep(const std::string& model, const std::string& mode, Device device);
-  // Inputs of `batch` images of size x size (channels-last when asked, on a GPU) and their labels.
-  void set_inputs(int64_t batch, int64_t size, bool channels_last);
+  // A zoo model (registry spec, weights seeded) on `device`, in the mode's training or eval state, its 4-D
+  // weights channels-last when its inputs will be (on a GPU). ValueError for a mode other than fwd, fwd_bwd or
+  // step.
+  ModelStep(const std::string& model, const std::string& mode, Device device, bool channels_last);
+  // Inputs of `batch` images of size x size (in the model's layout) and their labels.
+  void set_inputs(int64_t batch, int64_t size);
   void run();  // queues one unit of work on the device's current stream
   Device device() const { return device_; }
 
@@ -29,6 +30,7 @@ class ModelStep {
   std::unique_ptr<optim::Sgd> optimizer_;
   std::string mode_;
   Device device_;
+  bool channels_last_;
   Tensor images_, labels_;
 };
 

@@ -43,11 +43,11 @@ std::string StepSpec::label() const {
 
 std::vector<OpCounts> record_model_step(const StepSpec& spec, int64_t b, Extrapolation how) {
   TD_CHECK(b >= 1 && spec.batch >= b, spec.label(), ": cannot extrapolate from batch ", b);
-  ModelStep step(spec.model, spec.mode, Device::cuda(0));
+  ModelStep step(spec.model, spec.mode, Device::cuda(0), spec.channels_last);
   std::vector<std::vector<OpCounts>> runs;
   for (const int64_t batch : {b, 2 * b}) {
     if (how == Extrapolation::Proportional && batch > b) break;
-    step.set_inputs(batch, spec.size, spec.channels_last);
+    step.set_inputs(batch, spec.size);
     if (runs.empty()) {
       // Algorithm searches, gradients and optimizer state come into being in the first step.
       SkipArithmetic warm_up;
