@@ -126,6 +126,26 @@ TEST(CostModel, LaunchesEachPayTheFloor) {
   EXPECT_NEAR(t.seconds, 3 * (32 / 3.0 / (0.8 * 4271.8e9) + 3e-6), 1e-15);
 }
 
+// Launches are asynchronous: ops on one stream take their GPU time while the host launches them faster, and
+// the host's host_op_s per launch (merged ops count each of theirs) once it is the slower.
+TEST(CostModel, OpsTakeTheLongerOfTheirGpuTimeAndTheHostsLaunches) {
+  Constants c = constants();
+  c.host_op_s = 20e-6;
+  const GpuSpec& g = gpu_spec("h200");
+  OpCounts small = kernel(2, 64), large = kernel(1024, 256);
+  small.distinct_load_sectors = 1;
+  small.launches = 3;
+  large.distinct_load_sectors = 1e8;  // 3.2 GB: about a millisecond
+  const double small_gpu = 3 * (32 / 3.0 / (0.8 * 4271.8e9) + 3e-6);
+  const double large_gpu = 3.2e9 / (0.8 * 4271.8e9) + 3e-6;
+  EXPECT_NEAR(gpu_seconds({small, large}, g, c), small_gpu + large_gpu, 1e-12);
+  EXPECT_NEAR(host_seconds({small, large}, c), 4 * 20e-6, 1e-15);
+  EXPECT_NEAR(host_bound_seconds({small, large}, g, c), small_gpu + large_gpu, 1e-12);
+  EXPECT_NEAR(host_bound_seconds({small}, g, c), 3 * 20e-6, 1e-15);
+  c.host_op_s = 0;
+  EXPECT_NEAR(host_bound_seconds({small}, g, c), small_gpu, 1e-15);
+}
+
 OpCounts library(const std::string& op_class, const std::string& precision, double flops, double bytes) {
   OpCounts op;
   op.kind = OpKind::Library;

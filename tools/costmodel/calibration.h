@@ -8,9 +8,12 @@
 // shared-memory wavefronts, the launch floor, and cuDNN's efficiency for forward and backward convolutions,
 // grouped and not) minimize the mean of (log predicted - log measured)^2 over the kernel and model-step points,
 // found by Nelder-Mead on their logarithms from fixed starts (deterministic); the others keep their documented
-// values (model.h). Pipe-BD points are compared, not fitted: a run of several workers on SM partitions also
-// measures what the model has not (the host's data loaders and launches, partitions sharing one memory
-// system), and fitting GPU constants to it would bend them away from what the GPU does.
+// values (model.h). The Pipe-BD points do not take part in that fit: a run of several workers on SM partitions
+// also measures what the GPU constants do not (the host's launches, partitions sharing one memory system), and
+// fitting GPU constants to it would bend them away from what the GPU does. They fit the host's time per op
+// (host_op_s) alone, with the GPU constants fixed: the run's workers are threads of one process
+// (parallel/bd/session.cc) whose launches add up (bd_schedule.h's host_work_s), and its DP, whose every worker
+// launches all of a step's ~580 ops, is the calibration set's one host-bound figure.
 #pragma once
 
 #include <functional>
@@ -86,7 +89,8 @@ double predicted_s(const Point& p, const Constants& c);
 
 struct FitResult {
   Constants constants;
-  double rms_log_error = 0;  // over the points
+  double rms_log_error = 0;       // over the kernel and model-step points
+  double host_rms_log_error = 0;  // over the Pipe-BD points, at the fitted host_op_s
 };
 FitResult fit(const std::vector<Point>& points);
 

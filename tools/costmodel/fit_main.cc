@@ -83,9 +83,10 @@ int run(const Options& o) {
   size_t fitted = 0;
   for (const Point& p : points) fitted += p.m.kind != PointKind::PipeBd;
   std::printf(
-      "fit: wrote %s/fitted.cc (rms log error %.4f over the %zu kernel and model-step points; Pipe-BD\n"
-      "points are compared, not fitted)\n",
-      o.dir.c_str(), r.rms_log_error, fitted);
+      "fit: wrote %s/fitted.cc (rms log error %.4f over the %zu kernel and model-step points; the Pipe-BD\n"
+      "points fit the host's time per op alone: %.2f us, rms log error %.4f over the %zu of them)\n",
+      o.dir.c_str(), r.rms_log_error, fitted, r.constants.host_op_s * 1e6, r.host_rms_log_error,
+      points.size() - fitted);
   std::printf("%-53s %-5s %12s %12s %7s\n", "point", "gpu", "measured_us", "predicted_us", "ratio");
   for (const Point& p : points) {
     const double pred = predicted_s(p, r.constants), meas = p.measured_s();
@@ -110,7 +111,8 @@ int main(int argc, char** argv) {
       "must be the commit the run measured (kernels_bench's cases from 2^18 and 2^20 elements, models_bench's\n"
       "steps from batches 1 and 2, Pipe-BD's blocks from 2 and 4 rows, extrapolated to the measured sizes),\n"
       "with the baseline of the calibration test (baseline_counters.json); then the free constants are fitted\n"
-      "(least squares of the log ratios, Nelder-Mead) and written to fitted.cc, and every point is printed\n"
+      "(least squares of the log ratios, Nelder-Mead; the host's time per op to the Pipe-BD runs alone) and\n"
+      "written to fitted.cc, and every point is printed\n"
       "measured beside predicted. Run it with bazel run --config=cudasim //tools/costmodel:fit [-- flags].");
   p.text("--dir", "DIR", &o.dir, "where calibration.json is and the outputs go (default: tools/costmodel)");
   p.flag("--no-record", &o.record, false, "refit from calibration_counters.json as it is");

@@ -107,7 +107,8 @@ std::vector<std::pair<const char*, double>> named_constants(const Constants& c) 
           {"conv_grouped_bwd", c.conv_grouped_bwd},
           {"gemm", c.gemm},
           {"library_memory", c.library_memory},
-          {"link", c.link}};
+          {"link", c.link},
+          {"host_op_s", c.host_op_s}};
 }
 
 OpTime predict(const OpCounts& op, const GpuSpec& gpu, const Constants& c) {
@@ -119,6 +120,22 @@ OpTime predict(const OpCounts& op, const GpuSpec& gpu, const Constants& c) {
   t.seconds *= n;
   t.dram_bytes *= n;
   return t;
+}
+
+double gpu_seconds(const std::vector<OpCounts>& ops, const GpuSpec& gpu, const Constants& c) {
+  double s = 0;
+  for (const OpCounts& op : ops) s += predict(op, gpu, c).seconds;
+  return s;
+}
+
+double host_seconds(const std::vector<OpCounts>& ops, const Constants& c) {
+  double launches = 0;
+  for (const OpCounts& op : ops) launches += op.launches;
+  return launches * c.host_op_s;
+}
+
+double host_bound_seconds(const std::vector<OpCounts>& ops, const GpuSpec& gpu, const Constants& c) {
+  return std::max(gpu_seconds(ops, gpu, c), host_seconds(ops, c));
 }
 
 }  // namespace costmodel

@@ -12,6 +12,10 @@
 // plus a floor per launch. A library call (cuDNN, cuBLAS) takes its arithmetic at a fitted fraction of the
 // peak rate for its kind of call, or its bytes at a fraction of the copy bandwidth, whichever is longer, plus
 // the floor; copies and NCCL calls take their bytes at the copy, PCIe or NVLink bandwidth.
+//
+// The host spends host_op_s on each op it launches. Launches are asynchronous, so ops on one stream take the
+// longer of their GPU time and their host time (host_bound_seconds): the host runs ahead of the GPU while its
+// launches are quicker, and the GPU waits for them otherwise.
 #pragma once
 
 #include <string>
@@ -37,6 +41,9 @@ struct Constants {
   double gemm = 0.8;              // cuBLAS GEMMs
   double library_memory = 0.9;    // library calls' bytes at this fraction of the copy bandwidth
   double link = 0.8;              // NCCL: fraction of the link bandwidth
+  // The host's time per kernel launch, library call or copy, as Tandem at the calibration runs' commit spent it
+  // with several worker threads launching through one process (fitted to the Pipe-BD run: calibration.h).
+  double host_op_s = 0;
 };
 
 // The constants fitted last (fitted.cc).
@@ -52,6 +59,12 @@ struct OpTime {
 
 // The predicted time of an op (all its launches) on `gpu`.
 OpTime predict(const OpCounts& op, const GpuSpec& gpu, const Constants& c);
+
+// The summed GPU time of ops on one stream, and the host's time to launch them (host_op_s each).
+double gpu_seconds(const std::vector<OpCounts>& ops, const GpuSpec& gpu, const Constants& c);
+double host_seconds(const std::vector<OpCounts>& ops, const Constants& c);
+// The longer of the two: the time ops launched one after another by one host thread take.
+double host_bound_seconds(const std::vector<OpCounts>& ops, const GpuSpec& gpu, const Constants& c);
 
 }  // namespace costmodel
 }  // namespace tandem

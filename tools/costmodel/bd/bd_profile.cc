@@ -76,12 +76,6 @@ void record_block(const parallel::bd::Workload& w, const parallel::bd::TrainOpti
                                            static_cast<int64_t>(x.nbytes() + y.nbytes()));
 }
 
-double seconds(const std::vector<OpCounts>& ops, const GpuSpec& gpu, const Constants& c) {
-  double s = 0;
-  for (const OpCounts& op : ops) s += predict(op, gpu, c).seconds;
-  return s;
-}
-
 // A ring all-reduce of `bytes` over `ranks` workers, or a message of `bytes`, as one NCCL call (model.cc).
 double link_seconds(const char* op_class, double bytes, int ranks, const GpuSpec& gpu, const Constants& c) {
   OpCounts op;
@@ -242,11 +236,15 @@ BlockProfile block_profile(const BlockRecords& r, int64_t batch, int max_g, cons
   p.batch = batch;
   for (int g = 1; g <= max_g; ++g) {
     const double rows = static_cast<double>(batch) / g;
-    std::vector<double> te, st, ar;
+    std::vector<double> te, st, ar, te_host, st_host;
     std::vector<int64_t> mem;
     for (const BlockRecords::Block& b : r.blocks) {
-      te.push_back(seconds(extrapolate(b.teacher[0], r0, b.teacher[1], r1, rows), worker, c));
-      st.push_back(seconds(extrapolate(b.student[0], r0, b.student[1], r1, rows), worker, c));
+      const std::vector<OpCounts> teacher = extrapolate(b.teacher[0], r0, b.teacher[1], r1, rows);
+      const std::vector<OpCounts> student = extrapolate(b.student[0], r0, b.student[1], r1, rows);
+      te.push_back(gpu_seconds(teacher, worker, c));
+      st.push_back(gpu_seconds(student, worker, c));
+      te_host.push_back(host_seconds(teacher, c));
+      st_host.push_back(host_seconds(student, c));
       ar.push_back(g == 1 ? 0.0 : link_seconds("all_reduce", b.gradient_bytes, g, worker, c));
       mem.push_back(static_cast<int64_t>(b.memory[0] + (b.memory[1] - b.memory[0]) / (r1 - r0) * (rows - r0)));
     }
@@ -254,6 +252,8 @@ BlockProfile block_profile(const BlockRecords& r, int64_t batch, int max_g, cons
     p.student_s.push_back(st);
     p.allreduce_s.push_back(ar);
     p.memory.push_back(mem);
+    p.teacher_host_s.push_back(te_host);
+    p.student_host_s.push_back(st_host);
   }
   for (int b = 0; b < k; ++b)
     p.relay_s.push_back(b + 1 < k ? link_seconds("send", static_cast<double>(r.row_bytes[b + 1] * batch), 2, worker, c)

@@ -3,8 +3,9 @@
 // measured ones, and Pipe-BD runs as calibration points.
 //
 // Each block's teacher forward and student step (forward, loss, backward, optimizer step) are recorded on the
-// simulated GPU at 2 and 4 rows (dry), extrapolated to B/g rows and timed on the modelled worker; each block's
-// gradient all-reduce over g workers (a ring) and each boundary's relay of B rows go at the modelled link;
+// simulated GPU at 2 and 4 rows (dry), extrapolated to B/g rows and timed on the modelled worker, with the
+// host's time to launch their ops (host_op_s each); each block's gradient all-reduce over g workers (a ring)
+// and each boundary's relay of B rows go at the modelled link;
 // memory is the simulated allocator's peak at 2 and 4 rows, extrapolated (the student's parameters,
 // gradients, optimizer state and activations, the teacher block's parameters, its input and output, as
 // profile_blocks counts them). Data loading is not modelled (load_s stays empty).

@@ -75,12 +75,6 @@ Pass record_pass(const std::vector<std::shared_ptr<models::Sequential>>& stages,
   return p;
 }
 
-double seconds(const std::vector<OpCounts>& ops, const GpuSpec& gpu, const Constants& c) {
-  double s = 0;
-  for (const OpCounts& op : ops) s += predict(op, gpu, c).seconds;
-  return s;
-}
-
 }  // namespace
 
 ModelledStages model_stage_costs(const std::vector<std::shared_ptr<models::Sequential>>& stages, const Shape& sample,
@@ -110,9 +104,9 @@ ModelledStages model_stage_costs(const std::vector<std::shared_ptr<models::Seque
   parallel::cyclic::StageCosts& k = m.costs;
   const double rows = static_cast<double>(batch);
   for (size_t l = 0; l < S; ++l) {
-    k.forward_s.push_back(seconds(extrapolate(a.forward[l], kSmall, b.forward[l], kLarge, rows), gpu, c));
-    k.backward_s.push_back(seconds(extrapolate(a.backward[l], kSmall, b.backward[l], kLarge, rows), gpu, c));
-    k.update_s.push_back(seconds(merge_by_key(b.update[l]), gpu, c));
+    k.forward_s.push_back(gpu_seconds(extrapolate(a.forward[l], kSmall, b.forward[l], kLarge, rows), gpu, c));
+    k.backward_s.push_back(gpu_seconds(extrapolate(a.backward[l], kSmall, b.backward[l], kLarge, rows), gpu, c));
+    k.update_s.push_back(gpu_seconds(merge_by_key(b.update[l]), gpu, c));
     int64_t params = 0;
     for (const Tensor& t : stages[l]->parameters()) params += static_cast<int64_t>(t.nbytes());
     k.param_bytes.push_back(params);
