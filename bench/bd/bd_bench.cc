@@ -198,7 +198,8 @@ Json project_workload(const Options& o, const std::string& name, int64_t input) 
     if (name == r.workload && input == r.input && (r.source[0] == 'p') != o.sm_partitions) refs.push_back(&r);
   std::printf(
       "PROJECTED by the cost model (block costs predicted from the simulated GPU's counters, the\n"
-      "strategies' schedules timed by the simulator), not measured:\n%-11s %10s %16s",
+      "strategies' schedules timed by the simulator, or the workers' launches from one host process where\n"
+      "those take longer), not measured:\n%-11s %10s %16s",
       "strategy", "speedup", "memory/worker");
   for (const Reference* r : refs) std::printf("  %s", r->source);
   std::printf("\n");

@@ -164,22 +164,19 @@ void fit_host(const std::vector<Point>& points, FitResult* r) {
   };
   const double lo = std::log(1e-7), hi = std::log(1e-3);
   double step = (hi - lo) / 200, best = lo, best_error = error(lo);
-  for (double x = lo + step; x <= hi; x += step) {
+  auto consider = [&](double x) {
     const double e = error(x);
     if (e < best_error) {
       best = x;
       best_error = e;
     }
-  }
+  };
+  for (double x = lo + step; x <= hi; x += step) consider(x);
   for (int i = 0; i < 30; ++i) {
     step /= 2;
-    for (double x : {best - step, best + step}) {
-      const double e = error(x);
-      if (e < best_error) {
-        best = x;
-        best_error = e;
-      }
-    }
+    const double around = best;
+    consider(around - step);
+    consider(around + step);
   }
   r->constants.host_op_s = std::exp(best);
   r->host_rms_log_error = std::sqrt(best_error);
