@@ -54,7 +54,7 @@ double objective(const std::vector<Point>& points, const std::vector<double>& x)
   const Constants c = constants_of(x);
   double sum = 0;
   for (const Point& p : points) {
-    if (p.m.kind == PointKind::PipeBd) continue;  // compared, not fitted (calibration.h)
+    if (p.m.kind == PointKind::PipeBd) continue;  // they fit the host alone (fit_host)
     const double e = std::log(predicted_s(p, c) / p.measured_s());
     sum += e * e;
   }
