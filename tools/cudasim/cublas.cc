@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/cudasim/counters.h"
 #include "tools/cudasim/cublas_shared.h"
 
 struct cublasContext {
@@ -239,11 +240,26 @@ cublasStatus_t cublasGemmStridedBatchedEx_64(cublasHandle_t handle, cublasOperat
   const std::vector<cudasim::Access> accesses = {{static_cast<const char*>(A) + sa.first * e, sa.bytes, api + " A"},
                                                  {static_cast<const char*>(B) + sb.first * e, sb.bytes, api + " B"},
                                                  {static_cast<const char*>(C) + sc.first * e, sc.bytes, api + " C"}};
+  // Its cost record: 2mnk per matrix, A and B read once, C written (and read unless beta is 0).
+  const int counting = cudasim::counters::mode();
+  const double mn = static_cast<double>(m) * n * batchCount, ab = (static_cast<double>(m) + n) * k * batchCount;
+  const TandemCudasimOp op = cudasim::counters::library_op(
+      TANDEM_CUDASIM_LIBRARY, handle->device, stream->id, api,
+      "m " + std::to_string(m) + " n " + std::to_string(n) + " k " + std::to_string(k) + " batch " +
+          std::to_string(batchCount),
+      "gemm",
+      f64    ? "f64"
+      : tf32 ? "tf32"
+             : "f32",
+      2.0 * mn * k, static_cast<double>(e) * (ab + (g.beta != 0 ? mn : 0.0)), static_cast<double>(e) * mn);
   cudasim::enqueue_checked(stream.get(), handle->device, api, accesses, [=] {
-    if (f64)
-      gemm(g, static_cast<const double*>(A), static_cast<const double*>(B), static_cast<double*>(C));
-    else
-      gemm(g, static_cast<const float*>(A), static_cast<const float*>(B), static_cast<float*>(C));
+    if (!cudasim::counters::skips_arithmetic(counting)) {
+      if (f64)
+        gemm(g, static_cast<const double*>(A), static_cast<const double*>(B), static_cast<double*>(C));
+      else
+        gemm(g, static_cast<const float*>(A), static_cast<const float*>(B), static_cast<float*>(C));
+    }
+    if (cudasim::counters::records(counting)) cudasim::counters::record(op);
   });
   return CUBLAS_STATUS_SUCCESS;
 }

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/cudasim/counters.h"
 #include "tools/cudasim/cublas_shared.h"
 #include "tools/cudasim/cudnn_conv.h"
 #include "tools/cudasim/sim.h"
@@ -508,9 +509,29 @@ cudnnStatus_t run(const std::string& api, Pass pass, cudnnHandle_t handle, const
   m.tf32 = uses_tf32(pass, algo, p, p.math);
   m.unordered = !algo_info(pass, algo).deterministic;
   std::vector<cudasim::Access> accesses = operands(pass, p, api, in0, in1, out);
+  // Its cost record: the convolution's own arithmetic (2*N*K*C/g*R*S*P*Q, whatever the algorithm) and bytes
+  // (the two inputs read, the output written, and read too unless beta is 0).
+  const int counting = cudasim::counters::mode();
+  const double out_bytes = static_cast<double>(accesses[2].bytes);
+  const TandemCudasimOp op = cudasim::counters::library_op(
+      TANDEM_CUDASIM_LIBRARY, handle->device, stream->id, api,
+      "x " + dims_text(c.x) + " w " + dims_text(c.w) + " y " + dims_text(c.y) + " stride " +
+          std::to_string(c.stride_h) + " groups " + std::to_string(c.groups),
+      pass == Pass::Forward        ? "conv_fwd"
+      : pass == Pass::BackwardData ? "conv_bwd_data"
+                                   : "conv_bwd_filter",
+      c.f64    ? "f64"
+      : m.tf32 ? "tf32"
+               : "f32",
+      2.0 * c.x.n * c.w.n * c.w.c * c.w.h * c.w.w * c.y.h * c.y.w,
+      static_cast<double>(accesses[0].bytes + accesses[1].bytes) + (b != 0 ? out_bytes : 0.0), out_bytes);
   const size_t scratch = s.workspace;
   accesses.push_back({workspace, scratch, api + " workSpace"});
   cudasim::enqueue_checked(stream.get(), handle->device, api, accesses, [=] {
+    TandemCudasimOp recorded = op;
+    recorded.groups = c.groups;
+    if (cudasim::counters::records(counting)) cudasim::counters::record(recorded);
+    if (cudasim::counters::skips_arithmetic(counting)) return;
     if (scratch > 0) std::memset(workspace, 0xff, scratch);  // the algorithm's scratch: what was there is gone
     if (pass == Pass::Forward)
       cudasim::cudnn::forward(c, m, a, in0, in1, b, out);
@@ -1009,8 +1030,15 @@ cudnnStatus_t cudnnAddTensor(cudnnHandle_t handle, const void* alpha, const cudn
   const double al = scalar(alpha, f64), be = scalar(beta, f64);
   const std::vector<cudasim::Access> accesses = {{A, cudasim::cudnn::extent_bytes(a, element), api + " A"},
                                                  {C, cudasim::cudnn::extent_bytes(c, element), api + " C"}};
-  cudasim::enqueue_checked(stream.get(), handle->device, api, accesses,
-                           [=] { cudasim::cudnn::add_tensor(f64, al, a, A, be, c, C); });
+  const int counting = cudasim::counters::mode();
+  const double a_bytes = static_cast<double>(accesses[0].bytes), c_bytes = static_cast<double>(accesses[1].bytes);
+  const TandemCudasimOp op = cudasim::counters::library_op(
+      TANDEM_CUDASIM_LIBRARY, handle->device, stream->id, api, "A " + dims_text(a) + " C " + dims_text(c), "add_tensor",
+      f64 ? "f64" : "f32", 2.0 * c.n * c.c * c.h * c.w, a_bytes + (be != 0 ? c_bytes : 0.0), c_bytes);
+  cudasim::enqueue_checked(stream.get(), handle->device, api, accesses, [=] {
+    cudasim::cudnn::add_tensor(f64, al, a, A, be, c, C);
+    if (cudasim::counters::records(counting)) cudasim::counters::record(op);
+  });
   return CUDNN_STATUS_SUCCESS;
 }
 
