@@ -1,12 +1,13 @@
-// conv2d on bf16 operands, on the CPU (f32 on widened operands) and on CUDA (cuDNN's bf16 configuration: the
-// simulated cuDNN rounds as the hardware does), skipped there without a GPU: forward (the convolution rounded,
-// then the bias added and rounded again), data and weight gradients and the bias gradient equal the f64
-// convolution of the same bf16 values rounded to bf16 at those points, within one bf16
-// step plus the f32 accumulation's error bound (2^-16 of the sum of the terms' magnitudes: at most 256 terms,
-// each f32 addition off by at most 2^-24 of the running magnitude), for plain, strided,
-// grouped and channels-last convolutions.
+// conv2d and pooling on bf16 operands, on the CPU (f32 on widened operands) and on CUDA (cuDNN's bf16 configuration:
+// the simulated cuDNN rounds as the hardware does), skipped there without a GPU: forward (the convolution rounded, then
+// the bias added and rounded again), data and weight gradients and the bias gradient equal the f64 convolution of the
+// same bf16 values rounded to bf16 at those points, within one bf16 step plus the f32 accumulation's error bound (2^-16
+// of the sum of the terms' magnitudes: at most 256 terms, each f32 addition off by at most 2^-24 of the running
+// magnitude), for plain, strided, grouped and channels-last convolutions. Pooling computes in f32 and rounds once: max
+// pooling and its gradient exactly, average pooling within one step.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -54,14 +55,14 @@ Tensor rounded(const Tensor& f64) { return f64.to(DType::F32).to(DType::BF16); }
 // The f32 accumulation's error bound from the magnitudes of the terms summed into each element.
 Tensor slack(const Tensor& magnitude_sums) { return mul(magnitude_sums, 1.0 / (1 << 16)); }
 
-class Bf16ConvOn : public ::testing::TestWithParam<Device> {
+class Bf16NNOn : public ::testing::TestWithParam<Device> {
  protected:
   void SetUp() override {
     if (GetParam().is_cuda()) TD_REQUIRE_GPU();
   }
 };
 
-TEST_P(Bf16ConvOn, ForwardAndGradientsRoundOnceFromTheF64Convolution) {
+TEST_P(Bf16NNOn, ForwardAndGradientsRoundOnceFromTheF64Convolution) {
   const Device dev = GetParam();
   Generator gen(fresh_seed());
   Conv2dOptions strided;
@@ -104,7 +105,7 @@ TEST_P(Bf16ConvOn, ForwardAndGradientsRoundOnceFromTheF64Convolution) {
 
 // One input channel and a 1x1 filter: each output is one product, exact in f32, so the stored value is the
 // product rounded to nearest even, to the bit (a truncating store fails here, as do ties rounded away from zero).
-TEST_P(Bf16ConvOn, OneProductPerOutputIsRoundedToNearestEven) {
+TEST_P(Bf16NNOn, OneProductPerOutputIsRoundedToNearestEven) {
   const Device dev = GetParam();
   Generator gen(fresh_seed());
   const Tensor x = random_bf16({2, 1, 32, 32}, gen, dev), w = random_bf16({4, 1, 1, 1}, gen, dev);
@@ -113,7 +114,43 @@ TEST_P(Bf16ConvOn, OneProductPerOutputIsRoundedToNearestEven) {
   expect_bf16_near(y, rounded(want), 0, Tensor(), "1x1 single channel");
 }
 
-TEST_P(Bf16ConvOn, MixedDtypesAreRefused) {
+// Pooling of x (bf16, requiring grad) and of its f64 copy, backpropagating gy; outputs and input gradients.
+struct PoolRun {
+  Tensor y, gx, y64, gx64;
+};
+PoolRun pool_both(const std::function<Tensor(const Tensor&)>& pool, const Tensor& x, Generator& gen) {
+  Tensor xb = x.detach().set_requires_grad(), x64 = x.detach().to(DType::F64).set_requires_grad();
+  Tensor y = pool(xb), y64 = pool(x64);
+  const Tensor gy = random_bf16(y.shape(), gen, x.device());
+  y.backward(gy);
+  y64.backward(gy.to(DType::F64));
+  return {y, xb.grad(), y64, x64.grad()};
+}
+
+TEST_P(Bf16NNOn, PoolingRoundsOnceFromF32) {
+  const Device dev = GetParam();
+  Generator gen(fresh_seed());
+  Pool2dOptions stem;  // ResNet's stem: 3x3, stride 2, padding 1 (overlapping windows)
+  stem.kernel_h = stem.kernel_w = 3;
+  stem.pad_h = stem.pad_w = 1;
+  for (bool cl : {false, true}) {
+    Tensor x = random_bf16({2, 8, 9, 9}, gen, dev);
+    if (cl) x = to_channels_last(x);
+    const std::string layout = cl ? " channels-last" : "";
+    // Max: the output is an input value; each gradient a sum of at most 4 bf16 values, exact in f32.
+    PoolRun r = pool_both([&](const Tensor& t) { return max_pool2d(t, stem); }, x, gen);
+    expect_bf16_near(r.y, rounded(r.y64), 0, Tensor(), "max_pool2d" + layout);
+    expect_bf16_near(r.gx, rounded(r.gx64), 0, Tensor(), "max_pool2d gradient" + layout);
+    r = pool_both([&](const Tensor& t) { return avg_pool2d(t, stem); }, x, gen);
+    expect_bf16_near(r.y, rounded(r.y64), 1, Tensor(), "avg_pool2d" + layout);
+    expect_bf16_near(r.gx, rounded(r.gx64), 1, Tensor(), "avg_pool2d gradient" + layout);
+    r = pool_both([](const Tensor& t) { return global_avg_pool2d(t); }, x, gen);
+    expect_bf16_near(r.y, rounded(r.y64), 1, Tensor(), "global_avg_pool2d" + layout);
+    expect_bf16_near(r.gx, rounded(r.gx64), 1, Tensor(), "global_avg_pool2d gradient" + layout);
+  }
+}
+
+TEST_P(Bf16NNOn, MixedDtypesAreRefused) {
   const Device dev = GetParam();
   Generator gen(fresh_seed());
   const Tensor x = random_bf16({1, 4, 5, 5}, gen, dev);
@@ -121,7 +158,7 @@ TEST_P(Bf16ConvOn, MixedDtypesAreRefused) {
   EXPECT_THROW(conv2d(x, w, Tensor(), Conv2dOptions{}), DTypeError);
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, Bf16ConvOn, ::testing::Values(Device::cpu(), Device::cuda()),
+INSTANTIATE_TEST_SUITE_P(Devices, Bf16NNOn, ::testing::Values(Device::cpu(), Device::cuda()),
                          [](const ::testing::TestParamInfo<Device>& i) {
                            return std::string(i.param.is_cuda() ? "Cuda" : "Cpu");
                          });
