@@ -12,6 +12,7 @@
 
 #include "runtime/base/config.h"
 #include "runtime/memory/stream_check.h"
+#include "runtime/tensor/ops.h"
 
 namespace tandem {
 namespace testing {
@@ -107,6 +108,16 @@ Tensor random_bf16(const Shape& shape, Generator& gen, Device device, bool posit
 }
 
 double bf16_step(double v) { return std::ldexp(1.0, std::ilogb(v) - 7); }
+
+Tensor bf16_rounded(const Tensor& t) { return t.to(DType::F32).to(DType::BF16); }
+
+Tensor f32_accumulation_slack(const Tensor& magnitude_sums) { return mul(magnitude_sums, 1.0 / (1 << 16)); }
+
+Tensor bf16_steps(const Tensor& t) {
+  std::vector<double> v = t.to(Device::cpu()).to(DType::F64).contiguous().to_vector<double>();
+  for (double& e : v) e = e == 0 ? 0 : bf16_step(e);
+  return from_vector(v, t.shape());
+}
 
 void expect_bf16_near(const Tensor& got_t, const Tensor& want_t, int steps, const Tensor& slack_t,
                       const std::string& what) {

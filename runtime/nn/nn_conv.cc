@@ -121,11 +121,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
                   .conv2d_backward_weight({g, sx.unpack("conv2d").raw_data(), gy.raw_data(), gw.raw_data()}, stream);
             out[1] = dense_in_format(gw, weight_cl);
           }
-          // The bias gradient is summed in f32 at least (sums have no bf16 kernels), then stored in the bias's type.
-          if (need.size() > 2 && need[2]) {
-            const DType t = gy.dtype();
-            out[2] = t == DType::BF16 ? sum(gy.to(DType::F32), {0, 2, 3}).to(t) : sum(gy, {0, 2, 3});
-          }
+          if (need.size() > 2 && need[2]) out[2] = sum(gy, {0, 2, 3});
           return out;
         });
   }

@@ -64,7 +64,7 @@ Tensor gemm_forward(const Tensor& a, const Tensor& b) {
 Tensor matmul(const Tensor& a, const Tensor& b) {
   check_same_device({a, b}, "matmul");
   check_same_dtype({a, b}, "matmul");
-  check_float(a, "matmul");
+  check_float_or_bf16(a, "matmul");
   TD_CHECK_SHAPE(a.dim() >= 2 && b.dim() >= 2, "matmul needs operands with at least 2 dims, got ", shape_str(a.shape()),
                  " and ", shape_str(b.shape()));
   TD_CHECK_SHAPE(a.shape().back() == b.shape()[b.dim() - 2], "matmul: inner dimensions differ: ", shape_str(a.shape()),

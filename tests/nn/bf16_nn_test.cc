@@ -20,7 +20,10 @@
 namespace tandem {
 namespace {
 
+using tandem::testing::bf16_rounded;
+using tandem::testing::bf16_steps;
 using tandem::testing::expect_bf16_near;
+using tandem::testing::f32_accumulation_slack;
 using tandem::testing::fresh_seed;
 using tandem::testing::random_bf16;
 
@@ -42,18 +45,6 @@ F64Result conv_f64(const Tensor& x, const Tensor& w, const Tensor& b, const Tens
   add(y, bd.view({1, -1, 1, 1})).backward(gy.to(DType::F64));
   return {y.detach(), xd.grad(), wd.grad(), bd.grad()};
 }
-
-// One bf16 step at each element's magnitude (0 where it is 0), as f64.
-Tensor steps_of(const Tensor& t) {
-  std::vector<double> v = t.to(Device::cpu()).to(DType::F64).contiguous().to_vector<double>();
-  for (double& e : v) e = e == 0 ? 0 : tandem::testing::bf16_step(e);
-  return from_vector(v, t.shape());
-}
-
-// Rounded once to bf16, as a bf16 result is stored.
-Tensor rounded(const Tensor& f64) { return f64.to(DType::F32).to(DType::BF16); }
-// The f32 accumulation's error bound from the magnitudes of the terms summed into each element.
-Tensor slack(const Tensor& magnitude_sums) { return mul(magnitude_sums, 1.0 / (1 << 16)); }
 
 class Bf16NNOn : public ::testing::TestWithParam<Device> {
  protected:
@@ -94,12 +85,12 @@ TEST_P(Bf16NNOn, ForwardAndGradientsRoundOnceFromTheF64Convolution) {
     // The forward rounds twice: the convolution's result, then that plus the bias (conv2d's rounding points).
     // A first rounding that f32 accumulation tips to the other side of a tie moves the sum by one step of the
     // convolution's result: that, and the accumulation bound, is the slack.
-    const Tensor conv_rounded = rounded(want.y).to(DType::F64);
-    const Tensor want_y = rounded(add(conv_rounded, b.detach().to(DType::F64).view({1, -1, 1, 1})));
-    expect_bf16_near(y, want_y, 1, add(slack(mag.y), steps_of(want.y).to(dev)), name + " forward");
-    expect_bf16_near(x.grad(), rounded(want.gx), 1, slack(mag.gx), name + " data gradient");
-    expect_bf16_near(w.grad(), rounded(want.gw), 1, slack(mag.gw), name + " weight gradient");
-    expect_bf16_near(b.grad(), rounded(want.gb), 1, slack(mag.gb), name + " bias gradient");
+    const Tensor conv_rounded = bf16_rounded(want.y).to(DType::F64);
+    const Tensor want_y = bf16_rounded(add(conv_rounded, b.detach().to(DType::F64).view({1, -1, 1, 1})));
+    expect_bf16_near(y, want_y, 1, add(f32_accumulation_slack(mag.y), bf16_steps(want.y).to(dev)), name + " forward");
+    expect_bf16_near(x.grad(), bf16_rounded(want.gx), 1, f32_accumulation_slack(mag.gx), name + " data gradient");
+    expect_bf16_near(w.grad(), bf16_rounded(want.gw), 1, f32_accumulation_slack(mag.gw), name + " weight gradient");
+    expect_bf16_near(b.grad(), bf16_rounded(want.gb), 1, f32_accumulation_slack(mag.gb), name + " bias gradient");
   }
 }
 
@@ -111,20 +102,23 @@ TEST_P(Bf16NNOn, OneProductPerOutputIsRoundedToNearestEven) {
   const Tensor x = random_bf16({2, 1, 32, 32}, gen, dev), w = random_bf16({4, 1, 1, 1}, gen, dev);
   const Tensor y = conv2d(x, w, Tensor(), Conv2dOptions{});
   const Tensor want = conv2d(x.to(DType::F64), w.to(DType::F64), Tensor(), Conv2dOptions{});
-  expect_bf16_near(y, rounded(want), 0, Tensor(), "1x1 single channel");
+  expect_bf16_near(y, bf16_rounded(want), 0, Tensor(), "1x1 single channel");
 }
 
-// Pooling of x (bf16, requiring grad) and of its f64 copy, backpropagating gy; outputs and input gradients.
+// Pooling of x (bf16, requiring grad) and of its f64 copy, backpropagating gy; outputs and input gradients, and
+// (for the accumulation bound) the f64 gradient of |gy|.
 struct PoolRun {
-  Tensor y, gx, y64, gx64;
+  Tensor y, gx, y64, gx64, gx64_magnitude;
 };
 PoolRun pool_both(const std::function<Tensor(const Tensor&)>& pool, const Tensor& x, Generator& gen) {
   Tensor xb = x.detach().set_requires_grad(), x64 = x.detach().to(DType::F64).set_requires_grad();
+  Tensor xm = x.detach().to(DType::F64).set_requires_grad();
   Tensor y = pool(xb), y64 = pool(x64);
   const Tensor gy = random_bf16(y.shape(), gen, x.device());
   y.backward(gy);
   y64.backward(gy.to(DType::F64));
-  return {y, xb.grad(), y64, x64.grad()};
+  pool(xm).backward(abs(gy.to(DType::F64)));
+  return {y, xb.grad(), y64, x64.grad(), xm.grad()};
 }
 
 TEST_P(Bf16NNOn, PoolingRoundsOnceFromF32) {
@@ -139,14 +133,16 @@ TEST_P(Bf16NNOn, PoolingRoundsOnceFromF32) {
     const std::string layout = cl ? " channels-last" : "";
     // Max: the output is an input value; each gradient a sum of at most 4 bf16 values, exact in f32.
     PoolRun r = pool_both([&](const Tensor& t) { return max_pool2d(t, stem); }, x, gen);
-    expect_bf16_near(r.y, rounded(r.y64), 0, Tensor(), "max_pool2d" + layout);
-    expect_bf16_near(r.gx, rounded(r.gx64), 0, Tensor(), "max_pool2d gradient" + layout);
+    expect_bf16_near(r.y, bf16_rounded(r.y64), 0, Tensor(), "max_pool2d" + layout);
+    expect_bf16_near(r.gx, bf16_rounded(r.gx64), 0, Tensor(), "max_pool2d gradient" + layout);
     r = pool_both([&](const Tensor& t) { return avg_pool2d(t, stem); }, x, gen);
-    expect_bf16_near(r.y, rounded(r.y64), 1, Tensor(), "avg_pool2d" + layout);
-    expect_bf16_near(r.gx, rounded(r.gx64), 1, Tensor(), "avg_pool2d gradient" + layout);
+    expect_bf16_near(r.y, bf16_rounded(r.y64), 1, Tensor(), "avg_pool2d" + layout);
+    expect_bf16_near(r.gx, bf16_rounded(r.gx64), 1, f32_accumulation_slack(r.gx64_magnitude),
+                     "avg_pool2d gradient" + layout);
     r = pool_both([](const Tensor& t) { return global_avg_pool2d(t); }, x, gen);
-    expect_bf16_near(r.y, rounded(r.y64), 1, Tensor(), "global_avg_pool2d" + layout);
-    expect_bf16_near(r.gx, rounded(r.gx64), 1, Tensor(), "global_avg_pool2d gradient" + layout);
+    expect_bf16_near(r.y, bf16_rounded(r.y64), 1, Tensor(), "global_avg_pool2d" + layout);
+    expect_bf16_near(r.gx, bf16_rounded(r.gx64), 1, f32_accumulation_slack(r.gx64_magnitude),
+                     "global_avg_pool2d gradient" + layout);
   }
 }
 

@@ -521,6 +521,7 @@ cudnnStatus_t run(const std::string& api, Pass pass, cudnnHandle_t handle, const
       : pass == Pass::BackwardData ? "conv_bwd_data"
                                    : "conv_bwd_filter",
       c.f64    ? "f64"
+      : c.bf16 ? "bf16"
       : m.tf32 ? "tf32"
                : "f32",
       2.0 * c.x.n * c.w.n * c.w.c * c.w.h * c.w.w * c.y.h * c.y.w,

@@ -1,7 +1,9 @@
-// bf16 storage with f32 math in the elementwise kernels, on the CPU and on CUDA (skipped without a GPU): every
-// unary op, its derivative and every arithmetic binary op on bf16 operands give the f64 result on the same bf16
-// values rounded to bf16 (exactly where f32 computes the result exactly, within one bf16 step otherwise), over
-// the vector, tail, unaligned, broadcast and strided paths; gradients flow through bf16 casts into f32 leaves.
+// bf16 storage with f32 math, on the CPU and on CUDA (skipped without a GPU). Elementwise: every unary op, its
+// derivative and every arithmetic binary op on bf16 operands give the f64 result on the same bf16 values rounded
+// to bf16 (exactly where f32 computes the result exactly, within one bf16 step otherwise), over the vector, tail,
+// unaligned, broadcast and strided paths; gradients flow through bf16 casts into f32 leaves. Matrix products
+// (cuBLAS's bf16 with f32 accumulation; the CPU's f32 on widened operands) and sums round once from f32: within
+// one step plus f32 accumulation's bound, and exactly where each output is one product.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,12 +21,12 @@
 namespace tandem {
 namespace {
 
+using tandem::testing::bf16_rounded;
+using tandem::testing::bf16_steps;
 using tandem::testing::expect_bf16_near;
+using tandem::testing::f32_accumulation_slack;
 using tandem::testing::fresh_seed;
 using tandem::testing::random_bf16;
-
-// want in f64 rounded to bf16 the way a value is stored (f64 -> f32 -> bf16, round to nearest even).
-Tensor rounded(const Tensor& f64) { return f64.to(DType::F32).to(DType::BF16); }
 
 // Ops whose f32 result on bf16 operands in [1/4, 4] is exact (so rounding it once gives the correctly rounded value).
 bool exact_in_f32(UnaryOp op) {
@@ -83,13 +85,13 @@ TEST_P(Bf16On, UnaryOpsAndTheirDerivativesRoundOnceFromF32) {
       const std::string what = std::string(unaligned ? "unaligned " : "") + "op " + std::to_string(int(op));
       const Tensor y = run_unary(op, x, p);
       const Tensor y_ref64 = run_unary(op, x.to(DType::F64), p);
-      expect_bf16_near(y, rounded(y_ref64), exact_in_f32(op) ? 0 : 1, Tensor(), what + " forward");
+      expect_bf16_near(y, bf16_rounded(y_ref64), exact_in_f32(op) ? 0 : 1, Tensor(), what + " forward");
       // The derivative from the bf16 output the forward stored, as the backward pass gets it.
       const Tensor gx = run_unary_grad(op, x, y, g, p);
       const Tensor gx_ref64 = run_unary_grad(op, x.to(DType::F64), y.to(DType::F64), g.to(DType::F64), p);
       const bool exact_grad = op == UnaryOp::Neg || op == UnaryOp::Relu || op == UnaryOp::Relu6 ||
                               op == UnaryOp::Clamp || op == UnaryOp::Abs || op == UnaryOp::AddScalar;
-      expect_bf16_near(gx, rounded(gx_ref64), exact_grad ? 0 : 1, Tensor(), what + " backward");
+      expect_bf16_near(gx, bf16_rounded(gx_ref64), exact_grad ? 0 : 1, Tensor(), what + " backward");
     }
   }
 }
@@ -120,7 +122,7 @@ TEST_P(Bf16On, BinaryOpsOnContiguousBroadcastAndStridedOperands) {
         }
       };
       const Tensor got = apply(c.a, c.b);
-      const Tensor want = rounded(apply(c.a.to(DType::F64), c.b.to(DType::F64)));
+      const Tensor want = bf16_rounded(apply(c.a.to(DType::F64), c.b.to(DType::F64)));
       expect_bf16_near(got, want, exact_in_f32(op) ? 0 : 1, Tensor(),
                        std::string(c.name) + " op " + std::to_string(int(op)));
     }
@@ -141,6 +143,40 @@ TEST_P(Bf16On, GradientsFlowThroughBf16CastsIntoF32Leaves) {
   const std::vector<float> cv = c.to(DType::F32).to_vector<float>();
   const std::vector<float> grad = w.grad().to_vector<float>();
   for (size_t i = 0; i < grad.size(); ++i) EXPECT_EQ(grad[i], wb[i] > 0 ? cv[i] : 0.0f) << i;
+}
+
+TEST_P(Bf16On, LinearRoundsItsProductThenItsBiasAndSumsItsGradientsInF32) {
+  Generator gen(fresh_seed());
+  Tensor x = values({5, 37}, gen, false).set_requires_grad(), w = values({11, 37}, gen, false).set_requires_grad();
+  Tensor b = values({11}, gen, false).set_requires_grad();
+  Tensor y = linear(x, w, b);
+  ASSERT_EQ(y.dtype(), DType::BF16);
+  const Tensor g = values({5, 11}, gen, false);
+  y.backward(g);
+  auto f64 = [](const Tensor& t) { return t.detach().to(DType::F64); };
+  const Tensor prod = matmul(f64(x), f64(w).t()), prod_mag = matmul(abs(f64(x)), abs(f64(w)).t());
+  // The product is rounded, then the bias added and rounded: a first rounding tipped by f32 accumulation moves
+  // the result by a step of the product.
+  expect_bf16_near(y, bf16_rounded(add(bf16_rounded(prod).to(DType::F64), f64(b))), 1,
+                   add(f32_accumulation_slack(prod_mag), bf16_steps(prod).to(device())), "linear forward");
+  expect_bf16_near(x.grad(), bf16_rounded(matmul(f64(g), f64(w))), 1,
+                   f32_accumulation_slack(matmul(abs(f64(g)), abs(f64(w)))), "linear input gradient");
+  expect_bf16_near(w.grad(), bf16_rounded(matmul(f64(g).t(), f64(x))), 1,
+                   f32_accumulation_slack(matmul(abs(f64(g)).t(), abs(f64(x)))), "linear weight gradient");
+  expect_bf16_near(b.grad(), bf16_rounded(sum(f64(g), {0})), 1, f32_accumulation_slack(sum(abs(f64(g)), {0})),
+                   "linear bias gradient");
+}
+
+TEST_P(Bf16On, BatchedMatmulAndOneProductPerOutput) {
+  Generator gen(fresh_seed());
+  const Tensor a = values({3, 4, 6}, gen, false), b = values({3, 6, 5}, gen, false);
+  const Tensor want = matmul(a.to(DType::F64), b.to(DType::F64));
+  expect_bf16_near(matmul(a, b), bf16_rounded(want), 1,
+                   f32_accumulation_slack(matmul(abs(a).to(DType::F64), abs(b).to(DType::F64))), "batched matmul");
+  // k = 1: each output one product, exact in f32, so rounded to nearest even to the bit.
+  const Tensor col = values({64, 1}, gen, false), row = values({1, 8}, gen, false);
+  expect_bf16_near(matmul(col, row), bf16_rounded(matmul(col.to(DType::F64), row.to(DType::F64))), 0, Tensor(),
+                   "outer product");
 }
 
 TEST_P(Bf16On, OpsWithoutBf16KernelsSaySo) {
