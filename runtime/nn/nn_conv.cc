@@ -5,6 +5,7 @@
 #include "runtime/nn/nn_ops.h"
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
+#include "runtime/tensor/precision.h"
 #include "runtime/tensor/tensor_desc.h"
 
 namespace tandem {
@@ -57,6 +58,7 @@ Conv2dGeometry conv_geometry(const Tensor& x, const Tensor& weight, const Conv2d
 }  // namespace
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dOptions& o) {
+  if (lowers_to_bf16({&x, &weight, &bias})) return conv2d(bf16_operand(x), bf16_operand(weight), bf16_operand(bias), o);
   std::vector<Tensor> operands{x, weight};
   if (bias.defined()) operands.push_back(bias);
   check_same_device(operands, "conv2d");

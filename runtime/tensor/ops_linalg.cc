@@ -2,6 +2,7 @@
 #include "runtime/base/error.h"
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
+#include "runtime/tensor/precision.h"
 #include "runtime/tensor/tensor_desc.h"
 
 namespace tandem {
@@ -62,6 +63,7 @@ Tensor gemm_forward(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (lowers_to_bf16({&a, &b})) return matmul(bf16_operand(a), bf16_operand(b));
   check_same_device({a, b}, "matmul");
   check_same_dtype({a, b}, "matmul");
   check_float_or_bf16(a, "matmul");
@@ -112,7 +114,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (bias.defined()) {
     TD_CHECK_SHAPE(bias.dim() == 1 && bias.shape()[0] == weight.shape()[0], "linear: bias must be [", weight.shape()[0],
                    "], got ", shape_str(bias.shape()));
-    y = add(y, bias);
+    y = add(y, y.dtype() == DType::BF16 ? bf16_operand(bias) : bias);
   }
   return y;
 }

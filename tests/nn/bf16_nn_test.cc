@@ -15,6 +15,7 @@
 #include "runtime/nn/nn_ops.h"
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
+#include "runtime/tensor/precision.h"
 #include "tests/testing.h"
 
 namespace tandem {
@@ -23,6 +24,8 @@ namespace {
 using tandem::testing::bf16_rounded;
 using tandem::testing::bf16_steps;
 using tandem::testing::expect_bf16_near;
+using tandem::testing::expect_bitwise_equal;
+using tandem::testing::expect_close;
 using tandem::testing::f32_accumulation_slack;
 using tandem::testing::fresh_seed;
 using tandem::testing::random_bf16;
@@ -144,6 +147,79 @@ TEST_P(Bf16NNOn, PoolingRoundsOnceFromF32) {
     expect_bf16_near(r.gx, bf16_rounded(r.gx64), 1, f32_accumulation_slack(r.gx64_magnitude),
                      "global_avg_pool2d gradient" + layout);
   }
+}
+
+// A small network: conv2d -> relu -> global average pool -> linear -> log_softmax -> loss against one class
+// per image, with f32 leaves.
+struct Net {
+  Tensor conv_w, fc_w, fc_b;
+  Tensor loss(const Tensor& x, const Tensor& pick) const {
+    Conv2dOptions o;
+    o.pad_h = o.pad_w = 1;
+    const Tensor h = global_avg_pool2d(relu(conv2d(x, conv_w, Tensor(), o)));
+    logits = linear(h, fc_w, fc_b);
+    return neg(mean(mul(log_softmax(logits, 1), pick)));
+  }
+  mutable Tensor logits;
+};
+
+TEST_P(Bf16NNOn, PolicyCastsF32OperandsOfProductsAndKeepsMasterWeightsF32) {
+  const Device dev = GetParam();
+  Generator gen(fresh_seed());
+  const TensorOptions f32 = TensorOptions(DType::F32).with_device(dev);
+  Net net{randn({8, 3, 3, 3}, gen, f32), randn({5, 8}, gen, f32), randn({5}, gen, f32)};
+  for (Tensor* t : {&net.conv_w, &net.fc_w, &net.fc_b}) t->set_requires_grad(true);
+  const Tensor x = randn({4, 3, 6, 6}, gen, f32);
+  Tensor pick = zeros({4, 5}, f32);
+  for (int64_t i = 0; i < 4; ++i) pick.select(0, i).select(0, i % 5).fill_(1.0);
+
+  // Under bf16: products in bf16, the loss in f32, the gradients of the f32 leaves in f32.
+  Tensor loss;
+  {
+    PrecisionGuard bf16(Precision::BF16);
+    loss = net.loss(x, pick);
+  }
+  EXPECT_EQ(net.logits.dtype(), DType::BF16);
+  EXPECT_EQ(loss.dtype(), DType::F32);
+  loss.backward();
+  std::vector<Tensor> grads;
+  for (Tensor* t : {&net.conv_w, &net.fc_w, &net.fc_b}) {
+    EXPECT_EQ(t->grad().dtype(), DType::F32);
+    grads.push_back(t->grad());
+    t->set_grad(Tensor());
+  }
+  // The same network with the casts written out (the policy's rounding points, precision.h): bitwise equal.
+  Net cast{net.conv_w.to(DType::BF16), net.fc_w.to(DType::BF16), net.fc_b.to(DType::BF16)};
+  const Tensor written = cast.loss(x.to(DType::BF16), pick);
+  expect_bitwise_equal(loss, written, "loss with the casts written out");
+  written.backward();
+  expect_bitwise_equal(grads[0], net.conv_w.grad(), "conv weight gradient");
+  expect_bitwise_equal(grads[1], net.fc_w.grad(), "linear weight gradient");
+  expect_bitwise_equal(grads[2], net.fc_b.grad(), "linear bias gradient");
+  // And close to f32, the default policy, which leaves everything f32.
+  const Tensor loss32 = net.loss(x, pick);
+  EXPECT_EQ(net.logits.dtype(), DType::F32);
+  expect_close(loss, loss32, 0.05, "bf16 loss against f32");
+  // f64 is left alone by the policy.
+  PrecisionGuard bf16(Precision::BF16);
+  EXPECT_EQ(conv2d(x.to(DType::F64), net.conv_w.detach().to(DType::F64), Tensor(), Conv2dOptions{}).dtype(),
+            DType::F64);
+}
+
+TEST(Precision, NamesParseAndUnknownOnesAreRefused) {
+  EXPECT_EQ(parse_precision("bf16"), Precision::BF16);
+  EXPECT_EQ(parse_precision(precision_name(Precision::F32)), Precision::F32);
+  tandem::testing::expect_error<ValueError>([] { parse_precision("fp16"); }, {"unknown precision 'fp16'", "bf16"});
+  EXPECT_EQ(current_precision(), Precision::F32);
+  {
+    PrecisionGuard outer(Precision::BF16);
+    {
+      PrecisionGuard inner(Precision::F32);
+      EXPECT_EQ(current_precision(), Precision::F32);
+    }
+    EXPECT_EQ(current_precision(), Precision::BF16);
+  }
+  EXPECT_EQ(current_precision(), Precision::F32);
 }
 
 TEST_P(Bf16NNOn, MixedDtypesAreRefused) {
