@@ -55,13 +55,27 @@ struct StatsOp {  // sum of x and of x^2
   }
 };
 
+// The fused epilogue's derivative, read from its output y (null: none).
 template <typename T>
-struct GradOp {  // sum of dy and of dy * (x - mean)
+__device__ __forceinline__ bool passes(const T* y, int64_t i, BnActivation act) {
+  if (y == nullptr || act == BnActivation::None) return true;
+  const T v = y[i];
+  return v > T(0) && (act == BnActivation::Relu || v < T(6));
+}
+
+template <typename T>
+struct GradOp {  // sum of g and of g * (x - mean), g = dy masked by the activation's derivative; g goes to dres
   const T* x;
   const T* dy;
   const T* mean;
+  const T* y = nullptr;
+  BnActivation act = BnActivation::None;
+  int32_t accumulate = 0;  // a bool, as 4 bytes: no padding in the kernel parameter
+  T* dres = nullptr;
   __device__ __forceinline__ void operator()(int64_t i, int64_t c, double& a, double& b) const {
-    double d = static_cast<double>(dy[i]);
+    const T g = passes(y, i, act) ? dy[i] : T(0);
+    if (dres != nullptr) dres[i] = accumulate ? dres[i] + g : g;
+    const double d = static_cast<double>(g);
     a += d;
     b += d * (static_cast<double>(x[i]) - static_cast<double>(mean[c]));
   }
@@ -182,26 +196,31 @@ __global__ void finalize_grads(const double2* partial, int64_t splits, int64_t c
   k3[c] = training ? static_cast<T>(-w * is * s / count) : T(0);
 }
 
-// y = (x - m[c]) * k[c] + b[c].
+// y = act((x - m[c]) * k[c] + b[c] + r[i]) (r may be null).
 template <typename T, typename I>
-__global__ void apply_affine(ChannelLayout L, const T* x, const T* m, const T* k, const T* b, T* y) {
+__global__ void apply_affine(ChannelLayout L, const T* x, const T* m, const T* k, const T* b, const T* r,
+                             BnActivation act, T* y) {
   const I n = static_cast<I>(L.numel()), inner = static_cast<I>(L.inner), channels = static_cast<I>(L.channels);
   const I step = static_cast<I>(gridDim.x) * blockDim.x;
   for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
     const I c = (i / inner) % channels;
-    y[i] = (x[i] - m[c]) * k[c] + b[c];
+    T v = (x[i] - m[c]) * k[c] + b[c];
+    if (r != nullptr) v += r[i];
+    if (act != BnActivation::None) v = v > T(0) ? (act == BnActivation::Relu6 && v > T(6) ? T(6) : v) : T(0);
+    y[i] = v;
   }
 }
 
-// dx = dy * k1[c] + (x - m[c]) * k2[c] + k3[c].
+// dx = g * k1[c] + (x - m[c]) * k2[c] + k3[c], g = dy masked by the activation's derivative read from y.
 template <typename T, typename I>
 __global__ void apply_backward(ChannelLayout L, const T* dy, const T* x, const T* m, const T* k1, const T* k2,
-                               const T* k3, T* dx) {
+                               const T* k3, const T* y, BnActivation act, T* dx) {
   const I n = static_cast<I>(L.numel()), inner = static_cast<I>(L.inner), channels = static_cast<I>(L.channels);
   const I step = static_cast<I>(gridDim.x) * blockDim.x;
   for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
     const I c = (i / inner) % channels;
-    dx[i] = dy[i] * k1[c] + (x[i] - m[c]) * k2[c] + k3[c];
+    const T g = passes(y, static_cast<int64_t>(i), act) ? dy[i] : T(0);
+    dx[i] = g * k1[c] + (x[i] - m[c]) * k2[c] + k3[c];
   }
 }
 
@@ -209,13 +228,13 @@ bool small_index(const ChannelLayout& L) { return L.numel() < (int64_t{1} << 31)
 
 // Launches apply_affine over L, with 32-bit indices where they suffice.
 template <typename T>
-void launch_apply_affine(const ChannelLayout& L, const T* x, const T* m, const T* k, const T* b, T* y,
-                         const LaunchScope& ls) {
+void launch_apply_affine(const ChannelLayout& L, const T* x, const T* m, const T* k, const T* b, const T* r,
+                         BnActivation act, T* y, const LaunchScope& ls) {
   const unsigned grid = grid_for(ceil_div(L.numel(), kThreads), ls.device());
   if (small_index(L))
-    launch_kernel(TD_KERNEL(apply_affine<T, uint32_t>), grid, kThreads, 0, ls.stream(), L, x, m, k, b, y);
+    launch_kernel(TD_KERNEL(apply_affine<T, uint32_t>), grid, kThreads, 0, ls.stream(), L, x, m, k, b, r, act, y);
   else
-    launch_kernel(TD_KERNEL(apply_affine<T, int64_t>), grid, kThreads, 0, ls.stream(), L, x, m, k, b, y);
+    launch_kernel(TD_KERNEL(apply_affine<T, int64_t>), grid, kThreads, 0, ls.stream(), L, x, m, k, b, r, act, y);
   TD_CUDA_CHECK_LAUNCH(ls.stream(), "batch_norm apply_affine");
 }
 
@@ -239,7 +258,9 @@ void check_channels(const BatchNormGeometry& g) {
 
 }  // namespace
 
-void CudaNNBackend::batch_norm_forward_train(const BatchNormTrainArgs& args, const Stream& s) {
+namespace {
+
+void forward_train(const BatchNormTrainArgs& args, const void* residual, BnActivation act, const Stream& s) {
   if (args.g.c == 0) return;
   check_channels(args.g);
   LaunchScope ls(s);
@@ -257,11 +278,11 @@ void CudaNNBackend::batch_norm_forward_train(const BatchNormTrainArgs& args, con
                   static_cast<T*>(args.save_invstd), k, b);
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "batch_norm finalize_stats");
     launch_apply_affine<T>(L, static_cast<const T*>(args.x), static_cast<const T*>(args.save_mean), k, b,
-                           static_cast<T*>(args.y), ls);
+                           static_cast<const T*>(residual), act, static_cast<T*>(args.y), ls);
   });
 }
 
-void CudaNNBackend::batch_norm_forward_eval(const BatchNormEvalArgs& args, const Stream& s) {
+void forward_eval(const BatchNormEvalArgs& args, const void* residual, BnActivation act, const Stream& s) {
   if (args.g.c == 0 || args.g.n * args.g.hw == 0) return;
   LaunchScope ls(s);
   const ChannelLayout L = layout_of(args.g);
@@ -274,11 +295,19 @@ void CudaNNBackend::batch_norm_forward_eval(const BatchNormEvalArgs& args, const
                   static_cast<const T*>(args.bias), args.eps, k, b);
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "batch_norm eval_coefficients");
     launch_apply_affine<T>(L, static_cast<const T*>(args.x), static_cast<const T*>(args.running_mean), k, b,
-                           static_cast<T*>(args.y), ls);
+                           static_cast<const T*>(residual), act, static_cast<T*>(args.y), ls);
   });
 }
 
-void CudaNNBackend::batch_norm_backward(const BatchNormBackwardArgs& args, const Stream& s) {
+// The fused backward's extra operands (all null/None for the plain batch norm).
+struct ActGrad {
+  const void* y;
+  BnActivation act;
+  bool accumulate;
+  void* dres;
+};
+
+void backward(const BatchNormBackwardArgs& args, const ActGrad& e, const Stream& s) {
   if (args.g.c == 0) return;
   check_channels(args.g);
   LaunchScope ls(s);
@@ -289,8 +318,11 @@ void CudaNNBackend::batch_norm_backward(const BatchNormBackwardArgs& args, const
     Scratch<T> scratch(sp.count * args.g.c, 3 * args.g.c, s);
     T *k1 = scratch.coef, *k2 = scratch.coef + args.g.c, *k3 = scratch.coef + 2 * args.g.c;
     const T* m = static_cast<const T*>(args.mean);
-    launch_partials(L, sp, GradOp<T>{static_cast<const T*>(args.x), static_cast<const T*>(args.dy), m}, scratch.partial,
-                    ls.stream());
+    const T* y = static_cast<const T*>(e.y);
+    launch_partials(L, sp,
+                    GradOp<T>{static_cast<const T*>(args.x), static_cast<const T*>(args.dy), m, y, e.act,
+                              e.accumulate ? 1 : 0, static_cast<T*>(e.dres)},
+                    scratch.partial, ls.stream());
     launch_kernel(TD_KERNEL(finalize_grads<T>), channel_blocks(args.g.c), kThreads, 0, ls.stream(), scratch.partial,
                   sp.count, args.g.c, static_cast<double>(L.per_channel()), args.training,
                   static_cast<const T*>(args.weight), static_cast<const T*>(args.invstd), static_cast<T*>(args.dweight),
@@ -300,15 +332,36 @@ void CudaNNBackend::batch_norm_backward(const BatchNormBackwardArgs& args, const
       const unsigned grid = grid_for(ceil_div(L.numel(), kThreads), ls.device());
       if (small_index(L))
         launch_kernel(TD_KERNEL(apply_backward<T, uint32_t>), grid, kThreads, 0, ls.stream(), L,
-                      static_cast<const T*>(args.dy), static_cast<const T*>(args.x), m, k1, k2, k3,
+                      static_cast<const T*>(args.dy), static_cast<const T*>(args.x), m, k1, k2, k3, y, e.act,
                       static_cast<T*>(args.dx));
       else
         launch_kernel(TD_KERNEL(apply_backward<T, int64_t>), grid, kThreads, 0, ls.stream(), L,
-                      static_cast<const T*>(args.dy), static_cast<const T*>(args.x), m, k1, k2, k3,
+                      static_cast<const T*>(args.dy), static_cast<const T*>(args.x), m, k1, k2, k3, y, e.act,
                       static_cast<T*>(args.dx));
       TD_CUDA_CHECK_LAUNCH(ls.stream(), "batch_norm apply_backward");
     }
   });
+}
+
+}  // namespace
+
+void CudaNNBackend::batch_norm_forward_train(const BatchNormTrainArgs& args, const Stream& s) {
+  forward_train(args, nullptr, BnActivation::None, s);
+}
+void CudaNNBackend::batch_norm_forward_eval(const BatchNormEvalArgs& args, const Stream& s) {
+  forward_eval(args, nullptr, BnActivation::None, s);
+}
+void CudaNNBackend::batch_norm_backward(const BatchNormBackwardArgs& args, const Stream& s) {
+  backward(args, ActGrad{nullptr, BnActivation::None, false, nullptr}, s);
+}
+void CudaNNBackend::batch_norm_act_forward_train(const BatchNormActTrainArgs& args, const Stream& s) {
+  forward_train(args.bn, args.residual, args.act, s);
+}
+void CudaNNBackend::batch_norm_act_forward_eval(const BatchNormActEvalArgs& args, const Stream& s) {
+  forward_eval(args.bn, args.residual, args.act, s);
+}
+void CudaNNBackend::batch_norm_act_backward(const BatchNormActBackwardArgs& args, const Stream& s) {
+  backward(args.bn, ActGrad{args.y, args.act, args.accumulate_dresidual, args.dresidual}, s);
 }
 
 }  // namespace cuda

@@ -1,0 +1,131 @@
+// Models fuse batch norm with the ReLU/ReLU6 and residual add after it (BatchNorm2d::forward_act, Sequential's
+// bn-relu pairs): a training step of ResNet-18 and MobileNetV2 computes what the unfused step computes (outputs,
+// gradients, updated parameters, running statistics), and really runs the fused kernels (fewer kernel calls), on
+// the CPU and on CUDA (the simulated GPU in CI; skipped without a GPU).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/layers.h"
+#include "models/losses.h"
+#include "models/registry.h"
+#include "runtime/optim/optim.h"
+#include "tests/harness/call_counts.h"
+#include "tests/testing.h"
+
+namespace tandem {
+namespace models {
+namespace {
+
+// CIFAR stems at 16x16, batch 4: the last stage's 2x2 planes give 16 values per channel to each batch norm.
+const char* const kModels[] = {"resnet18:cifar,classes=10,width=8", "mobilenet_v2:cifar,classes=10,width_mult=0.25"};
+const Shape kInput = {4, 3, 16, 16};
+
+// Sets batch_norm_fusion() while in scope.
+class FusionGuard {
+ public:
+  explicit FusionGuard(bool on) : was_(batch_norm_fusion()) { set_batch_norm_fusion(on); }
+  ~FusionGuard() { set_batch_norm_fusion(was_); }
+  FusionGuard(const FusionGuard&) = delete;
+  FusionGuard& operator=(const FusionGuard&) = delete;
+
+ private:
+  bool was_;
+};
+
+// Everything one training step leaves, on the host in f64, in a fixed order, and the kernel calls it made.
+struct Step {
+  std::vector<std::pair<std::string, Tensor>> values;
+  int act_calls = 0, bn_calls = 0, total_calls = 0;
+};
+
+Step train_step(const char* spec_text, Device device, DType dtype, bool fused, uint64_t seed, const Tensor& images,
+                const Tensor& labels) {
+  FusionGuard fusion(fused);
+  auto spec = parse_model_spec(spec_text);
+  spec.second.seed = seed;
+  std::shared_ptr<Network> model = make_model(spec.first, spec.second);
+  model->to(dtype);
+  model->to(device);
+  model->train();
+  optim::SgdOptions so;
+  so.lr = 0.1;
+  so.momentum = 0.9;
+  optim::Sgd opt(optim::single_group(model->named_parameters()), so);
+  Step s;
+  Tensor out;
+  {
+    tandem::testing::CallCounts calls(device.type);
+    out = model->forward(images.to(dtype).to(device));
+    cross_entropy(out, labels.to(device)).backward();
+    s.act_calls = calls.of("batch_norm_act_forward_train") + calls.of("batch_norm_act_backward");
+    s.bn_calls = calls.of("batch_norm_forward_train") + calls.of("batch_norm_backward");
+    s.total_calls = calls.total();
+  }
+  opt.step();
+  auto host = [](const Tensor& t) { return t.detach().to(Device::cpu()).to(DType::F64); };
+  s.values.emplace_back("output", host(out));
+  for (const auto& p : model->named_parameters()) {
+    s.values.emplace_back("gradient of " + p.first, host(p.second.grad()));
+    s.values.emplace_back("updated " + p.first, host(p.second));
+  }
+  for (const auto& b : model->named_buffers())
+    if (b.second.dtype() == dtype) s.values.emplace_back(b.first, host(b.second));
+  return s;
+}
+
+// The largest magnitude over a step's values: gradients of biases before a train-mode batch norm are zero up to
+// rounding, held to the step's scale.
+double scale_of(const Step& s) {
+  double m = 0;
+  for (const auto& v : s.values) m = std::max(m, tandem::testing::max_magnitude(v.second));
+  return m;
+}
+
+void check(const char* spec, Device device) {
+  tandem::testing::NumericsGuard tf32_off(false, false);
+  Generator gen(tandem::testing::fresh_seed());
+  const uint64_t seed = tandem::testing::fresh_seed();
+  const Tensor images = randn(kInput, gen, DType::F64), labels = from_vector<int64_t>({3, 7, 1, 0}, {4});
+  const Step exact = train_step(spec, device, DType::F64, false, seed, images, labels);
+  const Step f64 = train_step(spec, device, DType::F64, true, seed, images, labels);
+  const Step unfused32 = train_step(spec, device, DType::F32, false, seed, images, labels);
+  const Step fused32 = train_step(spec, device, DType::F32, true, seed, images, labels);
+  const double scale = scale_of(exact);
+  ASSERT_EQ(f64.values.size(), exact.values.size());
+  ASSERT_EQ(fused32.values.size(), exact.values.size());
+  for (size_t i = 0; i < exact.values.size(); ++i) {
+    const std::string what = std::string(spec) + " on " + device.str() + ": " + exact.values[i].first;
+    // f64: the same function in other roundings.
+    tandem::testing::expect_close(f64.values[i].second, exact.values[i].second, 1e-9, what + " (f64)", scale);
+    // f32: the fused step as close to the f64 step as the unfused f32 step is (within twice its error, or 1e-4 of
+    // the scale): train-mode batch norm over few values amplifies either's roundings alike.
+    const double e_unfused = tandem::testing::max_rel_error(unfused32.values[i].second, exact.values[i].second, scale);
+    const double e_fused = tandem::testing::max_rel_error(fused32.values[i].second, exact.values[i].second, scale);
+    EXPECT_LE(e_fused, std::max(2 * e_unfused, 1e-4))
+        << what << " (f32): fused error " << e_fused << ", unfused " << e_unfused;
+  }
+  // The fused path is taken: fused batch-norm kernels, and fewer kernel calls in all.
+  EXPECT_EQ(exact.act_calls, 0) << spec;
+  EXPECT_GT(f64.act_calls, 0) << spec;
+  EXPECT_LT(f64.bn_calls, exact.bn_calls) << spec;
+  EXPECT_LT(f64.total_calls, exact.total_calls) << spec;
+}
+
+class BatchNormFusion : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(BatchNormFusion, StepOnCpuEqualsUnfused) { check(GetParam(), Device::cpu()); }
+
+TEST_P(BatchNormFusion, StepOnCudaEqualsUnfused) {
+  TD_REQUIRE_GPU();
+  check(GetParam(), Device::cuda());
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, BatchNormFusion, ::testing::ValuesIn(kModels));
+
+}  // namespace
+}  // namespace models
+}  // namespace tandem
