@@ -205,7 +205,8 @@ Tensor zeros_gpu(const Shape& shape, DType t = DType::F32) {
 // Batch norm (training) of x [batch, 64, 56, 56], NCHW or NHWC: per-channel parameters and statistics.
 struct BatchNormCase {
   BatchNormGeometry g;
-  Tensor x, y, dy, dx, weight, bias, running_mean, running_var, save_mean, save_invstd, dweight, dbias;
+  Tensor x, y, dy, dx, weight, bias, running_mean, running_var, save_mean, save_invstd, dweight, dbias, residual,
+      dresidual;
   explicit BatchNormCase(int64_t batch, bool channels_last) {
     g.channels_last = channels_last;
     g.n = batch;
@@ -224,6 +225,8 @@ struct BatchNormCase {
     save_invstd = zeros_gpu({kChannels});
     dweight = zeros_gpu({kChannels});
     dbias = zeros_gpu({kChannels});
+    residual = random_gpu({n});
+    dresidual = zeros_gpu({n});
   }
   int64_t numel() const { return x.numel(); }
   void forward(const Stream& s) {
@@ -236,6 +239,25 @@ struct BatchNormCase {
     nn_backend_for(gpu()).batch_norm_backward(
         {g, true, x.raw_data(), dy.raw_data(), weight.raw_data(), save_mean.raw_data(), save_invstd.raw_data(),
          dx.raw_data(), dweight.raw_data(), dbias.raw_data()},
+        s);
+  }
+  // y = relu(batch_norm(x) + residual), ResNet's last batch norm of a block, and its backward.
+  void forward_add_relu(const Stream& s) {
+    nn_backend_for(gpu()).batch_norm_act_forward_train(
+        {{g, x.raw_data(), weight.raw_data(), bias.raw_data(), 1e-5, 0.1, running_mean.raw_data(),
+          running_var.raw_data(), y.raw_data(), save_mean.raw_data(), save_invstd.raw_data()},
+         residual.raw_data(),
+         BnActivation::Relu},
+        s);
+  }
+  void backward_add_relu(const Stream& s) {
+    nn_backend_for(gpu()).batch_norm_act_backward(
+        {{g, true, x.raw_data(), dy.raw_data(), weight.raw_data(), save_mean.raw_data(), save_invstd.raw_data(),
+          dx.raw_data(), dweight.raw_data(), dbias.raw_data()},
+         y.raw_data(),
+         BnActivation::Relu,
+         false,
+         dresidual.raw_data()},
         s);
   }
 };
@@ -251,6 +273,21 @@ void batch_norm_backward(benchmark::State& state, bool channels_last) {
   // x and dy read, dx written; weight and saved statistics read, dweight and dbias written.
   run_timed(state, 4.0 * (3.0 * c.numel() + 5 * kChannels), [&](const Stream& s) { c.backward(s); });
 }
+// The fused forward also reads the residual; the fused backward also reads y (the ReLU's mask) and writes the
+// residual's gradient. The unfused ops move 4 more tensors forward (add and ReLU) and 5 more backward.
+void batch_norm_add_relu_forward(benchmark::State& state, bool channels_last) {
+  BatchNormCase c(state.range(0), channels_last);
+  run_timed(state, 4.0 * (3.0 * c.numel() + 8 * kChannels), [&](const Stream& s) { c.forward_add_relu(s); });
+}
+void batch_norm_add_relu_backward(benchmark::State& state, bool channels_last) {
+  BatchNormCase c(state.range(0), channels_last);
+  c.forward_add_relu(current_stream(gpu()));
+  run_timed(state, 4.0 * (5.0 * c.numel() + 5 * kChannels), [&](const Stream& s) { c.backward_add_relu(s); });
+}
+void BM_BatchNormAddReluForwardNchw(benchmark::State& state) { batch_norm_add_relu_forward(state, false); }
+void BM_BatchNormAddReluForwardNhwc(benchmark::State& state) { batch_norm_add_relu_forward(state, true); }
+void BM_BatchNormAddReluBackwardNchw(benchmark::State& state) { batch_norm_add_relu_backward(state, false); }
+void BM_BatchNormAddReluBackwardNhwc(benchmark::State& state) { batch_norm_add_relu_backward(state, true); }
 void BM_BatchNormForwardNchw(benchmark::State& state) { batch_norm_forward(state, false); }
 void BM_BatchNormForwardNhwc(benchmark::State& state) { batch_norm_forward(state, true); }
 void BM_BatchNormBackwardNchw(benchmark::State& state) { batch_norm_backward(state, false); }
@@ -373,6 +410,10 @@ void register_benchmarks() {
       {"batch_norm_forward_train_nhwc", BM_BatchNormForwardNhwc},
       {"batch_norm_backward_nchw", BM_BatchNormBackwardNchw},
       {"batch_norm_backward_nhwc", BM_BatchNormBackwardNhwc},
+      {"batch_norm_add_relu_forward_train_nchw", BM_BatchNormAddReluForwardNchw},
+      {"batch_norm_add_relu_forward_train_nhwc", BM_BatchNormAddReluForwardNhwc},
+      {"batch_norm_add_relu_backward_nchw", BM_BatchNormAddReluBackwardNchw},
+      {"batch_norm_add_relu_backward_nhwc", BM_BatchNormAddReluBackwardNhwc},
       {"max_pool_stem_forward_nchw", BM_MaxPoolForwardNchw},
       {"max_pool_stem_forward_nhwc", BM_MaxPoolForwardNhwc},
       {"max_pool_stem_backward_nchw", BM_MaxPoolBackwardNchw},

@@ -172,8 +172,9 @@ struct BatchNormBackwardArgs {
 
 // y = act(batch_norm(x) + residual) in one pass over y (ResNet's last batch norm of a block, conv-bn-relu(6));
 // residual may be null. The batch norm part is bn's, with bn.y the activated output.
-struct BatchNormActTrainArgs {
-  BatchNormTrainArgs bn;
+template <class BnArgs>
+struct BatchNormActArgs {
+  BnArgs bn;
   const void* residual;
   BnActivation act;
   template <class F>
@@ -182,16 +183,9 @@ struct BatchNormActTrainArgs {
     f(Operand::read("residual", residual, bn.g.dtype, bn.g.n * bn.g.c * bn.g.hw));
   }
 };
-struct BatchNormActEvalArgs {
-  BatchNormEvalArgs bn;
-  const void* residual;
-  BnActivation act;
-  template <class F>
-  void operands(F&& f) const {
-    bn.operands(f);
-    f(Operand::read("residual", residual, bn.g.dtype, bn.g.n * bn.g.c * bn.g.hw));
-  }
-};
+using BatchNormActTrainArgs = BatchNormActArgs<BatchNormTrainArgs>;
+using BatchNormActEvalArgs = BatchNormActArgs<BatchNormEvalArgs>;
+
 // The backward of BatchNormAct*: bn.dy is the gradient of the activated output y, masked by the activation's
 // derivative read from y (0 < y, and y < 6 for ReLU6) before batch norm's backward. The masked gradient is the
 // residual's: written to dresidual (may be null), or added to it in place with accumulate_dresidual.

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/base/error.h"
+#include "runtime/nn/nn_backend.h"
 #include "runtime/nn/nn_ops.h"
 #include "runtime/tensor/ops.h"
 #include "tests/harness/call_counts.h"
@@ -160,6 +161,38 @@ TEST(BatchNormAct, OneFusedCallEachWayReplacesTheUnfusedKernels) {
     EXPECT_EQ(calls.of("batch_norm_forward_train"), 1);
     // The unfused op adds an add and a ReLU forward and a ReLU backward at least.
     EXPECT_GE(calls.total(), fused_total + 3);
+  }
+}
+
+// accumulate_dresidual adds the masked gradient to what dresidual holds (the shortcut's other gradient) in place.
+TEST(BatchNormAct, BackwardAccumulatesTheResidualGradientInPlace) {
+  std::vector<Device> devices{Device::cpu()};
+  if (cuda_available()) devices.push_back(Device::cuda());
+  Generator gen(testing::fresh_seed());
+  for (Device d : devices) {
+    SCOPED_TRACE(d.str());
+    BatchNormGeometry g;
+    g.dtype = DType::F64;
+    g.n = 3;
+    g.c = 5;
+    g.hw = 7;
+    auto t = [&](Shape s) { return randn(s, gen, DType::F64).to(d); };
+    Tensor x = t({3, 5, 7}), dy = t({3, 5, 7}), y = relu(t({3, 5, 7})), w = t({5}), mean = t({5});
+    Tensor invstd = add(rand({5}, gen, DType::F64), 0.5).to(d), other = t({3, 5, 7});
+    Tensor written = zeros_like(x), accumulated = other.clone();
+    NNBackend& nn = nn_backend_for(d);
+    for (bool accumulate : {false, true}) {
+      Tensor& dres = accumulate ? accumulated : written;
+      nn.batch_norm_act_backward({{g, true, x.raw_data(), dy.raw_data(), w.raw_data(), mean.raw_data(),
+                                   invstd.raw_data(), nullptr, nullptr, nullptr},
+                                  y.raw_data(),
+                                  BnActivation::Relu,
+                                  accumulate,
+                                  dres.raw_data()},
+                                 current_stream(d));
+    }
+    testing::expect_bitwise_equal(written, where(gt(y, zeros_like(y)), dy, zeros_like(dy)), "written");
+    testing::expect_bitwise_equal(accumulated, add(other, written), "accumulated");
   }
 }
 
