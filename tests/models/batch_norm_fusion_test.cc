@@ -90,7 +90,9 @@ double scale_of(const Step& s) {
   return m;
 }
 
-void check(const ModelCase& c, Device device) {
+// The f32 steps run with_f32 (on the CPU; on the simulated GPU each step takes seconds and the op test covers the
+// fused CUDA kernels in f32).
+void check(const ModelCase& c, Device device, bool with_f32) {
   const char* spec = c.spec;
   tandem::testing::NumericsGuard tf32_off(false, false);
   Generator gen(tandem::testing::fresh_seed());
@@ -99,15 +101,16 @@ void check(const ModelCase& c, Device device) {
                labels = from_vector<int64_t>({3, 7, 1, 0}, {4});
   const Step exact = train_step(spec, device, DType::F64, false, seed, images, labels);
   const Step f64 = train_step(spec, device, DType::F64, true, seed, images, labels);
-  const Step unfused32 = train_step(spec, device, DType::F32, false, seed, images, labels);
-  const Step fused32 = train_step(spec, device, DType::F32, true, seed, images, labels);
+  const Step unfused32 = with_f32 ? train_step(spec, device, DType::F32, false, seed, images, labels) : Step();
+  const Step fused32 = with_f32 ? train_step(spec, device, DType::F32, true, seed, images, labels) : Step();
   const double scale = scale_of(exact);
   ASSERT_EQ(f64.values.size(), exact.values.size());
-  ASSERT_EQ(fused32.values.size(), exact.values.size());
+  if (with_f32) ASSERT_EQ(fused32.values.size(), exact.values.size());
   for (size_t i = 0; i < exact.values.size(); ++i) {
     const std::string what = std::string(spec) + " on " + device.str() + ": " + exact.values[i].first;
     // f64: the same function in other roundings.
     tandem::testing::expect_close(f64.values[i].second, exact.values[i].second, 1e-9, what + " (f64)", scale);
+    if (!with_f32) continue;
     // f32: the fused step as close to the f64 step as the unfused f32 step is (within twice its error, or 1e-4 of
     // the scale): train-mode batch norm over few values amplifies either's roundings alike.
     const double e_unfused = tandem::testing::max_rel_error(unfused32.values[i].second, exact.values[i].second, scale);
@@ -124,11 +127,11 @@ void check(const ModelCase& c, Device device) {
 
 class BatchNormFusion : public ::testing::TestWithParam<ModelCase> {};
 
-TEST_P(BatchNormFusion, StepOnCpuEqualsUnfused) { check(GetParam(), Device::cpu()); }
+TEST_P(BatchNormFusion, StepOnCpuEqualsUnfused) { check(GetParam(), Device::cpu(), true); }
 
 TEST_P(BatchNormFusion, StepOnCudaEqualsUnfused) {
   TD_REQUIRE_GPU();
-  check(GetParam(), Device::cuda());
+  check(GetParam(), Device::cuda(), false);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, BatchNormFusion, ::testing::ValuesIn(kModels));
