@@ -185,6 +185,12 @@ void CpuNNBackend::batch_norm_backward(const BatchNormBackwardArgs& args, const 
 
 void CpuNNBackend::batch_norm_act_forward_train(const BatchNormActTrainArgs& args, const Stream&) {
   const BatchNormTrainArgs& a = args.bn;
+  auto f = [](const void* p) { return static_cast<const float*>(p); };
+  auto fm = [](void* p) { return static_cast<float*>(p); };
+  if (batch_norm_f32_forward_train(a.g, f(a.x), f(a.weight), f(a.bias), a.eps, a.momentum, fm(a.running_mean),
+                                   fm(a.running_var), fm(a.y), fm(a.save_mean), fm(a.save_invstd), f(args.residual),
+                                   args.act))
+    return;
   TD_DISPATCH_FLOAT(a.g.dtype, "batch_norm_act", {
     using T = scalar_t;
     forward_train(a.g, static_cast<const T*>(a.x), static_cast<const T*>(a.weight), static_cast<const T*>(a.bias),
@@ -196,6 +202,10 @@ void CpuNNBackend::batch_norm_act_forward_train(const BatchNormActTrainArgs& arg
 
 void CpuNNBackend::batch_norm_act_forward_eval(const BatchNormActEvalArgs& args, const Stream&) {
   const BatchNormEvalArgs& a = args.bn;
+  auto f = [](const void* p) { return static_cast<const float*>(p); };
+  if (batch_norm_f32_forward_eval(a.g, f(a.x), f(a.weight), f(a.bias), f(a.running_mean), f(a.running_var), a.eps,
+                                  static_cast<float*>(a.y), f(args.residual), args.act))
+    return;
   TD_DISPATCH_FLOAT(a.g.dtype, "batch_norm_act", {
     using T = scalar_t;
     forward_eval(a.g, static_cast<const T*>(a.x), static_cast<const T*>(a.weight), static_cast<const T*>(a.bias),
@@ -206,6 +216,12 @@ void CpuNNBackend::batch_norm_act_forward_eval(const BatchNormActEvalArgs& args,
 
 void CpuNNBackend::batch_norm_act_backward(const BatchNormActBackwardArgs& args, const Stream&) {
   const BatchNormBackwardArgs& a = args.bn;
+  auto f = [](const void* p) { return static_cast<const float*>(p); };
+  auto fm = [](void* p) { return static_cast<float*>(p); };
+  if (batch_norm_f32_backward(a.g, a.training, f(a.x), f(a.dy), f(a.weight), f(a.mean), f(a.invstd), fm(a.dx),
+                              fm(a.dweight), fm(a.dbias),
+                              {f(args.y), args.act, args.accumulate_dresidual, fm(args.dresidual)}))
+    return;
   TD_DISPATCH_FLOAT(a.g.dtype, "batch_norm_act backward", {
     using T = scalar_t;
     backward(a.g, a.training, static_cast<const T*>(a.x), static_cast<const T*>(a.dy), static_cast<const T*>(a.weight),
