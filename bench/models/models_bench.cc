@@ -11,6 +11,7 @@
 //   --models=resnet18,resnet50,mobilenet_v2  --modes=fwd,fwd_bwd,step  --nchw (NCHW inputs on the GPU)
 //   --min-time=S (timed seconds per case at least, default 1: on the CPU, 0.2 s timed one or two iterations of
 //   ResNet-18 at batch 8, too few on a shared machine for a stable figure; its step measured above its fwd_bwd)
+//   --no-bn-fusion (batch norm, residual add and ReLU as separate ops, to compare with the fused batch_norm_act)
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -19,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "models/layers.h"
 #include "models/losses.h"
 #include "models/registry.h"
 #include "runtime/base/config.h"
@@ -43,6 +45,7 @@ struct Config {
   std::vector<std::string> modes = {"fwd", "fwd_bwd", "step"};
   bool channels_last = true;
   double min_time_s = 1.0;
+  bool bn_fusion = true;
 };
 Config g_config;
 
@@ -148,7 +151,7 @@ int main(int argc, char** argv) {
   tandem::flags::Parser p(
       "models_bench",
       "models_bench [--device=DEV] [--batch=N] [--sizes=32,224] [--models=A,B] [--modes=M,...] [--nchw]\n"
-      "                    [--min-time=S] [Google Benchmark flags]",
+      "                    [--min-time=S] [--no-bn-fusion] [Google Benchmark flags]",
       "Images/s of zoo models (default resnet18,resnet50,mobilenet_v2) per mode: fwd (eval forward, no\n"
       "autograd), fwd_bwd (training forward, cross-entropy, backward), step (fwd_bwd + SGD step).\n"
       "--benchmark_out=FILE.json feeds bench/torch/speed.py, which times the same cases in PyTorch\n"
@@ -163,6 +166,8 @@ int main(int argc, char** argv) {
   p.words("--modes", "M,...", &g_config.modes, "fwd, fwd_bwd, step (default all three)");
   p.flag("--nchw", &g_config.channels_last, false, "NCHW inputs on the GPU");
   p.number("--min-time", "S", &g_config.min_time_s, "timed seconds per case at least (default 1)", 0);
+  p.flag("--no-bn-fusion", &g_config.bn_fusion, false,
+         "batch norm, residual add and ReLU as separate ops (default: fused, batch_norm_act)");
   p.footer("Google Benchmark's flags follow.");
   std::vector<std::string> rest_args = p.parse_known(argc, argv, [&] {
     char* help[] = {argv[0], const_cast<char*>("--help")};
@@ -173,6 +178,7 @@ int main(int argc, char** argv) {
   // an exception escaping a benchmark function would otherwise pass through Google Benchmark and abort.
   return tandem::flags::run_reporting_errors("models_bench", [&] {
     tandem::check_device_available(g_config.device);
+    tandem::models::set_batch_norm_fusion(g_config.bn_fusion);
     std::vector<char*> rest{argv[0]};
     for (std::string& a : rest_args) rest.push_back(&a[0]);
     if (g_config.sizes.empty())
@@ -186,6 +192,7 @@ int main(int argc, char** argv) {
     benchmark::AddCustomContext("tandem_dtype", "f32");
     benchmark::AddCustomContext("tandem_threads", std::to_string(tandem::intra_op_threads()));
     benchmark::AddCustomContext("tandem_min_time", std::to_string(g_config.min_time_s));
+    benchmark::AddCustomContext("tandem_bn_fusion", g_config.bn_fusion ? "1" : "0");
     for (const auto& m : g_config.models)
       for (int64_t size : g_config.sizes)
         for (const auto& mode : g_config.modes)

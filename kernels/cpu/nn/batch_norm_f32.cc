@@ -54,8 +54,17 @@ TD_BN_CLONES double plane_centered_squares(const float* x, int64_t n, double mea
   return s;
 }
 
-// The fused forward's epilogue: the residual to add (may be null) and the activation's clamp to [0, cap]
-// (cap: +inf for ReLU).
+// dy's 8 floats at p where 0 < y <= hi (y's floats at q), else 0, as doubles. The comparisons are of floats: GCC
+// turns double comparisons of converted floats into scalar ones.
+typedef float Floats __attribute__((vector_size(32)));
+typedef int32_t FloatMask __attribute__((vector_size(32)));
+#define TD_BN_MASKED(p, q, zero, hi)                                                                    \
+  __builtin_convertvector((Floats)((FloatMask)(Floats)(*reinterpret_cast<const UnalignedFloats*>(p)) &  \
+                                   (((Floats)(*reinterpret_cast<const UnalignedFloats*>(q)) > (zero)) & \
+                                    ((Floats)(*reinterpret_cast<const UnalignedFloats*>(q)) <= (hi)))), \
+                          Lanes)
+
+// The fused forward's epilogue: act's clamp to [0, cap] (cap: +inf for ReLU) when on.
 struct Epilogue {
   bool clamp;
   double cap;
@@ -72,13 +81,15 @@ inline double clamp_scalar(double v, const Epilogue& e) {
 // y = act((x - mean) * scale + shift + residual), residual may be null.
 TD_BN_CLONES void plane_affine(const float* x, int64_t n, double mean, double scale, double shift,
                                const float* residual, const Epilogue& e, float* y) {
+  const bool clamp = e.clamp;
+  const Lanes zero = {}, cap = zero + e.cap;
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     Lanes v = (TD_BN_LOAD(x + i) - mean) * scale + shift;
     if (residual) v += TD_BN_LOAD(residual + i);
-    if (e.clamp) {
-      v = v > 0.0 ? v : 0.0;
-      v = v > e.cap ? e.cap : v;
+    if (clamp) {
+      v = v > zero ? v : zero;  // NaN to 0, as the scalar clamp; vector operands: scalar ones scalarize it
+      v = v > cap ? cap : v;
     }
     TD_BN_STORE(y + i, v);
   }
@@ -89,40 +100,42 @@ TD_BN_CLONES void plane_affine(const float* x, int64_t n, double mean, double sc
   }
 }
 
-// One plane's backward operands: dy masked by the activation's derivative read from y (null: no mask; passes
-// where 0 < y, and y < 6 with six), the masked gradient stored to dres (null: nowhere; added with accumulate).
+// One plane's backward operands: dy kept where 0 < y <= hi (y null: everywhere; hi: the largest float below 6
+// for ReLU6, +inf for ReLU), the kept gradient stored to dres (null: nowhere; added with accumulate).
 struct GradPlane {
   const float* x;
   const float* dy;
   const float* y;
   float* dres;
-  bool six, accumulate;
+  float hi;
+  bool accumulate;
 };
-inline double masked_scalar(const GradPlane& p, int64_t i) {
-  if (!p.y) return static_cast<double>(p.dy[i]);
-  const float v = p.y[i];
-  return v > 0.f && (!p.six || v < 6.f) ? static_cast<double>(p.dy[i]) : 0.0;
+inline double masked_scalar(const float* dy, const float* y, float hi, int64_t i) {
+  if (!y) return static_cast<double>(dy[i]);
+  return y[i] > 0.f && y[i] <= hi ? static_cast<double>(dy[i]) : 0.0;
 }
-// dy masked where y fails the derivative: a macro, as the loads (an 8-double vector may not cross the clones' calls).
-#define TD_BN_MASK(y, dy, six) ((six) ? (((y) > 0.0) & ((y) < 6.0) ? (dy) : 0.0) : ((y) > 0.0 ? (dy) : 0.0))
 
 // Adds Σ g to *sum_dy and Σ g * (x - mean) to *sum_dy_xc, g the masked dy (stored to p.dres).
 TD_BN_CLONES void plane_grad_sums(const GradPlane& p, int64_t n, double mean, double* sum_dy, double* sum_dy_xc) {
+  // Locals: the may_alias stores could otherwise change p's fields, which every iteration would reload.
+  const float *x = p.x, *dy = p.dy, *y = p.y;
+  float* dres = p.dres;
+  const bool accumulate = p.accumulate;
+  const Floats zero = {}, hi = zero + p.hi;
   Lanes a = {}, b = {};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    Lanes d = TD_BN_LOAD(p.dy + i);
-    if (p.y) d = TD_BN_MASK(TD_BN_LOAD(p.y + i), d, p.six);
-    if (p.dres) TD_BN_STORE(p.dres + i, p.accumulate ? TD_BN_LOAD(p.dres + i) + d : d);
+    const Lanes d = y ? TD_BN_MASKED(dy + i, y + i, zero, hi) : TD_BN_LOAD(dy + i);
+    if (dres) TD_BN_STORE(dres + i, accumulate ? TD_BN_LOAD(dres + i) + d : d);
     a += d;
-    b += d * (TD_BN_LOAD(p.x + i) - mean);
+    b += d * (TD_BN_LOAD(x + i) - mean);
   }
   double sa = lane_sum(a), sb = lane_sum(b);
   for (; i < n; ++i) {
-    const double d = masked_scalar(p, i);
-    if (p.dres) p.dres[i] = static_cast<float>(p.accumulate ? static_cast<double>(p.dres[i]) + d : d);
+    const double d = masked_scalar(dy, y, p.hi, i);
+    if (dres) dres[i] = static_cast<float>(accumulate ? static_cast<double>(dres[i]) + d : d);
     sa += d;
-    sb += d * (static_cast<double>(p.x[i]) - mean);
+    sb += d * (static_cast<double>(x[i]) - mean);
   }
   *sum_dy += sa;
   *sum_dy_xc += sb;
@@ -131,13 +144,15 @@ TD_BN_CLONES void plane_grad_sums(const GradPlane& p, int64_t n, double mean, do
 // dx = a * g + b * (x - mean) + c, g the masked dy.
 TD_BN_CLONES void plane_grad_input(const GradPlane& p, int64_t n, double mean, double a, double b, double c,
                                    float* dx) {
+  const float *x = p.x, *dy = p.dy, *y = p.y;
+  const Floats zero = {}, hi = zero + p.hi;
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    Lanes d = TD_BN_LOAD(p.dy + i);
-    if (p.y) d = TD_BN_MASK(TD_BN_LOAD(p.y + i), d, p.six);
-    TD_BN_STORE(dx + i, d * a + (TD_BN_LOAD(p.x + i) - mean) * b + c);
+    const Lanes d = y ? TD_BN_MASKED(dy + i, y + i, zero, hi) : TD_BN_LOAD(dy + i);
+    TD_BN_STORE(dx + i, d * a + (TD_BN_LOAD(x + i) - mean) * b + c);
   }
-  for (; i < n; ++i) dx[i] = static_cast<float>(masked_scalar(p, i) * a + (static_cast<double>(p.x[i]) - mean) * b + c);
+  for (; i < n; ++i)
+    dx[i] = static_cast<float>(masked_scalar(dy, y, p.hi, i) * a + (static_cast<double>(x[i]) - mean) * b + c);
 }
 
 bool applies(const BatchNormGeometry& g) { return g.dtype == DType::F32 && !g.channels_last && cpu_onednn(); }
@@ -204,16 +219,13 @@ bool batch_norm_f32_backward(const BatchNormGeometry& g, bool training, const fl
   if (!applies(g)) return false;
   const double m = static_cast<double>(g.n * g.hw);
   const float* y = act.act == BnActivation::None ? nullptr : act.y;
+  const float hi = act.act == BnActivation::Relu6 ? std::nextafter(6.f, 0.f) : HUGE_VALF;
   for_each_channel(g, [&](int64_t c) {
     auto plane = [&](int64_t i) { return (i * g.c + c) * g.hw; };
     auto at = [&](int64_t i) {
       const int64_t o = plane(i);
-      return GradPlane{x + o,
-                       dy + o,
-                       y ? y + o : nullptr,
-                       act.dresidual ? act.dresidual + o : nullptr,
-                       act.act == BnActivation::Relu6,
-                       act.accumulate};
+      return GradPlane{x + o, dy + o,        y ? y + o : nullptr, act.dresidual ? act.dresidual + o : nullptr,
+                       hi,    act.accumulate};
     };
     const double mu = mean[c], is = invstd[c];
     double sum_dy = 0, sum_dy_xc = 0;  // Σ dy and Σ dy (x - mean): dbias, and dweight / invstd
