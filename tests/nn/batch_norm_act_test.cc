@@ -125,6 +125,64 @@ TEST(BatchNormAct, FusedEqualsUnfusedOnCuda) {
   expect_fused_equals_unfused(Device::cuda());
 }
 
+// x's values in a view one element into a larger buffer on x's device (data not 16-byte aligned), in x's layout.
+Tensor misaligned(const Tensor& x, bool channels_last) {
+  Tensor big = zeros({x.numel() + 1}, x.options()), flat = big.narrow(0, 1, x.numel());
+  const Shape& s = x.shape();
+  Tensor v = channels_last ? flat.view({s[0], s[2], s[3], s[1]}).permute({0, 3, 1, 2}) : flat.view(s);
+  v.copy_(x);
+  return v;
+}
+
+// The CUDA kernels' vector paths (16-byte accesses along NCHW planes with hw % 4 == 0 and NHWC rows with
+// c % 4 == 0, and the same order in scalar accesses where an operand is not 16-byte aligned) against the CPU's.
+TEST(BatchNormAct, CudaMatchesCpuOnEveryVectorPath) {
+  TD_REQUIRE_GPU();
+  Generator gen(testing::fresh_seed());
+  for (DType t : {DType::F32, DType::F64})
+    for (bool cl : {false, true}) {
+      Case k{Device::cpu(), t, cl, BnActivation::Relu6, true, true};
+      SCOPED_TRACE(name_of(k));
+      const int64_t n = 3, c = 4 * (1 + static_cast<int64_t>(gen.integer(4))), w = 2 + gen.integer(3);
+      auto activation = [&](double scale, double shift) {
+        Tensor x = add(mul(randn({n, c, 4, w}, gen, DType::F64), scale), shift).to(t);
+        return cl ? to_channels_last(x) : x;
+      };
+      auto channel = [&](double lo) { return add(mul(rand({c}, gen, DType::F64), 2.0), lo).to(t); };
+      const Inputs in{activation(3.0, 1.0), channel(0.5),         channel(-1.0),       channel(-1.0),
+                      channel(0.5),         activation(2.0, 0.0), activation(1.0, 0.0)};
+      auto gpu = [](const Tensor& x) { return x.to(Device::cuda()); };
+      const double tol = t == DType::F64 ? 1e-11 : 2e-5;
+      for (bool aligned : {true, false}) {
+        SCOPED_TRACE(aligned ? "aligned" : "misaligned");
+        // Training forward and backward; misaligned: the output's gradient (the backward's dy) is not aligned.
+        k.device = Device::cpu();
+        const Result want = run(k, in, true);
+        k.device = Device::cuda();
+        Inputs g{gpu(in.x), gpu(in.w), gpu(in.b), gpu(in.rm), gpu(in.rv), gpu(in.r), gpu(in.gy)};
+        if (!aligned) g.gy = misaligned(g.gy, cl);
+        const Result got = run(k, g, true);
+        testing::expect_close(got.y, want.y, tol, "y");
+        testing::expect_close(got.rm, want.rm, tol, "running_mean");
+        testing::expect_close(got.rv, want.rv, tol, "running_var");
+        testing::expect_close(got.dx, want.dx, 10 * tol, "dx");
+        testing::expect_close(got.dw, want.dw, tol, "dweight");
+        testing::expect_close(got.db, want.db, tol, "dbias");
+        testing::expect_close(got.dr, want.dr, tol, "dresidual");
+        // Forward alone, training and evaluation; misaligned: x and the residual are not aligned.
+        for (bool training : {true, false}) {
+          auto fwd = [&](const Inputs& u, bool move) {
+            auto at = [&](const Tensor& x) { return move ? gpu(x) : x.clone(); };
+            auto act = [&](const Tensor& x) { return aligned ? at(x) : misaligned(at(x), cl); };
+            return batch_norm_act(act(u.x), at(u.w), at(u.b), at(u.rm), at(u.rv), act(u.r), BnActivation::Relu6,
+                                  training, 0.1, 1e-5);
+          };
+          testing::expect_close(fwd(in, true), fwd(in, false), tol, training ? "y (training)" : "y (evaluation)");
+        }
+      }
+    }
+}
+
 TEST(BatchNormAct, CudaRunsAreBitwiseEqual) {
   TD_REQUIRE_GPU();
   Generator gen(testing::fresh_seed());
