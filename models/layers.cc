@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "models/init.h"
+#include "models/sequential.h"
 #include "runtime/base/error.h"
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
@@ -314,7 +315,12 @@ Residual::Residual(ModulePtr body, ModulePtr shortcut, bool relu_after)
 }
 
 Tensor Residual::forward(const Tensor& x) {
-  Tensor y = add(body_->forward(x), shortcut_ ? shortcut_->forward(x) : x);
+  // The shortcut first: a body ending in a batch norm takes the add and ReLU fused into it where models fuse.
+  const Tensor s = shortcut_ ? shortcut_->forward(x) : x;
+  auto* seq = dynamic_cast<Sequential*>(body_.get());
+  Tensor y = seq ? seq->forward_bn_act(x, s, relu_after_ ? BnActivation::Relu : BnActivation::None) : Tensor();
+  if (y.defined()) return y;
+  y = add(body_->forward(x), s);
   return relu_after_ ? relu(y) : y;
 }
 

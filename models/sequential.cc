@@ -20,13 +20,21 @@ Sequential& Sequential::add(const std::string& name, ModulePtr item) {
   return *this;
 }
 
-Tensor Sequential::forward(const Tensor& x) {
+Tensor Sequential::forward(const Tensor& x) { return run(x, size()); }
+
+Tensor Sequential::forward_bn_act(const Tensor& x, const Tensor& residual, BnActivation act) {
+  auto* bn = empty() ? nullptr : dynamic_cast<BatchNorm2d*>(at(size() - 1).get());
+  if (bn == nullptr || !batch_norm_fusion()) return Tensor();
+  return bn->forward_act(run(x, size() - 1), residual, act);
+}
+
+Tensor Sequential::run(const Tensor& x, size_t end) {
   Tensor y = x;
   const auto& items = named_children();
-  for (size_t i = 0; i < items.size(); ++i) {
+  for (size_t i = 0; i < end; ++i) {
     // A batch norm followed by ReLU or ReLU6 (conv-bn-relu(6)) runs as one fused op.
     auto* bn = dynamic_cast<BatchNorm2d*>(items[i].second.get());
-    Module* next = i + 1 < items.size() ? items[i + 1].second.get() : nullptr;
+    Module* next = i + 1 < end ? items[i + 1].second.get() : nullptr;
     const BnActivation act = dynamic_cast<ReLU*>(next)    ? BnActivation::Relu
                              : dynamic_cast<ReLU6*>(next) ? BnActivation::Relu6
                                                           : BnActivation::None;

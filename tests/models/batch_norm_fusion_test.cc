@@ -1,7 +1,7 @@
 // Models fuse batch norm with the ReLU/ReLU6 and residual add after it (BatchNorm2d::forward_act, Sequential's
 // bn-relu pairs): a training step of ResNet-18 and MobileNetV2 computes what the unfused step computes (outputs,
 // gradients, updated parameters, running statistics), and really runs the fused kernels (fewer kernel calls), on
-// the CPU and on CUDA (the simulated GPU in CI; skipped without a GPU).
+// the CPU and on CUDA (the simulated GPU in CI; skipped without a GPU); a Residual block fuses its add and ReLU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -135,6 +135,44 @@ TEST_P(BatchNormFusion, StepOnCudaEqualsUnfused) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, BatchNormFusion, ::testing::ValuesIn(kModels));
+
+// A Residual whose body ends in a batch norm takes the shortcut's add and the ReLU after it into that batch norm:
+// the same output and input, parameter and shortcut gradients as the unfused block, in one fused call each way.
+TEST(BatchNormFusion, ResidualBlockFusesItsAddAndRelu) {
+  std::vector<Device> devices{Device::cpu()};
+  if (cuda_available()) devices.push_back(Device::cuda());
+  for (Device d : devices) {
+    SCOPED_TRACE(d.str());
+    Generator gen(tandem::testing::fresh_seed());
+    auto body = std::make_shared<Sequential>();
+    body->add(std::make_shared<Conv2d>(Conv2dSpec{4, 4, 3, 1, 1, 1, 1, false}, gen));
+    body->add(std::make_shared<BatchNorm2d>(4));
+    Residual block(body, std::make_shared<Conv2d>(Conv2dSpec{4, 4, 1, 1, 0, 1, 1, false}, gen), true);
+    block.to(DType::F64);
+    block.to(d);
+    block.train();
+    const Tensor x = randn({3, 4, 5, 5}, gen, DType::F64).to(d), gy = randn({3, 4, 5, 5}, gen, DType::F64).to(d);
+    auto run = [&](bool fused, int* act_calls) {
+      FusionGuard fusion(fused);
+      Tensor xi = x.clone().set_requires_grad();
+      block.zero_grad();
+      tandem::testing::CallCounts calls(d.type);
+      Tensor y = block.forward(xi);
+      y.backward(gy);
+      *act_calls = calls.of("batch_norm_act_forward_train") + calls.of("batch_norm_act_backward");
+      std::vector<Tensor> out{y.detach(), xi.grad()};
+      for (const auto& p : block.named_parameters()) out.push_back(p.second.grad());
+      return out;
+    };
+    int fused_calls = 0, unfused_calls = 0;
+    const std::vector<Tensor> want = run(false, &unfused_calls), got = run(true, &fused_calls);
+    EXPECT_EQ(unfused_calls, 0);
+    EXPECT_EQ(fused_calls, 2);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      tandem::testing::expect_close(got[i], want[i], 1e-12, "value " + std::to_string(i));
+  }
+}
 
 }  // namespace
 }  // namespace models
