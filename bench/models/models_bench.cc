@@ -13,6 +13,7 @@
 //   ResNet-18 at batch 8, too few on a shared machine for a stable figure; its step measured above its fwd_bwd)
 //   --predict=h100|h200 [--predict-json=FILE]: instead of timing, the cost model's prediction of each case on
 //   that GPU (per op and per step), from ops recorded on the simulated GPU (tools/costmodel).
+//   --no-bn-fusion (batch norm, residual add and ReLU as separate ops, to compare with the fused batch_norm_act)
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -25,6 +26,7 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "models/layers.h"
 #include "runtime/base/config.h"
 #include "runtime/base/device.h"
 #include "runtime/base/error.h"
@@ -50,6 +52,7 @@ struct Config {
   double min_time_s = 1.0;
   std::string predict;  // a modelled GPU: predict instead of timing
   std::string predict_json;
+  bool bn_fusion = true;
 };
 Config g_config;
 Device g_device = Device::cpu();
@@ -182,7 +185,7 @@ int main(int argc, char** argv) {
   tandem::flags::Parser p(
       "models_bench",
       "models_bench [--device=DEV] [--batch=N] [--sizes=32,224] [--models=A,B] [--modes=M,...] [--nchw]\n"
-      "                    [--min-time=S] [Google Benchmark flags]",
+      "                    [--min-time=S] [--no-bn-fusion] [Google Benchmark flags]",
       "Images/s of zoo models (default resnet18,resnet50,mobilenet_v2) per mode: fwd (eval forward, no\n"
       "autograd), fwd_bwd (training forward, cross-entropy, backward), step (fwd_bwd + SGD step).\n"
       "--benchmark_out=FILE.json feeds bench/torch/speed.py, which times the same cases in PyTorch\n"
@@ -203,6 +206,8 @@ int main(int argc, char** argv) {
       "per step) instead of timing it; needs the simulated GPU (--config=cudasim, tools/tandem sim)\n"
       "and takes the GPU defaults (batch 256, sizes 32 and 224)");
   p.text("--predict-json", "FILE", &g_config.predict_json, "with --predict: write the predictions as JSON");
+  p.flag("--no-bn-fusion", &g_config.bn_fusion, false,
+         "batch norm, residual add and ReLU as separate ops (default: fused, batch_norm_act)");
   p.footer("Google Benchmark's flags follow.");
   std::vector<std::string> rest_args = p.parse_known(argc, argv, [&] {
     char* help[] = {argv[0], const_cast<char*>("--help")};
@@ -211,6 +216,7 @@ int main(int argc, char** argv) {
   });
   std::vector<char*> rest{argv[0]};
   for (std::string& a : rest_args) rest.push_back(&a[0]);
+  tandem::models::set_batch_norm_fusion(g_config.bn_fusion);
   if (!g_config.predict.empty()) {
     // Launches shaped as on an H100 or H200 (132 SMs), before anything asks the simulated GPU.
     setenv("TANDEM_CUDASIM_SMS", "132", 0);
@@ -240,6 +246,7 @@ int main(int argc, char** argv) {
     benchmark::AddCustomContext("tandem_dtype", "f32");
     benchmark::AddCustomContext("tandem_threads", std::to_string(tandem::intra_op_threads()));
     benchmark::AddCustomContext("tandem_min_time", std::to_string(g_config.min_time_s));
+    benchmark::AddCustomContext("tandem_bn_fusion", g_config.bn_fusion ? "1" : "0");
     for (const auto& m : g_config.models)
       for (int64_t size : g_config.sizes)
         for (const auto& mode : g_config.modes)

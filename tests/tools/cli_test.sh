@@ -57,7 +57,7 @@ help() {
 }
 
 train="$1" cyclic="$2" distill="$3" demo="$4" pack="$5" bd_bench="$6" cyclic_bench="$7" models_bench="$8"
-loader_bench="$9" kernels_bench="${10}" conv_api_bench="${11}" fit="${12}"
+loader_bench="$9" kernels_bench="${10}" conv_api_bench="${11}" batch_norm_cpu_bench="${12}" fit="${13}"
 
 help "$train" train --model --dataset --epochs --stop-after --batch --lr --optimizer --momentum --weight-decay \
   --label-smoothing --schedule --transform --device --checkpoint --resume --seed --workers --steps-per-epoch \
@@ -106,7 +106,8 @@ expect "$cyclic_bench" 2 "cyclic_bench: --rounds needs an integer >= 1, got 'man
 expect "$cyclic_bench" 2 "cyclic_bench: --configs: bad config '4x'" --configs 2x2,4x
 expect "$cyclic_bench" 2 "cyclic_bench: unknown flag '--colour'" --colour red
 
-help "$models_bench" models_bench --device --batch --sizes --models --modes --nchw --min-time --predict --predict-json
+help "$models_bench" models_bench --device --batch --sizes --models --modes --nchw --min-time --predict --predict-json \
+  --no-bn-fusion
 expect "$models_bench" 2 "models_bench: unknown modelled GPU 'a100'" --predict a100
 expect "$models_bench" 0 "--benchmark_filter" --help  # Google Benchmark's flags follow its own
 expect "$models_bench" 2 "models_bench: --sizes needs an integer >= 1, got 'big'" --sizes=32,big
@@ -126,6 +127,9 @@ help "$conv_api_bench" conv_api_bench --device --batch --sizes --models --iters 
 expect "$conv_api_bench" 2 "conv_api_bench: --iters needs an integer >= 1, got '0'" --iters 0
 expect "$conv_api_bench" 2 "conv_api_bench: --device must be a GPU (cuda or cuda:N)" --device cpu
 expect "$conv_api_bench" 2 "conv_api_bench: unknown flag '--colour'" --colour red
+
+help "$batch_norm_cpu_bench" batch_norm_cpu_bench --reps
+expect "$batch_norm_cpu_bench" 2 "batch_norm_cpu_bench: --reps needs an integer >= 1, got '0'" --reps 0
 
 # Every program that can run on a GPU, asked for one where none is (cyclic_bench, loader_bench and pack run on
 # the CPU only and take no device).

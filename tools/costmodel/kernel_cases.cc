@@ -196,6 +196,49 @@ KernelRun batch_norm(int64_t batch, bool channels_last, bool backward) {
           4.0 * (3.0 * n + 5 * kChannels)};
 }
 
+// y = relu(batch_norm(x) + residual), ResNet's last batch norm of a block (batch_norm_act), forward or backward.
+// The fused forward also reads the residual; the fused backward also reads y (the ReLU's mask) and writes the
+// residual's gradient.
+KernelRun batch_norm_add_relu(int64_t batch, bool channels_last, bool backward) {
+  BatchNormGeometry g;
+  g.channels_last = channels_last;
+  g.n = batch;
+  g.c = kChannels;
+  g.hw = kSide * kSide;
+  const int64_t n = batch * kChannels * kSide * kSide;
+  Tensor x = random_gpu({n}), y = zeros_gpu({n}), dy = random_gpu({n}), dx = zeros_gpu({n});
+  Tensor residual = random_gpu({n}), dresidual = zeros_gpu({n});
+  Tensor weight = random_gpu({kChannels}), bias = random_gpu({kChannels});
+  Tensor running_mean = zeros_gpu({kChannels}), running_var = zeros_gpu({kChannels});
+  Tensor save_mean = zeros_gpu({kChannels}), save_invstd = zeros_gpu({kChannels});
+  Tensor dweight = zeros_gpu({kChannels}), dbias = zeros_gpu({kChannels});
+  auto forward = [=](const Stream& s) {
+    nn_backend_for(gpu()).batch_norm_act_forward_train(
+        {{g, x.raw_data(), weight.raw_data(), bias.raw_data(), 1e-5, 0.1, running_mean.raw_data(),
+          running_var.raw_data(), y.raw_data(), save_mean.raw_data(), save_invstd.raw_data()},
+         residual.raw_data(),
+         BnActivation::Relu},
+        s);
+  };
+  const std::vector<Tensor> all = {x,         y,           dy,      dx,           residual,
+                                   dresidual, weight,      bias,    running_mean, running_var,
+                                   save_mean, save_invstd, dweight, dbias};
+  if (!backward) return {all, forward, 4.0 * (3.0 * n + 8 * kChannels)};
+  forward(current_stream(gpu()));
+  return {all,
+          [=](const Stream& s) {
+            nn_backend_for(gpu()).batch_norm_act_backward(
+                {{g, true, x.raw_data(), dy.raw_data(), weight.raw_data(), save_mean.raw_data(), save_invstd.raw_data(),
+                  dx.raw_data(), dweight.raw_data(), dbias.raw_data()},
+                 y.raw_data(),
+                 BnActivation::Relu,
+                 false,
+                 dresidual.raw_data()},
+                s);
+          },
+          4.0 * (5.0 * n + 5 * kChannels)};
+}
+
 // ResNet's stem pool: 3 x 3 windows, stride 2, padding 1, [batch, 64, 112, 112] -> [batch, 64, 56, 56].
 Pool2dGeometry stem_pool(int64_t batch, bool channels_last) {
   Pool2dGeometry g;
@@ -291,6 +334,12 @@ const std::vector<KernelCase>& kernel_cases() {
       layer_case("batch_norm_forward_train_nhwc", [](int64_t b) { return batch_norm(b, true, false); }),
       layer_case("batch_norm_backward_nchw", [](int64_t b) { return batch_norm(b, false, true); }),
       layer_case("batch_norm_backward_nhwc", [](int64_t b) { return batch_norm(b, true, true); }),
+      layer_case("batch_norm_add_relu_forward_train_nchw",
+                 [](int64_t b) { return batch_norm_add_relu(b, false, false); }),
+      layer_case("batch_norm_add_relu_forward_train_nhwc",
+                 [](int64_t b) { return batch_norm_add_relu(b, true, false); }),
+      layer_case("batch_norm_add_relu_backward_nchw", [](int64_t b) { return batch_norm_add_relu(b, false, true); }),
+      layer_case("batch_norm_add_relu_backward_nhwc", [](int64_t b) { return batch_norm_add_relu(b, true, true); }),
       layer_case("max_pool_stem_forward_nchw", [](int64_t b) { return max_pool(b, false, false); }),
       layer_case("max_pool_stem_forward_nhwc", [](int64_t b) { return max_pool(b, true, false); }),
       layer_case("max_pool_stem_backward_nchw", [](int64_t b) { return max_pool(b, false, true); }),
