@@ -39,7 +39,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, double label_sm
   }
   // On CUDA, one_hot flags a label out of range in the device error flag (no synchronization here).
   Tensor logp = log_softmax(logits, 1);
-  Tensor picked = sum(mul(one_hot(labels, classes, logits.dtype()), logp));
+  Tensor picked = sum(mul(one_hot(labels, classes, logp.dtype()), logp));  // logp is f32 for bf16 logits
   Tensor nll = div(neg(picked), static_cast<double>(logits.size(0)));
   if (label_smoothing == 0) return nll;
   Tensor smooth = neg(mean(logp));
@@ -53,8 +53,10 @@ Tensor soft_cross_entropy(const Tensor& student_logits, const Tensor& teacher_lo
                  " differ in shape");
   TD_CHECK(temperature > 0, "soft_cross_entropy: temperature must be positive, got ", temperature);
   const double inv_t = 1.0 / temperature;
-  Tensor q = softmax(temperature == 1 ? teacher_logits.detach() : mul(teacher_logits.detach(), inv_t), 1);
-  Tensor logp = log_softmax(temperature == 1 ? student_logits : mul(student_logits, inv_t), 1);
+  // In f32 for bf16 logits (precision.h), before the temperature divides them.
+  const Tensor teacher = f32_input(teacher_logits.detach()), student = f32_input(student_logits);
+  Tensor q = softmax(temperature == 1 ? teacher : mul(teacher, inv_t), 1);
+  Tensor logp = log_softmax(temperature == 1 ? student : mul(student, inv_t), 1);
   double scale = -temperature * temperature / static_cast<double>(student_logits.size(0));
   return mul(sum(mul(q, logp)), scale);
 }

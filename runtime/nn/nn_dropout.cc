@@ -10,7 +10,7 @@ namespace tandem {
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
   TD_CHECK(x.defined(), "dropout: the input is undefined");
-  check_float(x, "dropout");
+  check_float_or_bf16(x, "dropout");
   TD_CHECK(p >= 0 && p <= 1, "dropout probability must be in [0, 1], got ", p);
   if (!training || p == 0) return x;
   // Element i of the memory order of the dense input (any layout; a contiguous copy of others) gets Philox value i.

@@ -19,12 +19,13 @@ void CpuNNBackend::dropout_mask(const DropoutMaskArgs& args, const Stream&) {
 }
 
 void CpuNNBackend::masked_scale(const MaskedScaleArgs& args, const Stream&) {
-  TD_DISPATCH_FLOAT(args.t, "dropout", {
+  TD_DISPATCH_FLOAT_BF16(args.t, "dropout", {
+    using C = compute_t<scalar_t>;
     const scalar_t* xs = static_cast<const scalar_t*>(args.x);
     scalar_t* ys = static_cast<scalar_t*>(args.y);
-    scalar_t sc = static_cast<scalar_t>(args.scale);
+    const C sc = static_cast<C>(args.scale);
     parallel_for(0, args.n, 1 << 16, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) ys[i] = args.mask[i] ? xs[i] * sc : scalar_t(0);
+      for (int64_t i = lo; i < hi; ++i) ys[i] = scalar_t(args.mask[i] ? C(xs[i]) * sc : C(0));
     });
   });
 }

@@ -25,10 +25,11 @@ __global__ void dropout_mask_kernel(int64_t n, double p, uint64_t seed, uint64_t
 }
 
 template <typename T>
-__global__ void masked_scale_kernel(const T* x, const uint8_t* mask, T scale, T* y, int64_t n) {
+__global__ void masked_scale_kernel(const T* x, const uint8_t* mask, compute_t<T> scale, T* y, int64_t n) {
+  using C = compute_t<T>;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
-    y[i] = mask[i] ? x[i] * scale : T(0);
+    y[i] = T(mask[i] ? C(x[i]) * scale : C(0));
 }
 
 // Tensors of one launch: K pointer lists, sizes, and the first block of each tensor.
@@ -149,10 +150,10 @@ void CudaNNBackend::dropout_mask(const DropoutMaskArgs& args, const Stream& s) {
 void CudaNNBackend::masked_scale(const MaskedScaleArgs& args, const Stream& s) {
   if (args.n <= 0) return;
   LaunchScope ls(s);
-  TD_DISPATCH_FLOAT(args.t, "dropout", {
+  TD_DISPATCH_FLOAT_BF16(args.t, "dropout", {
     launch_kernel(TD_KERNEL(masked_scale_kernel<scalar_t>), grid_for(ceil_div(args.n, kThreads), ls.device()), kThreads,
-                  0, ls.stream(), static_cast<const scalar_t*>(args.x), args.mask, static_cast<scalar_t>(args.scale),
-                  static_cast<scalar_t*>(args.y), args.n);
+                  0, ls.stream(), static_cast<const scalar_t*>(args.x), args.mask,
+                  static_cast<compute_t<scalar_t>>(args.scale), static_cast<scalar_t*>(args.y), args.n);
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "masked_scale");
   });
 }
