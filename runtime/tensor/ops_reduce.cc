@@ -137,6 +137,8 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 Tensor amax(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  // bf16: on the widened values (a maximum is one of them: exact).
+  if (x.defined() && x.dtype() == DType::BF16) return amax(x.to(DType::F32), dims, keepdim).to(DType::BF16);
   check_float(x, "amax");
   auto d = reduction_dims(x, dims);
   Tensor yk = reduce_raw(ReduceOp::Max, x, d, false).values;
@@ -156,6 +158,10 @@ Tensor amax(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 MaxResult max(const Tensor& x, int64_t dim, bool keepdim) {
+  if (x.defined() && x.dtype() == DType::BF16) {  // on the widened values, as amax
+    MaxResult r = max(x.to(DType::F32), dim, keepdim);
+    return {r.values.to(DType::BF16), r.indices};
+  }
   check_float(x, "max");
   std::vector<int64_t> d{wrap_dim(dim, x.dim())};
   Reduced r = reduce_raw(ReduceOp::Max, x, d, true);

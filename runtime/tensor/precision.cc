@@ -11,6 +11,15 @@ thread_local Precision tl_precision = Precision::F32;
 
 const char* precision_name(Precision p) { return p == Precision::BF16 ? "bf16" : "f32"; }
 
+std::string precision_summary(Precision p, Device device) {
+  if (p == Precision::F32) return "f32";
+  if (device.is_cuda())
+    return "bf16 (cuDNN and cuBLAS in bf16 with f32 accumulation; Tandem's kernels load bf16 and compute in f32; "
+           "batch norm in f32 on widened bf16)";
+  return "bf16 (f32 arithmetic on bf16 values, rounded at the policy's points: the CPU backend has no native "
+         "bf16 kernels)";
+}
+
 Precision parse_precision(const std::string& s) {
   if (s == "f32") return Precision::F32;
   if (s == "bf16") return Precision::BF16;

@@ -23,7 +23,9 @@ namespace tandem {
 
 enum class Precision { F32, BF16 };
 
-const char* precision_name(Precision p);          // "f32", "bf16"
+const char* precision_name(Precision p);  // "f32", "bf16"
+// The policy and how `device` carries it out, for a program's first lines.
+std::string precision_summary(Precision p, Device device);
 Precision parse_precision(const std::string& s);  // inverse of precision_name; throws ValueError
 
 // The calling thread's policy (F32 unless set).

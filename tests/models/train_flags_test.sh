@@ -25,4 +25,9 @@ rc=$?
 [ "$rc" -ne 0 ] || fail "--eval-only of a missing file exited 0"
 grep -q "/nonexistent/w.safetensors" err.txt || fail "--eval-only error does not name the file: $(cat err.txt)"
 grep -q "epoch" out.txt && fail "--eval-only trained"
+# --precision bf16: trains (a few steps of a small model), saying the policy in its first lines.
+"$train" --model resnet18:cifar,width=4 --dataset synthetic:n=64,h=8,w=8 --batch 16 --steps-per-epoch 2 \
+  --precision bf16 --no-eval > out.txt 2> err.txt || fail "--precision bf16 exited $?: $(cat err.txt)"
+grep -q "^precision: bf16 (" out.txt || fail "--precision bf16 does not say the policy: $(cat out.txt)"
+grep -q "^epoch 1/1: train loss" out.txt || fail "--precision bf16 did not finish its epoch: $(cat out.txt)"
 echo "PASS"

@@ -179,6 +179,17 @@ TEST_P(Bf16On, BatchedMatmulAndOneProductPerOutput) {
                    "outer product");
 }
 
+// Reductions of bf16 run on the widened values: a maximum (and its index) exactly, a sum rounded once.
+TEST_P(Bf16On, ReductionsRunOnWidenedValues) {
+  Generator gen(fresh_seed());
+  const Tensor x = values({7, 33}, gen, false), x64 = x.to(DType::F64);
+  const MaxResult m = max(x, 1), m64 = max(x64, 1);
+  expect_bf16_near(m.values, m64.values, 0, Tensor(), "max");
+  EXPECT_EQ(m.indices.to(Device::cpu()).to_vector<int64_t>(), m64.indices.to(Device::cpu()).to_vector<int64_t>());
+  expect_bf16_near(amax(x, {0}), amax(x64, {0}), 0, Tensor(), "amax");
+  expect_bf16_near(sum(x, {1}), bf16_rounded(sum(x64, {1})), 1, f32_accumulation_slack(sum(abs(x64), {1})), "sum");
+}
+
 TEST_P(Bf16On, OpsWithoutBf16KernelsSaySo) {
   Generator gen(fresh_seed());
   const Tensor x = values({4, 8}, gen, false);

@@ -61,8 +61,9 @@ loader_bench="$9" kernels_bench="${10}" conv_api_bench="${11}" batch_norm_cpu_be
 
 help "$train" train --model --dataset --epochs --stop-after --batch --lr --optimizer --momentum --weight-decay \
   --label-smoothing --schedule --transform --device --checkpoint --resume --seed --workers --steps-per-epoch \
-  --log-every --no-eval --eval-only
+  --log-every --no-eval --eval-only --precision
 expect "$train" 2 "train: --epochs needs an integer >= 1, got '1.5'" --epochs 1.5
+expect "$train" 2 "train: unknown precision 'fp16' (expected f32 or bf16)" --precision fp16
 expect "$train" 2 "train: --lr needs a number >= 0, got 'fast'" --lr fast
 expect "$train" 2 "train: unknown flag '--colour'" --colour red
 expect "$train" 2 "train: --batch needs a value" --batch

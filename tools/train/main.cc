@@ -51,6 +51,10 @@ TrainOptions parse(int argc, char** argv) {
   p.integer("--workers", "N", &o.workers, "data loader threads (default 2)", 0);
   p.integer("--steps-per-epoch", "N", &o.steps_per_epoch, "at most N steps per epoch (default: the whole dataset)", 1);
   p.integer("--log-every", "N", &o.log_every, "progress line every N steps (default 50; 0: none)", 0);
+  p.custom(
+      "--precision", "P", [&o](const std::string& v) { o.precision = parse_precision(v); },
+      "f32 (default) or bf16: convolutions and matrix products in bf16 with f32 accumulation,\n"
+      "f32 master weights, loss and optimizer (rounding points: runtime/tensor/precision.h)");
   p.flag("--no-eval", &o.evaluate, false, "skip the test-set evaluation");
   bool benchmark = false;
   p.flag("--cudnn-benchmark", &benchmark, true,

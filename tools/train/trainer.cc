@@ -151,7 +151,8 @@ Trainer::Trainer(const TrainOptions& o, std::ostream& log) : s_(std::make_unique
       << mib(param_bytes + grad_bytes + optim_bytes) << " + activations\n"
       << "data: " << train_set->describe() << "; " << s_->steps_per_epoch << " steps of " << o.batch << " per epoch on "
       << s_->device.str() << "\n"
-      << "schedule: " << s_->scheduler->schedule().describe() << ", lr " << o.lr << "\n";
+      << "schedule: " << s_->scheduler->schedule().describe() << ", lr " << o.lr << "\n"
+      << "precision: " << precision_summary(o.precision, s_->device) << "\n";
   if (s_->first_epoch > 0) log << "resumed from " << o.resume << " after epoch " << s_->first_epoch << "\n";
   log.flush();
 }
@@ -162,6 +163,7 @@ int64_t Trainer::first_epoch() const { return s_->first_epoch; }
 
 std::vector<EpochResult> Trainer::run() {
   State& s = *s_;
+  PrecisionGuard policy(s.o.precision);
   std::vector<EpochResult> results;
   int64_t end = s.o.stop_after > 0 ? std::min(s.o.epochs, s.first_epoch + s.o.stop_after) : s.o.epochs;
   for (int64_t epoch = s.first_epoch; epoch < end; ++epoch) {
@@ -278,6 +280,7 @@ std::vector<EpochResult> Trainer::run() {
 
 double Trainer::test_accuracy() {
   State& s = *s_;
+  PrecisionGuard policy(s.o.precision);
   TD_CHECK(s.test_loader != nullptr, "no test split loaded (evaluation was turned off)");
   s.model->eval();
   autograd::NoGradGuard ng;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/base/non_copyable.h"
+#include "runtime/tensor/precision.h"
 
 namespace tandem {
 namespace train {
@@ -27,10 +28,11 @@ struct TrainOptions {
   double momentum = 0.9;
   double weight_decay = 5e-4;
   double label_smoothing = 0.0;
-  std::string schedule = "cosine";  // runtime/optim/lr_schedule.h spec
-  std::string device;               // empty: the best device present
-  std::string checkpoint;           // written at the end of every epoch (atomically)
-  std::string resume;               // continue from this checkpoint
+  std::string schedule = "cosine";       // runtime/optim/lr_schedule.h spec
+  std::string device;                    // empty: the best device present
+  Precision precision = Precision::F32;  // the policy of runtime/tensor/precision.h for training and evaluation
+  std::string checkpoint;                // written at the end of every epoch (atomically)
+  std::string resume;                    // continue from this checkpoint
   uint64_t seed = 0;
   int workers = 2;              // loader threads
   int64_t steps_per_epoch = 0;  // 0: the whole training split
