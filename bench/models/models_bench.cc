@@ -14,6 +14,7 @@
 //   --predict=h100|h200 [--predict-json=FILE]: instead of timing, the cost model's prediction of each case on
 //   that GPU (per op and per step), from ops recorded on the simulated GPU (tools/costmodel).
 //   --no-bn-fusion (batch norm, residual add and ReLU as separate ops, to compare with the fused batch_norm_act)
+//   --precision=f32|bf16 (the precision policy of runtime/tensor/precision.h; default f32)
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -33,6 +34,7 @@
 #include "runtime/base/files.h"
 #include "runtime/base/parallel_for.h"
 #include "runtime/memory/stream.h"
+#include "runtime/tensor/precision.h"
 #include "tools/costmodel/model.h"
 #include "tools/costmodel/model_step.h"
 #include "tools/costmodel/record.h"
@@ -53,6 +55,7 @@ struct Config {
   std::string predict;  // a modelled GPU: predict instead of timing
   std::string predict_json;
   bool bn_fusion = true;
+  Precision precision = Precision::F32;
 };
 Config g_config;
 Device g_device = Device::cpu();
@@ -71,6 +74,7 @@ void BM_Model(benchmark::State& state, std::string name, int64_t size, std::stri
   const int64_t batch = batch_of(c);
   const Device device = g_device;
   DeviceGuard dg(device);
+  PrecisionGuard policy(c.precision);
   costmodel::ModelStep k(name, mode, device, c.channels_last);
   k.set_inputs(batch, size);
 
@@ -125,6 +129,7 @@ int predict_all(const std::vector<std::string>& cases) {
       gpu.title.c_str(), static_cast<long long>(batch_of(c)));
   Json out = Json::array();
   std::vector<Result> summary;
+  PrecisionGuard policy(c.precision);
   for (const std::string& id : cases) {
     const size_t a = id.find('/'), b = id.rfind('/');
     costmodel::StepSpec spec;
@@ -185,7 +190,7 @@ int main(int argc, char** argv) {
   tandem::flags::Parser p(
       "models_bench",
       "models_bench [--device=DEV] [--batch=N] [--sizes=32,224] [--models=A,B] [--modes=M,...] [--nchw]\n"
-      "                    [--min-time=S] [--no-bn-fusion] [Google Benchmark flags]",
+      "                    [--min-time=S] [--precision=P] [--no-bn-fusion] [Google Benchmark flags]",
       "Images/s of zoo models (default resnet18,resnet50,mobilenet_v2) per mode: fwd (eval forward, no\n"
       "autograd), fwd_bwd (training forward, cross-entropy, backward), step (fwd_bwd + SGD step).\n"
       "--benchmark_out=FILE.json feeds bench/torch/speed.py, which times the same cases in PyTorch\n"
@@ -206,6 +211,9 @@ int main(int argc, char** argv) {
       "per step) instead of timing it; needs the simulated GPU (--config=cudasim, tools/tandem sim)\n"
       "and takes the GPU defaults (batch 256, sizes 32 and 224)");
   p.text("--predict-json", "FILE", &g_config.predict_json, "with --predict: write the predictions as JSON");
+  p.custom(
+      "--precision", "P", [](const std::string& v) { g_config.precision = tandem::parse_precision(v); },
+      "f32 (default; TF32 convolutions on the GPU) or bf16 (runtime/tensor/precision.h)");
   p.flag("--no-bn-fusion", &g_config.bn_fusion, false,
          "batch norm, residual add and ReLU as separate ops (default: fused, batch_norm_act)");
   p.footer("Google Benchmark's flags follow.");
@@ -243,7 +251,8 @@ int main(int argc, char** argv) {
     benchmark::AddCustomContext("tandem_tf32", tandem::allow_tf32() ? "1" : "0");
     benchmark::AddCustomContext("tandem_channels_last",
                                 tandem::g_device.is_cuda() && g_config.channels_last ? "1" : "0");
-    benchmark::AddCustomContext("tandem_dtype", "f32");
+    benchmark::AddCustomContext("tandem_dtype", tandem::precision_name(g_config.precision));
+    std::printf("precision: %s\n", tandem::precision_summary(g_config.precision, tandem::g_device).c_str());
     benchmark::AddCustomContext("tandem_threads", std::to_string(tandem::intra_op_threads()));
     benchmark::AddCustomContext("tandem_min_time", std::to_string(g_config.min_time_s));
     benchmark::AddCustomContext("tandem_bn_fusion", g_config.bn_fusion ? "1" : "0");

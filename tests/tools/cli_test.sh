@@ -108,8 +108,9 @@ expect "$cyclic_bench" 2 "cyclic_bench: --configs: bad config '4x'" --configs 2x
 expect "$cyclic_bench" 2 "cyclic_bench: unknown flag '--colour'" --colour red
 
 help "$models_bench" models_bench --device --batch --sizes --models --modes --nchw --min-time --predict --predict-json \
-  --no-bn-fusion
+  --no-bn-fusion --precision
 expect "$models_bench" 2 "models_bench: unknown modelled GPU 'a100'" --predict a100
+expect "$models_bench" 2 "models_bench: unknown precision 'f16' (expected f32 or bf16)" --precision f16
 expect "$models_bench" 0 "--benchmark_filter" --help  # Google Benchmark's flags follow its own
 expect "$models_bench" 2 "models_bench: --sizes needs an integer >= 1, got 'big'" --sizes=32,big
 expect "$models_bench" 2 "models_bench: --min-time needs a number >= 0, got 'x'" --min-time=x
