@@ -5,6 +5,7 @@
 #include "runtime/nn/nn_ops.h"
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
+#include "runtime/tensor/profiler.h"
 #include "runtime/tensor/tensor_desc.h"
 
 namespace tandem {
@@ -27,6 +28,7 @@ void check_channel_vector(const Tensor& t, const char* what, const Tensor& x) {
 
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                   const Tensor& running_var, bool training, double momentum, double eps) {
+  ProfileScope scope("batch_norm");
   TD_CHECK(x.defined(), "batch_norm: the input is undefined");
   check_float(x, "batch_norm");
   TD_CHECK_SHAPE(x.dim() == 4 || x.dim() == 2, "batch_norm needs a [N, C, H, W] or [N, C] input, got ",

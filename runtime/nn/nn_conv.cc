@@ -5,6 +5,7 @@
 #include "runtime/nn/nn_ops.h"
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
+#include "runtime/tensor/profiler.h"
 #include "runtime/tensor/tensor_desc.h"
 
 namespace tandem {
@@ -57,6 +58,7 @@ Conv2dGeometry conv_geometry(const Tensor& x, const Tensor& weight, const Conv2d
 }  // namespace
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dOptions& o) {
+  ProfileScope scope("conv2d");
   std::vector<Tensor> operands{x, weight};
   if (bias.defined()) operands.push_back(bias);
   check_same_device(operands, "conv2d");

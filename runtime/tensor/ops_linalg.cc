@@ -2,6 +2,7 @@
 #include "runtime/base/error.h"
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
+#include "runtime/tensor/profiler.h"
 #include "runtime/tensor/tensor_desc.h"
 
 namespace tandem {
@@ -62,6 +63,7 @@ Tensor gemm_forward(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  ProfileScope scope("matmul");
   check_same_device({a, b}, "matmul");
   check_same_dtype({a, b}, "matmul");
   check_float(a, "matmul");

@@ -6,6 +6,7 @@
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/layout.h"
 #include "runtime/tensor/ops.h"
+#include "runtime/tensor/profiler.h"
 #include "runtime/tensor/tensor_desc.h"
 
 namespace tandem {
@@ -114,6 +115,7 @@ Tensor maybe_squeeze(const Tensor& t, const Shape& target) { return t.shape() ==
 }  // namespace
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  ProfileScope scope("sum");
   check_float(x, "sum");
   auto d = reduction_dims(x, dims);
   Tensor y = maybe_squeeze(reduce_raw(ReduceOp::Sum, x, d, false).values, reduced_shape(x.shape(), d, keepdim));
@@ -205,6 +207,7 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
 namespace {
 Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
   const char* name = log ? "log_softmax" : "softmax";
+  ProfileScope scope(name);
   check_float(x, name);
   dim = wrap_dim(dim, std::max<int64_t>(x.dim(), 1));  // a 0-dim tensor is one class along dim 0 (or -1)
   Tensor xc = x.contiguous();
