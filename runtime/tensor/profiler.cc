@@ -147,11 +147,11 @@ std::vector<KernelRecord> device_timed_kernels(std::vector<DeviceKernel> device,
 
 }  // namespace
 
-void start(const std::vector<Device>& devices) {
+void start(const std::vector<Device>& devices, Timer which) {
   Session& ss = session();
   std::unique_lock<std::mutex> lock(ss.mu);
   TD_CHECK_T(ValueError, !active(), "a profile is already running (profiler::start twice without stop)");
-  std::unique_ptr<DeviceTimer> timer = make_device_timer(devices);
+  std::unique_ptr<DeviceTimer> timer = which == Timer::Best ? make_device_timer(devices) : nullptr;
   lock.unlock();
   synchronize_devices(devices);
   lock.lock();
@@ -174,8 +174,8 @@ Profile stop() {
   detail::g_active.store(false);
   p.start_ns = ss.start_ns;
   p.timer = ss.device_timer ? ss.device_timer->name() : "host timers";
-  p.kernels = ss.device_timer ? device_timed_kernels(ss.device_timer->finish(), ss.calls)
-                              : host_timed_kernels(ss.calls);
+  p.kernels =
+      ss.device_timer ? device_timed_kernels(ss.device_timer->finish(), ss.calls) : host_timed_kernels(ss.calls);
   ss.device_timer.reset();
   p.scopes = std::move(ss.scopes);
   std::stable_sort(p.scopes.begin(), p.scopes.end(),
@@ -209,7 +209,7 @@ void ProfileScope::open(const char* name, const char* suffix) {
 void ProfileScope::close() {
   const int64_t end_ns = profiler::now_ns();
   profiler::ScopeRecord r{std::move(profiler::t_scopes.back()), static_cast<int>(profiler::t_scopes.size()) - 1,
-                profiler::thread_number(), start_ns_, end_ns};
+                          profiler::thread_number(), start_ns_, end_ns};
   profiler::t_scopes.pop_back();
   profiler::Session& ss = profiler::session();
   std::lock_guard<std::mutex> lock(ss.mu);

@@ -55,9 +55,12 @@ struct Profile {
 // The name under which kernels launched outside every scope are listed.
 extern const char* const kNoOp;
 
+// What times the kernels: the device's own timer where it has one that starts (else host timers), or host timers.
+enum class Timer { Best, Host };
+
 // Starts a profile: synchronizes the current stream of each of `devices` (the work before is not timed) and
 // times the kernels every thread calls from now on. Throws ValueError when one already runs.
-void start(const std::vector<Device>& devices);
+void start(const std::vector<Device>& devices, Timer timer = Timer::Best);
 // Synchronizes the current streams of the devices given to start, ends the profile and returns it. Throws
 // ValueError when none runs.
 Profile stop();
@@ -66,7 +69,7 @@ Profile stop();
 // calling thread (begin_call/end_call) so that the timer can tie the kernels it launches to it.
 struct DeviceKernel {
   std::string name;
-  uint64_t call = 0;  // the begin_call that launched it; 0: none
+  uint64_t call = 0;                 // the begin_call that launched it; 0: none
   int64_t start_ns = 0, end_ns = 0;  // on the steady clock
   uint64_t stream = 0;
 };
