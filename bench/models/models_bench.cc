@@ -89,7 +89,7 @@ void profile_case(Case& k, const std::string& name) {
   profiler::start({g_config.device});
   k.run();
   profiler::Profile p = profiler::stop();
-  std::printf("\n%s ", name.c_str());
+  std::printf("\n%s\n", name.c_str());
   std::fputs(profiler::format_table(p, 30).c_str(), stdout);
   if (!g_config.profile_trace.empty()) {
     make_dirs(g_config.profile_trace);

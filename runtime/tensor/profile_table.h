@@ -25,8 +25,8 @@ struct Row {
 std::vector<Row> op_rows(const Profile& p);
 std::vector<Row> kernel_rows(const Profile& p);
 
-// Both tables as text under a line giving the step time, the kernels' total and the timer; `max_rows` > 0 keeps
-// the longest rows of each table.
+// Both tables as text under a line giving the profiled time, the kernels' total and share of it, and the timer;
+// `max_rows` > 0 keeps the longest rows of each table.
 std::string format_table(const Profile& p, size_t max_rows = 0);
 
 }  // namespace profiler

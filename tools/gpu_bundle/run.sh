@@ -259,7 +259,7 @@ if wanted profile; then
     timed "profile" 60 "$HERE/bench/models/models_bench" --device=cuda:0 --batch=256 --sizes=224 \
       --models=resnet50 --modes=fwd_bwd --min-time=0.1 --profile >"$OUTDIR/profile.txt" 2>&1
     grep -m1 "tandem: profiler" "$OUTDIR/profile.txt" || true
-    sed -n '/profile: step/,$p' "$OUTDIR/profile.txt" | head -n 70
+    sed -n '/^profile: /,$p' "$OUTDIR/profile.txt" | head -n 70
     cap "$OUTDIR/profile.txt"
   fi
 fi

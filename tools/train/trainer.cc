@@ -77,7 +77,8 @@ bool profiled_step(const TrainOptions& o, bool first_epoch, int64_t step) {
 }
 void end_profile(const TrainOptions& o, int64_t steps, std::ostream& log) {
   profiler::Profile p = profiler::stop();
-  log << "profile of " << steps << (steps == 1 ? " step " : " steps ") << profiler::format_table(p, 30);
+  log << "profile of " << steps << (steps == 1 ? " step" : " steps") << " after the warm-up step\n"
+      << profiler::format_table(p, 30);
   if (!o.profile_trace.empty()) {
     write_chrome_trace(p, o.profile_trace);
     log << "trace: " << o.profile_trace << std::endl;
