@@ -68,8 +68,8 @@ std::string format_table(const Profile& p, size_t max_rows) {
   double kernel_ms = 0;
   for (const KernelRecord& k : p.kernels) kernel_ms += static_cast<double>(k.end_ns - k.start_ns) * 1e-6;
   char head[256];
-  std::snprintf(head, sizeof head, "profile: %.3f ms; %zu kernels timed by %s, %.3f ms (%.1f%%)\n",
-                p.ms(), p.kernels.size(), p.timer.c_str(), kernel_ms, p.ms() > 0 ? 100 * kernel_ms / p.ms() : 0.0);
+  std::snprintf(head, sizeof head, "profile: %.3f ms; %zu kernels timed by %s, %.3f ms (%.1f%%)\n", p.ms(),
+                p.kernels.size(), p.timer.c_str(), kernel_ms, p.ms() > 0 ? 100 * kernel_ms / p.ms() : 0.0);
   return head + format_rows("op", op_rows(p), max_rows) + "\n" + format_rows("kernel", kernel_rows(p), max_rows);
 }
 
