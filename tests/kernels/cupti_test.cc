@@ -24,10 +24,17 @@ TEST(Cupti, KernelNamesLoseNamespacesReturnTypeAndParameters) {
   EXPECT_EQ(kernel_display_name(nullptr), "(unnamed kernel)");
 }
 
+// A record of `kind` with every other field zero, as CUPTI leaves the fields a record does not use.
+template <class Record>
+Record zeroed(CUpti_ActivityKind kind) {
+  Record r;
+  std::memset(&r, 0, sizeof r);
+  r.kind = kind;
+  return r;
+}
+
 CUpti_ActivityKernel10 kernel_record(const char* name, uint32_t correlation, uint64_t start, uint64_t end) {
-  CUpti_ActivityKernel10 k;
-  std::memset(&k, 0, sizeof k);
-  k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  auto k = zeroed<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
   k.name = name;
   k.correlationId = correlation;
   k.start = start;
@@ -38,9 +45,7 @@ CUpti_ActivityKernel10 kernel_record(const char* name, uint32_t correlation, uin
 
 CUpti_ActivityExternalCorrelation correlation_record(CUpti_ExternalCorrelationKind kind, uint64_t external,
                                                      uint32_t correlation) {
-  CUpti_ActivityExternalCorrelation c;
-  std::memset(&c, 0, sizeof c);
-  c.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
+  auto c = zeroed<CUpti_ActivityExternalCorrelation>(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
   c.externalKind = kind;
   c.externalId = external;
   c.correlationId = correlation;
@@ -54,9 +59,7 @@ TEST(Cupti, KernelRecordsBelongToTheCallsTheirCorrelationRecordsName) {
   add(correlation_record(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1, 99, 43));  // another tool's: ignored
   add(kernel_record("_ZN6tandem4cuda12_GLOBAL__N_113binary_kernelIfLi4EEEvPKT_PS3_i", 42, 1000, 3000));
   add(kernel_record("sm90_xmma_dgrad", 43, 4000, 4500));
-  CUpti_Activity memcpy_record;
-  memcpy_record.kind = CUPTI_ACTIVITY_KIND_MEMCPY;  // not a kernel: ignored
-  add(memcpy_record);
+  add(zeroed<CUpti_Activity>(CUPTI_ACTIVITY_KIND_MEMCPY));  // not a kernel: ignored
   std::vector<profiler::DeviceKernel> kernels = records.device_kernels(-500);
   ASSERT_EQ(kernels.size(), 2u);
   EXPECT_EQ(kernels[0].name, "binary_kernel<float, 4>");

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/base/config.h"
 #include "runtime/base/error.h"
 #include "runtime/base/files.h"
 #include "runtime/formats/chrome_trace.h"
@@ -114,11 +115,15 @@ struct Net {
 };
 
 // The per-op sum against the step on up to 3 profiled steps: on a shared machine another process can take the
-// core between two kernels of one step (a lost kernel or one counted twice fails every try).
+// core between two kernels of one step (a lost kernel or one counted twice fails every try). The tests' fill of
+// fresh host memory (TANDEM_FILL_FRESH, a memset per allocation that programs do not pay, slower still under
+// ASan) is off while they run.
 void op_sum_matches_the_step(Device device, int64_t width) {
   Generator gen(testing::fresh_seed());
   Net net(device, width, gen);
   net.step();  // first calls: algorithm choices, allocator pools
+  const bool fill_fresh = fill_fresh_host_memory();
+  set_fill_fresh_host_memory(false);
   profiler::Profile p;
   double op_ms = 0;
   for (int attempt = 0; attempt < 3; ++attempt) {
@@ -131,6 +136,7 @@ void op_sum_matches_the_step(Device device, int64_t width) {
     std::printf("%s", table.substr(0, table.find('\n') + 1).c_str());  // the margin, for the log
     if (std::abs(op_ms - p.ms()) <= 0.05 * p.ms()) break;
   }
+  set_fill_fresh_host_memory(fill_fresh);
   EXPECT_NEAR(op_ms, p.ms(), 0.05 * p.ms()) << profiler::format_table(p);
   auto ops = by_name(profiler::op_rows(p));
   EXPECT_EQ(ops["conv2d"].count, 2);
@@ -143,7 +149,7 @@ void op_sum_matches_the_step(Device device, int64_t width) {
   EXPECT_GT(ops["conv2d backward"].ms, 0);
 }
 
-TEST(Profiler, PerOpSumIsWithinFivePercentOfTheStepOnTheCpu) { op_sum_matches_the_step(Device::cpu(), 128); }
+TEST(Profiler, PerOpSumIsWithinFivePercentOfTheStepOnTheCpu) { op_sum_matches_the_step(Device::cpu(), 192); }
 
 TEST(Profiler, PerOpSumIsWithinFivePercentOfTheStepOnTheGpu) {
   TD_REQUIRE_GPU();
