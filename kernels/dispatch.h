@@ -5,6 +5,22 @@
 
 #include "runtime/base/dtype.h"
 #include "runtime/base/error.h"
+#include "runtime/base/half.h"
+
+namespace tandem {
+// The type a kernel computes an element of type T in: f32 for bf16 (loaded as BFloat16, rounded once on store),
+// T itself otherwise.
+template <typename T>
+struct ComputeOf {
+  using type = T;
+};
+template <>
+struct ComputeOf<BFloat16> {
+  using type = float;
+};
+template <typename T>
+using compute_t = typename ComputeOf<T>::type;
+}  // namespace tandem
 
 #define TD_DISPATCH_CASE(DT, T, ...) \
   case ::tandem::DType::DT: {        \
@@ -19,6 +35,16 @@
     TD_DISPATCH_CASE(F32, float, __VA_ARGS__)                                                        \
     TD_DISPATCH_CASE(F64, double, __VA_ARGS__)                                                       \
     default: TD_THROW(DTypeError, what, " supports f32 and f64, not ", ::tandem::dtype_name(dtype)); \
+  }
+
+// f32, f64 and bf16 (scalar_t = BFloat16, computed in compute_t<scalar_t> = float): ops whose kernels load and
+// store bf16 with f32 math.
+#define TD_DISPATCH_FLOAT_BF16(dtype, what, ...)                                                           \
+  switch (dtype) {                                                                                         \
+    TD_DISPATCH_CASE(F32, float, __VA_ARGS__)                                                              \
+    TD_DISPATCH_CASE(F64, double, __VA_ARGS__)                                                             \
+    TD_DISPATCH_CASE(BF16, ::tandem::BFloat16, __VA_ARGS__)                                                \
+    default: TD_THROW(DTypeError, what, " supports f32, f64 and bf16, not ", ::tandem::dtype_name(dtype)); \
   }
 
 // Every dtype with arithmetic on the host/device: f32, f64, i32, i64, u8 (f16/bf16 are storage only).

@@ -1,10 +1,12 @@
 // Layer implementations: parameter setup, forward through the op front end, and shape inference.
 #include "models/layers.h"
 
+#include <atomic>
 #include <sstream>
 #include <utility>
 
 #include "models/init.h"
+#include "models/sequential.h"
 #include "runtime/base/error.h"
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
@@ -101,6 +103,13 @@ std::string Conv2d::describe() const {
 
 // ---- BatchNorm2d ----
 
+namespace {
+std::atomic<bool> g_batch_norm_fusion{true};
+}  // namespace
+
+bool batch_norm_fusion() { return g_batch_norm_fusion.load(std::memory_order_relaxed); }
+void set_batch_norm_fusion(bool on) { g_batch_norm_fusion.store(on, std::memory_order_relaxed); }
+
 BatchNorm2d::BatchNorm2d(int64_t channels, const BatchNormSpec& spec)
     : Module("BatchNorm2d"), channels_(channels), spec_(spec) {
   TD_CHECK(channels > 0, "BatchNorm2d needs a positive channel count, got ", channels);
@@ -129,6 +138,19 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   bool batch_stats = is_training() && !frozen_;
   if (batch_stats) ++batches_;
   return batch_norm(x, weight, bias, running_mean, running_var, batch_stats, spec_.momentum, spec_.eps);
+}
+
+Tensor BatchNorm2d::forward_act(const Tensor& x, const Tensor& residual, BnActivation act) {
+  if (!batch_norm_fusion()) {
+    Tensor y = forward(x);
+    if (residual.defined()) y = add(y, residual);
+    if (act == BnActivation::Relu) return relu(y);
+    return act == BnActivation::Relu6 ? relu6(y) : y;
+  }
+  bool batch_stats = is_training() && !frozen_;
+  if (batch_stats) ++batches_;
+  return batch_norm_act(x, weight, bias, running_mean, running_var, residual, act, batch_stats, spec_.momentum,
+                        spec_.eps);
 }
 
 Shape BatchNorm2d::output_shape(const Shape& input) const {
@@ -293,7 +315,12 @@ Residual::Residual(ModulePtr body, ModulePtr shortcut, bool relu_after)
 }
 
 Tensor Residual::forward(const Tensor& x) {
-  Tensor y = add(body_->forward(x), shortcut_ ? shortcut_->forward(x) : x);
+  // The shortcut first: a body ending in a batch norm takes the add and ReLU fused into it where models fuse.
+  const Tensor s = shortcut_ ? shortcut_->forward(x) : x;
+  auto* seq = dynamic_cast<Sequential*>(body_.get());
+  Tensor y = seq ? seq->forward_bn_act(x, s, relu_after_ ? BnActivation::Relu : BnActivation::None) : Tensor();
+  if (y.defined()) return y;
+  y = add(body_->forward(x), s);
   return relu_after_ ? relu(y) : y;
 }
 

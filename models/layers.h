@@ -42,6 +42,11 @@ class Conv2d : public Module {
   Conv2dSpec spec_;
 };
 
+// Whether models fuse a batch norm with the residual add and ReLU/ReLU6 after it (batch_norm_act: one pass
+// instead of three each way); on unless set off, e.g. to compare with the unfused ops.
+bool batch_norm_fusion();
+void set_batch_norm_fusion(bool on);
+
 struct BatchNormSpec {
   double eps = 1e-5;
   double momentum = 0.1;  // running = (1 - momentum) * running + momentum * batch statistic
@@ -54,6 +59,8 @@ class BatchNorm2d : public Module {
  public:
   BatchNorm2d(int64_t channels, const BatchNormSpec& spec = {});
   Tensor forward(const Tensor& x) override;
+  // act(forward(x) + residual) (residual may be undefined): fused when batch_norm_fusion() is on.
+  Tensor forward_act(const Tensor& x, const Tensor& residual, BnActivation act);
   Shape output_shape(const Shape& input) const override;
   double flops(const Shape& input) const override { return per_element_flops(input); }
   std::string describe() const override;

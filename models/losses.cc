@@ -3,6 +3,7 @@
 
 #include "runtime/base/error.h"
 #include "runtime/tensor/ops.h"
+#include "runtime/tensor/precision.h"
 
 namespace tandem {
 namespace models {
@@ -18,7 +19,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target) {
   TD_CHECK_SHAPE(input.shape() == target.shape(), "mse_loss: input ", shape_str(input.shape()), " and target ",
                  shape_str(target.shape()), " differ in shape");
   TD_CHECK_SHAPE(input.numel() > 0, "mse_loss of empty tensors");
-  Tensor d = sub(input, target);
+  Tensor d = sub(f32_input(input), f32_input(target));  // in f32 under any precision (precision.h)
   return mean(mul(d, d));
 }
 

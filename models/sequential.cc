@@ -1,6 +1,7 @@
 // Sequential containers.
 #include "models/sequential.h"
 
+#include "models/layers.h"
 #include "runtime/base/error.h"
 
 namespace tandem {
@@ -19,9 +20,31 @@ Sequential& Sequential::add(const std::string& name, ModulePtr item) {
   return *this;
 }
 
-Tensor Sequential::forward(const Tensor& x) {
+Tensor Sequential::forward(const Tensor& x) { return run(x, size()); }
+
+Tensor Sequential::forward_bn_act(const Tensor& x, const Tensor& residual, BnActivation act) {
+  auto* bn = empty() ? nullptr : dynamic_cast<BatchNorm2d*>(at(size() - 1).get());
+  if (bn == nullptr || !batch_norm_fusion()) return Tensor();
+  return bn->forward_act(run(x, size() - 1), residual, act);
+}
+
+Tensor Sequential::run(const Tensor& x, size_t end) {
   Tensor y = x;
-  for (const auto& c : named_children()) y = c.second->forward(y);
+  const auto& items = named_children();
+  for (size_t i = 0; i < end; ++i) {
+    // A batch norm followed by ReLU or ReLU6 (conv-bn-relu(6)) runs as one fused op.
+    auto* bn = dynamic_cast<BatchNorm2d*>(items[i].second.get());
+    Module* next = i + 1 < end ? items[i + 1].second.get() : nullptr;
+    const BnActivation act = dynamic_cast<ReLU*>(next)    ? BnActivation::Relu
+                             : dynamic_cast<ReLU6*>(next) ? BnActivation::Relu6
+                                                          : BnActivation::None;
+    if (bn != nullptr && act != BnActivation::None && batch_norm_fusion()) {
+      y = bn->forward_act(y, Tensor(), act);
+      ++i;
+    } else {
+      y = items[i].second->forward(y);
+    }
+  }
   return y;
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "models/module.h"
+#include "runtime/nn/nn_ops.h"
 
 namespace tandem {
 namespace models {
@@ -21,6 +22,9 @@ class Sequential : public Module {
   Sequential& add(const std::string& name, ModulePtr item);
 
   Tensor forward(const Tensor& x) override;
+  // act(forward(x) + residual) with the last item, a BatchNorm2d, fused with the add and act (batch_norm_act); an
+  // undefined tensor, having run nothing, when the last item is no batch norm or fusion is off.
+  Tensor forward_bn_act(const Tensor& x, const Tensor& residual, BnActivation act);
   // Chains the items' shapes; a misfit names the item ("item 'layer2' (Conv2d(...)): ...").
   Shape output_shape(const Shape& input) const override;
 
@@ -40,6 +44,9 @@ class Sequential : public Module {
   explicit Sequential(std::string type_name) : Module(std::move(type_name)), is_plain_(false) {}
 
  private:
+  // Runs the first `end` items (a batch norm and the ReLU(6) after it as one fused op).
+  Tensor run(const Tensor& x, size_t end);
+
   std::string label_;
   bool is_plain_ = true;
 };

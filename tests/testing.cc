@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -11,6 +12,7 @@
 
 #include "runtime/base/config.h"
 #include "runtime/memory/stream_check.h"
+#include "runtime/tensor/ops.h"
 
 namespace tandem {
 namespace testing {
@@ -92,6 +94,44 @@ void expect_bitwise_equal(const Tensor& a, const Tensor& b, const std::string& w
   ASSERT_EQ(a.shape(), b.shape()) << what;
   Tensor ha = a.to(Device::cpu()).contiguous(), hb = b.to(Device::cpu()).contiguous();
   EXPECT_EQ(0, std::memcmp(ha.raw_data(), hb.raw_data(), ha.nbytes())) << what << ": tensors differ bitwise";
+}
+
+Tensor random_bf16(const Shape& shape, Generator& gen, Device device, bool positive) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& e : v) {
+    e = static_cast<float>(0.25 + 3.75 * gen.uniform());
+    if (!positive && gen.uniform() < 0.5) e = -e;
+  }
+  return from_vector(v, shape).to(DType::BF16).to(device);
+}
+
+double bf16_step(double v) { return std::ldexp(1.0, std::ilogb(v) - 7); }
+
+Tensor bf16_rounded(const Tensor& t) { return t.to(DType::F32).to(DType::BF16); }
+
+Tensor f32_accumulation_slack(const Tensor& magnitude_sums) { return mul(magnitude_sums, 1.0 / (1 << 16)); }
+
+Tensor bf16_steps(const Tensor& t) {
+  std::vector<double> v = t.to(Device::cpu()).to(DType::F64).contiguous().to_vector<double>();
+  for (double& e : v) e = e == 0 ? 0 : bf16_step(e);
+  return from_vector(v, t.shape());
+}
+
+void expect_bf16_near(const Tensor& got_t, const Tensor& want_t, int steps, const Tensor& slack_t,
+                      const std::string& what) {
+  ASSERT_EQ(got_t.dtype(), DType::BF16) << what;
+  ASSERT_EQ(got_t.shape(), want_t.shape()) << what;
+  auto host = [](const Tensor& t) { return t.to(Device::cpu()).to(DType::F64).contiguous().to_vector<double>(); };
+  const std::vector<double> got = host(got_t), want = host(want_t);
+  const std::vector<double> slack = slack_t.defined() ? host(slack_t) : std::vector<double>(got.size(), 0.0);
+  int off = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double tol = (want[i] == 0 ? 0.0 : steps * bf16_step(want[i])) + slack[i];
+    if (!(std::fabs(got[i] - want[i]) <= tol) && off++ < 5)
+      ADD_FAILURE() << what << " [" << i << "]: " << got[i] << " vs " << want[i] << " (within " << tol << ")";
+  }
 }
 
 NumericsGuard::NumericsGuard(bool tf32, bool deterministic_mode)

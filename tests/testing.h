@@ -64,6 +64,21 @@ void expect_close(const Tensor& a, const Tensor& b, double tol, const std::strin
 // EXPECT bitwise equality of two tensors' elements (same dtype and shape).
 void expect_bitwise_equal(const Tensor& a, const Tensor& b, const std::string& what = "");
 
+// Random bf16 values of magnitude in [1/4, 4], negative too unless `positive`, as a bf16 tensor on `device`.
+Tensor random_bf16(const Shape& shape, Generator& gen, Device device, bool positive = false);
+// One step of bf16 (8 significant bits) at the magnitude of v (v != 0); of each element of t (0 where it is 0),
+// as an f64 tensor on the CPU.
+double bf16_step(double v);
+Tensor bf16_steps(const Tensor& t);
+// t rounded to bf16 as a bf16 result is stored (through f32, to nearest even).
+Tensor bf16_rounded(const Tensor& t);
+// The error bound of f32 accumulation given the sums of the terms' magnitudes: 2^-16 of each (up to 256 terms,
+// each addition off by at most 2^-24 of the running magnitude).
+Tensor f32_accumulation_slack(const Tensor& magnitude_sums);
+// EXPECT got (bf16) within `steps` bf16 steps of want (any dtype, read as f64; a zero want needs a zero got)
+// plus slack[i] (an f64 bound per element, e.g. for f32 accumulation; undefined: none), elementwise.
+void expect_bf16_near(const Tensor& got, const Tensor& want, int steps, const Tensor& slack, const std::string& what);
+
 // Runs fn: true, with the error's what() in *what, when it throws E; else a failure (another exception, or none)
 // and false.
 template <typename E, typename Fn>

@@ -1,7 +1,10 @@
 // bench/bd: the speedup of each Pipe-BD strategy over DP on the same workers, for both workloads (NAS-like:
 // MobileNetV2 -> supernet; compression: ResNet-18 -> depthwise-separable), measured on the workers and
-// projected by the simulator to more workers.
+// projected by the simulator to more workers; or (--project-gpus N --gpu NAME) projected from the cost model
+// on N modelled GPUs (or SM partitions of one) at the paper's settings, beside the paper's figures.
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -12,6 +15,7 @@
 #include "runtime/base/error.h"
 #include "runtime/base/files.h"
 #include "runtime/formats/json.h"
+#include "tools/costmodel/bd/bd_profile.h"
 #include "tools/flags/flags.h"
 
 namespace tandem {
@@ -21,13 +25,16 @@ using namespace parallel::bd;
 
 struct Options {
   std::string workload = "both";
-  int64_t input = 32, batch = 256, steps = 8, cells = 2;
+  int64_t input = 0, batch = 256, steps = 8, cells = 2;  // input 0: not given
   std::string workers = "best:4";
   std::string nas_teacher, compression_teacher;
   std::vector<int> project = {4, 8, 16, 64};
   int trials = 5;
   PlanModel plan_model = kDefaultPlanModel;
   std::string json;
+  int project_gpus = 0;      // > 0: project from the cost model on this many modelled workers
+  std::string gpu = "h100";  // the modelled GPU
+  bool sm_partitions = false;
 };
 
 Options parse(int argc, char** argv) {
@@ -36,14 +43,18 @@ Options parse(int argc, char** argv) {
       "bd_bench",
       "bd_bench [--workload nas|compression|both] [--input 32|224] [--batch N] [--workers SPEC] [--steps N]\n"
       "                [--nas-teacher SPEC] [--compression-teacher SPEC] [--cells N] [--project W1,W2,...]\n"
-      "                [--profile-trials N] [--plan-model tandem|pipe-bd] [--json PATH]",
+      "                [--profile-trials N] [--plan-model tandem|pipe-bd] [--json PATH]\n"
+      "       bd_bench --project-gpus N [--gpu h100|h200] [--sm-partitions] [--workload W] [--input S] ...",
       "Runs DP, LS, TR, TR+DPU and TR+DPU+AHD for --steps steps per block on synthetic images of the input size,\n"
       "same models, data and hyperparameters, and prints each one's time per epoch and speedup over DP (measured,\n"
       "and simulated from the profile), then the simulator's projection of the speedups to more workers.");
   p.text("--workload", "W", &o.workload,
          "nas (MobileNetV2 teacher -> MBConv supernet student, 6 blocks), compression\n"
          "(ResNet-18 teacher -> depthwise-separable student, 4 blocks) or both (default)");
-  p.integer("--input", "S", &o.input, "32 (CIFAR variants, default) or 224 (ImageNet variants)", 8);
+  p.integer("--input", "S", &o.input,
+            "32 (CIFAR variants, default) or 224 (ImageNet variants); with --project-gpus, both\n"
+            "unless given",
+            8);
   p.integer("--batch", "N", &o.batch, "global batch (default 256)", 1);
   p.text("--workers", "SPEC", &o.workers,
          "default best:4 (cuda:0/4, four SM partitions of GPU 0, when a GPU is present)");
@@ -60,6 +71,16 @@ Options parse(int argc, char** argv) {
       "--plan-model", "M", [&](const std::string& v) { o.plan_model = parse_plan_model(v); },
       "the planners' cost model, tandem or pipe-bd (the paper code's; see tools:distill)");
   p.text("--json", "PATH", &o.json, "write everything (reports, profiles, projections) as JSON for tools/plots");
+  p.group("projections from the cost model (no workers run; needs the simulated GPU)");
+  p.integer("--project-gpus", "N", &o.project_gpus,
+            "project every strategy on N modelled GPUs joined by NVLink, from block costs the cost\n"
+            "model predicts (tools/costmodel), beside the paper's figures",
+            1);
+  p.custom(
+      "--gpu", "NAME", [&](const std::string& v) { o.gpu = costmodel::gpu_spec(v).name; },
+      "the modelled GPU: h100 (default) or h200");
+  p.flag("--sm-partitions", &o.sm_partitions, true,
+         "the N modelled workers are SM partitions of one GPU (green contexts), as in the H200 run");
   p.parse(argc, argv);
   o.project.assign(project.begin(), project.end());
   if (o.workload != "nas" && o.workload != "compression" && o.workload != "both")
@@ -67,21 +88,14 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
+WorkloadSpec workload_spec(const Options& o, const std::string& name, int64_t input) {
+  return costmodel::paper_workload(name, input, o.cells, name == "nas" ? o.nas_teacher : o.compression_teacher);
+}
+
 Json run_workload(const Options& o, const std::string& name) {
-  const bool cifar = o.input <= 64;
   SessionOptions so;
-  if (name == "nas") {
-    so.workload.teacher = !o.nas_teacher.empty() ? o.nas_teacher
-                          : cifar                ? "mobilenet_v2:cifar,classes=10"
-                                                 : "mobilenet_v2";
-    so.workload.student = "supernet";
-    so.workload.supernet_cells = o.cells;
-  } else {
-    so.workload.teacher = !o.compression_teacher.empty() ? o.compression_teacher
-                          : cifar                        ? "resnet18:cifar,classes=10"
-                                                         : "resnet18";
-    so.workload.student = "separable";
-  }
+  so.workload = workload_spec(o, name, o.input);
+  so.workload.sample = {};
   const std::string size = std::to_string(o.input);
   so.dataset = "synthetic:n=" + std::to_string(o.batch * o.steps) + ",h=" + size + ",w=" + size + ",c=3,classes=10";
   so.train.batch = o.batch;
@@ -102,11 +116,7 @@ Json run_workload(const Options& o, const std::string& name) {
   });
   std::printf("\n%s\n", report_table(r).c_str());
 
-  const Workload workload([&] {
-    WorkloadSpec s = so.workload;
-    s.sample = {3, o.input, o.input};
-    return s;
-  }());
+  const Workload workload(workload_spec(o, name, o.input));
   std::vector<Projection> proj = project(r.profile, o.project, o.steps, workload.row_bytes(), 0, o.plan_model);
   std::printf(
       "simulator projection (speedup over DP on as many workers; pipelines use at most one worker per "
@@ -150,6 +160,99 @@ Json run_workload(const Options& o, const std::string& name) {
   return j;
 }
 
+// The Pipe-BD poster's speedups over DP on 4 GPUs (shared/papers/pipe-bd.md, section 3; most read off its bar
+// chart, to about 0.05) and the H200 run's on 4 SM partitions of one GPU (shared/notes/gpu-run-h200.md), in
+// the order of all_strategies(): DP, LS, TR, TR+DPU, TR+DPU+AHD.
+struct Reference {
+  const char* workload;
+  int64_t input;
+  const char* source;
+  double speedup[5];
+};
+const Reference kReferences[] = {
+    {"nas", 32, "paper, 4 GPUs (~)", {1.0, 1.9, 2.4, 3.05, 3.05}},
+    {"nas", 224, "paper, 4 GPUs (~)", {1.0, 0.45, 3.0, 3.1, 4.37}},
+    {"compression", 32, "paper, 4 GPUs (~)", {1.0, 2.05, 5.6, 5.8, 7.35}},
+    {"compression", 224, "paper, 4 GPUs (~)", {1.0, 0.5, 4.0, 4.2, 7.38}},
+    {"compression", 32, "H200 run, 4 SM partitions", {1.0, 1.63, 1.82, 1.80, 2.23}},
+};
+
+// The strategies on o.project_gpus modelled workers at the paper's setting for one workload and input size,
+// from block costs the cost model predicts.
+Json project_workload(const Options& o, const std::string& name, int64_t input) {
+  const int n = o.project_gpus;
+  const costmodel::GpuSpec& gpu = costmodel::gpu_spec(o.gpu);
+  const costmodel::GpuSpec worker = o.sm_partitions ? costmodel::partition(gpu, n) : gpu;
+  const Workload workload(workload_spec(o, name, input));
+  TrainOptions train;
+  train.batch = o.batch;
+  std::printf("== %s: %s, %lldx%lld inputs, batch %lld, on %d x %s%s\n", name.c_str(), workload.describe().c_str(),
+              static_cast<long long>(input), static_cast<long long>(input), static_cast<long long>(o.batch), n,
+              worker.title.c_str(), o.sm_partitions ? "" : " joined by NVLink");
+  std::fflush(stdout);
+  const BlockProfile profile =
+      costmodel::model_block_profile(workload, train, n, worker, costmodel::fitted_constants());
+  const std::vector<Projection> proj = project(profile, {n}, o.steps, workload.row_bytes(), 0, o.plan_model);
+  std::vector<const Reference*> refs;
+  for (const Reference& r : kReferences)
+    if (name == r.workload && input == r.input && (r.source[0] == 'p') != o.sm_partitions) refs.push_back(&r);
+  std::printf(
+      "PROJECTED by the cost model (block costs predicted from the simulated GPU's counters, the\n"
+      "strategies' schedules timed by the simulator, or the workers' launches from one host process where\n"
+      "those take longer), not measured:\n%-11s %10s %16s",
+      "strategy", "speedup", "memory/worker");
+  for (const Reference* r : refs) std::printf("  %s", r->source);
+  std::printf("\n");
+  Json out = Json::array();
+  const std::vector<Strategy> strategies = all_strategies();
+  for (size_t i = 0; i < strategies.size(); ++i) {
+    const Projection* found = nullptr;
+    for (const Projection& p : proj)
+      if (p.strategy == strategies[i]) found = &p;
+    if (found == nullptr) continue;
+    // DP and LS run whole blocks: a worker's memory is its largest block's at B/n rows (DP) or B rows (LS).
+    int64_t memory = found->peak_memory;
+    if (memory == 0)
+      for (int64_t m : profile.memory[strategies[i] == Strategy::DP ? n - 1 : 0]) memory = std::max(memory, m);
+    std::printf("%-11s %9.2fx %12.0f MiB", strategy_title(strategies[i]), found->speedup, memory / 1048576.0);
+    for (const Reference* r : refs)
+      std::printf("  %*.2fx", static_cast<int>(std::string(r->source).size()) - 1, r->speedup[i]);
+    std::printf("   %s\n", found->layout.c_str());
+    Json e = Json::object();
+    e["strategy"] = strategy_name(strategies[i]);
+    e["speedup"] = found->speedup;
+    e["memory"] = memory;
+    e["layout"] = found->layout;
+    out.push_back(e);
+  }
+  std::printf("\n");
+  Json j = Json::object();
+  j["name"] = name;
+  j["input"] = input;
+  j["gpu"] = worker.title;
+  j["workers"] = n;
+  j["profile"] = profile.to_json();
+  j["projections"] = out;
+  return j;
+}
+
+int run_projections(const Options& o) {
+  Json list = Json::array();
+  const std::vector<int64_t> inputs = o.input > 0 ? std::vector<int64_t>{o.input} : std::vector<int64_t>{32, 224};
+  for (const char* w : {"nas", "compression"})
+    if (o.workload == "both" || o.workload == w)
+      for (int64_t input : inputs) list.push_back(project_workload(o, w, input));
+  if (!o.json.empty()) {
+    Json out = Json::object();
+    out["batch"] = o.batch;
+    out["steps"] = o.steps;
+    out["workloads"] = list;
+    write_text(o.json, dump_json(out, 1));
+    std::printf("wrote %s\n", o.json.c_str());
+  }
+  return 0;
+}
+
 int run(const Options& o) {
   Json out = Json::object();
   out["input"] = o.input;
@@ -172,5 +275,10 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
   tandem::Options o = tandem::parse(argc, argv);
+  if (o.project_gpus > 0) {
+    setenv("TANDEM_CUDASIM_SMS", "132", 0);  // launches shaped as on an H100 or H200
+    return tandem::flags::run_reporting_errors("bd_bench", [&] { return tandem::run_projections(o); });
+  }
+  if (o.input == 0) o.input = 32;
   return tandem::flags::run_reporting_errors("bd_bench", [&] { return tandem::run(o); });
 }

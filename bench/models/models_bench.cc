@@ -13,8 +13,12 @@
 //   ResNet-18 at batch 8, too few on a shared machine for a stable figure; its step measured above its fwd_bwd)
 //   --profile (after each case's warm-up, one iteration under the kernel profiler: its op and kernel tables)
 //   --profile-trace=DIR (implies --profile: each case's Chrome trace as DIR/MODEL-SIZE-MODE.json)
+//   --predict=h100|h200 [--predict-json=FILE]: instead of timing, the cost model's prediction of each case on
+//   that GPU (per op and per step), from ops recorded on the simulated GPU (tools/costmodel).
+//   --no-bn-fusion (batch norm, residual add and ReLU as separate ops, to compare with the fused batch_norm_act)
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -22,29 +26,31 @@
 #include <string>
 #include <vector>
 
-#include "models/losses.h"
-#include "models/registry.h"
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "models/layers.h"
 #include "runtime/base/config.h"
 #include "runtime/base/device.h"
+#include "runtime/base/error.h"
 #include "runtime/base/files.h"
 #include "runtime/base/parallel_for.h"
 #include "runtime/formats/chrome_trace.h"
 #include "runtime/memory/stream.h"
-#include "runtime/nn/nn_ops.h"
-#include "runtime/optim/optim.h"
-#include "runtime/tensor/autograd.h"
-#include "runtime/tensor/ops.h"
 #include "runtime/tensor/profile_table.h"
 #include "runtime/tensor/profiler.h"
-#include "runtime/tensor/rng.h"
+#include "tools/costmodel/model.h"
+#include "tools/costmodel/model_step.h"
+#include "tools/costmodel/record.h"
+#include "tools/costmodel/report.h"
 #include "tools/flags/flags.h"
 
 namespace tandem {
 namespace {
 
 struct Config {
-  Device device = best_device();
-  int64_t batch = 0;  // 0: 256 on a GPU, 8 on the CPU
+  std::string device;  // "": the best device
+  int64_t batch = 0;   // 0: 256 on a GPU, 8 on the CPU
   std::vector<int64_t> sizes;
   std::vector<std::string> models = {"resnet18", "resnet50", "mobilenet_v2"};
   std::vector<std::string> modes = {"fwd", "fwd_bwd", "step"};
@@ -52,8 +58,12 @@ struct Config {
   double min_time_s = 1.0;
   bool profile = false;
   std::string profile_trace;  // a folder; empty: no traces (set: profile)
+  std::string predict;        // a modelled GPU: predict instead of timing
+  std::string predict_json;
+  bool bn_fusion = true;
 };
 Config g_config;
+Device g_device = Device::cpu();
 
 struct Result {
   std::string model, mode;
@@ -62,31 +72,14 @@ struct Result {
 };
 std::vector<Result> g_results;
 
-// One timed unit of work for a model, mode, size and batch.
-struct Case {
-  std::shared_ptr<models::Network> model;
-  std::unique_ptr<optim::Sgd> optimizer;
-  Tensor images, labels;
-  std::string mode;
-
-  void run() {
-    if (mode == "fwd") {
-      autograd::NoGradGuard ng;
-      model->forward(images);
-      return;
-    }
-    model->zero_grad();
-    models::cross_entropy(model->forward(images), labels).backward();
-    if (mode == "step") optimizer->step();
-  }
-};
+int64_t batch_of(const Config& c) { return c.batch > 0 ? c.batch : (g_device.is_cuda() ? 256 : 8); }
 
 // One iteration of `k` under the profiler: its tables on stdout, its trace in --profile-trace's folder. Once per case
 // (Google Benchmark may run a case more than once).
-void profile_case(Case& k, const std::string& name) {
+void profile_case(costmodel::ModelStep& k, const std::string& name) {
   static std::set<std::string> profiled;
   if (!profiled.insert(name).second) return;
-  profiler::start({g_config.device});
+  profiler::start({g_device});
   k.run();
   profiler::Profile p = profiler::stop();
   std::printf("\n%s\n", name.c_str());
@@ -102,35 +95,19 @@ void profile_case(Case& k, const std::string& name) {
 
 void BM_Model(benchmark::State& state, std::string name, int64_t size, std::string mode) {
   const Config& c = g_config;
-  const int64_t batch = c.batch > 0 ? c.batch : (c.device.is_cuda() ? 256 : 8);
-  DeviceGuard dg(c.device);
-  Case k;
-  k.mode = mode;
-  models::ModelOptions o;
-  o.seed = 1;
-  k.model = models::make_model(name, o);
-  k.model->to(c.device);
-  if (c.device.is_cuda() && c.channels_last) k.model->to_channels_last();
-  k.model->train(mode != "fwd");
-  optim::SgdOptions so;
-  so.lr = 0.01;
-  so.momentum = 0.9;
-  so.weight_decay = 5e-4;
-  k.optimizer = std::make_unique<optim::Sgd>(optim::single_group(k.model->named_parameters()), so);
-  Generator gen(2);
-  k.images = randn({batch, 3, size, size}, gen).to(c.device);
-  if (c.device.is_cuda() && c.channels_last) k.images = to_channels_last(k.images);
-  std::vector<int64_t> labels(batch);
-  for (auto& l : labels) l = static_cast<int64_t>(gen.integer(1000));
-  k.labels = from_vector<int64_t>(labels, {batch}).to(c.device);
+  const int64_t batch = batch_of(c);
+  const Device device = g_device;
+  DeviceGuard dg(device);
+  costmodel::ModelStep k(name, mode, device, c.channels_last);
+  k.set_inputs(batch, size);
 
-  Stream s = current_stream(c.device);
+  Stream s = current_stream(device);
   for (int i = 0; i < 3; ++i) k.run();  // warm-up: algorithm selection, allocator pools
   s.synchronize();
   if (c.profile || !c.profile_trace.empty()) profile_case(k, name + "/" + std::to_string(size) + "/" + mode);
   double total_s = 0;
   for (auto _ : state) {
-    if (c.device.is_cuda()) {
+    if (device.is_cuda()) {
       Event start(true), stop(true);
       start.record(s);
       k.run();
@@ -162,6 +139,65 @@ void BM_Model(benchmark::State& state, std::string name, int64_t size, std::stri
   g_results.push_back(r);
 }
 
+// --predict: each case's ops recorded on the simulated GPU and predicted on the modelled GPU, per op and per
+// step, with JSON for a profiler to put beside measured kernels.
+int predict_all(const std::vector<std::string>& cases) {
+  const Config& c = g_config;
+  const costmodel::GpuSpec& gpu = costmodel::gpu_spec(c.predict);
+  TD_CHECK(costmodel::counters_available(), "--predict: ", costmodel::counters_unavailable_reason());
+  std::printf(
+      "PREDICTIONS for %s by the cost model (tools/costmodel), not measurements: each case's ops are recorded on\n"
+      "the simulated GPU at batches 1 and 2 (2 and 4 below 64x64; cuDNN and cuBLAS skip their arithmetic),\n"
+      "extrapolated to batch %lld\n"
+      "and timed by the model with the constants fitted to the measured runs of tools/costmodel/calibration.json.\n",
+      gpu.title.c_str(), static_cast<long long>(batch_of(c)));
+  Json out = Json::array();
+  std::vector<Result> summary;
+  for (const std::string& id : cases) {
+    const size_t a = id.find('/'), b = id.rfind('/');
+    costmodel::StepSpec spec;
+    spec.model = id.substr(0, a);
+    spec.size = std::stoll(id.substr(a + 1, b - a - 1));
+    spec.mode = id.substr(b + 1);
+    spec.batch = batch_of(c);
+    spec.channels_last = c.channels_last;
+    std::fprintf(stderr, "models_bench: recording %s\n", spec.label().c_str());
+    // Recorded at batches 1 and 2, or 2 and 4 for small inputs, whose last batch norm would see one value a
+    // channel at batch 1 (ResNets at 32x32).
+    const int64_t small = spec.size >= 64 ? 1 : 2;
+    const std::vector<costmodel::OpCounts> ops = costmodel::record_model_step(spec, small);
+    const std::vector<costmodel::OpPrediction> rows = costmodel::predict_ops(ops, gpu, costmodel::fitted_constants());
+    const double gpu_s = costmodel::total_seconds(rows);
+    const double host_s = costmodel::host_seconds(ops, costmodel::fitted_constants());
+    const double step_s = std::max(gpu_s, host_s);
+    std::printf("\n== %s on %s (predicted)\n%s", spec.label().c_str(), gpu.name.c_str(),
+                costmodel::prediction_table(rows, 15).c_str());
+    std::printf("step: %.2f ms, %.1f images/s (predicted): the longer of the GPU's %.2f ms and the host's %.2f ms\n",
+                step_s * 1e3, spec.batch / step_s, gpu_s * 1e3, host_s * 1e3);
+    summary.push_back({spec.model, spec.mode, spec.size, spec.batch, step_s * 1e3, spec.batch / step_s});
+    Json e = Json::object();
+    e["model"] = spec.model;
+    e["size"] = spec.size;
+    e["batch"] = spec.batch;
+    e["mode"] = spec.mode;
+    e["gpu"] = gpu.name;
+    e["predicted_s"] = step_s;
+    e["images_per_s"] = spec.batch / step_s;
+    e["ops"] = costmodel::predictions_json(rows);
+    out.push_back(e);
+  }
+  std::printf("\npredicted on %s:\n%-14s %6s %6s %-8s %12s %12s\n", gpu.name.c_str(), "model", "size", "batch", "mode",
+              "pred_ms", "pred_img/s");
+  for (const Result& r : summary)
+    std::printf("%-14s %6lld %6lld %-8s %12.2f %12.1f\n", r.model.c_str(), static_cast<long long>(r.size),
+                static_cast<long long>(r.batch), r.mode.c_str(), r.ms_per_iter, r.images_per_s);
+  if (!c.predict_json.empty()) {
+    write_text(c.predict_json, dump_json(out, 1));
+    std::printf("wrote %s\n", c.predict_json.c_str());
+  }
+  return 0;
+}
+
 void print_table() {
   std::printf("\n%-14s %6s %6s %-8s %12s %12s\n", "model", "size", "batch", "mode", "ms/iter", "images/s");
   for (const Result& r : g_results)
@@ -177,13 +213,13 @@ int main(int argc, char** argv) {
   tandem::flags::Parser p(
       "models_bench",
       "models_bench [--device=DEV] [--batch=N] [--sizes=32,224] [--models=A,B] [--modes=M,...] [--nchw]\n"
-      "                    [--min-time=S] [--profile [--profile-trace=DIR]] [Google Benchmark flags]",
+      "                    [--min-time=S] [--no-bn-fusion] [--profile [--profile-trace=DIR]] [Google Benchmark flags]",
       "Images/s of zoo models (default resnet18,resnet50,mobilenet_v2) per mode: fwd (eval forward, no\n"
       "autograd), fwd_bwd (training forward, cross-entropy, backward), step (fwd_bwd + SGD step).\n"
       "--benchmark_out=FILE.json feeds bench/torch/speed.py, which times the same cases in PyTorch\n"
       "(tools/tandem bench-cpu: both side by side on the CPU).");
   p.custom(
-      "--device", "DEV", [](const std::string& v) { g_config.device = tandem::Device::parse(v); },
+      "--device", "DEV", [](const std::string& v) { g_config.device = tandem::Device::parse(v).str(); },
       "the best device by default (GPU: batch 256 at 32x32 and 224x224, channels-last\n"
       "unless --nchw; CPU: batch 8 at 32x32)");
   p.integer("--batch", "N", &g_config.batch, "batch (default: by device, as above)", 0);
@@ -198,29 +234,53 @@ int main(int argc, char** argv) {
   p.text("--profile-trace", "DIR", &g_config.profile_trace,
          "write each case's profile as a Chrome trace (chrome://tracing, Perfetto) to DIR\n"
          "(implies --profile)");
+  p.custom(
+      "--predict", "GPU", [](const std::string& v) { g_config.predict = tandem::costmodel::gpu_spec(v).name; },
+      "h100 or h200: print the cost model's prediction of each case on that GPU (per op and\n"
+      "per step) instead of timing it; needs the simulated GPU (--config=cudasim, tools/tandem sim)\n"
+      "and takes the GPU defaults (batch 256, sizes 32 and 224)");
+  p.text("--predict-json", "FILE", &g_config.predict_json, "with --predict: write the predictions as JSON");
+  p.flag("--no-bn-fusion", &g_config.bn_fusion, false,
+         "batch norm, residual add and ReLU as separate ops (default: fused, batch_norm_act)");
   p.footer("Google Benchmark's flags follow.");
   std::vector<std::string> rest_args = p.parse_known(argc, argv, [&] {
     char* help[] = {argv[0], const_cast<char*>("--help")};
     int n = 2;
     benchmark::Initialize(&n, help);  // prints its flags and exits
   });
+  std::vector<char*> rest{argv[0]};
+  for (std::string& a : rest_args) rest.push_back(&a[0]);
+  tandem::models::set_batch_norm_fusion(g_config.bn_fusion);
+  if (!g_config.predict.empty()) {
+    // Launches shaped as on an H100 or H200 (132 SMs), before anything asks the simulated GPU.
+    setenv("TANDEM_CUDASIM_SMS", "132", 0);
+    return tandem::flags::run_reporting_errors("models_bench", [&] {
+      tandem::g_device = g_config.device.empty() ? tandem::Device::cuda(0) : tandem::Device::parse(g_config.device);
+      if (g_config.sizes.empty()) g_config.sizes = {32, 224};
+      std::vector<std::string> cases;
+      for (const auto& m : g_config.models)
+        for (int64_t size : g_config.sizes)
+          for (const auto& mode : g_config.modes) cases.push_back(m + "/" + std::to_string(size) + "/" + mode);
+      return tandem::predict_all(cases);
+    });
+  }
   // A missing device (or any error while the cases run) ends with "models_bench: what went wrong", exit 1:
   // an exception escaping a benchmark function would otherwise pass through Google Benchmark and abort.
   return tandem::flags::run_reporting_errors("models_bench", [&] {
-    tandem::check_device_available(g_config.device);
-    std::vector<char*> rest{argv[0]};
-    for (std::string& a : rest_args) rest.push_back(&a[0]);
+    tandem::g_device = g_config.device.empty() ? tandem::best_device() : tandem::Device::parse(g_config.device);
+    tandem::check_device_available(tandem::g_device);
     if (g_config.sizes.empty())
-      g_config.sizes = g_config.device.is_cuda() ? std::vector<int64_t>{32, 224} : std::vector<int64_t>{32};
+      g_config.sizes = tandem::g_device.is_cuda() ? std::vector<int64_t>{32, 224} : std::vector<int64_t>{32};
     int rest_argc = static_cast<int>(rest.size());
     benchmark::Initialize(&rest_argc, rest.data());
-    benchmark::AddCustomContext("tandem_device", g_config.device.str());
+    benchmark::AddCustomContext("tandem_device", tandem::g_device.str());
     benchmark::AddCustomContext("tandem_tf32", tandem::allow_tf32() ? "1" : "0");
     benchmark::AddCustomContext("tandem_channels_last",
-                                g_config.device.is_cuda() && g_config.channels_last ? "1" : "0");
+                                tandem::g_device.is_cuda() && g_config.channels_last ? "1" : "0");
     benchmark::AddCustomContext("tandem_dtype", "f32");
     benchmark::AddCustomContext("tandem_threads", std::to_string(tandem::intra_op_threads()));
     benchmark::AddCustomContext("tandem_min_time", std::to_string(g_config.min_time_s));
+    benchmark::AddCustomContext("tandem_bn_fusion", g_config.bn_fusion ? "1" : "0");
     for (const auto& m : g_config.models)
       for (int64_t size : g_config.sizes)
         for (const auto& mode : g_config.modes)

@@ -116,22 +116,24 @@ void for_each_unary(UnaryOp op, const UnaryParams& p, int64_t n, const Body& bod
 }  // namespace
 
 void CpuBackend::unary(const UnaryArgs& args, const Stream&) {
-  TD_DISPATCH_FLOAT(args.t, "unary op", {
+  TD_DISPATCH_FLOAT_BF16(args.t, "unary op", {
+    using C = compute_t<scalar_t>;
     const scalar_t* xp = static_cast<const scalar_t*>(args.x);
     scalar_t* yp = static_cast<scalar_t*>(args.y);
-    for_each_unary<scalar_t>(args.op, args.p, args.n,
-                             [&](auto f, const auto& s, int64_t i) { yp[i] = f.value(xp[i], s); });
+    for_each_unary<C>(args.op, args.p, args.n,
+                      [&](auto f, const auto& s, int64_t i) { yp[i] = scalar_t(f.value(C(xp[i]), s)); });
   });
 }
 
 void CpuBackend::unary_backward(const UnaryBackwardArgs& args, const Stream&) {
-  TD_DISPATCH_FLOAT(args.t, "unary backward", {
+  TD_DISPATCH_FLOAT_BF16(args.t, "unary backward", {
+    using C = compute_t<scalar_t>;
     const scalar_t* xp = static_cast<const scalar_t*>(args.x);
     const scalar_t* yp = static_cast<const scalar_t*>(args.y);
     const scalar_t* gp = static_cast<const scalar_t*>(args.gy);
     scalar_t* out = static_cast<scalar_t*>(args.gx);
-    for_each_unary<scalar_t>(args.op, args.p, args.n, [&](auto f, const auto& s, int64_t i) {
-      out[i] = f.grad(xp ? xp[i] : scalar_t(0), yp ? yp[i] : scalar_t(0), gp[i], s);
+    for_each_unary<C>(args.op, args.p, args.n, [&](auto f, const auto& s, int64_t i) {
+      out[i] = scalar_t(f.grad(xp ? C(xp[i]) : C(0), yp ? C(yp[i]) : C(0), C(gp[i]), s));
     });
   });
 }
@@ -150,7 +152,8 @@ void CpuBackend::binary(const BinaryArgs& args, const Stream&) {
     });
     return;
   }
-  TD_DISPATCH_FLOAT(args.t, "binary op", {
+  TD_DISPATCH_FLOAT_BF16(args.t, "binary op", {
+    using C = compute_t<scalar_t>;
     const scalar_t* ap = static_cast<const scalar_t*>(args.a);
     const scalar_t* bp = static_cast<const scalar_t*>(args.b);
     scalar_t* o = static_cast<scalar_t*>(args.out);
@@ -160,12 +163,12 @@ void CpuBackend::binary(const BinaryArgs& args, const Stream&) {
         // One flat run (the common case): split it over threads.
         int64_t sa = it.strides[1][0], sb = it.strides[2][0];
         parallel_for(0, it.shape[0], kGrain, [&](int64_t lo, int64_t hi) {
-          for (int64_t i = lo; i < hi; ++i) o[i] = F::value(ap[i * sa], bp[i * sb]);
+          for (int64_t i = lo; i < hi; ++i) o[i] = scalar_t(F::value(C(ap[i * sa]), C(bp[i * sb])));
         });
       } else {
         strided::for_each_run(it, [&](const int64_t* off, int64_t n, const int64_t* st) {
           for (int64_t i = 0; i < n; ++i)
-            o[off[0] + i * st[0]] = F::value(ap[off[1] + i * st[1]], bp[off[2] + i * st[2]]);
+            o[off[0] + i * st[0]] = scalar_t(F::value(C(ap[off[1] + i * st[1]]), C(bp[off[2] + i * st[2]])));
         });
       }
     });

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/cpu/bf16_widen.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/onednn.h"
 #include "kernels/dispatch.h"
@@ -141,7 +142,33 @@ template void gemm_cpu<float>(bool, bool, int64_t, int64_t, int64_t, float, cons
 template void gemm_cpu<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t, const double*,
                                int64_t, double, double*, int64_t);
 
-void CpuBackend::gemm(const GemmArgs& args, const Stream&) {
+namespace {
+// bf16: the product in f32 on widened operands, each element of C rounded once (cpu/bf16_widen.h).
+void gemm_bf16(CpuBackend& cpu, const GemmArgs& args, const Stream& s) {
+  const int64_t a_span = args.trans_a ? matrix_span(args.batch, args.stride_a, args.k, args.m, args.lda)
+                                      : matrix_span(args.batch, args.stride_a, args.m, args.k, args.lda);
+  const int64_t b_span = args.trans_b ? matrix_span(args.batch, args.stride_b, args.n, args.k, args.ldb)
+                                      : matrix_span(args.batch, args.stride_b, args.k, args.n, args.ldb);
+  const int64_t c_span = matrix_span(args.batch, args.stride_c, args.m, args.n, args.ldc);
+  const std::vector<float> a = widen_bf16(args.a, a_span), b = widen_bf16(args.b, b_span);
+  std::vector<float> c = widen_bf16(args.c, c_span);
+  GemmArgs f = args;
+  f.t = DType::F32;
+  f.a = a.data();
+  f.b = b.data();
+  f.c = c.data();
+  cpu.gemm(f, s);
+  uint16_t* out = static_cast<uint16_t*>(args.c);
+  for (int64_t i = 0; i < args.batch; ++i)
+    for (int64_t r = 0; r < args.m; ++r) {
+      const int64_t row = i * args.stride_c + r * args.ldc;
+      round_to_bf16(c.data() + row, args.n, out + row);
+    }
+}
+}  // namespace
+
+void CpuBackend::gemm(const GemmArgs& args, const Stream& s) {
+  if (args.t == DType::BF16) return gemm_bf16(*this, args, s);
   if (args.t == DType::F32) {
     const float* af = static_cast<const float*>(args.a);
     const float* bf = static_cast<const float*>(args.b);

@@ -1,5 +1,5 @@
-// Device-side helpers of the CUDA kernels: 16-byte vectors, strided offsets, warp/group reductions and the
-// device error flag.
+// Device-side helpers of the CUDA kernels: 16-byte vectors, strided offsets, warp/group reductions, the
+// device error flag and the simulated GPU's FLOP count.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -82,6 +82,16 @@ __device__ __forceinline__ Acc group_reduce(Acc v, int G, F combine, Acc* smem) 
   Acc r = smem[first];
   for (int k = 1; k < per_group; ++k) r = combine(r, smem[first + k]);
   return r;
+}
+
+// Counts n floating-point operations of the calling thread for the simulated GPU's cost counters (an FMA is
+// two); nothing under nvcc.
+__device__ __forceinline__ void count_flops(int64_t n) {
+#if defined(TANDEM_CUDASIM)
+  ::cudasim::simt::count_flops(static_cast<uint64_t>(n));
+#else
+  (void)n;
+#endif
 }
 
 // Reports a bad index to the host (raised as IndexError at the next synchronization). A plain store, not an

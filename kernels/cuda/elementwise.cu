@@ -16,17 +16,18 @@ namespace {
 // Vectors per thread per grid-stride step: all loads are issued before any store, for bytes in flight.
 constexpr int kUnroll = 2;
 
+// Loads widen T to compute_t<T> and stores round back (identities but for bf16).
 template <typename T, int N>
-__device__ __forceinline__ void load_into(const T* p, T* dst) {
+__device__ __forceinline__ void load_into(const T* p, compute_t<T>* dst) {
   Vec<T, N> t = load_vec<T, N>(p);
 #pragma unroll
-  for (int e = 0; e < N; ++e) dst[e] = t.v[e];
+  for (int e = 0; e < N; ++e) dst[e] = compute_t<T>(t.v[e]);
 }
 template <typename T, int N>
-__device__ __forceinline__ void store_from(T* p, const T* src) {
+__device__ __forceinline__ void store_from(T* p, const compute_t<T>* src) {
   Vec<T, N> t;
 #pragma unroll
-  for (int e = 0; e < N; ++e) t.v[e] = src[e];
+  for (int e = 0; e < N; ++e) t.v[e] = T(src[e]);
   store_vec<T, N>(p, t);
 }
 
@@ -39,7 +40,7 @@ __global__ void unary_kernel(UnaryOp op, const T* x, T* y, int64_t n, UnaryParam
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x * kUnroll;
   for (int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.x * kUnroll + threadIdx.x; base < nvec;
        base += step) {
-    T v[kUnroll * V] = {};
+    compute_t<T> v[kUnroll * V] = {};
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       int64_t i = base + static_cast<int64_t>(u) * blockDim.x;
@@ -53,9 +54,9 @@ __global__ void unary_kernel(UnaryOp op, const T* x, T* y, int64_t n, UnaryParam
     }
   }
   if (V > 1 && tid < n - nvec * V) {
-    T v[1] = {x[nvec * V + tid]};
+    compute_t<T> v[1] = {compute_t<T>(x[nvec * V + tid])};
     apply_unary(op, v, p);
-    y[nvec * V + tid] = v[0];
+    y[nvec * V + tid] = T(v[0]);
   }
 }
 
@@ -68,7 +69,7 @@ __global__ void unary_backward_kernel(UnaryOp op, const T* x, const T* y, const 
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x * kUnroll;
   for (int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.x * kUnroll + threadIdx.x; base < nvec;
        base += step) {
-    T xv[kUnroll * V] = {}, yv[kUnroll * V] = {}, g[kUnroll * V] = {};
+    compute_t<T> xv[kUnroll * V] = {}, yv[kUnroll * V] = {}, g[kUnroll * V] = {};
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       int64_t i = base + static_cast<int64_t>(u) * blockDim.x;
@@ -87,9 +88,10 @@ __global__ void unary_backward_kernel(UnaryOp op, const T* x, const T* y, const 
   }
   if (V > 1 && tid < n - nvec * V) {
     int64_t i = nvec * V + tid;
-    T xv[1] = {x != nullptr ? x[i] : T(0)}, yv[1] = {y != nullptr ? y[i] : T(0)}, g[1] = {gy[i]};
+    using C = compute_t<T>;
+    C xv[1] = {x != nullptr ? C(x[i]) : C(0)}, yv[1] = {y != nullptr ? C(y[i]) : C(0)}, g[1] = {C(gy[i])};
     apply_unary_grad(op, xv, yv, g, p);
-    gx[i] = g[0];
+    gx[i] = T(g[0]);
   }
 }
 
@@ -103,7 +105,7 @@ __global__ void binary_vec_kernel(BinaryOp op, const T* a, StridedDesc ad, bool 
   const StridedDesc* const ds[2] = {&ad, &bd};
   const I step = static_cast<I>(gridDim.x) * blockDim.x * kUnroll;
   for (I base = static_cast<I>(blockIdx.x) * blockDim.x * kUnroll + threadIdx.x; base < nvec; base += step) {
-    T va[kUnroll * V] = {}, vb[kUnroll * V] = {}, vo[kUnroll * V];
+    compute_t<T> va[kUnroll * V] = {}, vb[kUnroll * V] = {}, vo[kUnroll * V];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       I i = base + static_cast<I>(u) * blockDim.x;
@@ -113,14 +115,14 @@ __global__ void binary_vec_kernel(BinaryOp op, const T* a, StridedDesc ad, bool 
         if (a_vec) {
           load_into<T, V>(a + off[0], va + u * V);
         } else {
-          T s = a[off[0]];
+          const compute_t<T> s(a[off[0]]);
 #pragma unroll
           for (int e = 0; e < V; ++e) va[u * V + e] = s;
         }
         if (b_vec) {
           load_into<T, V>(b + off[1], vb + u * V);
         } else {
-          T s = b[off[1]];
+          const compute_t<T> s(b[off[1]]);
 #pragma unroll
           for (int e = 0; e < V; ++e) vb[u * V + e] = s;
         }
@@ -147,9 +149,10 @@ __global__ void binary_strided_kernel(BinaryOp op, const T* a, StridedDesc ad, c
     if constexpr (kCompare) {
       static_cast<uint8_t*>(out)[off[0]] = apply_compare(op, a[off[1]], b[off[2]]);
     } else {
-      T x[1] = {a[off[1]]}, y[1] = {b[off[2]]}, r[1];
+      using C = compute_t<T>;
+      C x[1] = {C(a[off[1]])}, y[1] = {C(b[off[2]])}, r[1];
       apply_binary(op, x, y, r);
-      static_cast<T*>(out)[off[0]] = r[0];
+      static_cast<T*>(out)[off[0]] = T(r[0]);
     }
   }
 }
@@ -177,7 +180,7 @@ bool vec_readable(const void* p, const StridedDesc& d, int V) {
   return true;
 }
 
-// Arithmetic ops (T = f32/f64): the vectorized kernel when the layout allows it, else the strided one.
+// Arithmetic ops (T = f32/f64/bf16): the vectorized kernel when the layout allows it, else the strided one.
 template <typename T>
 void launch_arithmetic(BinaryOp op, const T* a, const StridedDesc& ad, const T* b, const StridedDesc& bd, T* out,
                        const StridedDesc& od, bool narrow, const LaunchScope& ls) {
@@ -226,7 +229,7 @@ void launch_comparison(BinaryOp op, const T* a, const StridedDesc& ad, const T* 
 void CudaBackend::unary(const UnaryArgs& args, const Stream& s) {
   if (args.n <= 0) return;
   LaunchScope ls(s);
-  TD_DISPATCH_FLOAT(args.t, "unary op", {
+  TD_DISPATCH_FLOAT_BF16(args.t, "unary op", {
     constexpr int V = vec_width<scalar_t>();
     const scalar_t* xp = static_cast<const scalar_t*>(args.x);
     scalar_t* yp = static_cast<scalar_t*>(args.y);
@@ -245,7 +248,7 @@ void CudaBackend::unary(const UnaryArgs& args, const Stream& s) {
 void CudaBackend::unary_backward(const UnaryBackwardArgs& args, const Stream& s) {
   if (args.n <= 0) return;
   LaunchScope ls(s);
-  TD_DISPATCH_FLOAT(args.t, "unary backward", {
+  TD_DISPATCH_FLOAT_BF16(args.t, "unary backward", {
     constexpr int V = vec_width<scalar_t>();
     auto xp = static_cast<const scalar_t*>(args.x), yp = static_cast<const scalar_t*>(args.y);
     auto gp = static_cast<const scalar_t*>(args.gy);
@@ -278,7 +281,7 @@ void CudaBackend::binary(const BinaryArgs& args, const Stream& s) {
     });
     return;
   }
-  TD_DISPATCH_FLOAT(args.t, "binary op", {
+  TD_DISPATCH_FLOAT_BF16(args.t, "binary op", {
     launch_arithmetic<scalar_t>(args.op, static_cast<const scalar_t*>(args.a), c[1],
                                 static_cast<const scalar_t*>(args.b), c[2], static_cast<scalar_t*>(args.out), c[0],
                                 narrow, ls);

@@ -21,6 +21,14 @@ void CudaBackend::gemm(const GemmArgs& args, const Stream& s) {
   const cublasOperation_t op_a = args.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   // cuBLAS wants leading dims >= 1 even for empty operands (k = 0: C = beta * C).
   const int64_t lda = std::max<int64_t>(args.lda, 1), ldb = std::max<int64_t>(args.ldb, 1);
+  if (args.t == DType::BF16) {  // bf16 matrices, f32 accumulation on tensor cores, f32 scalars
+    const float alpha = static_cast<float>(args.alpha), beta = static_cast<float>(args.beta);
+    TD_CUBLAS_CHECK(cublasGemmStridedBatchedEx_64(handle, op_b, op_a, args.n, args.m, args.k, &alpha, args.b,
+                                                  CUDA_R_16BF, ldb, args.stride_b, args.a, CUDA_R_16BF, lda,
+                                                  args.stride_a, &beta, args.c, CUDA_R_16BF, args.ldc, args.stride_c,
+                                                  args.batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return;
+  }
   TD_DISPATCH_FLOAT(args.t, "gemm", {
     const scalar_t alpha_t = static_cast<scalar_t>(args.alpha), beta_t = static_cast<scalar_t>(args.beta);
     const bool f32 = sizeof(scalar_t) == 4;

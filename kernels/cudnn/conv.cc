@@ -29,8 +29,10 @@ namespace cudnn {
 
 namespace {
 
-// TF32 tensor cores for f32 only when allowed; otherwise plain FMA kernels (exact f32 products).
+// TF32 tensor cores for f32 only when allowed; otherwise plain FMA kernels (exact f32 products). bf16 runs on
+// tensor cores (its products are exact in their f32 accumulators).
 cudnnMathType_t requested_math(DType t, bool tf32) {
+  if (t == DType::BF16) return CUDNN_TENSOR_OP_MATH;
   if (t != DType::F32) return CUDNN_DEFAULT_MATH;
   return tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
 }
@@ -275,6 +277,8 @@ void convolve(ConvPass pass, const Conv2dGeometry& g, const ConvOperands& o, con
 namespace cuda {
 
 void CudaNNBackend::conv2d_forward(const Conv2dForwardArgs& args, const Stream& s) {
+  TD_CHECK(args.bias == nullptr || args.g.dtype != DType::BF16,
+           "conv2d_forward in bf16 takes no bias (conv2d adds it to the rounded result)");
   cudnn::convolve(cudnn::ConvPass::Forward, args.g, {args.x, args.w, args.y}, args.bias, s);
 }
 

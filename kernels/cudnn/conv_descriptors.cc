@@ -15,9 +15,14 @@ cudnnDataType_t data_type(DType t) {
   switch (t) {
     case DType::F32: return CUDNN_DATA_FLOAT;
     case DType::F64: return CUDNN_DATA_DOUBLE;
-    default: TD_THROW(DTypeError, "conv2d on CUDA supports f32 and f64, not ", dtype_name(t));
+    case DType::BF16: return CUDNN_DATA_BFLOAT16;
+    default: TD_THROW(DTypeError, "conv2d on CUDA supports f32, f64 and bf16, not ", dtype_name(t));
   }
 }
+
+// cuDNN's configurations: float and double data compute in their own type, bf16 data in float
+// (PSEUDO_BFLOAT16_CONFIG).
+cudnnDataType_t compute_type(DType t) { return t == DType::BF16 ? CUDNN_DATA_FLOAT : data_type(t); }
 
 int to_int(int64_t v) {
   TD_CHECK_SHAPE(v <= INT_MAX, "conv2d on CUDA: size ", v, " exceeds cuDNN's 32-bit limit");
@@ -47,7 +52,7 @@ ConvDescriptors::ConvDescriptors(const Conv2dGeometry& g) {
       cudnnSetFilter4dDescriptor(w.d, dt, format, to_int(g.o), to_int(g.c / g.groups), to_int(g.kh), to_int(g.kw)));
   TD_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv.d, to_int(g.pad_h), to_int(g.pad_w), to_int(g.stride_h),
                                                  to_int(g.stride_w), to_int(g.dilation_h), to_int(g.dilation_w),
-                                                 CUDNN_CROSS_CORRELATION, dt));
+                                                 CUDNN_CROSS_CORRELATION, compute_type(g.dtype)));
   TD_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv.d, to_int(g.groups)));
   int n = 0, c = 0, h = 0, w_out = 0;
   TD_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(conv.d, x.d, w.d, &n, &c, &h, &w_out));

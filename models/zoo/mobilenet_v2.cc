@@ -39,8 +39,10 @@ InvertedResidual::InvertedResidual(int64_t in, int64_t out, int64_t stride, int6
 }
 
 Tensor InvertedResidual::forward(const Tensor& x) {
-  Tensor y = conv_->forward(x);
-  return residual_ ? add(x, y) : y;
+  if (!residual_) return conv_->forward(x);
+  // The shortcut's add fused into the last batch norm where models fuse.
+  Tensor y = conv_->forward_bn_act(x, x, BnActivation::None);
+  return y.defined() ? y : add(x, conv_->forward(x));
 }
 
 Shape InvertedResidual::output_shape(const Shape& input) const { return conv_->output_shape(input); }

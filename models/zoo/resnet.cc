@@ -36,9 +36,9 @@ BasicBlock::BasicBlock(int64_t in, int64_t planes, int64_t stride, bool separabl
 }
 
 Tensor BasicBlock::forward(const Tensor& x) {
-  Tensor y = relu(bn1_->forward(conv1_->forward(x)));
-  y = bn2_->forward(conv2_->forward(y));
-  return relu(add(y, downsample_ ? downsample_->forward(x) : x));
+  Tensor y = bn1_->forward_act(conv1_->forward(x), Tensor(), BnActivation::Relu);
+  Tensor shortcut = downsample_ ? downsample_->forward(x) : x;
+  return bn2_->forward_act(conv2_->forward(y), shortcut, BnActivation::Relu);
 }
 
 Shape BasicBlock::output_shape(const Shape& input) const {
@@ -59,10 +59,10 @@ Bottleneck::Bottleneck(int64_t in, int64_t planes, int64_t stride, bool separabl
 }
 
 Tensor Bottleneck::forward(const Tensor& x) {
-  Tensor y = relu(bn1_->forward(conv1_->forward(x)));
-  y = relu(bn2_->forward(conv2_->forward(y)));
-  y = bn3_->forward(conv3_->forward(y));
-  return relu(add(y, downsample_ ? downsample_->forward(x) : x));
+  Tensor y = bn1_->forward_act(conv1_->forward(x), Tensor(), BnActivation::Relu);
+  y = bn2_->forward_act(conv2_->forward(y), Tensor(), BnActivation::Relu);
+  Tensor shortcut = downsample_ ? downsample_->forward(x) : x;
+  return bn3_->forward_act(conv3_->forward(y), shortcut, BnActivation::Relu);
 }
 
 Shape Bottleneck::output_shape(const Shape& input) const {

@@ -20,7 +20,8 @@ class BasicBlock : public Module {
   double flops(const Shape& input) const override { return chain_flops(input, downsample_.get()); }
 
  private:
-  ModulePtr conv1_, bn1_, conv2_, bn2_, downsample_;
+  ModulePtr conv1_, conv2_, downsample_;
+  std::shared_ptr<BatchNorm2d> bn1_, bn2_;
 };
 
 // conv1x1-BN-ReLU-conv3x3(stride)-BN-ReLU-conv1x1-BN, plus the shortcut, then ReLU (torchvision's v1.5).
@@ -33,7 +34,8 @@ class Bottleneck : public Module {
   double flops(const Shape& input) const override { return chain_flops(input, downsample_.get()); }
 
  private:
-  ModulePtr conv1_, bn1_, conv2_, bn2_, conv3_, bn3_, downsample_;
+  ModulePtr conv1_, conv2_, conv3_, downsample_;
+  std::shared_ptr<BatchNorm2d> bn1_, bn2_, bn3_;
 };
 
 // depth 18, 34 or 50. Items: conv1, bn1, relu, maxpool (ImageNet stem only), layer1..layer4, avgpool, fc.

@@ -255,6 +255,18 @@ void apply_costs(DistillSchedule& d, const BlockProfile& p) {
   }
 }
 
+double host_work_s(const DistillSchedule& d, const BlockProfile& p) {
+  if (p.teacher_host_s.empty()) return 0;
+  double s = 0;
+  for (size_t id = 0; id < d.schedule.size(); ++id) {
+    const Instr& i = d.schedule.at(static_cast<int>(id));
+    const int g = d.info[id].factor - 1;
+    if (i.kind == OpKind::Forward) s += p.teacher_host_s[g][i.block];
+    if (i.kind == OpKind::ForwardBackward) s += p.student_host_s[g][i.block];
+  }
+  return s;
+}
+
 }  // namespace bd
 }  // namespace parallel
 }  // namespace tandem

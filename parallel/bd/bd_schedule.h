@@ -67,6 +67,12 @@ DistillSchedule build_schedule(const Layout& layout, int64_t batch, int64_t step
 // from load_s (when profiled). The profile must cover the layout's blocks and replication factors.
 void apply_costs(DistillSchedule& s, const BlockProfile& profile);
 
+// The host time of every teacher and student instruction's launches (the profile's teacher_host_s and
+// student_host_s; 0 when not modelled), summed over all workers: workers that are threads of one process
+// launch through its one launch path, so a run takes at least this long (communication calls, a few a step
+// against hundreds of kernels, are left out).
+double host_work_s(const DistillSchedule& s, const BlockProfile& profile);
+
 }  // namespace bd
 }  // namespace parallel
 }  // namespace tandem

@@ -69,6 +69,10 @@ Json BlockProfile::to_json() const {
     for (double v : load_s) load.push_back(v);
     j["load_s"] = load;
   }
+  if (!teacher_host_s.empty()) {
+    j["teacher_host_s"] = matrix_json(teacher_host_s);
+    j["student_host_s"] = matrix_json(student_host_s);
+  }
   if (batch > 0) j["batch"] = batch;
   return j;
 }
@@ -86,10 +90,15 @@ BlockProfile BlockProfile::from_json(const Json& j) {
   for (const Json& v : json_array(json_at(j, "relay_s"), "relay_s")) p.relay_s.push_back(json_number(v, "relay_s"));
   if (j.contains("load_s"))
     for (const Json& v : json_array(json_at(j, "load_s"), "load_s")) p.load_s.push_back(json_number(v, "load_s"));
+  if (j.contains("teacher_host_s")) {
+    p.teacher_host_s = matrix_from(json_at(j, "teacher_host_s"), "teacher_host_s");
+    p.student_host_s = matrix_from(json_at(j, "student_host_s"), "student_host_s");
+  }
   if (j.contains("batch")) p.batch = json_int(json_at(j, "batch"), "batch");
   size_t k = p.relay_s.size(), g = p.teacher_s.size();
   TD_CHECK(k > 0 && g > 0, "a block profile needs at least one block and one replication factor");
-  for (const auto* m : {&p.teacher_s, &p.student_s, &p.allreduce_s}) {
+  for (const auto* m : {&p.teacher_s, &p.student_s, &p.allreduce_s, &p.teacher_host_s, &p.student_host_s}) {
+    if (m->empty() && (m == &p.teacher_host_s || m == &p.student_host_s)) continue;  // host times not modelled
     TD_CHECK(m->size() == g, "block profile: every table needs ", g, " rows (one per replication factor)");
     for (const auto& row : *m) TD_CHECK(row.size() == k, "block profile: every row needs ", k, " blocks");
   }

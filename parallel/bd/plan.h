@@ -23,6 +23,10 @@ struct BlockProfile {
   std::vector<double> relay_s;                   // [b]: sending block b's teacher output at full batch B
   std::vector<double> load_s;                    // [g-1]: loading one batch of B/g rows (empty: not profiled)
   int64_t batch = 0;                             // B (0: not recorded)
+  // [g-1][b]: the host's time to launch block b's teacher forward and student step at B/g (empty: not modelled;
+  // tools/costmodel models it). Workers that are threads of one process share its launch path: their host
+  // times add up (host_work_s in bd_schedule.h).
+  std::vector<std::vector<double>> teacher_host_s, student_host_s;
   Json to_json() const;
   static BlockProfile from_json(const Json& j);  // throws ValueError on inconsistent sizes
 };

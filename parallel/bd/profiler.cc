@@ -60,13 +60,6 @@ double median_comm_time(const Worker& worker, const ProfileOptions& o, const std
   return t[t.size() / 2];
 }
 
-int64_t param_bytes(const models::Module& m) {
-  int64_t b = 0;
-  for (const Tensor& p : m.parameters()) b += static_cast<int64_t>(p.nbytes());
-  for (const auto& kv : m.named_buffers()) b += static_cast<int64_t>(kv.second.nbytes());
-  return b;
-}
-
 // Elements of block b's gradients after one step (what its all-reduce moves), from a 2-row step of a fresh
 // student: every rank gets the same count because fresh students sample the same path.
 std::vector<int64_t> gradient_elements(const RunContext& ctx, const Worker& worker) {
@@ -233,6 +226,13 @@ void measure_all_reduces(const RunContext& ctx, const ProfileOptions& o, Worker&
 }
 
 }  // namespace
+
+int64_t param_bytes(const models::Module& m) {
+  int64_t b = 0;
+  for (const Tensor& p : m.parameters()) b += static_cast<int64_t>(p.nbytes());
+  for (const auto& kv : m.named_buffers()) b += static_cast<int64_t>(kv.second.nbytes());
+  return b;
+}
 
 BlockProfile profile_blocks(const RunContext& ctx, const ProfileOptions& o, Worker& worker, Communicator& world) {
   TD_CHECK(o.trials >= 1 && o.warmup >= 0, "profiling needs at least one trial");

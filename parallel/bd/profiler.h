@@ -20,6 +20,9 @@ struct ProfileOptions {
   int max_replicas = 0;  // G (0: the number of workers)
 };
 
+// Bytes of a module's parameters and buffers (a block's share of a worker's memory besides its activations).
+int64_t param_bytes(const models::Module& m);
+
 // SPMD: every rank of `world` calls it. Rank r measures the factors g with (g - 1) % world.size() == r
 // (GPU workers all at once, like Pipe-BD's profiler; CPU workers, which share the host's cores, one after
 // another), ranks 0 and 1 time the relays, the first g ranks each all-reduce; the tables are then summed over

@@ -89,6 +89,11 @@ BlockProfile extend_profile(const BlockProfile& p, int max_g) {
     out.allreduce_s.push_back(ar);
     out.memory.push_back(mem);
     if (!p.load_s.empty()) out.load_s.push_back(load.at(rows(g)));
+    // The launches do not change with the rows.
+    if (!p.teacher_host_s.empty()) {
+      out.teacher_host_s.push_back(p.teacher_host_s.back());
+      out.student_host_s.push_back(p.student_host_s.back());
+    }
   }
   return out;
 }
@@ -127,7 +132,9 @@ std::vector<Projection> project(const BlockProfile& profile, const std::vector<i
       r.used = layout.workers;
       r.strategy = layout.strategy;
       r.layout = layout.describe();
-      r.makespan_s = simulate(d.schedule).makespan_s;
+      // Launches are asynchronous: the host runs ahead of the GPU unless its launches take longer than the
+      // GPU's work, and then the GPU waits for them.
+      r.makespan_s = std::max(simulate(d.schedule).makespan_s, host_work_s(d, p));
       r.peak_memory = memory;
       if (layout.strategy == Strategy::DP) dp_time = r.makespan_s;
       out.push_back(r);

@@ -16,7 +16,8 @@ namespace bd {
 // The profile for replication factors 1..max_g. Measured factors are kept; beyond them, per block, compute
 // times and memory follow t(b) = a + c b in the per-worker batch b = B/g (least squares over the measured
 // factors, a and c clamped at 0), loads likewise, and all-reduce times follow a + c (g - 1) / g fitted over
-// the measured g >= 2 (the ring all-reduce's bandwidth term; with one measured g, c alone). Needs
+// the measured g >= 2 (the ring all-reduce's bandwidth term; with one measured g, c alone); host times (when
+// modelled) are the last measured factor's, since the launches do not change with the rows. Needs
 // profile.batch.
 BlockProfile extend_profile(const BlockProfile& profile, int max_g);
 
@@ -25,7 +26,7 @@ struct Projection {
   int used = 0;     // workers the strategy's layout occupies (pipelines: at most one per block)
   Strategy strategy = Strategy::DP;
   std::string layout;
-  double makespan_s = 0;    // simulated time of `steps` steps of every block
+  double makespan_s = 0;    // simulated time of `steps` steps of every block, or the host's launches if longer
   double speedup = 0;       // DP's makespan on the same workers over this one
   int64_t peak_memory = 0;  // the layout's largest per-worker memory estimate (0 for DP and LS)
 };

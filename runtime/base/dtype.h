@@ -16,6 +16,9 @@ DType parse_dtype(const std::string& s);  // inverse of dtype_name; throws Value
 bool is_floating(DType t);                // f32, f64, f16, bf16
 // Types the math kernels compute in (f16/bf16 are storage types: convert with .to(F32)).
 inline bool is_compute_float(DType t) { return t == DType::F32 || t == DType::F64; }
+// Types a gradient flows through: the compute types and bf16 (elementwise kernels and casts take it, computing
+// in f32).
+inline bool carries_grad(DType t) { return is_compute_float(t) || t == DType::BF16; }
 
 // C++ type -> DType.
 template <typename T>

@@ -68,4 +68,13 @@ TD_HOST_DEVICE uint16_t float_to_bf16(float f) {
 
 TD_HOST_DEVICE float bf16_to_float(uint16_t b) { return bits_float(static_cast<uint32_t>(b) << 16); }
 
+// A bf16 element as kernels hold it in memory (bf16 storage, f32 math): reading one widens it to f32 exactly,
+// making one rounds an f32 to nearest even.
+struct BFloat16 {
+  uint16_t bits;
+  BFloat16() = default;
+  TD_HOST_DEVICE explicit BFloat16(float f) : bits(float_to_bf16(f)) {}
+  TD_HOST_DEVICE explicit operator float() const { return bf16_to_float(bits); }
+};
+
 }  // namespace tandem

@@ -170,6 +170,43 @@ struct BatchNormBackwardArgs {
   }
 };
 
+// y = act(batch_norm(x) + residual) in one pass over y (ResNet's last batch norm of a block, conv-bn-relu(6));
+// residual may be null. The batch norm part is bn's, with bn.y the activated output.
+template <class BnArgs>
+struct BatchNormActArgs {
+  BnArgs bn;
+  const void* residual;
+  BnActivation act;
+  template <class F>
+  void operands(F&& f) const {
+    bn.operands(f);
+    f(Operand::read("residual", residual, bn.g.dtype, bn.g.n * bn.g.c * bn.g.hw));
+  }
+};
+using BatchNormActTrainArgs = BatchNormActArgs<BatchNormTrainArgs>;
+using BatchNormActEvalArgs = BatchNormActArgs<BatchNormEvalArgs>;
+
+// The backward of BatchNormAct*: bn.dy is the gradient of the activated output y, masked by the activation's
+// derivative read from y (0 < y, and y < 6 for ReLU6) before batch norm's backward. The masked gradient is the
+// residual's: written to dresidual (may be null), or added to it in place with accumulate_dresidual.
+struct BatchNormActBackwardArgs {
+  BatchNormBackwardArgs bn;
+  const void* y;
+  BnActivation act;
+  bool accumulate_dresidual;
+  void* dresidual;
+  template <class F>
+  void operands(F&& f) const {
+    bn.operands(f);
+    const int64_t n = bn.g.n * bn.g.c * bn.g.hw;
+    f(Operand::read("y", y, bn.g.dtype, n));
+    if (accumulate_dresidual)
+      f(Operand::update("dresidual", dresidual, bn.g.dtype, n));
+    else
+      f(Operand::write("dresidual", dresidual, bn.g.dtype, n));
+  }
+};
+
 // Max pooling; `indices` (i32) receives the position h * w_in + w of each maximum within its plane.
 struct MaxPool2dForwardArgs {
   Pool2dGeometry g;
@@ -284,20 +321,23 @@ struct AdamStepArgs {
 };
 
 // X(method, Args) for every NNBackend method.
-#define TD_NN_BACKEND_METHODS(X)                      \
-  X(conv2d_forward, Conv2dForwardArgs)                \
-  X(conv2d_backward_data, Conv2dBackwardDataArgs)     \
-  X(conv2d_backward_weight, Conv2dBackwardWeightArgs) \
-  X(batch_norm_forward_train, BatchNormTrainArgs)     \
-  X(batch_norm_forward_eval, BatchNormEvalArgs)       \
-  X(batch_norm_backward, BatchNormBackwardArgs)       \
-  X(max_pool2d_forward, MaxPool2dForwardArgs)         \
-  X(max_pool2d_backward, MaxPool2dBackwardArgs)       \
-  X(avg_pool2d_forward, AvgPool2dForwardArgs)         \
-  X(avg_pool2d_backward, AvgPool2dBackwardArgs)       \
-  X(dropout_mask, DropoutMaskArgs)                    \
-  X(masked_scale, MaskedScaleArgs)                    \
-  X(sgd_step, SgdStepArgs)                            \
+#define TD_NN_BACKEND_METHODS(X)                         \
+  X(conv2d_forward, Conv2dForwardArgs)                   \
+  X(conv2d_backward_data, Conv2dBackwardDataArgs)        \
+  X(conv2d_backward_weight, Conv2dBackwardWeightArgs)    \
+  X(batch_norm_forward_train, BatchNormTrainArgs)        \
+  X(batch_norm_forward_eval, BatchNormEvalArgs)          \
+  X(batch_norm_backward, BatchNormBackwardArgs)          \
+  X(batch_norm_act_forward_train, BatchNormActTrainArgs) \
+  X(batch_norm_act_forward_eval, BatchNormActEvalArgs)   \
+  X(batch_norm_act_backward, BatchNormActBackwardArgs)   \
+  X(max_pool2d_forward, MaxPool2dForwardArgs)            \
+  X(max_pool2d_backward, MaxPool2dBackwardArgs)          \
+  X(avg_pool2d_forward, AvgPool2dForwardArgs)            \
+  X(avg_pool2d_backward, AvgPool2dBackwardArgs)          \
+  X(dropout_mask, DropoutMaskArgs)                       \
+  X(masked_scale, MaskedScaleArgs)                       \
+  X(sgd_step, SgdStepArgs)                               \
   X(adam_step, AdamStepArgs)
 
 class NNBackend {

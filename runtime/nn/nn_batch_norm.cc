@@ -26,9 +26,11 @@ void check_channel_vector(const Tensor& t, const char* what, const Tensor& x) {
 }
 }  // namespace
 
-Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
-                  const Tensor& running_var, bool training, double momentum, double eps) {
-  ProfileScope scope("batch_norm");
+namespace {
+
+// Checks batch_norm's arguments and returns x's geometry.
+BatchNormGeometry checked_geometry(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                   const Tensor& running_mean, const Tensor& running_var, bool training, double eps) {
   TD_CHECK(x.defined(), "batch_norm: the input is undefined");
   check_float(x, "batch_norm");
   TD_CHECK_SHAPE(x.dim() == 4 || x.dim() == 2, "batch_norm needs a [N, C, H, W] or [N, C] input, got ",
@@ -53,6 +55,25 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
   g.hw = x.dim() == 4 ? x.shape()[2] * x.shape()[3] : 1;
   TD_CHECK_SHAPE(!training || g.n * g.hw > 1, "batch_norm in training needs more than one value per channel, got ",
                  "an input of shape ", shape_str(x.shape()));
+  return g;
+}
+
+// batch_norm and batch_norm_act: act(batch_norm(x) + residual), through the plain kernels when there is nothing
+// to fuse (act None, no residual).
+Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                       const Tensor& running_var, const Tensor& residual, BnActivation act, bool training,
+                       double momentum, double eps) {
+  const BatchNormGeometry g = checked_geometry(x, weight, bias, running_mean, running_var, training, eps);
+  const bool fused = act != BnActivation::None || residual.defined();
+  Tensor rd;
+  if (residual.defined()) {
+    check_same_device({x, residual}, "batch_norm_act");
+    TD_CHECK_DTYPE(residual.dtype() == x.dtype(), "batch_norm_act: the residual is ", dtype_name(residual.dtype()),
+                   " but the input is ", dtype_name(x.dtype()));
+    TD_CHECK_SHAPE(residual.shape() == x.shape(), "batch_norm_act: the residual must have the input's shape ",
+                   shape_str(x.shape()), ", got ", shape_str(residual.shape()));
+    rd = dense_in_format(residual, g.channels_last);
+  }
 
   Tensor xd = dense_in_format(x, g.channels_last);
   Tensor wd = weight.defined() ? weight.contiguous() : Tensor();
@@ -67,44 +88,92 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
     Tensor stats = empty({2, g.c}, opts);
     mean = stats.select(0, 0);
     invstd = stats.select(0, 1);
-    nn.batch_norm_forward_train(
-        {g, xd.raw_data(), ptr_or_null(wd), ptr_or_null(bd), eps, momentum,
-         running_mean.defined() ? running_mean.raw_data() : nullptr,
-         running_var.defined() ? running_var.raw_data() : nullptr, y.raw_data(), mean.raw_data(), invstd.raw_data()},
-        stream);
+    BatchNormTrainArgs a{g,
+                         xd.raw_data(),
+                         ptr_or_null(wd),
+                         ptr_or_null(bd),
+                         eps,
+                         momentum,
+                         running_mean.defined() ? running_mean.raw_data() : nullptr,
+                         running_var.defined() ? running_var.raw_data() : nullptr,
+                         y.raw_data(),
+                         mean.raw_data(),
+                         invstd.raw_data()};
+    if (fused)
+      nn.batch_norm_act_forward_train({a, ptr_or_null(rd), act}, stream);
+    else
+      nn.batch_norm_forward_train(a, stream);
     if (running_mean.defined()) {
       running_mean.storage().bump_version();
       running_var.storage().bump_version();
     }
   } else if (x.numel() > 0) {
-    nn.batch_norm_forward_eval({g, xd.raw_data(), ptr_or_null(wd), ptr_or_null(bd), running_mean.raw_data(),
-                                running_var.raw_data(), eps, y.raw_data()},
-                               stream);
+    BatchNormEvalArgs a{
+        g,   xd.raw_data(), ptr_or_null(wd), ptr_or_null(bd), running_mean.raw_data(), running_var.raw_data(),
+        eps, y.raw_data()};
+    if (fused)
+      nn.batch_norm_act_forward_eval({a, ptr_or_null(rd), act}, stream);
+    else
+      nn.batch_norm_forward_eval(a, stream);
   }
 
   std::vector<Tensor> inputs{x, weight, bias};
+  if (residual.defined()) inputs.push_back(residual);
   if (autograd::any_requires_grad(inputs)) {
     SavedTensor sx(xd), sw(wd), smean(training ? mean : running_mean), sstat(training ? invstd : running_var);
+    SavedTensor sy(fused && act != BnActivation::None ? y : Tensor());
+    const bool has_residual = residual.defined();
     autograd::record(
-        "batch_norm", inputs, {y},
-        [g, sx, sw, smean, sstat, training, eps](std::vector<Tensor>& grads, const std::vector<bool>& need) {
+        fused ? "batch_norm_act" : "batch_norm", inputs, {y},
+        [g, sx, sw, smean, sstat, sy, training, eps, fused, act, has_residual](std::vector<Tensor>& grads,
+                                                                               const std::vector<bool>& need) {
           Tensor xv = sx.unpack("batch_norm"), wv = sw.unpack("batch_norm"), mv = smean.unpack("batch_norm");
           Tensor is = sstat.unpack("batch_norm");
+          Tensor yv = sy.defined() ? sy.unpack("batch_norm_act") : Tensor();
           if (!training) is = rdiv(1.0, sqrt(add(is, eps)));
           Tensor gy = dense_in_format(grads[0], g.channels_last);
           TensorOptions opts = gy.options();
-          std::vector<Tensor> out(3);
+          std::vector<Tensor> out(has_residual ? 4 : 3);
           if (need[0]) out[0] = empty_in_format(xv.shape(), opts, g.channels_last);
           if (need[1]) out[1] = empty({g.c}, opts);
           if (need[2]) out[2] = empty({g.c}, opts);
-          nn_backend_for(gy.device())
-              .batch_norm_backward({g, training, xv.raw_data(), gy.raw_data(), ptr_or_null(wv), mv.raw_data(),
-                                    is.raw_data(), ptr_or_null(out[0]), ptr_or_null(out[1]), ptr_or_null(out[2])},
-                                   current_stream(gy.device()));
+          if (has_residual && need[3]) out[3] = empty_in_format(xv.shape(), opts, g.channels_last);
+          BatchNormBackwardArgs a{g,
+                                  training,
+                                  xv.raw_data(),
+                                  gy.raw_data(),
+                                  ptr_or_null(wv),
+                                  mv.raw_data(),
+                                  is.raw_data(),
+                                  ptr_or_null(out[0]),
+                                  ptr_or_null(out[1]),
+                                  ptr_or_null(out[2])};
+          NNBackend& nn = nn_backend_for(gy.device());
+          if (fused)
+            nn.batch_norm_act_backward({a, ptr_or_null(yv), act, false, has_residual ? ptr_or_null(out[3]) : nullptr},
+                                       current_stream(gy.device()));
+          else
+            nn.batch_norm_backward(a, current_stream(gy.device()));
           return out;
         });
   }
   return y;
+}
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                  const Tensor& running_var, bool training, double momentum, double eps) {
+  ProfileScope scope("batch_norm");
+  return batch_norm_impl(x, weight, bias, running_mean, running_var, Tensor(), BnActivation::None, training, momentum,
+                         eps);
+}
+
+Tensor batch_norm_act(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                      const Tensor& running_var, const Tensor& residual, BnActivation act, bool training,
+                      double momentum, double eps) {
+  ProfileScope scope("batch_norm_act");
+  return batch_norm_impl(x, weight, bias, running_mean, running_var, residual, act, training, momentum, eps);
 }
 
 }  // namespace tandem

@@ -5,6 +5,7 @@
 #include "runtime/nn/nn_ops.h"
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
+#include "runtime/tensor/precision.h"
 #include "runtime/tensor/profiler.h"
 #include "runtime/tensor/tensor_desc.h"
 
@@ -59,11 +60,12 @@ Conv2dGeometry conv_geometry(const Tensor& x, const Tensor& weight, const Conv2d
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dOptions& o) {
   ProfileScope scope("conv2d");
+  if (lowers_to_bf16({&x, &weight, &bias})) return conv2d(bf16_operand(x), bf16_operand(weight), bf16_operand(bias), o);
   std::vector<Tensor> operands{x, weight};
   if (bias.defined()) operands.push_back(bias);
   check_same_device(operands, "conv2d");
   check_same_dtype(operands, "conv2d");
-  check_float(x, "conv2d");
+  check_float_or_bf16(x, "conv2d");
   TD_CHECK_SHAPE(x.dim() == 4, "conv2d: input must be 4-D [N, C, H, W], got ", shape_str(x.shape()));
   TD_CHECK_SHAPE(weight.dim() == 4, "conv2d: weight must be 4-D [O, C / groups, kh, kw], got ",
                  shape_str(weight.shape()));
@@ -81,9 +83,17 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
       y.fill_(0.0);
       if (bd.defined()) y = add(y, bd.view({1, g.o, 1, 1}));
     } else {
+      // bf16: the convolution's result is rounded, then the bias added (rounded again) as an elementwise op, on
+      // both backends: cuDNN's bf16 convolution stores its result before a bias can be added.
+      const bool bias_apart = bd.defined() && g.dtype == DType::BF16;
       nn_backend_for(x.device())
-          .conv2d_forward({g, xd.raw_data(), wd.raw_data(), bd.defined() ? bd.raw_data() : nullptr, y.raw_data()},
-                          current_stream(x.device()));
+          .conv2d_forward(
+              {g, xd.raw_data(), wd.raw_data(), bd.defined() && !bias_apart ? bd.raw_data() : nullptr, y.raw_data()},
+              current_stream(x.device()));
+      if (bias_apart) {
+        autograd::NoGradGuard ng;
+        add_(y, bd.view({1, g.o, 1, 1}));
+      }
     }
   }
   if (autograd::any_requires_grad(operands)) {

@@ -40,6 +40,15 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                   const Tensor& running_var, bool training, double momentum, double eps);
 
+// The activation a fused batch norm applies after its affine and the residual's add.
+enum class BnActivation : int32_t { None, Relu, Relu6 };
+// act(batch_norm(x) + residual) in one pass (residual: x's shape, or undefined for none), as batch_norm followed
+// by add and relu/relu6 but without their passes over memory; backward masks the gradient once and hands the
+// masked gradient to the residual.
+Tensor batch_norm_act(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                      const Tensor& running_var, const Tensor& residual, BnActivation act, bool training,
+                      double momentum, double eps);
+
 struct Pool2dOptions {
   int64_t kernel_h = 2, kernel_w = 2;
   int64_t stride_h = 2, stride_w = 2;

@@ -25,7 +25,7 @@ int64_t pooled_size(int64_t in, int64_t k, int64_t s, int64_t p, bool ceil_mode)
 
 Pool2dGeometry pool_geometry(const char* op, const Tensor& x, const Pool2dOptions& o) {
   TD_CHECK(x.defined(), op, ": the input is undefined");
-  check_float(x, op);
+  check_float_or_bf16(x, op);
   TD_CHECK_SHAPE(x.dim() == 4, op, " needs a 4-D [N, C, H, W] input, got ", shape_str(x.shape()));
   TD_CHECK(o.kernel_h >= 1 && o.kernel_w >= 1, op, ": kernel size must be >= 1, got (", o.kernel_h, ", ", o.kernel_w,
            ")");

@@ -124,7 +124,7 @@ void record(const std::string& name, const std::vector<Tensor>& inputs, const st
   for (size_t i = 0; i < outputs.size(); ++i) {
     Tensor o = outputs[i];  // a handle: autograd's fields are the shared tensor's
     node->outputs().push_back({o.shape(), o.dtype(), o.device()});
-    if (!is_compute_float(o.dtype())) continue;  // integer outputs (indices) carry no gradient
+    if (!carries_grad(o.dtype())) continue;  // integer outputs (indices) carry no gradient
     o.set_grad_fn(node, static_cast<int>(i));
   }
 }

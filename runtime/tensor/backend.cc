@@ -80,6 +80,11 @@ void check_same_dtype(const std::vector<Tensor>& ts, const char* op) {
                    " and ", dtype_name(ts[i].dtype()), "); convert with .to(dtype)");
 }
 
+void check_float_or_bf16(const Tensor& t, const char* op) {
+  TD_CHECK_DTYPE(is_compute_float(t.dtype()) || t.dtype() == DType::BF16, op, " needs an f32, f64 or bf16 tensor, got ",
+                 dtype_name(t.dtype()), " (convert with .to(DType::F32))");
+}
+
 void check_float(const Tensor& t, const char* op) {
   TD_CHECK_DTYPE(is_compute_float(t.dtype()), op, " needs an f32 or f64 tensor, got ", dtype_name(t.dtype()),
                  " (convert with .to(DType::F32))");

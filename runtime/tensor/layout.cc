@@ -5,6 +5,7 @@
 #include <atomic>
 #include <numeric>
 
+#include "runtime/base/error.h"
 #include "runtime/tensor/autograd.h"
 
 namespace tandem {
@@ -13,16 +14,19 @@ namespace {
 std::atomic<int64_t> g_layout_conversions{0};
 }  // namespace
 
+// Without allocating: walk the dims of size > 1 from the innermost, each one's stride the product of the sizes
+// inside it. A dim can match only once, since the expected stride grows with each match.
 bool is_dense(const Shape& shape, const Shape& strides) {
-  std::vector<size_t> dims;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] == 0) return false;
-    if (shape[i] != 1) dims.push_back(i);
+  size_t remaining = 0;
+  for (int64_t s : shape) {
+    if (s == 0) return false;
+    if (s != 1) ++remaining;
   }
-  std::sort(dims.begin(), dims.end(), [&](size_t a, size_t b) { return strides[a] < strides[b]; });
   int64_t expected = 1;
-  for (size_t d : dims) {
-    if (strides[d] != expected) return false;
+  for (; remaining > 0; --remaining) {
+    size_t d = 0;
+    while (d < shape.size() && (shape[d] == 1 || strides[d] != expected)) ++d;
+    if (d == shape.size()) return false;
     expected *= shape[d];
   }
   return true;
@@ -45,15 +49,17 @@ Tensor in_layout_of(const Tensor& t, const Tensor& ref) {
   return out;
 }
 
-std::vector<int> memory_order(const Tensor& t) {
-  std::vector<int> order(static_cast<size_t>(t.dim()));
-  std::iota(order.begin(), order.end(), 0);
+DimOrder memory_order(const Tensor& t) {
+  TD_CHECK(t.dim() <= kMaxDims, "memory_order: ", t.dim(), " dims, at most ", kMaxDims, " supported");
+  DimOrder order;
+  order.size = static_cast<int>(t.dim());
+  std::iota(order.dims, order.dims + order.size, 0);
   const Shape& st = t.strides();
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return st[a] > st[b]; });
+  std::stable_sort(order.dims, order.dims + order.size, [&](int a, int b) { return st[a] > st[b]; });
   return order;
 }
 
-StridedDesc permute_desc(const StridedDesc& d, const std::vector<int>& order) {
+StridedDesc permute_desc(const StridedDesc& d, const DimOrder& order) {
   StridedDesc out;
   out.ndim = d.ndim;
   for (int i = 0; i < d.ndim; ++i) {

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
 
 #include "runtime/tensor/backend.h"
 #include "runtime/tensor/tensor.h"
@@ -21,11 +20,19 @@ bool same_layout(const Tensor& a, const Tensor& b);
 // t (of ref's shape) in ref's layout (contiguous when ref is not dense): t itself when it already is, else a copy
 // (no autograd).
 Tensor in_layout_of(const Tensor& t, const Tensor& ref);
+// A permutation of at most kMaxDims dims, held inline: elementwise ops compute one per call.
+struct DimOrder {
+  int dims[kMaxDims] = {};
+  int size = 0;
+  const int* begin() const { return dims; }
+  const int* end() const { return dims + size; }
+  int operator[](int i) const { return dims[i]; }
+};
 // t's dims from the outermost to the innermost in memory (strides descending; ties, which only size-1 dims and
-// broadcast dims have, in dim order).
-std::vector<int> memory_order(const Tensor& t);
+// broadcast dims have, in dim order). t has at most kMaxDims dims.
+DimOrder memory_order(const Tensor& t);
 // d with its dims permuted: dim i of the result is dim order[i] of d.
-StridedDesc permute_desc(const StridedDesc& d, const std::vector<int>& order);
+StridedDesc permute_desc(const StridedDesc& d, const DimOrder& order);
 
 // Copies of a dense tensor into a dense tensor of another layout (Tensor::copy_ counts them; contiguous(),
 // clone() of another layout, to_channels_last and to_nchw copy through it). Process-wide, for tests that check a

@@ -23,13 +23,13 @@ Tensor elementwise_output(const std::vector<Tensor>& operands, const Shape& shap
 }
 
 // t described in `out`'s shape and memory order (out contiguous in that order, as the kernels want it).
-StridedDesc desc_in_order(const Tensor& t, const Tensor& out, const std::vector<int>& order) {
+StridedDesc desc_in_order(const Tensor& t, const Tensor& out, const DimOrder& order) {
   return permute_desc(broadcast_desc(t, out.shape()), order);
 }
 
 // out = a op b; out is dense and of the broadcast shape.
 void run_binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-  std::vector<int> order = memory_order(out);
+  const DimOrder order = memory_order(out);
   backend_of(a).binary({op, a.dtype(), a.raw_data(), desc_in_order(a, out, order), b.raw_data(),
                         desc_in_order(b, out, order), out.raw_data(), desc_in_order(out, out, order)},
                        current_stream(a.device()));
@@ -39,7 +39,7 @@ Tensor binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, const char*
   ProfileScope scope(name);
   check_same_device({a, b}, name);
   check_same_dtype({a, b}, name);
-  if (!is_comparison(op)) check_float(a, name);
+  if (!is_comparison(op)) check_float_or_bf16(a, name);
   Shape out_shape = broadcast_shapes(a.shape(), b.shape(), name);
   Tensor out = elementwise_output({a, b}, out_shape, a.options().with_dtype(is_comparison(op) ? DType::U8 : a.dtype()));
   if (out.numel() > 0) run_binary(op, a, b, out);
@@ -49,7 +49,7 @@ Tensor binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, const char*
 // A dense tensor's elements are one flat array in memory, which the unary kernels run over in any layout.
 Tensor unary_forward(UnaryOp op, const Tensor& x, UnaryParams p, const char* name) {
   ProfileScope scope(name);
-  check_float(x, name);
+  check_float_or_bf16(x, name);
   Tensor xd = is_dense(x) ? x : x.contiguous();
   Tensor y = empty_like(xd);
   if (y.numel() > 0)
@@ -198,7 +198,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   Shape s = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
   Tensor out = elementwise_output({a, b, cond}, s, a.options());
   if (out.numel() > 0) {
-    std::vector<int> order = memory_order(out);
+    const DimOrder order = memory_order(out);
     backend_of(a).where(
         {cond.raw_data(), desc_in_order(cond, out, order), a.dtype(), a.raw_data(), desc_in_order(a, out, order),
          b.raw_data(), desc_in_order(b, out, order), out.raw_data(), desc_in_order(out, out, order)},
@@ -225,7 +225,7 @@ Tensor& add_(Tensor& x, const Tensor& y, double alpha) {
   autograd::check_inplace(x, "add_");
   check_same_device({x, y}, "add_");
   check_same_dtype({x, y}, "add_");
-  check_float(x, "add_");
+  check_float_or_bf16(x, "add_");
   TD_CHECK_SHAPE(broadcast_shapes(x.shape(), y.shape(), "add_") == x.shape(), "add_: ", shape_str(y.shape()),
                  " does not broadcast to the destination's shape ", shape_str(x.shape()));
   autograd::NoGradGuard ng;
@@ -241,7 +241,7 @@ Tensor& add_(Tensor& x, const Tensor& y, double alpha) {
 
 Tensor& mul_(Tensor& x, double value) {
   autograd::check_inplace(x, "mul_");
-  check_float(x, "mul_");
+  check_float_or_bf16(x, "mul_");
   if (!is_dense(x)) {
     autograd::NoGradGuard ng;
     x.copy_(mul(x, value));

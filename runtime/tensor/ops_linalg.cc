@@ -2,6 +2,7 @@
 #include "runtime/base/error.h"
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
+#include "runtime/tensor/precision.h"
 #include "runtime/tensor/profiler.h"
 #include "runtime/tensor/tensor_desc.h"
 
@@ -64,9 +65,10 @@ Tensor gemm_forward(const Tensor& a, const Tensor& b) {
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   ProfileScope scope("matmul");
+  if (lowers_to_bf16({&a, &b})) return matmul(bf16_operand(a), bf16_operand(b));
   check_same_device({a, b}, "matmul");
   check_same_dtype({a, b}, "matmul");
-  check_float(a, "matmul");
+  check_float_or_bf16(a, "matmul");
   TD_CHECK_SHAPE(a.dim() >= 2 && b.dim() >= 2, "matmul needs operands with at least 2 dims, got ", shape_str(a.shape()),
                  " and ", shape_str(b.shape()));
   TD_CHECK_SHAPE(a.shape().back() == b.shape()[b.dim() - 2], "matmul: inner dimensions differ: ", shape_str(a.shape()),
@@ -114,7 +116,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (bias.defined()) {
     TD_CHECK_SHAPE(bias.dim() == 1 && bias.shape()[0] == weight.shape()[0], "linear: bias must be [", weight.shape()[0],
                    "], got ", shape_str(bias.shape()));
-    y = add(y, bias);
+    y = add(y, y.dtype() == DType::BF16 ? bf16_operand(bias) : bias);
   }
   return y;
 }

@@ -116,6 +116,9 @@ Tensor maybe_squeeze(const Tensor& t, const Shape& target) { return t.shape() ==
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   ProfileScope scope("sum");
+  // bf16 sums (bias and broadcast gradients) accumulate in f32 and are rounded once: there are no bf16 reduction
+  // kernels.
+  if (x.defined() && x.dtype() == DType::BF16) return sum(x.to(DType::F32), dims, keepdim).to(DType::BF16);
   check_float(x, "sum");
   auto d = reduction_dims(x, dims);
   Tensor y = maybe_squeeze(reduce_raw(ReduceOp::Sum, x, d, false).values, reduced_shape(x.shape(), d, keepdim));

@@ -410,7 +410,7 @@ Tensor Tensor::to(DType t) const {
     autograd::NoGradGuard ng;
     out.copy_(*this);
   }
-  if (is_compute_float(t) && is_compute_float(dtype())) {
+  if (carries_grad(t) && carries_grad(dtype())) {
     DType from = dtype();
     autograd::record("to_dtype", {*this}, {out}, [from](std::vector<Tensor>& g, const std::vector<bool>&) {
       return std::vector<Tensor>{g[0].to(from)};
@@ -601,7 +601,7 @@ Tensor& Tensor::set_requires_grad(bool on) {
   TD_DEFINED();
   TD_CHECK_T(AutogradError, impl_->grad_fn == nullptr,
              "set_requires_grad is for leaf tensors; this tensor was computed by ", "an op (use detach() first)");
-  if (on) check_float(*this, "requires_grad");
+  if (on) check_float_or_bf16(*this, "requires_grad");
   impl_->requires_grad = on;
   return *this;
 }

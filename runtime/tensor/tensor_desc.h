@@ -16,6 +16,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 void check_same_device(const std::vector<Tensor>& ts, const char* op);
 void check_same_dtype(const std::vector<Tensor>& ts, const char* op);
 void check_float(const Tensor& t, const char* op);  // f32 or f64
+// f32, f64 or bf16: ops whose kernels store bf16 and compute in f32 (unary and binary arithmetic).
+void check_float_or_bf16(const Tensor& t, const char* op);
 // The backend of t's device.
 Backend& backend_of(const Tensor& t);
 

@@ -15,6 +15,7 @@ void apply(const ThreadContext& c) {
   set_memory_scopes(c.memory_scopes);
   if (c.intra_op_threads > 0) set_intra_op_threads(c.intra_op_threads);
   stream_check::set_current_context(c.check_context);
+  set_current_precision(c.precision);
 }
 }  // namespace
 
@@ -27,6 +28,7 @@ ThreadContext ThreadContext::capture() {
   c.memory_scopes = current_memory_scopes();
   c.intra_op_threads = tandem::intra_op_threads();
   c.check_context = stream_check::current_context();
+  c.precision = current_precision();
   return c;
 }
 

@@ -2,7 +2,8 @@
 // (as PyTorch's ThreadLocalState and ThreadLocalStateGuard), so that a helper thread works as the thread that
 // started it does: the current device and each device's current stream (stream.h), grad mode (autograd.h), the
 // memory category and memory scopes allocations are charged to (memory.h), the CPU kernels' intra-op threads
-// (parallel_for.h) and the stream checker's description of the work (stream_check.h). A layer above adds its own
+// (parallel_for.h), the stream checker's description of the work (stream_check.h) and the precision policy
+// (precision.h). A layer above adds its own
 // (parallel/worker_context.h: the run a worker's threads belong to). Not carried: a thread's own caches (oneDNN's
 // streams and buffers, the CUDA libraries' handles: each thread makes its own), parallel_for's nesting flag, and a
 // schedule lane's mark (LaneScope: the executor marks each lane itself).
@@ -16,6 +17,7 @@
 #include "runtime/base/non_copyable.h"
 #include "runtime/memory/memory.h"
 #include "runtime/memory/stream.h"
+#include "runtime/tensor/precision.h"
 
 namespace tandem {
 
@@ -27,6 +29,7 @@ struct ThreadContext {
   std::vector<std::shared_ptr<MemoryTracker>> memory_scopes;  // outermost first
   int intra_op_threads = 0;                                   // 0: the applying thread keeps its own
   std::shared_ptr<const std::string> check_context;           // null: none
+  Precision precision = Precision::F32;
 
   // The calling thread's.
   static ThreadContext capture();

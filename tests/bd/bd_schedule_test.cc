@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "data/split.h"
 #include "parallel/bd/bd_schedule.h"
@@ -263,6 +264,61 @@ TEST(Projection, MatchesClosedFormsForUniformStagesAndOneSlowStage) {
       EXPECT_NEAR(by[Strategy::AHD].speedup, dp / ahd, 1e-9) << "slow block " << slow;
     }
   }
+}
+
+// Workers that are threads of one process launch through its one launch path, so a run takes at least all
+// their launches' host time (host_work_s): DP launches, on each of its w workers and every step, the teacher
+// blocks up to b before each block b's student (as in MatchesClosedFormsForUniformStagesAndOneSlowStage); a
+// pipeline of one block per stage launches each block once a step. Host times do not depend on the rows, so
+// an extended profile repeats the last factor's; they survive the profile's JSON.
+TEST(Projection, TheHostLaunchesOfAllWorkersAddUpAndBoundTheMakespan) {
+  Generator gen(tandem::testing::fresh_seed());
+  const int k = 4, w = 4, n = 8;
+  BlockProfile p;
+  p.batch = 64;
+  p.relay_s = {0.001, 0.001, 0.001, 0};
+  std::vector<double> th, sh;
+  double dp_host = 0, pipeline_host = 0;
+  for (int b = 0; b < k; ++b) {
+    th.push_back(0.004 * (1 + gen.uniform()));
+    sh.push_back(0.020 * (1 + gen.uniform()));
+    dp_host += n * w * ((k - b) * th[b] + sh[b]);  // teacher block b runs before students b..k-1
+    pipeline_host += n * (th[b] + sh[b]);
+  }
+  for (int g = 1; g <= w; ++g) {
+    p.teacher_s.push_back(std::vector<double>(k, 0.002 / g));
+    p.student_s.push_back(std::vector<double>(k, 0.010 / g));
+    p.allreduce_s.push_back(std::vector<double>(k, g == 1 ? 0 : 0.05));  // AHD: one block per stage
+    p.memory.push_back(std::vector<int64_t>(k, 1 << 20));
+  }
+  std::map<Strategy, Projection> gpu, host;
+  for (const Projection& x : project(p, {w}, n, row_bytes(k))) gpu[x.strategy] = x;
+  p.teacher_host_s.assign(w, th);
+  p.student_host_s.assign(w, sh);
+  for (const Projection& x : project(p, {w}, n, row_bytes(k))) host[x.strategy] = x;
+  ASSERT_GT(dp_host, gpu[Strategy::DP].makespan_s);
+  ASSERT_GT(pipeline_host, gpu[Strategy::AHD].makespan_s);
+  EXPECT_EQ(host[Strategy::AHD].layout, "TR+DPU+AHD: [blocks 0]x1 [blocks 1]x1 [blocks 2]x1 [blocks 3]x1");
+  EXPECT_NEAR(host[Strategy::DP].makespan_s, dp_host, 1e-12);
+  EXPECT_NEAR(host[Strategy::AHD].makespan_s, pipeline_host, 1e-12);
+  EXPECT_NEAR(host[Strategy::AHD].speedup, dp_host / pipeline_host, 1e-9);
+  // Host times far below the GPU's leave every makespan as the simulator's.
+  for (auto& row : p.student_host_s)
+    for (double& v : row) v *= 1e-4;
+  for (auto& row : p.teacher_host_s)
+    for (double& v : row) v *= 1e-4;
+  for (const Projection& x : project(p, {w}, n, row_bytes(k)))
+    EXPECT_DOUBLE_EQ(x.makespan_s, gpu[x.strategy].makespan_s) << strategy_name(x.strategy);
+
+  const BlockProfile ext = extend_profile(p, 8);
+  ASSERT_EQ(ext.student_host_s.size(), 8u);
+  EXPECT_EQ(ext.teacher_host_s[7], p.teacher_host_s[3]);
+  EXPECT_EQ(ext.student_host_s[7], p.student_host_s[3]);
+  const BlockProfile back = BlockProfile::from_json(p.to_json());
+  EXPECT_EQ(back.teacher_host_s, p.teacher_host_s);
+  EXPECT_EQ(back.student_host_s, p.student_host_s);
+  p.student_host_s.pop_back();
+  EXPECT_THROW(BlockProfile::from_json(p.to_json()), ValueError);
 }
 
 // Which planner model predicts the step time of the AHD schedule as executed (here: as the simulator times

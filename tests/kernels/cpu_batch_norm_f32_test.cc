@@ -1,8 +1,10 @@
 // The CPU's vectorized f32 NCHW batch norm (kernels/cpu/nn/batch_norm_f32.cc) against a plain f64 computation of
 // the textbook formulas, on fresh random shapes (planes shorter and longer than a vector, ragged tails) and
-// values with an offset mean; the same bits for any thread count; off with the fast kernels switched off.
+// values with an offset mean, with batch_norm_act's residual add and ReLU6 fused; the same bits for any thread count;
+// off with the fast kernels switched off.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -129,6 +131,58 @@ TEST(CpuBatchNormF32, EvaluationForwardAndBackwardMatchF64Formulas) {
           expect_near_rel(dx[j], k.dy[j] * static_cast<double>(invstd[c]), 1e-6, "dx");
         }
     if (::testing::Test::HasFailure()) return;
+  }
+}
+
+// batch_norm_act's epilogue in the same pass: y = act(bn(x) + r) with ReLU6 clamping at 0 and 6; backward masks
+// dy where y is not in (0, 6), adds the masked gradient to dresidual in place, and takes the masked gradient
+// through batch norm's backward.
+TEST(CpuBatchNormF32, FusedResidualAndRelu6MatchF64Formulas) {
+  std::mt19937_64 rng(testing::fresh_seed());
+  for (int trial = 0; trial < 30; ++trial) {
+    Case k = random_case(rng);
+    const BatchNormGeometry& g = k.g;
+    const double eps = 1e-5, m = static_cast<double>(g.n * g.hw);
+    std::normal_distribution<float> normal;
+    std::vector<float> r(k.x.size()), dres(k.x.size());
+    for (float& v : r) v = 3.f * normal(rng);  // some sums above 6, some below 0
+    for (float& v : dres) v = normal(rng);
+    const std::vector<float> dres0 = dres;
+    std::vector<float> y(k.x.size()), mean(g.c), invstd(g.c), dx(k.x.size()), dw(g.c), db(g.c);
+    ASSERT_TRUE(cpu::batch_norm_f32_forward_train(g, k.x.data(), k.w.data(), k.b.data(), eps, 0.1, nullptr, nullptr,
+                                                  y.data(), mean.data(), invstd.data(), r.data(), BnActivation::Relu6));
+    ASSERT_TRUE(cpu::batch_norm_f32_backward(g, true, k.x.data(), k.dy.data(), k.w.data(), mean.data(), invstd.data(),
+                                             dx.data(), dw.data(), db.data(),
+                                             {y.data(), BnActivation::Relu6, true, dres.data()}));
+    for (int64_t c = 0; c < g.c; ++c) {
+      const double mu = mean[c], is = invstd[c];
+      double sg = 0, sgx = 0;  // Σ g and Σ g xhat, g = dy where 0 < y < 6, else 0
+      std::vector<double> grad(static_cast<size_t>(g.n * g.hw));
+      for (int64_t i = 0; i < g.n; ++i)
+        for (int64_t p = 0; p < g.hw; ++p) {
+          const size_t j = at(g, i, c, p);
+          const double v = (k.x[j] - mu) * is * k.w[c] + k.b[c] + r[j];
+          expect_near_rel(y[j], std::min(6.0, std::max(0.0, v)), 1e-5, "y");
+          const double gj = y[j] > 0.f && y[j] < 6.f ? k.dy[j] : 0.0;
+          grad[static_cast<size_t>(i * g.hw + p)] = gj;
+          EXPECT_EQ(dres[j], dres0[j] + static_cast<float>(gj)) << "dresidual accumulated";
+          sg += gj;
+          sgx += gj * (k.x[j] - mu) * is;
+        }
+      expect_near_rel(db[c], sg, 1e-5, "dbias");
+      expect_near_rel(dw[c], sgx, 1e-5, "dweight");
+      for (int64_t i = 0; i < g.n; ++i)
+        for (int64_t p = 0; p < g.hw; ++p) {
+          const size_t j = at(g, i, c, p);
+          const double xhat = (k.x[j] - mu) * is, gj = grad[static_cast<size_t>(i * g.hw + p)];
+          const double terms = k.w[c] * is / m * (m * std::fabs(gj) + std::fabs(sg) + std::fabs(xhat * sgx));
+          EXPECT_LE(std::fabs(dx[j] - k.w[c] * is / m * (m * gj - sg - xhat * sgx)), 1e-6 * (1 + terms)) << "dx";
+        }
+    }
+    if (::testing::Test::HasFailure()) {
+      ADD_FAILURE() << "shape n=" << g.n << " c=" << g.c << " hw=" << g.hw;
+      return;
+    }
   }
 }
 

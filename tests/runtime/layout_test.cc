@@ -48,7 +48,55 @@ TEST(Layout, DenseMeansEveryElementOnceWithoutGaps) {
   // The strides of size-1 dims do not matter.
   EXPECT_TRUE(is_dense(Shape{4, 1, 3}, Shape{3, 100, 1}));
   EXPECT_TRUE(is_dense(Shape{1, 1}, Shape{7, 9}));
-  EXPECT_FALSE(is_dense(Shape{4, 3}, Shape{4, 1}));  // overlapping rows
+  EXPECT_FALSE(is_dense(Shape{2, 2}, Shape{1, 1}));  // two dims on one stride
+}
+
+// The definition itself as the reference: the offsets of all elements are 0 .. numel-1, each once. Random shapes of
+// up to 4 dims (sizes 1-3) with strides drawn from small values, permutations of dense strides among them.
+TEST(Layout, DenseAgreesWithTheOffsetsOfEveryElement) {
+  Generator gen(fresh_seed());
+  auto draw = [&](int64_t n) { return static_cast<int64_t>(gen.integer(static_cast<uint64_t>(n))); };
+  int dense_seen = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    const size_t ndim = static_cast<size_t>(1 + draw(4));
+    Shape shape(ndim), strides(ndim);
+    for (size_t i = 0; i < ndim; ++i) shape[i] = 1 + draw(3);
+    if (draw(2) == 0) {  // dense strides of a random dim order
+      std::vector<size_t> order(ndim);
+      for (size_t i = 0; i < ndim; ++i) order[i] = i;
+      for (size_t i = ndim; i > 1; --i)
+        std::swap(order[i - 1], order[static_cast<size_t>(draw(static_cast<int64_t>(i)))]);
+      int64_t s = 1;
+      for (size_t d : order) strides[d] = s, s *= shape[d];
+      if (draw(3) == 0)
+        strides[static_cast<size_t>(draw(static_cast<int64_t>(ndim)))] += 1 + draw(2);  // perhaps break it
+    } else {
+      for (size_t i = 0; i < ndim; ++i) strides[i] = draw(7);
+    }
+    int64_t numel = 1;
+    for (int64_t s : shape) numel *= s;
+    std::vector<int> hits(static_cast<size_t>(numel), 0);
+    bool in_range = true;
+    for (int64_t flat = 0; flat < numel; ++flat) {
+      int64_t rest = flat, offset = 0;
+      for (size_t i = ndim; i-- > 0;) offset += (rest % shape[i]) * strides[i], rest /= shape[i];
+      if (offset >= numel)
+        in_range = false;
+      else
+        ++hits[static_cast<size_t>(offset)];
+    }
+    bool expected = in_range;
+    for (int h : hits) expected = expected && h == 1;
+    dense_seen += expected;
+    ASSERT_EQ(is_dense(shape, strides), expected)
+        << "shape " << ::testing::PrintToString(shape) << " strides " << ::testing::PrintToString(strides);
+  }
+  EXPECT_GT(dense_seen, 300);
+}
+
+TEST(Layout, DenseViewsOfTensors) {
+  Generator gen(fresh_seed());
+  const Tensor x = randn({2, 3, 4, 5}, gen);
 
   const Tensor cl = channels_last({2, 3, 4, 5}, gen, Device::cpu());
   EXPECT_EQ(cl.strides(), nhwc({2, 3, 4, 5}));
@@ -58,8 +106,12 @@ TEST(Layout, DenseMeansEveryElementOnceWithoutGaps) {
   // [N, C, 1, 1] with NCHW or NHWC strides: the same memory order.
   const Tensor pooled = randn({2, 6, 1, 1}, gen);
   EXPECT_TRUE(same_layout(pooled, randn({2, 1, 1, 6}, gen).permute({0, 3, 1, 2})));
-  EXPECT_EQ(memory_order(cl), (std::vector<int>{0, 2, 3, 1}));
-  EXPECT_EQ(memory_order(x), (std::vector<int>{0, 1, 2, 3}));
+  auto order = [](const Tensor& t) {
+    const DimOrder o = memory_order(t);
+    return std::vector<int>(o.begin(), o.end());
+  };
+  EXPECT_EQ(order(cl), (std::vector<int>{0, 2, 3, 1}));
+  EXPECT_EQ(order(x), (std::vector<int>{0, 1, 2, 3}));
 }
 
 class LayoutOn : public ::testing::TestWithParam<Device> {

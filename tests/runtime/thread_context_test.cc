@@ -25,6 +25,7 @@ struct Seen {
   std::vector<std::shared_ptr<MemoryTracker>> scopes;
   int threads = 0;
   std::string check_context;
+  Precision precision = Precision::F32;
 };
 
 Seen seen() {
@@ -34,6 +35,7 @@ Seen seen() {
   s.grad = autograd::grad_enabled();
   s.category = current_memory_category();
   s.scopes = current_memory_scopes();
+  s.precision = current_precision();
   s.threads = intra_op_threads();
   std::shared_ptr<const std::string> c = stream_check::current_context();
   s.check_context = c ? *c : "";
@@ -51,6 +53,7 @@ TEST(ThreadContext, CarriesEveryPartToAnotherThreadAndRestoresItsOwnAfter) {
     MemoryCategoryGuard category(MemoryCategory::Gradients);
     MemoryScope scope(tracker);
     stream_check::Context context("step 7");
+    PrecisionGuard precision(Precision::BF16);
     set_intra_op_threads(threads);
     captured = ThreadContext::capture();
     set_intra_op_threads(threads - 2);
@@ -75,6 +78,7 @@ TEST(ThreadContext, CarriesEveryPartToAnotherThreadAndRestoresItsOwnAfter) {
   EXPECT_EQ(inside.scopes[0], tracker);
   EXPECT_EQ(inside.threads, threads);
   EXPECT_EQ(inside.check_context, "step 7");
+  EXPECT_EQ(inside.precision, Precision::BF16);
   EXPECT_EQ(charged, 1024) << "an allocation on the other thread is charged to the carried scope and category";
 
   EXPECT_TRUE(after.cpu_stream == fresh.cpu_stream);
@@ -84,6 +88,7 @@ TEST(ThreadContext, CarriesEveryPartToAnotherThreadAndRestoresItsOwnAfter) {
   EXPECT_TRUE(after.scopes.empty());
   EXPECT_EQ(after.threads, fresh.threads);
   EXPECT_EQ(after.check_context, "");
+  EXPECT_EQ(after.precision, Precision::F32);
 }
 
 TEST(ThreadContext, GuardOnAThreadWithItsOwnStateRestoresIt) {

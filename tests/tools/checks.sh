@@ -1,4 +1,4 @@
-# The checks the shell tests of tools/gpu_bundle share (sourced): fail, has, lacks, finish, and $work, a scratch
+# The checks the shell tests of tests/tools share (sourced): fail, has, lacks, finish, and $work, a scratch
 # folder removed at exit.
 work="$(mktemp -d "${TEST_TMPDIR:-/tmp}/check.XXXXXX")"
 trap 'rm -rf "$work"' EXIT

@@ -57,7 +57,7 @@ help() {
 }
 
 train="$1" cyclic="$2" distill="$3" demo="$4" pack="$5" bd_bench="$6" cyclic_bench="$7" models_bench="$8"
-loader_bench="$9" kernels_bench="${10}" conv_api_bench="${11}"
+loader_bench="$9" kernels_bench="${10}" conv_api_bench="${11}" batch_norm_cpu_bench="${12}" fit="${13}"
 
 help "$train" train --model --dataset --epochs --stop-after --batch --lr --optimizer --momentum --weight-decay \
   --label-smoothing --schedule --transform --device --checkpoint --resume --seed --workers --steps-per-epoch \
@@ -70,8 +70,9 @@ expect "$train" 2 "train: --batch needs a value" --batch
 help "$cyclic" cyclic --model --dataset --train-transform --test-transform --subset --test-subset --rule \
   --micro-batches --stages --mode --sync --split --workers --batch --lr --momentum --weight-decay --nesterov \
   --lr-schedule --epochs --max-rounds --seed --out --log-every --record-rounds --eval-every --checkpoint --resume \
-  --loader-threads --simulate --simulate-rounds
+  --loader-threads --simulate --simulate-rounds --gpu --input
 expect "$cyclic" 2 "cyclic: --batch needs an integer >= 1, got '8x'" --batch 8x
+expect "$cyclic" 2 "cyclic: unknown modelled GPU 'a100' (known: h100, h200)" --simulate --gpu a100
 expect "$cyclic" 2 "cyclic: --eval-every needs a number >= 0, got '-1'" --eval-every=-1
 expect "$cyclic" 2 "cyclic: unknown flag '--colour'" --colour red
 
@@ -93,8 +94,10 @@ expect "$pack" 2 "pack: --shard-mb needs an integer >= 1, got '1e3'" --input syn
 expect "$pack" 2 "pack: unknown flag '--colour'" --input synthetic --output x --colour red
 
 help "$bd_bench" bd_bench --workload --input --batch --workers --steps --nas-teacher --compression-teacher --cells \
-  --project --profile-trials --plan-model --json
+  --project --profile-trials --plan-model --json --project-gpus --gpu --sm-partitions
 expect "$bd_bench" 2 "bd_bench: --project needs an integer >= 1, got 'x'" --project 4,x
+expect "$bd_bench" 2 "bd_bench: unknown modelled GPU 'v100'" --project-gpus 4 --gpu v100
+expect "$bd_bench" 2 "bd_bench: --project-gpus needs an integer >= 1, got '0'" --project-gpus 0
 expect "$bd_bench" 2 "bd_bench: unknown plan model 'paper'" --plan-model paper
 expect "$bd_bench" 2 "bd_bench: unknown flag '--colour'" --colour red
 
@@ -103,7 +106,9 @@ expect "$cyclic_bench" 2 "cyclic_bench: --rounds needs an integer >= 1, got 'man
 expect "$cyclic_bench" 2 "cyclic_bench: --configs: bad config '4x'" --configs 2x2,4x
 expect "$cyclic_bench" 2 "cyclic_bench: unknown flag '--colour'" --colour red
 
-help "$models_bench" models_bench --device --batch --sizes --models --modes --nchw --min-time
+help "$models_bench" models_bench --device --batch --sizes --models --modes --nchw --min-time --predict --predict-json \
+  --no-bn-fusion
+expect "$models_bench" 2 "models_bench: unknown modelled GPU 'a100'" --predict a100
 expect "$models_bench" 0 "--benchmark_filter" --help  # Google Benchmark's flags follow its own
 expect "$models_bench" 2 "models_bench: --sizes needs an integer >= 1, got 'big'" --sizes=32,big
 expect "$models_bench" 2 "models_bench: --min-time needs a number >= 0, got 'x'" --min-time=x
@@ -111,13 +116,20 @@ expect "$models_bench" 2 "models_bench: --min-time needs a number >= 0, got 'x'"
 help "$loader_bench" loader_bench
 expect "$loader_bench" 2 "loader_bench: unknown flag '--colour'" --colour red
 
-help "$kernels_bench" kernels_bench
+help "$kernels_bench" kernels_bench --predict
 expect "$kernels_bench" 0 "--benchmark_filter" --help
+expect "$kernels_bench" 2 "kernels_bench: unknown modelled GPU 'h300'" --predict h300
+
+help "$fit" fit --dir --no-record
+expect "$fit" 2 "fit: unknown flag '--colour'" --colour red
 
 help "$conv_api_bench" conv_api_bench --device --batch --sizes --models --iters --nchw --runtime-compiled --budget
 expect "$conv_api_bench" 2 "conv_api_bench: --iters needs an integer >= 1, got '0'" --iters 0
 expect "$conv_api_bench" 2 "conv_api_bench: --device must be a GPU (cuda or cuda:N)" --device cpu
 expect "$conv_api_bench" 2 "conv_api_bench: unknown flag '--colour'" --colour red
+
+help "$batch_norm_cpu_bench" batch_norm_cpu_bench --reps
+expect "$batch_norm_cpu_bench" 2 "batch_norm_cpu_bench: --reps needs an integer >= 1, got '0'" --reps 0
 
 # Every program that can run on a GPU, asked for one where none is (cyclic_bench, loader_bench and pack run on
 # the CPU only and take no device).

@@ -78,6 +78,20 @@ CUDASIM_COPTS = [
     "-Wno-unknown-pragmas",
 ]
 
+# The simulator build's kernel objects report their accesses to device and shared memory to the simulated GPU's
+# cost counters (tools/cudasim/counters.cc): GCC's kernel-address instrumentation, its checks inline against the
+# simulator's shadow (which marks only that memory, and only while counting), without stack or global redzones,
+# and without the __SANITIZE_ADDRESS__ it defines (no sanitizer runs). Not in the sanitizer builds, whose
+# instrumentation it would clash with (the counters then see no accesses).
+CUDASIM_COUNTING_COPTS = [
+    "-fsanitize=kernel-address",
+    "-fasan-shadow-offset=0x7fff8000",
+    "--param=asan-instrumentation-with-call-threshold=1000000",
+    "--param=asan-stack=0",
+    "--param=asan-globals=0",
+    "-U__SANITIZE_ADDRESS__",
+]
+
 def _cudasim_source(name, src):
     """The C++ file the simulator build compiles for `src`: the SIMT header, then the .cu file after a #line
     directive (so that __FILE__ and diagnostics name the .cu file). The header is pasted rather than included
@@ -116,6 +130,10 @@ def cuda_library(name, srcs = [], hdrs = [], deps = [], copts = [], alwayslink =
         copts = select({
             "//tools/cudasim:enabled": CUDASIM_COPTS + copts,
             "//conditions:default": [],
+        }) + select({
+            "//tools/cudasim:sanitized": [],
+            "//tools/cudasim:enabled": CUDASIM_COUNTING_COPTS,
+            "//conditions:default": [],
         }),
         deps = deps + ["//third_party:cudart", "@cuda//:headers"],
         alwayslink = alwayslink,
@@ -128,7 +146,10 @@ def cudasim_test(name, srcs = [], deps = [], copts = [], **kwargs):
     native.cc_test(
         name = name,
         srcs = [_cudasim_source(name, s) if s.endswith(".cu") else s for s in srcs],
-        copts = CUDASIM_COPTS + copts,
+        copts = CUDASIM_COPTS + copts + select({
+            "//tools/cudasim:sanitized": [],
+            "//conditions:default": CUDASIM_COUNTING_COPTS,
+        }),
         deps = deps + ["//tools/cudasim:libraries"],
         **kwargs
     )

@@ -49,6 +49,7 @@ CUDASIM_SYSTEM_INCLUDES = [
     # Boost.Context
     "boost/context/",
     # POSIX and the compiler's sanitizer interfaces
+    "dlfcn.h",
     "unistd.h",
     "sys/mman.h",
     "sanitizer/",

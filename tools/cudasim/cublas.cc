@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/cudasim/counters.h"
 #include "tools/cudasim/cublas_shared.h"
 
 struct cublasContext {
@@ -81,8 +82,8 @@ void gemm(const Gemm& g, const T* A, const T* B, T* C) {
       for (int64_t i = 0; i < g.m; ++i) {
         T* c = Cb + j * g.ldc + i;
         double r = g.alpha * ab[j * g.m + i];
-        if (g.beta != 0) r += g.beta * static_cast<double>(*c);  // beta = 0: C is not read (NaN stays out)
-        *c = static_cast<T>(r);
+        if (g.beta != 0) r += g.beta * cudasim::widen(*c, false);  // beta = 0: C is not read (NaN stays out)
+        *c = cudasim::narrow<T>(r);
       }
     }
   }
@@ -189,8 +190,8 @@ cublasStatus_t cublasGemmStridedBatchedEx_64(cublasHandle_t handle, cublasOperat
   if (ldc < std::max<int64_t>(1, m))
     return fail(CUBLAS_STATUS_INVALID_VALUE,
                 api + ": ldc " + std::to_string(ldc) + " < max(1, m = " + std::to_string(m) + ")");
-  // The documented combinations with real float or double matrices (others are not simulated).
-  bool f64;
+  // The documented combinations with real float, double or bfloat16 matrices (others are not simulated).
+  bool f64 = false, bf16 = false;
   bool tf32 = false;
   if (Atype == CUDA_R_32F && Btype == CUDA_R_32F && Ctype == CUDA_R_32F &&
       (computeType == CUBLAS_COMPUTE_32F || computeType == CUBLAS_COMPUTE_32F_PEDANTIC ||
@@ -202,12 +203,15 @@ cublasStatus_t cublasGemmStridedBatchedEx_64(cublasHandle_t handle, cublasOperat
   } else if (Atype == CUDA_R_64F && Btype == CUDA_R_64F && Ctype == CUDA_R_64F &&
              (computeType == CUBLAS_COMPUTE_64F || computeType == CUBLAS_COMPUTE_64F_PEDANTIC)) {
     f64 = true;
+  } else if (Atype == CUDA_R_16BF && Btype == CUDA_R_16BF && Ctype == CUDA_R_16BF &&
+             (computeType == CUBLAS_COMPUTE_32F || computeType == CUBLAS_COMPUTE_32F_PEDANTIC)) {
+    bf16 = true;  // f32 accumulation, the result rounded to bf16
   } else {
     return fail(CUBLAS_STATUS_NOT_SUPPORTED, api + ": Atype " + std::to_string(Atype) + ", Btype " +
                                                  std::to_string(Btype) + ", Ctype " + std::to_string(Ctype) +
                                                  " with compute type " + std::to_string(computeType) +
                                                  " is not a simulated combination (R_32F with COMPUTE_32F*, "
-                                                 "R_64F with COMPUTE_64F*)");
+                                                 "R_64F with COMPUTE_64F*, R_16BF with COMPUTE_32F)");
   }
   if (!(algo >= CUBLAS_GEMM_DEFAULT && algo <= CUBLAS_GEMM_ALGO23) &&
       !(algo >= CUBLAS_GEMM_DEFAULT_TENSOR_OP && algo <= CUBLAS_GEMM_ALGO15_TENSOR_OP))
@@ -224,7 +228,7 @@ cublasStatus_t cublasGemmStridedBatchedEx_64(cublasHandle_t handle, cublasOperat
   g.alpha = f64 ? *static_cast<const double*>(alpha) : *static_cast<const float*>(alpha);
   g.beta = f64 ? *static_cast<const double*>(beta) : *static_cast<const float*>(beta);
   g.tf32 = tf32;
-  const size_t element = f64 ? 8 : 4;
+  const size_t element = f64 ? 8 : (bf16 ? 2 : 4);
   const bool reads_ab = k > 0 && g.alpha != 0;
   const Span sa = reads_ab ? span(rows_a, cols_a, lda, strideA, batchCount, element) : Span();
   const Span sb = reads_ab ? span(rows_b, cols_b, ldb, strideB, batchCount, element) : Span();
@@ -239,11 +243,30 @@ cublasStatus_t cublasGemmStridedBatchedEx_64(cublasHandle_t handle, cublasOperat
   const std::vector<cudasim::Access> accesses = {{static_cast<const char*>(A) + sa.first * e, sa.bytes, api + " A"},
                                                  {static_cast<const char*>(B) + sb.first * e, sb.bytes, api + " B"},
                                                  {static_cast<const char*>(C) + sc.first * e, sc.bytes, api + " C"}};
+  // Its cost record: 2mnk per matrix, A and B read once, C written (and read unless beta is 0).
+  const int counting = cudasim::counters::mode();
+  const double mn = static_cast<double>(m) * n * batchCount, ab = (static_cast<double>(m) + n) * k * batchCount;
+  const TandemCudasimOp op = cudasim::counters::library_op(
+      TANDEM_CUDASIM_LIBRARY, handle->device, stream->id, api,
+      "m " + std::to_string(m) + " n " + std::to_string(n) + " k " + std::to_string(k) + " batch " +
+          std::to_string(batchCount),
+      "gemm",
+      f64    ? "f64"
+      : bf16 ? "bf16"
+      : tf32 ? "tf32"
+             : "f32",
+      2.0 * mn * k, static_cast<double>(e) * (ab + (g.beta != 0 ? mn : 0.0)), static_cast<double>(e) * mn);
   cudasim::enqueue_checked(stream.get(), handle->device, api, accesses, [=] {
-    if (f64)
-      gemm(g, static_cast<const double*>(A), static_cast<const double*>(B), static_cast<double*>(C));
-    else
-      gemm(g, static_cast<const float*>(A), static_cast<const float*>(B), static_cast<float*>(C));
+    if (!cudasim::counters::skips_arithmetic(counting)) {
+      if (f64)
+        gemm(g, static_cast<const double*>(A), static_cast<const double*>(B), static_cast<double*>(C));
+      else if (bf16)
+        gemm(g, static_cast<const cudasim::Bf16*>(A), static_cast<const cudasim::Bf16*>(B),
+             static_cast<cudasim::Bf16*>(C));
+      else
+        gemm(g, static_cast<const float*>(A), static_cast<const float*>(B), static_cast<float*>(C));
+    }
+    if (cudasim::counters::records(counting)) cudasim::counters::record(op);
   });
   return CUBLAS_STATUS_SUCCESS;
 }

@@ -31,14 +31,48 @@ inline float round_tf32(float f) {
   return f;
 }
 
-// An input as the arithmetic reads it: in double, through TF32 first when `tf32` and the data is float.
+// A bfloat16 element: the top 16 bits of a float.
+struct Bf16 {
+  uint16_t bits;
+};
+inline double bf16_value(Bf16 b) {
+  const uint32_t u = static_cast<uint32_t>(b.bits) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
+}
+// A float rounded to bfloat16 as the hardware stores one: to nearest, ties to even; a NaN stays a (quiet) NaN.
+inline Bf16 bf16_of(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof(u));
+  if ((u & 0x7fffffffu) > 0x7f800000u) return {static_cast<uint16_t>((u >> 16) | 0x40u)};
+  return {static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16)};
+}
+
+// An input as the arithmetic reads it: in double, through TF32 first when `tf32` and the data is float (bf16
+// widens exactly: tensor cores multiply it as it is).
 template <typename T>
 double widen(T v, bool tf32) {
-  if constexpr (std::is_same<T, float>::value) {
-    if (tf32) return round_tf32(v);
+  if constexpr (std::is_same<T, Bf16>::value) {
+    return bf16_value(v);
+  } else {
+    if constexpr (std::is_same<T, float>::value) {
+      if (tf32) return round_tf32(v);
+    }
+    return v;
   }
-  return v;
 }
+// A result stored as T: bf16 through the f32 accumulator the hardware keeps (rounded to float, then to bf16).
+template <typename T>
+T narrow(double v) {
+  if constexpr (std::is_same<T, Bf16>::value)
+    return bf16_of(static_cast<float>(v));
+  else
+    return static_cast<T>(v);
+}
+// The type partial sums are added in: f32 for bf16 data, the data type otherwise.
+template <typename T>
+using accumulator_t = typename std::conditional<std::is_same<T, Bf16>::value, float, T>::type;
 
 // C (M x N, row stride ldc) += A (M x K, rows of stride lda) times the transpose of B (N x K, rows of stride
 // ldb): each element a dot product summed in double in order of l, so results do not depend on blocking.

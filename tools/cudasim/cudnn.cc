@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/cudasim/counters.h"
 #include "tools/cudasim/cublas_shared.h"
 #include "tools/cudasim/cudnn_conv.h"
 #include "tools/cudasim/sim.h"
@@ -184,14 +185,15 @@ cudnnStatus_t make_problem(const std::string& api, const Roles& r, const cudnnTe
     return fail(CUDNN_STATUS_BAD_PARAM, api + ": the data types of " + r.x + ", " + r.w + " and " + r.y + " differ (" +
                                             std::to_string(x->type) + ", " + std::to_string(w->type) + ", " +
                                             std::to_string(y->type) + ")");
-  if (x->type != CUDNN_DATA_FLOAT && x->type != CUDNN_DATA_DOUBLE)
+  if (x->type != CUDNN_DATA_FLOAT && x->type != CUDNN_DATA_DOUBLE && x->type != CUDNN_DATA_BFLOAT16)
     return fail(CUDNN_STATUS_NOT_SUPPORTED,
-                api + ": data type " + std::to_string(x->type) + " is not simulated (float and double are)");
-  if (conv->compute != x->type)
+                api + ": data type " + std::to_string(x->type) + " is not simulated (float, double and bfloat16 are)");
+  const cudnnDataType_t compute = x->type == CUDNN_DATA_BFLOAT16 ? CUDNN_DATA_FLOAT : x->type;
+  if (conv->compute != compute)
     return fail(CUDNN_STATUS_NOT_SUPPORTED,
                 api + ": compute type " + std::to_string(conv->compute) + " with data type " + std::to_string(x->type) +
                     " is none of the supported configurations (FLOAT_CONFIG: float data and compute; "
-                    "DOUBLE_CONFIG: double data and compute)");
+                    "DOUBLE_CONFIG: double data and compute; PSEUDO_BFLOAT16_CONFIG: bfloat16 data, float compute)");
   const Dims& xd = x->dims;
   const Dims& wd = w->dims;
   const Dims& yd = y->dims;
@@ -228,7 +230,8 @@ cudnnStatus_t make_problem(const std::string& api, const Roles& r, const cudnnTe
   pr.conv.dil_w = conv->dil_w;
   pr.conv.flip = conv->mode == CUDNN_CONVOLUTION;
   pr.conv.f64 = x->type == CUDNN_DATA_DOUBLE;
-  pr.element = pr.conv.f64 ? 8 : 4;
+  pr.conv.bf16 = x->type == CUDNN_DATA_BFLOAT16;
+  pr.element = pr.conv.f64 ? 8 : (pr.conv.bf16 ? 2 : 4);
   pr.math = conv->math;
   pr.w_innermost = xd.sw == 1 && yd.sw == 1;
   pr.nhwc_filter = w->format == CUDNN_TENSOR_NHWC;
@@ -337,8 +340,14 @@ Support support(Pass pass, int a, const Problem& p) {
     s.why_not = "this algorithm is not implemented";
     return s;
   }
+  // bf16 needs tensor cores (compute capability 8.0 and newer); the simulated cuDNN offers it on the
+  // algorithms that have tensor-core kernels only.
+  if (c.bf16 && !algo_info(pass, a).tensor_ops) {
+    s.why_not = "the simulated cuDNN runs bfloat16 data on tensor-core algorithms only";
+    return s;
+  }
   if (m == Method::Fft || m == Method::FftTiling || m == Method::Winograd || m == Method::WinogradNonfused) {
-    if (c.f64) {
+    if (c.f64 || c.bf16) {
       s.why_not = "it takes float data only";
     } else if (!plain) {
       s.why_not = "it needs unit stride and dilation and a group count of 1";
@@ -403,7 +412,8 @@ Support support(Pass pass, int a, const Problem& p) {
 // CUDNN_TENSOR_OP_MATH(_ALLOW_CONVERSION), and CUDNN_DEFAULT_MATH, which permits TF32 on devices of compute
 // capability 8.0 and newer (the simulated device is 9.0). CUDNN_FMA_MATH never does.
 bool uses_tf32(Pass pass, int a, const Problem& p, cudnnMathType_t math) {
-  return !p.conv.f64 && algo_info(pass, a).tensor_ops && math != CUDNN_FMA_MATH && cudasim::tf32_permitted();
+  return !p.conv.f64 && !p.conv.bf16 && algo_info(pass, a).tensor_ops && math != CUDNN_FMA_MATH &&
+         cudasim::tf32_permitted();
 }
 
 // Simulated run time of an algorithm in milliseconds: grows with its arithmetic and the bytes it moves;
@@ -411,7 +421,10 @@ bool uses_tf32(Pass pass, int a, const Problem& p, cudnnMathType_t math) {
 float run_time_ms(Pass pass, int a, const Problem& p, const Support& s, cudnnMathType_t math) {
   const Conv& c = p.conv;
   double rate = c.f64 ? 25e12 : 50e12;
-  if (uses_tf32(pass, a, p, math)) {
+  if (c.bf16) {
+    const bool aligned = c.w.c % 8 == 0 && (c.w.n / c.groups) % 8 == 0;
+    rate = aligned ? 400e12 : 45e12;
+  } else if (uses_tf32(pass, a, p, math)) {
     const bool aligned = c.w.c % 4 == 0 && (c.w.n / c.groups) % 4 == 0;
     rate = aligned ? 200e12 : 45e12;
   }
@@ -496,9 +509,30 @@ cudnnStatus_t run(const std::string& api, Pass pass, cudnnHandle_t handle, const
   m.tf32 = uses_tf32(pass, algo, p, p.math);
   m.unordered = !algo_info(pass, algo).deterministic;
   std::vector<cudasim::Access> accesses = operands(pass, p, api, in0, in1, out);
+  // Its cost record: the convolution's own arithmetic (2*N*K*C/g*R*S*P*Q, whatever the algorithm) and bytes
+  // (the two inputs read, the output written, and read too unless beta is 0).
+  const int counting = cudasim::counters::mode();
+  const double out_bytes = static_cast<double>(accesses[2].bytes);
+  const TandemCudasimOp op = cudasim::counters::library_op(
+      TANDEM_CUDASIM_LIBRARY, handle->device, stream->id, api,
+      "x " + dims_text(c.x) + " w " + dims_text(c.w) + " y " + dims_text(c.y) + " stride " +
+          std::to_string(c.stride_h) + " groups " + std::to_string(c.groups),
+      pass == Pass::Forward        ? "conv_fwd"
+      : pass == Pass::BackwardData ? "conv_bwd_data"
+                                   : "conv_bwd_filter",
+      c.f64    ? "f64"
+      : c.bf16 ? "bf16"
+      : m.tf32 ? "tf32"
+               : "f32",
+      2.0 * c.x.n * c.w.n * c.w.c * c.w.h * c.w.w * c.y.h * c.y.w,
+      static_cast<double>(accesses[0].bytes + accesses[1].bytes) + (b != 0 ? out_bytes : 0.0), out_bytes);
   const size_t scratch = s.workspace;
   accesses.push_back({workspace, scratch, api + " workSpace"});
   cudasim::enqueue_checked(stream.get(), handle->device, api, accesses, [=] {
+    TandemCudasimOp recorded = op;
+    recorded.groups = c.groups;
+    if (cudasim::counters::records(counting)) cudasim::counters::record(recorded);
+    if (cudasim::counters::skips_arithmetic(counting)) return;
     if (scratch > 0) std::memset(workspace, 0xff, scratch);  // the algorithm's scratch: what was there is gone
     if (pass == Pass::Forward)
       cudasim::cudnn::forward(c, m, a, in0, in1, b, out);
@@ -997,8 +1031,15 @@ cudnnStatus_t cudnnAddTensor(cudnnHandle_t handle, const void* alpha, const cudn
   const double al = scalar(alpha, f64), be = scalar(beta, f64);
   const std::vector<cudasim::Access> accesses = {{A, cudasim::cudnn::extent_bytes(a, element), api + " A"},
                                                  {C, cudasim::cudnn::extent_bytes(c, element), api + " C"}};
-  cudasim::enqueue_checked(stream.get(), handle->device, api, accesses,
-                           [=] { cudasim::cudnn::add_tensor(f64, al, a, A, be, c, C); });
+  const int counting = cudasim::counters::mode();
+  const double a_bytes = static_cast<double>(accesses[0].bytes), c_bytes = static_cast<double>(accesses[1].bytes);
+  const TandemCudasimOp op = cudasim::counters::library_op(
+      TANDEM_CUDASIM_LIBRARY, handle->device, stream->id, api, "A " + dims_text(a) + " C " + dims_text(c), "add_tensor",
+      f64 ? "f64" : "f32", 2.0 * c.n * c.c * c.h * c.w, a_bytes + (be != 0 ? c_bytes : 0.0), c_bytes);
+  cudasim::enqueue_checked(stream.get(), handle->device, api, accesses, [=] {
+    cudasim::cudnn::add_tensor(f64, al, a, A, be, c, C);
+    if (cudasim::counters::records(counting)) cudasim::counters::record(op);
+  });
   return CUDNN_STATUS_SUCCESS;
 }
 

@@ -1,12 +1,14 @@
 // Convolution on the CPU for the simulated cuDNN, as the GEMMs an implicit-GEMM kernel performs: a slab of
 // images is unfolded (im2col) into double rows of filter-sized patches, rounded to TF32 first when asked,
-// multiplied in double by a register-blocked kernel, and written back with alpha and beta in the data type.
+// multiplied in double by a register-blocked kernel, and written back with alpha and beta in the data type
+// (bf16 through float).
 #include "tools/cudasim/cudnn_conv.h"
 
 #include <algorithm>
 #include <atomic>
 #include <numeric>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "tools/cudasim/cublas_shared.h"
@@ -27,8 +29,8 @@ constexpr int64_t kSlabElements = int64_t{1} << 20;
 template <typename T>
 void store(T* p, double v, double alpha, double beta) {
   double r = alpha * v;
-  if (beta != 0) r += beta * static_cast<double>(*p);
-  *p = static_cast<T>(r);
+  if (beta != 0) r += beta * widen(*p, false);
+  *p = narrow<T>(r);
 }
 
 // The geometry shared by the passes: one group's patch is Cg x R x S; rows are output positions (n, p, q).
@@ -128,16 +130,17 @@ struct Rng {
   }
 };
 
-// Element e of `chunks` partial-sum planes of `count` elements: the one sum, or the partials rounded to T
-// and added in T in a random order.
+// Element e of `chunks` partial-sum planes of `count` elements: the one sum, or the partials rounded to the
+// accumulator type (T; f32 for bf16) and added in it in a random order.
 template <typename T>
 double combine(const std::vector<double>& acc, size_t count, int chunks, size_t e, Rng& rng) {
+  using A = accumulator_t<T>;
   if (chunks == 1) return acc[e];
   int order[kChunks];
   std::iota(order, order + chunks, 0);
   for (int i = chunks - 1; i > 0; --i) std::swap(order[i], order[rng.next() % static_cast<uint64_t>(i + 1)]);
-  T sum = static_cast<T>(acc[order[0] * count + e]);
-  for (int i = 1; i < chunks; ++i) sum = static_cast<T>(sum + static_cast<T>(acc[order[i] * count + e]));
+  A sum = static_cast<A>(acc[order[0] * count + e]);
+  for (int i = 1; i < chunks; ++i) sum = static_cast<A>(sum + static_cast<A>(acc[order[i] * count + e]));
   return sum;
 }
 
@@ -253,8 +256,8 @@ void add_t(double alpha, const Dims& a, const T* A, double beta, const Dims& c, 
     for (int ch = 0; ch < c.c; ++ch)
       for (int h = 0; h < c.h; ++h)
         for (int w = 0; w < c.w; ++w)
-          store(C + n * c.sn + ch * c.sc + h * c.sh + w * c.sw,
-                static_cast<double>(A[n * an + ch * ac + h * ah + w * aw]), alpha, beta);
+          store(C + n * c.sn + ch * c.sc + h * c.sh + w * c.sw, widen(A[n * an + ch * ac + h * ah + w * aw], false),
+                alpha, beta);
 }
 
 }  // namespace
@@ -265,31 +268,38 @@ size_t extent_bytes(const Dims& d, size_t element_bytes) {
   return static_cast<size_t>(last + 1) * element_bytes;
 }
 
-void forward(const Conv& c, const Numerics& m, double alpha, const void* x, const void* w, double beta, void* y) {
+// Calls f with a null pointer of c's element type (double, Bf16 or float).
+template <typename F>
+void with_element(const Conv& c, F f) {
   if (c.f64)
-    forward_t(c, m, alpha, static_cast<const double*>(x), static_cast<const double*>(w), beta, static_cast<double*>(y));
+    f(static_cast<double*>(nullptr));
+  else if (c.bf16)
+    f(static_cast<Bf16*>(nullptr));
   else
-    forward_t(c, m, alpha, static_cast<const float*>(x), static_cast<const float*>(w), beta, static_cast<float*>(y));
+    f(static_cast<float*>(nullptr));
+}
+
+void forward(const Conv& c, const Numerics& m, double alpha, const void* x, const void* w, double beta, void* y) {
+  with_element(c, [&](auto* t) {
+    using T = std::remove_pointer_t<decltype(t)>;
+    forward_t(c, m, alpha, static_cast<const T*>(x), static_cast<const T*>(w), beta, static_cast<T*>(y));
+  });
 }
 
 void backward_data(const Conv& c, const Numerics& m, double alpha, const void* w, const void* dy, double beta,
                    void* dx) {
-  if (c.f64)
-    backward_data_t(c, m, alpha, static_cast<const double*>(w), static_cast<const double*>(dy), beta,
-                    static_cast<double*>(dx));
-  else
-    backward_data_t(c, m, alpha, static_cast<const float*>(w), static_cast<const float*>(dy), beta,
-                    static_cast<float*>(dx));
+  with_element(c, [&](auto* t) {
+    using T = std::remove_pointer_t<decltype(t)>;
+    backward_data_t(c, m, alpha, static_cast<const T*>(w), static_cast<const T*>(dy), beta, static_cast<T*>(dx));
+  });
 }
 
 void backward_filter(const Conv& c, const Numerics& m, double alpha, const void* x, const void* dy, double beta,
                      void* dw) {
-  if (c.f64)
-    backward_filter_t(c, m, alpha, static_cast<const double*>(x), static_cast<const double*>(dy), beta,
-                      static_cast<double*>(dw));
-  else
-    backward_filter_t(c, m, alpha, static_cast<const float*>(x), static_cast<const float*>(dy), beta,
-                      static_cast<float*>(dw));
+  with_element(c, [&](auto* t) {
+    using T = std::remove_pointer_t<decltype(t)>;
+    backward_filter_t(c, m, alpha, static_cast<const T*>(x), static_cast<const T*>(dy), beta, static_cast<T*>(dw));
+  });
 }
 
 void add_tensor(bool f64, double alpha, const Dims& a, const void* A, double beta, const Dims& c, void* C) {

@@ -1,5 +1,6 @@
 // The simulated cuDNN's arithmetic: 2-d convolution forward, backward data and backward filter, and the
-// broadcast tensor add, on strided float or double tensors, computed on the CPU with double accumulation.
+// broadcast tensor add, on strided float, double or bfloat16 tensors, computed on the CPU with double
+// accumulation (bf16 results rounded through float, as from the hardware's f32 accumulators).
 // cudnn.cc checks the arguments and queues these on the handle's stream.
 #pragma once
 
@@ -24,7 +25,8 @@ struct Conv {
   int groups = 1;
   int pad_h = 0, pad_w = 0, stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1;
   bool flip = false;  // CUDNN_CONVOLUTION: the filter is applied rotated by 180 degrees
-  bool f64 = false;   // double data, else float
+  bool f64 = false;   // double data
+  bool bf16 = false;  // bfloat16 data with float accumulation (PSEUDO_BFLOAT16_CONFIG); float when neither
 };
 
 // How an algorithm sums. tf32: float inputs are rounded to TF32 before they are multiplied. unordered: the
@@ -43,7 +45,7 @@ void backward_data(const Conv& c, const Numerics& m, double alpha, const void* w
 void backward_filter(const Conv& c, const Numerics& m, double alpha, const void* x, const void* dy, double beta,
                      void* dw);
 
-// C = alpha * A + beta * C, where each size of A is C's or 1 (broadcast).
+// C = alpha * A + beta * C, where each size of A is C's or 1 (broadcast), float or double.
 void add_tensor(bool f64, double alpha, const Dims& a, const void* A, double beta, const Dims& c, void* C);
 
 }  // namespace cudnn

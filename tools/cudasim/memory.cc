@@ -10,6 +10,7 @@
 #include <map>
 #include <sstream>
 
+#include "tools/cudasim/counters.h"
 #include "tools/cudasim/sim.h"
 #include "tools/cudasim/state.h"
 
@@ -220,6 +221,7 @@ void trim(PoolState& pool, size_t keep, size_t need) {
       continue;
     }
     held -= it->capacity;
+    counters::allocation_changed(it->base, it->capacity, false);
     regions().erase(reinterpret_cast<uintptr_t>(it->base));
     release(it->base, it->capacity, pool.device);
     it = pool.cached.erase(it);
@@ -287,6 +289,7 @@ cudaError_t pool_alloc(void** out, size_t bytes, PoolState& pool, CUstream_st* s
     Region& slot = regions()[reinterpret_cast<uintptr_t>(base)];
     g.life = slot.life ? slot.life : std::make_shared<BlockLife>();
     slot = g;
+    counters::allocation_changed(base, capacity, true);
     BlockLife& life = *g.life;
     const uint64_t number = ++life.allocation;
     life.alloc_stream = s->id;
@@ -364,7 +367,14 @@ cudaError_t copy_async(void* dst, const void* src, size_t n, cudaMemcpyKind kind
     enqueue_using(s, api, uses_of({dst}), [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); });
     return synchronize(s) == cudaSuccess ? cudaSuccess : set_error(sticky_error(s->device));
   }
-  enqueue_using(s, api, uses_of({dst, src}), [dst, src, n] { std::memmove(dst, src, n); });
+  const char* direction = dst_dev && src_dev ? "copy_d2d" : dst_dev ? "copy_h2d" : src_dev ? "copy_d2h" : "copy_h2h";
+  const int counting = counters::mode();
+  const TandemCudasimOp op = counters::library_op(TANDEM_CUDASIM_COPY, s->device, s->id, api, direction, direction, "",
+                                                  0, static_cast<double>(n), static_cast<double>(n));
+  enqueue_using(s, api, uses_of({dst, src}), [dst, src, n, counting, op] {
+    std::memmove(dst, src, n);
+    if (counters::records(counting)) counters::record(op);
+  });
   if (ds == Side::Pageable && src_dev) {
     pageable_copies++;
     return synchronize(s) == cudaSuccess ? cudaSuccess : set_error(sticky_error(s->device));
@@ -373,6 +383,12 @@ cudaError_t copy_async(void* dst, const void* src, size_t n, cudaMemcpyKind kind
 }
 
 }  // namespace
+
+void visit_allocations(const std::function<void()>& first, const std::function<void(const void*, size_t)>& fn) {
+  std::lock_guard<std::mutex> lock(mu);
+  first();
+  for (const auto& [base, g] : regions()) fn(g.a.base, g.capacity);
+}
 
 bool find_allocation(const void* p, Allocation* out) {
   std::lock_guard<std::mutex> lock(mu);
@@ -495,6 +511,7 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
   g.a = cudasim::Allocation{base, size, device, cudasim::MemoryKind::Device};
   g.capacity = capacity;
   cudasim::regions()[reinterpret_cast<uintptr_t>(base)] = g;
+  cudasim::counters::allocation_changed(base, capacity, true);
   *ptr = base;
   return cudaSuccess;
 }
@@ -514,6 +531,7 @@ cudaError_t cudaFree(void* ptr) {
   }
   cudasim::synchronize_device(g.a.device);  // cudaFree waits for the device's work
   std::lock_guard<std::mutex> lock(cudasim::mu);
+  cudasim::counters::allocation_changed(g.a.base, g.capacity, false);
   cudasim::regions().erase(reinterpret_cast<uintptr_t>(ptr));
   cudasim::release(g.a.base, g.capacity, g.a.device);
   return cudaSuccess;
@@ -653,6 +671,7 @@ cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned int flags) {
   g.a = cudasim::Allocation{base, size, -1, cudasim::MemoryKind::PinnedHost};
   g.capacity = capacity;
   cudasim::regions()[reinterpret_cast<uintptr_t>(base)] = g;
+  cudasim::counters::allocation_changed(base, capacity, true);
   *ptr = base;
   return cudaSuccess;
 }
@@ -670,6 +689,8 @@ cudaError_t cudaFreeHost(void* ptr) {
   // Like cudaFree, it waits for queued work (which may still copy from or to it).
   for (int d = 0; d < cudasim::device_count(); ++d) cudasim::synchronize_device(d);
   std::lock_guard<std::mutex> lock(cudasim::mu);
+  const cudasim::Region* r = cudasim::region_of(ptr);
+  if (r != nullptr) cudasim::counters::allocation_changed(r->a.base, r->capacity, false);
   cudasim::regions().erase(reinterpret_cast<uintptr_t>(ptr));
   std::free(ptr);
   return cudaSuccess;
@@ -715,8 +736,14 @@ cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int 
   if (bad.empty()) bad = cudasim::check_range(src, count, cudasim::Side::Device, gs, "source");
   if (!bad.empty()) return set_error(cudaErrorInvalidValue, "cudaMemcpyPeerAsync: " + bad);
   // Peer copies work without peer access (the driver stages them); only kernels need access.
-  cudasim::enqueue_using(s, "cudaMemcpyPeerAsync", cudasim::uses_of({dst, src}),
-                         [dst, src, count] { std::memmove(dst, src, count); });
+  const int counting = cudasim::counters::mode();
+  const TandemCudasimOp op =
+      cudasim::counters::library_op(TANDEM_CUDASIM_COPY, s->device, s->id, "cudaMemcpyPeerAsync", "copy_peer",
+                                    "copy_peer", "", 0, static_cast<double>(count), static_cast<double>(count));
+  cudasim::enqueue_using(s, "cudaMemcpyPeerAsync", cudasim::uses_of({dst, src}), [dst, src, count, counting, op] {
+    std::memmove(dst, src, count);
+    if (cudasim::counters::records(counting)) cudasim::counters::record(op);
+  });
   return cudaSuccess;
 }
 
@@ -730,8 +757,13 @@ cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaStream_t str
     return set_error(cudaErrorInvalidValue, "cudaMemsetAsync of memory that is not device memory");
   std::string bad = cudasim::check_range(ptr, count, cudasim::Side::Device, g, "destination");
   if (!bad.empty()) return set_error(cudaErrorInvalidValue, "cudaMemsetAsync: " + bad);
-  cudasim::enqueue_using(s, "cudaMemsetAsync", cudasim::uses_of({ptr}),
-                         [ptr, value, count] { std::memset(ptr, value, count); });
+  const int counting = cudasim::counters::mode();
+  const TandemCudasimOp op = cudasim::counters::library_op(TANDEM_CUDASIM_COPY, s->device, s->id, "cudaMemsetAsync",
+                                                           "memset", "memset", "", 0, 0, static_cast<double>(count));
+  cudasim::enqueue_using(s, "cudaMemsetAsync", cudasim::uses_of({ptr}), [ptr, value, count, counting, op] {
+    std::memset(ptr, value, count);
+    if (cudasim::counters::records(counting)) cudasim::counters::record(op);
+  });
   return cudaSuccess;
 }
 

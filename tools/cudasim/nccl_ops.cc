@@ -4,7 +4,9 @@
 #include <atomic>
 #include <cstring>
 
+#include "tools/cudasim/counters.h"
 #include "tools/cudasim/nccl_internal.h"
+#include "tools/cudasim/state.h"
 
 namespace cudasim {
 namespace nccl {
@@ -345,7 +347,28 @@ void issue(ncclComm* comm, StreamImpl* stream, std::vector<Op> ops) {
   std::string buffer_fault;
   for (const Op& op : queued)
     if (buffer_fault.empty()) buffer_fault = buffer_problem(*clique, rank, op);
-  enqueue(stream, what, [clique, rank, queued, buffer_fault] { run(*clique, rank, queued, buffer_fault); });
+  // Cost records: the bytes each rank sends and receives (an all-gather receives every rank's part).
+  std::vector<TandemCudasimOp> records;
+  if (counters::records(counters::mode())) {
+    const char* classes[] = {"all_reduce", "broadcast", "all_gather", "send", "recv"};
+    for (const Op& op : queued) {
+      const double bytes = static_cast<double>(op.count * type_size(op.type));
+      const int ranks = clique->size();
+      TandemCudasimOp r =
+          counters::library_op(TANDEM_CUDASIM_LIBRARY, comm->device, stream->id, kind_name(op.kind),
+                               type_name(op.type) + " x " + std::to_string(op.count),
+                               classes[static_cast<int>(op.kind)], "", 0, op.kind == Kind::Recv ? 0 : bytes,
+                               op.kind == Kind::Send        ? 0
+                               : op.kind == Kind::AllGather ? bytes * ranks
+                                                            : bytes);
+      r.ranks = ranks;
+      records.push_back(r);
+    }
+  }
+  enqueue(stream, what, [clique, rank, queued, buffer_fault, records] {
+    run(*clique, rank, queued, buffer_fault);
+    for (const TandemCudasimOp& r : records) counters::record(r);
+  });
 }
 
 }  // namespace nccl

@@ -101,6 +101,9 @@ struct Allocation {
   int device = -1;  // -1 for pinned host memory
   MemoryKind kind = MemoryKind::Device;
 };
+// Runs `first`, then fn(base, capacity) for every live allocation, holding the allocation registry's lock (so
+// that no allocation or free happens meanwhile).
+void visit_allocations(const std::function<void()>& first, const std::function<void(const void*, size_t)>& fn);
 // The live allocation that contains p (false if none).
 bool find_allocation(const void* p, Allocation* out);
 // Whether work running on `device` may read or write [p, p + bytes): memory of that device, memory of another

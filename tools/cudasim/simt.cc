@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "tools/cudasim/counters.h"
 #include "tools/cudasim/sim.h"
 #include "tools/cudasim/simt.h"
 #include "tools/cudasim/state.h"
@@ -108,8 +109,9 @@ struct BlockRun {
   const void* host_stack_bottom = nullptr;
   size_t host_stack_size = 0;
 #endif
-  void* tsan_host = nullptr;  // the host thread's ThreadSanitizer context
-  char barrier_sync = 0;      // addresses that ThreadSanitizer's release/acquire name
+  void* tsan_host = nullptr;                  // the host thread's ThreadSanitizer context
+  counters::BlockCounter* counter = nullptr;  // while the launch is counted
+  char barrier_sync = 0;                      // addresses that ThreadSanitizer's release/acquire name
   char warp_sync[32] = {};
   char block_done = 0;
 };
@@ -250,7 +252,9 @@ void resume(BlockRun& run, Fiber& f) {
   __sanitizer_start_switch_fiber(&run.scheduler_fake_stack, f.stack.bottom(), kStackBytes);
 #endif
   race::enter(f.tsan, first);
+  if (run.counter != nullptr) run.counter->enter(f.tid);
   ctx::transfer_t back = ctx::jump_fcontext(f.context, &f);
+  if (run.counter != nullptr) run.counter->leave();
 #if defined(CUDASIM_ASAN_FIBERS)
   __sanitizer_finish_switch_fiber(run.scheduler_fake_stack, nullptr, nullptr);
 #endif
@@ -379,6 +383,7 @@ std::string try_warp(BlockRun& run, int w, bool* completed) {
   for (int l = 0; l < 32; ++l)
     if (mask >> l & 1u) run.fibers[static_cast<size_t>(first + l)].state = State::Runnable;
   *completed = true;
+  if (run.counter != nullptr) run.counter->collective();
   return "";
 }
 
@@ -425,6 +430,7 @@ std::string run_block(BlockRun& run) {
         return "__syncthreads at " + site(first->file, first->line) +
                " is not reached by every thread of the block: " + thread_name(f) + " has exited";
     for (Fiber& f : run.fibers) f.state = State::Runnable;
+    if (run.counter != nullptr) run.counter->barrier();
   }
 }
 
@@ -443,6 +449,7 @@ struct Grid {
   std::atomic<bool> failed{false};
   std::mutex mu;
   std::string fault;
+  std::shared_ptr<counters::Launch> counting;  // null unless counting was on at the launch
 };
 
 // Runs blocks of `g` until none is left to claim.
@@ -455,6 +462,9 @@ void work_on(Grid& g) {
   run.order.resize(threads);
   for (size_t i = 0; i < threads; ++i) run.order[i] = static_cast<int>(i);
   if (thread_order() == ThreadOrder::Reverse) std::reverse(run.order.begin(), run.order.end());
+  std::unique_ptr<counters::BlockCounter> counter;
+  if (g.counting) counter = std::make_unique<counters::BlockCounter>(g.counting.get(), static_cast<int>(threads));
+  run.counter = counter.get();
   BlockRun* saved = tl_run;
   tl_run = &run;
   run.tsan_host = race::current();
@@ -475,6 +485,7 @@ void work_on(Grid& g) {
         f.coords.block_dim = g.block;
         f.coords.grid_dim = g.grid;
       }
+      run.counter = counter != nullptr && g.counting->counts_block(b) ? counter.get() : nullptr;
       if (thread_order() == ThreadOrder::Random) {
         std::mt19937_64 rng(config().order_seed * 1000003u + g.launch_index * 7919u + b);
         std::shuffle(run.order.begin(), run.order.end(), rng);
@@ -484,6 +495,7 @@ void work_on(Grid& g) {
       run.fault.clear();
       std::string bad = run_block(run);
       race::acquire(&run.block_done);  // what the block did precedes the stream's later work
+      if (run.counter != nullptr) run.counter->end_block();
       if (!bad.empty()) {
         // Threads still parked hold stacks: take them back (their frames hold no resources). Their frames
         // never returned, so AddressSanitizer's redzones in them are cleared by hand.
@@ -578,6 +590,7 @@ void run_grid(const std::shared_ptr<Grid>& g) {
   host_wait([&] { return g->finished.load() >= g->blocks; });
   BlockPool::get().retract(g);
   if (g->failed) fault(cudaErrorLaunchFailure, "kernel " + g->name + ": " + g->fault);
+  if (g->counting) counters::record(g->counting->finish());
 }
 
 std::string launch_error(const dim3& grid, const dim3& block, size_t shared_bytes) {
@@ -678,6 +691,10 @@ void launch(const char* kernel, const char* file, int line, const void* function
   g->sms = stream_sms(s);
   g->launch_index = launches++;
   g->blocks = static_cast<uint64_t>(grid.x) * grid.y * grid.z;
+  if (counters::records(counters::mode())) {
+    const uint32_t gd[3] = {grid.x, grid.y, grid.z}, bd[3] = {block.x, block.y, block.z};
+    g->counting = std::make_shared<counters::Launch>(kernel, site(file, line), g->device, s->id, gd, bd, shared_bytes);
+  }
   // Pointers into memory this device may not access fault when the kernel runs (asynchronously, sticky).
   // Pool blocks they point into must hold, while the kernel runs, the allocation they held at its launch.
   std::vector<PoolUse> uses;

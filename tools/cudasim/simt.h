@@ -1,6 +1,7 @@
 // The SIMT header of the simulated GPU: included first (g++ -include) into every .cu file of the simulated
 // build, it makes CUDA kernel code plain C++ run by the simulator's fibers: the CUDA keywords, the thread
-// coordinates, __syncthreads, the warp collectives, bit casts, and the launch that replaces <<<>>>.
+// coordinates, __syncthreads, the warp collectives, atomics, bit casts, the FLOP count of the cost counters,
+// and the launch that replaces <<<>>>.
 #pragma once
 
 // Defined before NVIDIA's headers so that they keep these (they define them only when undefined on the host).
@@ -12,8 +13,11 @@
 #define __host__
 #undef __grid_constant__
 #define __grid_constant__
+// Shared arrays are aligned to 16 bytes, as a GPU's are at least: the cost counters take a lane's neighbouring
+// accesses within an aligned 16-byte piece for one vector access, so where the host linker put an array (its
+// TLS layout differs between a test binary and a program) must not change the count.
 #undef __shared__
-#define __shared__ static thread_local
+#define __shared__ alignas(16) static thread_local
 
 #include <cuda_runtime.h>
 #include <device_launch_parameters.h>
@@ -68,6 +72,14 @@ T from_bits(uint64_t bits) {
   std::memcpy(&v, &bits, sizeof(T));
   return v;
 }
+
+// Counts n floating-point operations of the calling thread in the cost counters (tools/cudasim/counters.h).
+void count_flops(uint64_t n);
+
+enum class AtomicOp : int { Add, Sub, Exch, Min, Max, Cas };
+enum class AtomicType : int { I32, U32, U64, F32, F64 };
+// One atomic read-modify-write of device memory (`compare` for Cas), counted; returns the old value's bits.
+uint64_t atomic(AtomicOp op, AtomicType type, void* addr, uint64_t operand, uint64_t compare);
 
 // A kernel and its parameters, copied at launch as CUDA copies them into the parameter space.
 struct Closure {
@@ -150,6 +162,41 @@ inline int __any_sync(unsigned mask, int pred, const char* file = __builtin_FILE
 inline int __all_sync(unsigned mask, int pred, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
   return static_cast<int>(::cudasim::simt::warp(::cudasim::simt::WarpOp::All, mask, pred != 0, 0, 32, file, line));
 }
+
+// Atomics on global memory, as CUDA declares them for these types.
+#define CUDASIM_ATOMIC(NAME, OP, T, TYPE)                                                                              \
+  inline T NAME(T* address, T val) {                                                                                   \
+    return ::cudasim::simt::from_bits<T>(::cudasim::simt::atomic(                                                      \
+        ::cudasim::simt::AtomicOp::OP, ::cudasim::simt::AtomicType::TYPE, address, ::cudasim::simt::to_bits(val), 0)); \
+  }
+CUDASIM_ATOMIC(atomicAdd, Add, int, I32)
+CUDASIM_ATOMIC(atomicAdd, Add, unsigned, U32)
+CUDASIM_ATOMIC(atomicAdd, Add, unsigned long long, U64)
+CUDASIM_ATOMIC(atomicAdd, Add, float, F32)
+CUDASIM_ATOMIC(atomicAdd, Add, double, F64)
+CUDASIM_ATOMIC(atomicSub, Sub, int, I32)
+CUDASIM_ATOMIC(atomicSub, Sub, unsigned, U32)
+CUDASIM_ATOMIC(atomicExch, Exch, int, I32)
+CUDASIM_ATOMIC(atomicExch, Exch, unsigned, U32)
+CUDASIM_ATOMIC(atomicExch, Exch, unsigned long long, U64)
+CUDASIM_ATOMIC(atomicExch, Exch, float, F32)
+CUDASIM_ATOMIC(atomicMin, Min, int, I32)
+CUDASIM_ATOMIC(atomicMin, Min, unsigned, U32)
+CUDASIM_ATOMIC(atomicMin, Min, unsigned long long, U64)
+CUDASIM_ATOMIC(atomicMax, Max, int, I32)
+CUDASIM_ATOMIC(atomicMax, Max, unsigned, U32)
+CUDASIM_ATOMIC(atomicMax, Max, unsigned long long, U64)
+#undef CUDASIM_ATOMIC
+#define CUDASIM_ATOMIC_CAS(T, TYPE)                                                                         \
+  inline T atomicCAS(T* address, T compare, T val) {                                                        \
+    return ::cudasim::simt::from_bits<T>(                                                                   \
+        ::cudasim::simt::atomic(::cudasim::simt::AtomicOp::Cas, ::cudasim::simt::AtomicType::TYPE, address, \
+                                ::cudasim::simt::to_bits(val), ::cudasim::simt::to_bits(compare)));         \
+  }
+CUDASIM_ATOMIC_CAS(int, I32)
+CUDASIM_ATOMIC_CAS(unsigned, U32)
+CUDASIM_ATOMIC_CAS(unsigned long long, U64)
+#undef CUDASIM_ATOMIC_CAS
 
 // Bit casts and read-only loads (plain C++ on the host).
 inline float __int_as_float(int x) { return ::cudasim::simt::from_bits<float>(static_cast<uint32_t>(x)); }

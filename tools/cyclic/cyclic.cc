@@ -1,8 +1,10 @@
 // tools:cyclic: trains a model with Cyclic Data Parallelism (or DP) on CPU threads or GPUs and writes logs,
-// memory and communication curves and a trace; with --simulate, writes the unit-time timelines instead.
+// memory and communication curves and a trace; with --simulate, writes the unit-time timelines instead, or
+// (--simulate --gpu) projects the rules on modelled GPUs from the cost model.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -31,6 +33,7 @@
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
 #include "runtime/tensor/rng.h"
+#include "tools/costmodel/cyclic/stage_costs.h"
 #include "tools/cyclic/flags.h"
 #include "tools/flags/flags.h"
 
@@ -111,6 +114,60 @@ void simulate(const Flags& f, Rule rule) {
          << (step < static_cast<int>(traffic[1].size()) ? traffic[1][step] : 0) << "\n";
   std::printf("cyclic: wrote unit-time timelines of dp and %s (N = %d, S = %d) to %s\n", rule_name(rules[1]),
               f.micro_batches, f.stages, f.out.c_str());
+}
+
+// --simulate --gpu: DP and the cyclic rules in dp-workers and mp modes on modelled GPUs, from stage costs the
+// cost model predicts, beside the unit-time model of the paper's figure.
+void simulate_on_gpu(const Flags& f) {
+  const costmodel::GpuSpec& gpu = costmodel::gpu_spec(f.gpu);
+  auto spec = models::parse_model_spec(f.model);
+  const bool cifar = f.model.find("cifar") != std::string::npos;
+  const int64_t size = f.input > 0 ? f.input : cifar ? 32 : 224;
+  spec.second.in_channels = 3;
+  spec.second.seed = f.seed;
+  auto model = std::static_pointer_cast<models::Sequential>(models::make_model(spec.first, spec.second));
+  const int N = f.micro_batches, S = f.stages;
+  const std::vector<Unit> units = model_units(*model, {1, 3, size, size});
+  const std::vector<size_t> starts = f.split.empty() ? balanced_split(units, S) : parse_split(f.split, units);
+  std::printf(
+      "cyclic: %s at %lldx%lld, micro-batch %lld, N = %d micro-batches, S = %d stages (%s), on %s GPUs "
+      "joined by NVLink\n",
+      f.model.c_str(), static_cast<long long>(size), static_cast<long long>(size), static_cast<long long>(f.batch), N,
+      S, describe_split(units, starts).c_str(), gpu.title.c_str());
+  const costmodel::ModelledStages ms = costmodel::model_stage_costs(make_stages(units, starts), {3, size, size},
+                                                                    f.batch, gpu, costmodel::fitted_constants());
+  const int64_t rounds = std::max<int64_t>(f.simulate_rounds, 4);
+  std::printf(
+      "PROJECTED by the cost model (stage costs predicted from the simulated GPU's counters, the rules' timelines\n"
+      "timed by the simulator; a round's time in the steady state: %lld rounds against %lld), not measured. Beside\n"
+      "them, the paper's unit-time model: DP's activations peak at N*S stage activations in all, CDP's stay at\n"
+      "N(S+1)/2; DP x MP needs N*S GPUs, CDP x MP S*ceil(N/S).\n%-10s %-7s %5s %10s %11s %12s %11s  %s\n",
+      static_cast<long long>(2 * rounds), static_cast<long long>(rounds), "mode", "rule", "gpus", "round_ms",
+      "images/s", "act_peak_GB", "per_gpu_GB", "unit model");
+  for (Mode mode : {Mode::DpWorkers, Mode::ModelParallel})
+    for (Rule r : {Rule::Dp, Rule::CdpV1, Rule::CdpV2}) {
+      TimelineSpec t;
+      t.rule = r;
+      t.mode = mode;
+      t.sync = default_sync(r);
+      t.micro_batches = N;
+      t.stages = S;
+      t.rounds = rounds;
+      const Timeline tl = build_timeline(t, ms.costs);
+      const parallel::SimResult sim = parallel::simulate(tl.schedule);
+      t.rounds = 2 * rounds;
+      const double longer = parallel::simulate(build_timeline(t, ms.costs).schedule).makespan_s;
+      const ActivationProfile act = stored_activations(tl, sim.times, ms.stored_bytes);
+      double per_gpu = 0;
+      for (const Curve& c : act.per_worker) per_gpu = std::max(per_gpu, c.peak());
+      const double round_s = (longer - sim.makespan_s) / static_cast<double>(rounds);
+      const std::string units_text =
+          std::to_string(r == Rule::Dp ? N * S : N * (S + 1) / 2) + " acts" +
+          (mode == Mode::ModelParallel ? ", " + std::to_string(r == Rule::Dp ? N * S : S * ((N + S - 1) / S)) + " gpus"
+                                       : "");
+      std::printf("%-10s %-7s %5d %10.2f %11.1f %12.3f %11.3f  %s\n", mode_name(mode), rule_name(r), tl.workers(),
+                  round_s * 1e3, N * f.batch / round_s, act.total.peak() * 1e-9, per_gpu * 1e-9, units_text.c_str());
+    }
 }
 
 struct EvalResult {
@@ -501,10 +558,15 @@ int run(const Flags& f) {
   const Mode mode = parse_mode(f.mode);
   check_config(f.micro_batches, f.stages);
   if (!f.out.empty()) make_dirs(f.out);
+  if (f.simulate && !f.gpu.empty()) {
+    simulate_on_gpu(f);
+    return 0;
+  }
   if (f.simulate) {
     simulate(f, rule);
     return 0;
   }
+  TD_CHECK(f.gpu.empty(), "--gpu needs --simulate");
   auto spec = models::parse_model_spec(f.model);
   const Datasets sets = open_datasets(f);
   const ModelFactory factory = model_factory(std::move(spec), *sets.train, f.seed);
@@ -552,6 +614,8 @@ int run(const Flags& f) {
 int main(int argc, char** argv) {
   using namespace tandem;
   const cyclic_tool::Flags parsed = cyclic_tool::parse_flags(argc, argv);
+  // Modelled GPUs: the simulated one shapes its launches as an H100 or H200 (132 SMs) does.
+  if (!parsed.gpu.empty()) setenv("TANDEM_CUDASIM_SMS", "132", 0);
   try {
     return cyclic_tool::run(parsed);
   } catch (const ValueError& e) {

@@ -1,6 +1,7 @@
 // tools:cyclic's flags and their help text.
 #include "tools/cyclic/flags.h"
 
+#include "tools/costmodel/gpu.h"
 #include "tools/flags/flags.h"
 
 namespace tandem {
@@ -71,6 +72,13 @@ Flags parse_flags(int argc, char** argv) {
          "write the unit-time timelines of DP and CDP (stage x time-step cells, stored\n"
          "activations, gradient traffic) for --micro-batches/--stages to --out, no training");
   p.integer("--simulate-rounds", "K", &f.simulate_rounds, "rounds simulated (default 3)", 1);
+  p.custom(
+      "--gpu", "NAME", [&](const std::string& v) { f.gpu = costmodel::gpu_spec(v).name; },
+      "with --simulate: project DP, CDP-v1 and CDP-v2 (dp-workers and mp modes) on modelled\n"
+      "h100 or h200 GPUs joined by NVLink, with stage costs from the cost model (tools/costmodel;\n"
+      "needs the simulated GPU) for --model, --batch, --micro-batches and --stages, and print step\n"
+      "times, activation memory and GPUs beside the paper's unit-time figures (--out optional)");
+  p.integer("--input", "S", &f.input, "with --gpu: input size (default 32 for CIFAR models, 224 otherwise)", 8);
   p.footer(
       "Exit status: 0 on success, 2 for a bad flag or configuration (N or S out of range, S larger than the\n"
       "model's units, a mode the workers cannot host), 1 for other errors (e.g. unreadable data).");

@@ -39,6 +39,8 @@ struct Flags {
   std::string resume;
   bool simulate = false;  // write unit-time timelines instead of training
   int64_t simulate_rounds = 3;
+  std::string gpu;    // with simulate: stage costs from the cost model on this modelled GPU
+  int64_t input = 0;  // with gpu: input size (0: 32 for CIFAR models, 224 otherwise)
 };
 
 // Parses argv; prints the usage and exits 0 for --help, prints the problem and exits 2 for a bad flag or value

@@ -39,9 +39,23 @@ void channel_ranges(const BatchNormGeometry& g, int per_channel, F&& fn) {
   });
 }
 
+// The fused epilogue: act(v + residual[i]) (residual may be null), and act's derivative read from its output.
+template <typename T>
+double epilogue(double v, const T* residual, int64_t i, BnActivation act) {
+  if (residual) v += static_cast<double>(residual[i]);
+  if (act == BnActivation::None) return v;
+  v = v > 0.0 ? v : 0.0;
+  return act == BnActivation::Relu6 && v > 6.0 ? 6.0 : v;
+}
+template <typename T>
+bool passes(T y, BnActivation act) {
+  return act == BnActivation::None || (y > T(0) && (act == BnActivation::Relu || y < T(6)));
+}
+
 template <typename T>
 void forward_train(const BatchNormGeometry& g, const T* x, const T* weight, const T* bias, double eps, double momentum,
-                   T* running_mean, T* running_var, T* y, T* save_mean, T* save_invstd) {
+                   T* running_mean, T* running_var, T* y, T* save_mean, T* save_invstd, const T* residual = nullptr,
+                   BnActivation act = BnActivation::None) {
   const double m = static_cast<double>(g.n * g.hw);
   channel_ranges(g, 4, [&](int64_t c0, int64_t c1, double* acc) {
     // acc[4k]: sum, then mean; acc[4k+1]: centered sum of squares; acc[4k+2], acc[4k+3]: scale, shift.
@@ -67,14 +81,15 @@ void forward_train(const BatchNormGeometry& g, const T* x, const T* weight, cons
     }
     for_channels(g, c0, c1, [&](int64_t c, int64_t i) {
       const double* a = acc + 4 * (c - c0);
-      y[i] = static_cast<T>((static_cast<double>(x[i]) - a[0]) * a[2] + a[3]);
+      y[i] = static_cast<T>(epilogue((static_cast<double>(x[i]) - a[0]) * a[2] + a[3], residual, i, act));
     });
   });
 }
 
 template <typename T>
 void forward_eval(const BatchNormGeometry& g, const T* x, const T* weight, const T* bias, const T* running_mean,
-                  const T* running_var, double eps, T* y) {
+                  const T* running_var, double eps, T* y, const T* residual = nullptr,
+                  BnActivation act = BnActivation::None) {
   channel_ranges(g, 3, [&](int64_t c0, int64_t c1, double* acc) {
     for (int64_t c = c0; c < c1; ++c) {
       double w = weight ? static_cast<double>(weight[c]) : 1.0, b = bias ? static_cast<double>(bias[c]) : 0.0;
@@ -84,19 +99,24 @@ void forward_eval(const BatchNormGeometry& g, const T* x, const T* weight, const
     }
     for_channels(g, c0, c1, [&](int64_t c, int64_t i) {
       const double* a = acc + 3 * (c - c0);
-      y[i] = static_cast<T>((static_cast<double>(x[i]) - a[0]) * a[1] + a[2]);
+      y[i] = static_cast<T>(epilogue((static_cast<double>(x[i]) - a[0]) * a[1] + a[2], residual, i, act));
     });
   });
 }
 
 template <typename T>
 void backward(const BatchNormGeometry& g, bool training, const T* x, const T* dy, const T* weight, const T* mean,
-              const T* invstd, T* dx, T* dweight, T* dbias) {
+              const T* invstd, T* dx, T* dweight, T* dbias, const T* y = nullptr, BnActivation act = BnActivation::None,
+              bool accumulate_dresidual = false, T* dresidual = nullptr) {
+  // dy masked by the activation's derivative (the residual's gradient); the first pass also stores it.
+  auto grad = [&](int64_t i) { return y == nullptr || passes(y[i], act) ? static_cast<double>(dy[i]) : 0.0; };
   const double m = static_cast<double>(g.n * g.hw);
   channel_ranges(g, 2, [&](int64_t c0, int64_t c1, double* acc) {
     // acc[2k]: sum of dy, acc[2k+1]: sum of dy * xhat.
     for_channels(g, c0, c1, [&](int64_t c, int64_t i) {
-      double d = static_cast<double>(dy[i]);
+      double d = grad(i);
+      if (dresidual)
+        dresidual[i] = accumulate_dresidual ? static_cast<T>(dresidual[i] + static_cast<T>(d)) : static_cast<T>(d);
       double xhat = (static_cast<double>(x[i]) - static_cast<double>(mean[c])) * static_cast<double>(invstd[c]);
       acc[2 * (c - c0)] += d;
       acc[2 * (c - c0) + 1] += d * xhat;
@@ -109,7 +129,7 @@ void backward(const BatchNormGeometry& g, bool training, const T* x, const T* dy
     for_channels(g, c0, c1, [&](int64_t c, int64_t i) {
       double w = weight ? static_cast<double>(weight[c]) : 1.0;
       double is = static_cast<double>(invstd[c]);
-      double d = static_cast<double>(dy[i]);
+      double d = grad(i);
       if (training) {
         double xhat = (static_cast<double>(x[i]) - static_cast<double>(mean[c])) * is;
         d -= (acc[2 * (c - c0)] + xhat * acc[2 * (c - c0) + 1]) / m;
@@ -160,6 +180,54 @@ void CpuNNBackend::batch_norm_backward(const BatchNormBackwardArgs& args, const 
              static_cast<const scalar_t*>(args.weight), static_cast<const scalar_t*>(args.mean),
              static_cast<const scalar_t*>(args.invstd), static_cast<scalar_t*>(args.dx),
              static_cast<scalar_t*>(args.dweight), static_cast<scalar_t*>(args.dbias));
+  });
+}
+
+void CpuNNBackend::batch_norm_act_forward_train(const BatchNormActTrainArgs& args, const Stream&) {
+  const BatchNormTrainArgs& a = args.bn;
+  auto f = [](const void* p) { return static_cast<const float*>(p); };
+  auto fm = [](void* p) { return static_cast<float*>(p); };
+  if (batch_norm_f32_forward_train(a.g, f(a.x), f(a.weight), f(a.bias), a.eps, a.momentum, fm(a.running_mean),
+                                   fm(a.running_var), fm(a.y), fm(a.save_mean), fm(a.save_invstd), f(args.residual),
+                                   args.act))
+    return;
+  TD_DISPATCH_FLOAT(a.g.dtype, "batch_norm_act", {
+    using T = scalar_t;
+    forward_train(a.g, static_cast<const T*>(a.x), static_cast<const T*>(a.weight), static_cast<const T*>(a.bias),
+                  a.eps, a.momentum, static_cast<T*>(a.running_mean), static_cast<T*>(a.running_var),
+                  static_cast<T*>(a.y), static_cast<T*>(a.save_mean), static_cast<T*>(a.save_invstd),
+                  static_cast<const T*>(args.residual), args.act);
+  });
+}
+
+void CpuNNBackend::batch_norm_act_forward_eval(const BatchNormActEvalArgs& args, const Stream&) {
+  const BatchNormEvalArgs& a = args.bn;
+  auto f = [](const void* p) { return static_cast<const float*>(p); };
+  if (batch_norm_f32_forward_eval(a.g, f(a.x), f(a.weight), f(a.bias), f(a.running_mean), f(a.running_var), a.eps,
+                                  static_cast<float*>(a.y), f(args.residual), args.act))
+    return;
+  TD_DISPATCH_FLOAT(a.g.dtype, "batch_norm_act", {
+    using T = scalar_t;
+    forward_eval(a.g, static_cast<const T*>(a.x), static_cast<const T*>(a.weight), static_cast<const T*>(a.bias),
+                 static_cast<const T*>(a.running_mean), static_cast<const T*>(a.running_var), a.eps,
+                 static_cast<T*>(a.y), static_cast<const T*>(args.residual), args.act);
+  });
+}
+
+void CpuNNBackend::batch_norm_act_backward(const BatchNormActBackwardArgs& args, const Stream&) {
+  const BatchNormBackwardArgs& a = args.bn;
+  auto f = [](const void* p) { return static_cast<const float*>(p); };
+  auto fm = [](void* p) { return static_cast<float*>(p); };
+  if (batch_norm_f32_backward(a.g, a.training, f(a.x), f(a.dy), f(a.weight), f(a.mean), f(a.invstd), fm(a.dx),
+                              fm(a.dweight), fm(a.dbias),
+                              {f(args.y), args.act, args.accumulate_dresidual, fm(args.dresidual)}))
+    return;
+  TD_DISPATCH_FLOAT(a.g.dtype, "batch_norm_act backward", {
+    using T = scalar_t;
+    backward(a.g, a.training, static_cast<const T*>(a.x), static_cast<const T*>(a.dy), static_cast<const T*>(a.weight),
+             static_cast<const T*>(a.mean), static_cast<const T*>(a.invstd), static_cast<T*>(a.dx),
+             static_cast<T*>(a.dweight), static_cast<T*>(a.dbias), static_cast<const T*>(args.y), args.act,
+             args.accumulate_dresidual, static_cast<T*>(args.dresidual));
   });
 }
 

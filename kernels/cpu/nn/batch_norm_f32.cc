@@ -1,6 +1,6 @@
-// Vectorized f32 NCHW batch normalization: each plane of a channel is swept in 8-lane double vectors (GCC vector
-// extensions, compiled for AVX-512, AVX2 and plain x86-64, picked at load time; lanewise IEEE arithmetic without
-// contraction, so every version gives the same bits).
+// Vectorized f32 NCHW batch normalization, with batch_norm_act's residual add and ReLU(6) fused: each plane of a
+// channel is swept in 8-lane double vectors (GCC vector extensions, compiled for AVX-512, AVX2 and plain x86-64, picked
+// at load time; lanewise IEEE arithmetic without contraction, so every version gives the same bits).
 #include "kernels/cpu/nn/batch_norm_f32.h"
 
 #include <algorithm>
@@ -54,26 +54,86 @@ TD_BN_CLONES double plane_centered_squares(const float* x, int64_t n, double mea
   return s;
 }
 
-// y = (x - mean) * scale + shift.
-TD_BN_CLONES void plane_affine(const float* x, int64_t n, double mean, double scale, double shift, float* y) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) TD_BN_STORE(y + i, (TD_BN_LOAD(x + i) - mean) * scale + shift);
-  for (; i < n; ++i) y[i] = static_cast<float>((static_cast<double>(x[i]) - mean) * scale + shift);
+// dy's 8 floats at p where 0 < y <= hi (y's floats at q), else 0, as doubles. The comparisons are of floats: GCC
+// turns double comparisons of converted floats into scalar ones.
+typedef float Floats __attribute__((vector_size(32)));
+typedef int32_t FloatMask __attribute__((vector_size(32)));
+#define TD_BN_MASKED(p, q, zero, hi)                                                                    \
+  __builtin_convertvector((Floats)((FloatMask)(Floats)(*reinterpret_cast<const UnalignedFloats*>(p)) &  \
+                                   (((Floats)(*reinterpret_cast<const UnalignedFloats*>(q)) > (zero)) & \
+                                    ((Floats)(*reinterpret_cast<const UnalignedFloats*>(q)) <= (hi)))), \
+                          Lanes)
+
+// The fused forward's epilogue: act's clamp to [0, cap] (cap: +inf for ReLU) when on.
+struct Epilogue {
+  bool clamp;
+  double cap;
+};
+Epilogue epilogue_of(BnActivation act) {
+  return {act != BnActivation::None, act == BnActivation::Relu6 ? 6.0 : HUGE_VAL};
+}
+inline double clamp_scalar(double v, const Epilogue& e) {
+  if (!e.clamp) return v;
+  v = v > 0.0 ? v : 0.0;
+  return v > e.cap ? e.cap : v;
 }
 
-// Adds Σ dy to *sum_dy and Σ dy * (x - mean) to *sum_dy_xc.
-TD_BN_CLONES void plane_grad_sums(const float* x, const float* dy, int64_t n, double mean, double* sum_dy,
-                                  double* sum_dy_xc) {
+// y = act((x - mean) * scale + shift + residual), residual may be null.
+TD_BN_CLONES void plane_affine(const float* x, int64_t n, double mean, double scale, double shift,
+                               const float* residual, const Epilogue& e, float* y) {
+  const bool clamp = e.clamp;
+  const Lanes zero = {}, cap = zero + e.cap;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    Lanes v = (TD_BN_LOAD(x + i) - mean) * scale + shift;
+    if (residual) v += TD_BN_LOAD(residual + i);
+    if (clamp) {
+      v = v > zero ? v : zero;  // NaN to 0, as the scalar clamp; vector operands: scalar ones scalarize it
+      v = v > cap ? cap : v;
+    }
+    TD_BN_STORE(y + i, v);
+  }
+  for (; i < n; ++i) {
+    double v = (static_cast<double>(x[i]) - mean) * scale + shift;
+    if (residual) v += static_cast<double>(residual[i]);
+    y[i] = static_cast<float>(clamp_scalar(v, e));
+  }
+}
+
+// One plane's backward operands: dy kept where 0 < y <= hi (y null: everywhere; hi: the largest float below 6
+// for ReLU6, +inf for ReLU), the kept gradient stored to dres (null: nowhere; added with accumulate).
+struct GradPlane {
+  const float* x;
+  const float* dy;
+  const float* y;
+  float* dres;
+  float hi;
+  bool accumulate;
+};
+inline double masked_scalar(const float* dy, const float* y, float hi, int64_t i) {
+  if (!y) return static_cast<double>(dy[i]);
+  return y[i] > 0.f && y[i] <= hi ? static_cast<double>(dy[i]) : 0.0;
+}
+
+// Adds Σ g to *sum_dy and Σ g * (x - mean) to *sum_dy_xc, g the masked dy (stored to p.dres).
+TD_BN_CLONES void plane_grad_sums(const GradPlane& p, int64_t n, double mean, double* sum_dy, double* sum_dy_xc) {
+  // Locals: the may_alias stores could otherwise change p's fields, which every iteration would reload.
+  const float *x = p.x, *dy = p.dy, *y = p.y;
+  float* dres = p.dres;
+  const bool accumulate = p.accumulate;
+  const Floats zero = {}, hi = zero + p.hi;
   Lanes a = {}, b = {};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    Lanes d = TD_BN_LOAD(dy + i);
+    const Lanes d = y ? TD_BN_MASKED(dy + i, y + i, zero, hi) : TD_BN_LOAD(dy + i);
+    if (dres) TD_BN_STORE(dres + i, accumulate ? TD_BN_LOAD(dres + i) + d : d);
     a += d;
     b += d * (TD_BN_LOAD(x + i) - mean);
   }
   double sa = lane_sum(a), sb = lane_sum(b);
   for (; i < n; ++i) {
-    double d = static_cast<double>(dy[i]);
+    const double d = masked_scalar(dy, y, p.hi, i);
+    if (dres) dres[i] = static_cast<float>(accumulate ? static_cast<double>(dres[i]) + d : d);
     sa += d;
     sb += d * (static_cast<double>(x[i]) - mean);
   }
@@ -81,13 +141,18 @@ TD_BN_CLONES void plane_grad_sums(const float* x, const float* dy, int64_t n, do
   *sum_dy_xc += sb;
 }
 
-// dx = a * dy + b * (x - mean) + c.
-TD_BN_CLONES void plane_grad_input(const float* x, const float* dy, int64_t n, double mean, double a, double b,
-                                   double c, float* dx) {
+// dx = a * g + b * (x - mean) + c, g the masked dy.
+TD_BN_CLONES void plane_grad_input(const GradPlane& p, int64_t n, double mean, double a, double b, double c,
+                                   float* dx) {
+  const float *x = p.x, *dy = p.dy, *y = p.y;
+  const Floats zero = {}, hi = zero + p.hi;
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) TD_BN_STORE(dx + i, TD_BN_LOAD(dy + i) * a + (TD_BN_LOAD(x + i) - mean) * b + c);
+  for (; i + 8 <= n; i += 8) {
+    const Lanes d = y ? TD_BN_MASKED(dy + i, y + i, zero, hi) : TD_BN_LOAD(dy + i);
+    TD_BN_STORE(dx + i, d * a + (TD_BN_LOAD(x + i) - mean) * b + c);
+  }
   for (; i < n; ++i)
-    dx[i] = static_cast<float>(static_cast<double>(dy[i]) * a + (static_cast<double>(x[i]) - mean) * b + c);
+    dx[i] = static_cast<float>(masked_scalar(dy, y, p.hi, i) * a + (static_cast<double>(x[i]) - mean) * b + c);
 }
 
 bool applies(const BatchNormGeometry& g) { return g.dtype == DType::F32 && !g.channels_last && cpu_onednn(); }
@@ -105,8 +170,9 @@ void for_each_channel(const BatchNormGeometry& g, F&& fn) {
 
 bool batch_norm_f32_forward_train(const BatchNormGeometry& g, const float* x, const float* weight, const float* bias,
                                   double eps, double momentum, float* running_mean, float* running_var, float* y,
-                                  float* save_mean, float* save_invstd) {
+                                  float* save_mean, float* save_invstd, const float* residual, BnActivation act) {
   if (!applies(g)) return false;
+  const Epilogue e = epilogue_of(act);
   const double m = static_cast<double>(g.n * g.hw);
   for_each_channel(g, [&](int64_t c) {
     auto plane = [&](int64_t i) { return (i * g.c + c) * g.hw; };
@@ -124,21 +190,24 @@ bool batch_norm_f32_forward_train(const BatchNormGeometry& g, const float* x, co
     }
     const double scale = (weight ? static_cast<double>(weight[c]) : 1.0) * invstd;
     const double shift = bias ? static_cast<double>(bias[c]) : 0.0;
-    for (int64_t i = 0; i < g.n; ++i) plane_affine(x + plane(i), g.hw, mean, scale, shift, y + plane(i));
+    for (int64_t i = 0; i < g.n; ++i)
+      plane_affine(x + plane(i), g.hw, mean, scale, shift, residual ? residual + plane(i) : nullptr, e, y + plane(i));
   });
   return true;
 }
 
 bool batch_norm_f32_forward_eval(const BatchNormGeometry& g, const float* x, const float* weight, const float* bias,
-                                 const float* running_mean, const float* running_var, double eps, float* y) {
+                                 const float* running_mean, const float* running_var, double eps, float* y,
+                                 const float* residual, BnActivation act) {
   if (!applies(g)) return false;
+  const Epilogue e = epilogue_of(act);
   for_each_channel(g, [&](int64_t c) {
     const double scale =
         (weight ? static_cast<double>(weight[c]) : 1.0) / std::sqrt(static_cast<double>(running_var[c]) + eps);
     const double shift = bias ? static_cast<double>(bias[c]) : 0.0;
     for (int64_t i = 0; i < g.n; ++i) {
       const int64_t at = (i * g.c + c) * g.hw;
-      plane_affine(x + at, g.hw, running_mean[c], scale, shift, y + at);
+      plane_affine(x + at, g.hw, running_mean[c], scale, shift, residual ? residual + at : nullptr, e, y + at);
     }
   });
   return true;
@@ -146,14 +215,21 @@ bool batch_norm_f32_forward_eval(const BatchNormGeometry& g, const float* x, con
 
 bool batch_norm_f32_backward(const BatchNormGeometry& g, bool training, const float* x, const float* dy,
                              const float* weight, const float* mean, const float* invstd, float* dx, float* dweight,
-                             float* dbias) {
+                             float* dbias, const BnActGradF32& act) {
   if (!applies(g)) return false;
   const double m = static_cast<double>(g.n * g.hw);
+  const float* y = act.act == BnActivation::None ? nullptr : act.y;
+  const float hi = act.act == BnActivation::Relu6 ? std::nextafter(6.f, 0.f) : HUGE_VALF;
   for_each_channel(g, [&](int64_t c) {
     auto plane = [&](int64_t i) { return (i * g.c + c) * g.hw; };
+    auto at = [&](int64_t i) {
+      const int64_t o = plane(i);
+      return GradPlane{x + o, dy + o,        y ? y + o : nullptr, act.dresidual ? act.dresidual + o : nullptr,
+                       hi,    act.accumulate};
+    };
     const double mu = mean[c], is = invstd[c];
     double sum_dy = 0, sum_dy_xc = 0;  // Σ dy and Σ dy (x - mean): dbias, and dweight / invstd
-    for (int64_t i = 0; i < g.n; ++i) plane_grad_sums(x + plane(i), dy + plane(i), g.hw, mu, &sum_dy, &sum_dy_xc);
+    for (int64_t i = 0; i < g.n; ++i) plane_grad_sums(at(i), g.hw, mu, &sum_dy, &sum_dy_xc);
     if (dbias) dbias[c] = static_cast<float>(sum_dy);
     if (dweight) dweight[c] = static_cast<float>(sum_dy_xc * is);
     if (!dx) return;
@@ -161,7 +237,7 @@ bool batch_norm_f32_backward(const BatchNormGeometry& g, bool training, const fl
     const double a = (weight ? static_cast<double>(weight[c]) : 1.0) * is;
     const double b = training ? -a * is * is * sum_dy_xc / m : 0.0;
     const double k = training ? -a * sum_dy / m : 0.0;
-    for (int64_t i = 0; i < g.n; ++i) plane_grad_input(x + plane(i), dy + plane(i), g.hw, mu, a, b, k, dx + plane(i));
+    for (int64_t i = 0; i < g.n; ++i) plane_grad_input(at(i), g.hw, mu, a, b, k, dx + plane(i));
   });
   return true;
 }

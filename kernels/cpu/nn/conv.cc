@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/cpu/bf16_widen.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/nn/conv_gemm.h"
 #include "kernels/cpu/nn/conv_onednn.h"
@@ -340,8 +341,28 @@ template void nchw_to_nhwc<double>(const double*, double*, int64_t, int64_t, int
 template void nhwc_to_nchw<float>(const float*, float*, int64_t, int64_t, int64_t);
 template void nhwc_to_nchw<double>(const double*, double*, int64_t, int64_t, int64_t);
 
-void CpuNNBackend::conv2d_forward(const Conv2dForwardArgs& args, const Stream&) {
+namespace {
+// The geometry of a bf16 convolution's f32 computation, and its tensors' element counts.
+Conv2dGeometry as_f32(const Conv2dGeometry& g) {
+  Conv2dGeometry f = g;
+  f.dtype = DType::F32;
+  return f;
+}
+int64_t input_elements(const Conv2dGeometry& g) { return g.n * g.c * g.h * g.w; }
+int64_t output_elements(const Conv2dGeometry& g) { return g.n * g.o * g.oh * g.ow; }
+}  // namespace
+
+// bf16: each pass runs in f32 on widened operands and rounds its result once (cpu/bf16_widen.h).
+void CpuNNBackend::conv2d_forward(const Conv2dForwardArgs& args, const Stream& s) {
   const Conv2dGeometry& g = args.g;
+  if (g.dtype == DType::BF16) {
+    TD_CHECK(args.bias == nullptr, "conv2d_forward in bf16 takes no bias (conv2d adds it to the rounded result)");
+    const std::vector<float> x = widen_bf16(args.x, input_elements(g)),
+                             w = widen_bf16(args.w, conv2d_weight_elements(g));
+    std::vector<float> y(static_cast<size_t>(output_elements(g)));
+    conv2d_forward({as_f32(g), x.data(), w.data(), nullptr, y.data()}, s);
+    return round_to_bf16(y.data(), output_elements(g), args.y);
+  }
   const CpuConvPath path = select_cpu_conv_path(g, ConvPass::forward, args.bias != nullptr);
   auto f = [](const void* p) { return static_cast<const float*>(p); };
   switch (path) {
@@ -358,8 +379,15 @@ void CpuNNBackend::conv2d_forward(const Conv2dForwardArgs& args, const Stream&) 
   }
 }
 
-void CpuNNBackend::conv2d_backward_data(const Conv2dBackwardDataArgs& args, const Stream&) {
+void CpuNNBackend::conv2d_backward_data(const Conv2dBackwardDataArgs& args, const Stream& s) {
   const Conv2dGeometry& g = args.g;
+  if (g.dtype == DType::BF16) {
+    const std::vector<float> dy = widen_bf16(args.dy, output_elements(g));
+    const std::vector<float> w = widen_bf16(args.w, conv2d_weight_elements(g));
+    std::vector<float> dx(static_cast<size_t>(input_elements(g)));
+    conv2d_backward_data({as_f32(g), dy.data(), w.data(), dx.data()}, s);
+    return round_to_bf16(dx.data(), input_elements(g), args.dx);
+  }
   const CpuConvPath path = select_cpu_conv_path(g, ConvPass::backward_data, false);
   auto f = [](const void* p) { return static_cast<const float*>(p); };
   switch (path) {
@@ -374,8 +402,14 @@ void CpuNNBackend::conv2d_backward_data(const Conv2dBackwardDataArgs& args, cons
   }
 }
 
-void CpuNNBackend::conv2d_backward_weight(const Conv2dBackwardWeightArgs& args, const Stream&) {
+void CpuNNBackend::conv2d_backward_weight(const Conv2dBackwardWeightArgs& args, const Stream& s) {
   const Conv2dGeometry& g = args.g;
+  if (g.dtype == DType::BF16) {
+    const std::vector<float> x = widen_bf16(args.x, input_elements(g)), dy = widen_bf16(args.dy, output_elements(g));
+    std::vector<float> dw(static_cast<size_t>(conv2d_weight_elements(g)));
+    conv2d_backward_weight({as_f32(g), x.data(), dy.data(), dw.data()}, s);
+    return round_to_bf16(dw.data(), conv2d_weight_elements(g), args.dw);
+  }
   const CpuConvPath path = select_cpu_conv_path(g, ConvPass::backward_weight, false);
   auto f = [](const void* p) { return static_cast<const float*>(p); };
   switch (path) {

@@ -1,9 +1,11 @@
 // CPU max and average pooling, forward and backward, one (image, channel) plane per task (f32 NCHW max pooling
-// forward: max_pool_f32.cc unless the fast kernels are off).
+// forward: max_pool_f32.cc unless the fast kernels are off; bf16 through f32).
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
+#include "kernels/cpu/bf16_widen.h"
 #include "kernels/cpu/nn/cpu_nn_backend.h"
 #include "kernels/cpu/nn/max_pool_f32.h"
 #include "kernels/dispatch.h"
@@ -127,7 +129,25 @@ void avg_backward(const Pool2dGeometry& g, const T* dy, T* dx) {
 
 }  // namespace
 
-void CpuNNBackend::max_pool2d_forward(const MaxPool2dForwardArgs& args, const Stream&) {
+namespace {
+Pool2dGeometry as_f32(const Pool2dGeometry& g) {
+  Pool2dGeometry f = g;
+  f.dtype = DType::F32;
+  return f;
+}
+int64_t input_elements(const Pool2dGeometry& g) { return g.n * g.c * g.h * g.w; }
+int64_t output_elements(const Pool2dGeometry& g) { return g.n * g.c * g.oh * g.ow; }
+}  // namespace
+
+// bf16: each pass runs in f32 on widened operands and rounds its result once (cpu/bf16_widen.h), as the CUDA
+// kernels compute bf16 in f32.
+void CpuNNBackend::max_pool2d_forward(const MaxPool2dForwardArgs& args, const Stream& s) {
+  if (args.g.dtype == DType::BF16) {
+    const std::vector<float> x = widen_bf16(args.x, input_elements(args.g));
+    std::vector<float> y(static_cast<size_t>(output_elements(args.g)));
+    max_pool2d_forward({as_f32(args.g), x.data(), y.data(), args.indices}, s);
+    return round_to_bf16(y.data(), output_elements(args.g), args.y);
+  }
   if (max_pool2d_f32_forward(args.g, static_cast<const float*>(args.x), static_cast<float*>(args.y), args.indices))
     return;
   TD_DISPATCH_FLOAT(args.g.dtype, "max_pool2d", {
@@ -135,18 +155,36 @@ void CpuNNBackend::max_pool2d_forward(const MaxPool2dForwardArgs& args, const St
   });
 }
 
-void CpuNNBackend::max_pool2d_backward(const MaxPool2dBackwardArgs& args, const Stream&) {
+void CpuNNBackend::max_pool2d_backward(const MaxPool2dBackwardArgs& args, const Stream& s) {
+  if (args.g.dtype == DType::BF16) {
+    const std::vector<float> dy = widen_bf16(args.dy, output_elements(args.g));
+    std::vector<float> dx(static_cast<size_t>(input_elements(args.g)));
+    max_pool2d_backward({as_f32(args.g), dy.data(), args.indices, dx.data()}, s);
+    return round_to_bf16(dx.data(), input_elements(args.g), args.dx);
+  }
   TD_DISPATCH_FLOAT(args.g.dtype, "max_pool2d backward", {
     max_backward(args.g, static_cast<const scalar_t*>(args.dy), args.indices, static_cast<scalar_t*>(args.dx));
   });
 }
 
-void CpuNNBackend::avg_pool2d_forward(const AvgPool2dForwardArgs& args, const Stream&) {
+void CpuNNBackend::avg_pool2d_forward(const AvgPool2dForwardArgs& args, const Stream& s) {
+  if (args.g.dtype == DType::BF16) {
+    const std::vector<float> x = widen_bf16(args.x, input_elements(args.g));
+    std::vector<float> y(static_cast<size_t>(output_elements(args.g)));
+    avg_pool2d_forward({as_f32(args.g), x.data(), y.data()}, s);
+    return round_to_bf16(y.data(), output_elements(args.g), args.y);
+  }
   TD_DISPATCH_FLOAT(args.g.dtype, "avg_pool2d",
                     { avg_forward(args.g, static_cast<const scalar_t*>(args.x), static_cast<scalar_t*>(args.y)); });
 }
 
-void CpuNNBackend::avg_pool2d_backward(const AvgPool2dBackwardArgs& args, const Stream&) {
+void CpuNNBackend::avg_pool2d_backward(const AvgPool2dBackwardArgs& args, const Stream& s) {
+  if (args.g.dtype == DType::BF16) {
+    const std::vector<float> dy = widen_bf16(args.dy, output_elements(args.g));
+    std::vector<float> dx(static_cast<size_t>(input_elements(args.g)));
+    avg_pool2d_backward({as_f32(args.g), dy.data(), dx.data()}, s);
+    return round_to_bf16(dx.data(), input_elements(args.g), args.dx);
+  }
   TD_DISPATCH_FLOAT(args.g.dtype, "avg_pool2d backward",
                     { avg_backward(args.g, static_cast<const scalar_t*>(args.dy), static_cast<scalar_t*>(args.dx)); });
 }

@@ -1,6 +1,8 @@
-// CUDA batch normalization. Per-channel sums accumulate in double in two fixed-order passes (partials per
-// (split, channel) from block trees, then one thread per channel sums its splits in order), so results are
-// deterministic; an elementwise pass then applies per-channel coefficients.
+// CUDA batch normalization, with batch_norm_act's residual add and ReLU(6) fused. Per-channel sums accumulate in
+// double in one pass over the data and a fixed-order finalize (partials per (split, channel) from block trees, then
+// one thread per channel sums its splits in order), so results are deterministic; one elementwise pass then applies
+// per-channel coefficients. Both passes walk NCHW planes or NHWC rows without dividing by the channel count, in
+// 16-byte vectors where the shape allows.
 #include <algorithm>
 
 #include "kernels/cuda/device_utils.cuh"
@@ -28,112 +30,196 @@ ChannelLayout layout_of(const BatchNormGeometry& g) {
   return {g.n, g.c, g.hw};
 }
 
-// Work units (elements of a plane, or rows) per partial sum, and the most partials per channel.
+// Work units (vectors of a plane, or rows) per partial sum, and the most partials per channel.
 constexpr int64_t kUnitsPerSplit = 4096;
 constexpr int64_t kMaxSplits = 256;
-constexpr int kRowChannels = 32;  // channels per block of the row kernel (one warp across them)
+constexpr int kRowChannels = 32;  // channel groups per block of the row partials (one warp across them)
 constexpr int kRowLanes = 8;      // rows handled at once by such a block
 
-struct Split {
-  int64_t count, per;
-};
-// Fixed by the shape alone, so the summation order never depends on the GPU.
-Split split_of(const ChannelLayout& L) {
-  int64_t units = L.inner > 1 ? L.per_channel() : L.outer;
-  int64_t count = std::min(kMaxSplits, std::max<int64_t>(1, ceil_div(units, kUnitsPerSplit)));
-  int64_t per = std::max<int64_t>(1, ceil_div(units, count));
-  return {std::max<int64_t>(1, ceil_div(units, per)), per};
+// Elements per vector: 16 bytes of T where the layout allows (NCHW planes, or NHWC rows of channels, a whole number
+// of vectors long), else 1. Fixed by the shape alone: the sums' order does not depend on pointer alignment.
+template <typename T>
+int vector_width(const ChannelLayout& L) {
+  constexpr int V = vec_width<T>();
+  return (L.inner > 1 ? L.inner : L.channels) % V == 0 ? V : 1;
+}
+
+// The V elements at p: one 16-byte access where `vec` (every operand aligned), else V scalar ones (the same values).
+template <typename T, int V>
+__device__ __forceinline__ Vec<T, V> load_n(const T* p, bool vec) {
+  if (V > 1 && vec) return load_vec<T, V>(p);
+  Vec<T, V> v;
+#pragma unroll
+  for (int e = 0; e < V; ++e) v.v[e] = p[e];
+  return v;
+}
+template <typename T, int V>
+__device__ __forceinline__ void store_n(T* p, const Vec<T, V>& v, bool vec) {
+  if (V > 1 && vec) return store_vec<T, V>(p, v);
+#pragma unroll
+  for (int e = 0; e < V; ++e) p[e] = v.v[e];
+}
+
+// A vector's element e belongs to channel c + e along NHWC rows (C = V accumulators or coefficients), to channel
+// c in an NCHW plane (C = 1).
+template <int C>
+__device__ __forceinline__ int slot(int e) {
+  return C == 1 ? 0 : e;
 }
 
 template <typename T>
 struct StatsOp {  // sum of x and of x^2
   const T* x;
-  __device__ __forceinline__ void operator()(int64_t i, int64_t, double& a, double& b) const {
-    double v = static_cast<double>(x[i]);
-    a += v;
-    b += v * v;
+  bool vec;
+  template <int V, int C>
+  __device__ __forceinline__ void operator()(int64_t i, int64_t, double (&a)[C], double (&b)[C]) const {
+    const Vec<T, V> v = load_n<T, V>(x + i, vec);
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      const double d = static_cast<double>(v.v[e]);
+      a[slot<C>(e)] += d;
+      b[slot<C>(e)] += d * d;
+    }
   }
 };
 
+// The fused epilogue's derivative, read from its output value y.
 template <typename T>
-struct GradOp {  // sum of dy and of dy * (x - mean)
+__device__ __forceinline__ bool passes(T y, BnActivation act) {
+  return act == BnActivation::None || (y > T(0) && (act == BnActivation::Relu || y < T(6)));
+}
+
+template <typename T>
+struct GradOp {  // sum of g and of g * (x - mean), g = dy masked by the activation's derivative; g goes to dres
   const T* x;
   const T* dy;
   const T* mean;
-  __device__ __forceinline__ void operator()(int64_t i, int64_t c, double& a, double& b) const {
-    double d = static_cast<double>(dy[i]);
-    a += d;
-    b += d * (static_cast<double>(x[i]) - static_cast<double>(mean[c]));
+  const T* y = nullptr;
+  BnActivation act = BnActivation::None;
+  int32_t accumulate = 0;  // a bool, as 4 bytes: no padding in the kernel parameter
+  T* dres = nullptr;
+  bool vec = false;
+  template <int V, int C>
+  __device__ __forceinline__ void operator()(int64_t i, int64_t c, double (&a)[C], double (&b)[C]) const {
+    Vec<T, V> g = load_n<T, V>(dy + i, vec);
+    const Vec<T, V> xv = load_n<T, V>(x + i, vec);
+    if (y != nullptr) {
+      const Vec<T, V> yv = load_n<T, V>(y + i, vec);
+#pragma unroll
+      for (int e = 0; e < V; ++e) g.v[e] = passes(yv.v[e], act) ? g.v[e] : T(0);
+    }
+    if (dres != nullptr) {
+      Vec<T, V> r = g;
+      if (accumulate) {
+        r = load_n<T, V>(dres + i, vec);
+#pragma unroll
+        for (int e = 0; e < V; ++e) r.v[e] += g.v[e];
+      }
+      store_n<T, V>(dres + i, r, vec);
+    }
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      const double d = static_cast<double>(g.v[e]);
+      a[slot<C>(e)] += d;
+      b[slot<C>(e)] += d * (static_cast<double>(xv.v[e]) - static_cast<double>(mean[c + slot<C>(e)]));
+    }
   }
 };
 
-// Planes (inner > 1): block (split s, channel c) sums units [s * per, (s + 1) * per) of its channel.
-template <typename Op>
+// Planes (inner > 1): block (split s, channel c) sums vectors [s * per, (s + 1) * per) of its channel's
+// per_channel / V (each inside one plane).
+template <int V, typename Op>
 __global__ void plane_partials(ChannelLayout L, int64_t per, Op op, double2* partial) {
-  const int64_t c = blockIdx.y, j1 = min(L.per_channel(), static_cast<int64_t>(blockIdx.x + 1) * per);
-  double a = 0, b = 0;
+  const int64_t c = blockIdx.y, inner = L.inner / V;
+  const int64_t j1 = min(L.per_channel() / V, static_cast<int64_t>(blockIdx.x + 1) * per);
+  double a[1] = {0}, b[1] = {0};
   int64_t j = static_cast<int64_t>(blockIdx.x) * per + threadIdx.x;
   if (j < j1) {
-    int64_t o = j / L.inner, i = j - o * L.inner;
+    int64_t o = j / inner, i = j - o * inner;
     for (; j < j1; j += blockDim.x) {
-      op((o * L.channels + c) * L.inner + i, c, a, b);
+      op.template operator()<V, 1>((o * L.channels + c) * L.inner + i * V, c, a, b);
       i += blockDim.x;
-      while (i >= L.inner) {
-        i -= L.inner;
+      while (i >= inner) {
+        i -= inner;
         ++o;
       }
     }
   }
   __shared__ double sa[kMaxWarps], sb[kMaxWarps];
   auto add = [](double u, double v) { return u + v; };
-  a = group_reduce(a, static_cast<int>(blockDim.x), add, sa);
-  b = group_reduce(b, static_cast<int>(blockDim.x), add, sb);
-  if (threadIdx.x == 0) partial[blockIdx.x * L.channels + c] = make_double2(a, b);
+  const double ta = group_reduce(a[0], static_cast<int>(blockDim.x), add, sa);
+  const double tb = group_reduce(b[0], static_cast<int>(blockDim.x), add, sb);
+  if (threadIdx.x == 0) partial[blockIdx.x * L.channels + c] = make_double2(ta, tb);
 }
 
-// Rows (inner == 1): block (split s, channel tile) has threadIdx.x across kRowChannels channels (coalesced)
-// and threadIdx.y across rows.
-template <typename Op>
+// Rows (inner == 1): block (split s, channel tile) has threadIdx.x across kRowChannels groups of V channels
+// (coalesced) and threadIdx.y across rows.
+template <int V, typename Op>
 __global__ void row_partials(ChannelLayout L, int64_t per, Op op, double2* partial) {
-  const int64_t c = static_cast<int64_t>(blockIdx.y) * kRowChannels + threadIdx.x;
+  const int64_t c = (static_cast<int64_t>(blockIdx.y) * kRowChannels + threadIdx.x) * V;
   const int64_t r1 = min(L.outer, static_cast<int64_t>(blockIdx.x + 1) * per);
-  double a = 0, b = 0;
+  double a[V] = {}, b[V] = {};
   if (c < L.channels)
     for (int64_t r = static_cast<int64_t>(blockIdx.x) * per + threadIdx.y; r < r1; r += kRowLanes)
-      op(r * L.channels + c, c, a, b);
-  __shared__ double sa[kRowLanes][kRowChannels + 1], sb[kRowLanes][kRowChannels + 1];
-  sa[threadIdx.y][threadIdx.x] = a;
-  sb[threadIdx.y][threadIdx.x] = b;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < L.channels) {
-    double ta = 0, tb = 0;
-    for (int k = 0; k < kRowLanes; ++k) {
-      ta += sa[k][threadIdx.x];
-      tb += sb[k][threadIdx.x];
-    }
-    partial[blockIdx.x * L.channels + c] = make_double2(ta, tb);
+      op.template operator()<V, V>(r * L.channels + c, c, a, b);
+  __shared__ double sa[kRowLanes][kRowChannels * V + 1], sb[kRowLanes][kRowChannels * V + 1];
+#pragma unroll
+  for (int e = 0; e < V; ++e) {
+    sa[threadIdx.y][threadIdx.x * V + e] = a[e];
+    sb[threadIdx.y][threadIdx.x * V + e] = b[e];
   }
+  __syncthreads();
+  if (threadIdx.y == 0 && c < L.channels)
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      double ta = 0, tb = 0;
+      for (int k = 0; k < kRowLanes; ++k) {
+        ta += sa[k][threadIdx.x * V + e];
+        tb += sb[k][threadIdx.x * V + e];
+      }
+      partial[blockIdx.x * L.channels + c + e] = make_double2(ta, tb);
+    }
 }
 
-template <typename Op>
-void launch_partials(const ChannelLayout& L, const Split& sp, Op op, double2* partial, cudaStream_t stream) {
+struct Split {
+  int64_t count, per;
+};
+// Units: vectors of a plane's channel, or rows. Fixed by the shape alone, so the summation order never depends on
+// the GPU.
+Split split_of(const ChannelLayout& L, int V) {
+  int64_t units = L.inner > 1 ? L.per_channel() / V : L.outer;
+  int64_t count = std::min(kMaxSplits, std::max<int64_t>(1, ceil_div(units, kUnitsPerSplit)));
+  int64_t per = std::max<int64_t>(1, ceil_div(units, count));
+  return {std::max<int64_t>(1, ceil_div(units, per)), per};
+}
+
+template <int V, typename Op>
+void launch_partials_v(const ChannelLayout& L, const Split& sp, Op op, double2* partial, cudaStream_t stream) {
   if (L.inner > 1) {
-    launch_kernel(TD_KERNEL(plane_partials<Op>),
+    launch_kernel(TD_KERNEL(plane_partials<V, Op>),
                   dim3(static_cast<unsigned>(sp.count), static_cast<unsigned>(L.channels)), kThreads, 0, stream, L,
                   sp.per, op, partial);
     TD_CUDA_CHECK_LAUNCH(stream, "batch_norm plane_partials");
   } else {
-    dim3 grid(static_cast<unsigned>(sp.count), static_cast<unsigned>(ceil_div(L.channels, kRowChannels)));
-    launch_kernel(TD_KERNEL(row_partials<Op>), grid, dim3(kRowChannels, kRowLanes), 0, stream, L, sp.per, op, partial);
+    dim3 grid(static_cast<unsigned>(sp.count), static_cast<unsigned>(ceil_div(L.channels, kRowChannels * V)));
+    launch_kernel(TD_KERNEL(row_partials<V, Op>), grid, dim3(kRowChannels, kRowLanes), 0, stream, L, sp.per, op,
+                  partial);
     TD_CUDA_CHECK_LAUNCH(stream, "batch_norm row_partials");
   }
 }
 
-// Per channel: batch mean and inverse std, running statistics, and y = (x - mean) * k + b's coefficients.
+template <typename T, typename Op>
+void launch_partials(const ChannelLayout& L, const Split& sp, Op op, double2* partial, cudaStream_t stream) {
+  if (vector_width<T>(L) > 1)
+    launch_partials_v<vec_width<T>()>(L, sp, op, partial, stream);
+  else
+    launch_partials_v<1>(L, sp, op, partial, stream);
+}
+
+// Per channel: batch mean and inverse std, and the running statistics.
 template <typename T>
 __global__ void finalize_stats(const double2* partial, int64_t splits, int64_t channels, double count, double eps,
-                               double momentum, T* running_mean, T* running_var, const T* weight, const T* bias,
-                               T* save_mean, T* save_invstd, T* k, T* b) {
+                               double momentum, T* running_mean, T* running_var, T* save_mean, T* save_invstd) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= channels) return;
   double s = 0, q = 0;
@@ -149,21 +235,9 @@ __global__ void finalize_stats(const double2* partial, int64_t splits, int64_t c
     running_var[c] =
         static_cast<T>((1.0 - momentum) * static_cast<double>(running_var[c]) + momentum * var * count / (count - 1.0));
   }
-  k[c] = static_cast<T>((weight ? static_cast<double>(weight[c]) : 1.0) * invstd);
-  b[c] = bias ? bias[c] : T(0);
 }
 
-template <typename T>
-__global__ void eval_coefficients(int64_t channels, const T* running_var, const T* weight, const T* bias, double eps,
-                                  T* k, T* b) {
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= channels) return;
-  k[c] =
-      static_cast<T>((weight ? static_cast<double>(weight[c]) : 1.0) / sqrt(static_cast<double>(running_var[c]) + eps));
-  b[c] = bias ? bias[c] : T(0);
-}
-
-// Per channel: dweight, dbias, and dx = dy * k1 + (x - mean) * k2 + k3's coefficients.
+// Per channel: dweight, dbias, and dx = g * k1 + (x - mean) * k2 + k3's coefficients.
 template <typename T>
 __global__ void finalize_grads(const double2* partial, int64_t splits, int64_t channels, double count, bool training,
                                const T* weight, const T* invstd, T* dweight, T* dbias, T* k1, T* k2, T* k3) {
@@ -182,41 +256,149 @@ __global__ void finalize_grads(const double2* partial, int64_t splits, int64_t c
   k3[c] = training ? static_cast<T>(-w * is * s / count) : T(0);
 }
 
-// y = (x - m[c]) * k[c] + b[c].
-template <typename T, typename I>
-__global__ void apply_affine(ChannelLayout L, const T* x, const T* m, const T* k, const T* b, T* y) {
-  const I n = static_cast<I>(L.numel()), inner = static_cast<I>(L.inner), channels = static_cast<I>(L.channels);
-  const I step = static_cast<I>(gridDim.x) * blockDim.x;
-  for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
-    const I c = (i / inner) % channels;
-    y[i] = (x[i] - m[c]) * k[c] + b[c];
-  }
-}
-
-// dx = dy * k1[c] + (x - m[c]) * k2[c] + k3[c].
-template <typename T, typename I>
-__global__ void apply_backward(ChannelLayout L, const T* dy, const T* x, const T* m, const T* k1, const T* k2,
-                               const T* k3, T* dx) {
-  const I n = static_cast<I>(L.numel()), inner = static_cast<I>(L.inner), channels = static_cast<I>(L.channels);
-  const I step = static_cast<I>(gridDim.x) * blockDim.x;
-  for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
-    const I c = (i / inner) % channels;
-    dx[i] = dy[i] * k1[c] + (x[i] - m[c]) * k2[c] + k3[c];
-  }
-}
-
-bool small_index(const ChannelLayout& L) { return L.numel() < (int64_t{1} << 31); }
-
-// Launches apply_affine over L, with 32-bit indices where they suffice.
+// y = act((x - mean) * k + b + r), r may be null; k = weight * invstd, from the batch's invstd (training) or the
+// running variance (evaluation: invstd null).
 template <typename T>
-void launch_apply_affine(const ChannelLayout& L, const T* x, const T* m, const T* k, const T* b, T* y,
-                         const LaunchScope& ls) {
-  const unsigned grid = grid_for(ceil_div(L.numel(), kThreads), ls.device());
-  if (small_index(L))
-    launch_kernel(TD_KERNEL(apply_affine<T, uint32_t>), grid, kThreads, 0, ls.stream(), L, x, m, k, b, y);
+struct AffineOp {
+  struct Coef {
+    T m, k, b;
+  };
+  const T* x;
+  const T* mean;
+  const T* invstd;
+  const T* var;
+  const T* weight;
+  const T* bias;
+  double eps;
+  const T* r;
+  BnActivation act;
+  T* y;
+  bool vec;
+  __device__ __forceinline__ Coef coef(int64_t c) const {
+    const double is = invstd ? static_cast<double>(invstd[c]) : 1.0 / sqrt(static_cast<double>(var[c]) + eps);
+    return {mean[c], static_cast<T>((weight ? static_cast<double>(weight[c]) : 1.0) * is), bias ? bias[c] : T(0)};
+  }
+  template <int V, int C>
+  __device__ __forceinline__ void operator()(int64_t i, const Coef (&cf)[C]) const {
+    Vec<T, V> v = load_n<T, V>(x + i, vec);
+    Vec<T, V> rv;
+    if (r != nullptr) rv = load_n<T, V>(r + i, vec);
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      const Coef& k = cf[slot<C>(e)];
+      T u = (v.v[e] - k.m) * k.k + k.b;
+      if (r != nullptr) u += rv.v[e];
+      if (act != BnActivation::None) u = u > T(0) ? (act == BnActivation::Relu6 && u > T(6) ? T(6) : u) : T(0);
+      v.v[e] = u;
+    }
+    store_n<T, V>(y + i, v, vec);
+  }
+};
+
+// dx = g * k1 + (x - mean) * k2 + k3, g = dy masked by the activation's derivative read from y (null: none).
+template <typename T>
+struct BackwardOp {
+  struct Coef {
+    T m, k1, k2, k3;
+  };
+  const T* dy;
+  const T* x;
+  const T* mean;
+  const T* k;  // k1, k2, k3: 3 rows of channels
+  int64_t channels;
+  const T* y;
+  BnActivation act;
+  T* dx;
+  bool vec;
+  __device__ __forceinline__ Coef coef(int64_t c) const {
+    return {mean[c], k[c], k[channels + c], k[2 * channels + c]};
+  }
+  template <int V, int C>
+  __device__ __forceinline__ void operator()(int64_t i, const Coef (&cf)[C]) const {
+    Vec<T, V> g = load_n<T, V>(dy + i, vec);
+    const Vec<T, V> xv = load_n<T, V>(x + i, vec);
+    Vec<T, V> yv;
+    if (y != nullptr) yv = load_n<T, V>(y + i, vec);
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      const Coef& q = cf[slot<C>(e)];
+      const T d = y == nullptr || passes(yv.v[e], act) ? g.v[e] : T(0);
+      g.v[e] = d * q.k1 + (xv.v[e] - q.m) * q.k2 + q.k3;
+    }
+    store_n<T, V>(dx + i, g, vec);
+  }
+};
+
+// Planes (inner > 1, inner % V == 0): threadIdx.y and the grid's y across the outer * channels planes (one channel
+// lookup per plane and thread), threadIdx.x and the grid's x across the plane's vectors.
+template <int V, typename Op>
+__global__ void plane_apply(ChannelLayout L, Op op) {
+  const int64_t planes = L.outer * L.channels, nvec = L.inner / V;
+  const int64_t j0 = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t jstep = static_cast<int64_t>(gridDim.x) * blockDim.x,
+                pstep = static_cast<int64_t>(gridDim.y) * blockDim.y;
+  if (j0 >= nvec) return;
+  for (int64_t p = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; p < planes; p += pstep) {
+    const typename Op::Coef cf[1] = {op.coef(p % L.channels)};
+    for (int64_t j = j0; j < nvec; j += jstep) op.template operator()<V, 1>(p * L.inner + j * V, cf);
+  }
+}
+
+// Rows (inner == 1, channels % V == 0): threadIdx.x and the grid's y across groups of V channels (coalesced; each
+// group's coefficients read once), threadIdx.y and the grid's x across rows.
+template <int V, typename Op>
+__global__ void row_apply(ChannelLayout L, Op op) {
+  const int64_t groups = L.channels / V, gstep = static_cast<int64_t>(gridDim.y) * blockDim.x;
+  const int64_t rstep = static_cast<int64_t>(gridDim.x) * blockDim.y;
+  for (int64_t gi = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; gi < groups; gi += gstep) {
+    typename Op::Coef cf[V];
+#pragma unroll
+    for (int e = 0; e < V; ++e) cf[e] = op.coef(gi * V + e);
+    for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y; r < L.outer; r += rstep)
+      op.template operator()<V, V>(r * L.channels + gi * V, cf);
+  }
+}
+
+// The smallest power of two >= n, from 32 to kThreads: a block's x extent.
+unsigned block_x(int64_t n) {
+  unsigned x = 32;
+  while (x < static_cast<unsigned>(kThreads) && x < n) x *= 2;
+  return x;
+}
+
+template <int V, typename Op>
+void launch_apply_v(const ChannelLayout& L, Op op, const LaunchScope& ls, const char* what) {
+  const bool rows = L.inner == 1;
+  const int64_t across = rows ? L.channels / V : L.inner / V, along = rows ? L.outer : L.outer * L.channels;
+  const unsigned bx = block_x(across), by = kThreads / bx;
+  const int64_t gx = ceil_div(rows ? along : across, rows ? by : bx);
+  const int64_t gy = ceil_div(rows ? across : along, rows ? bx : by);
+  // As many blocks as the device holds at once, spread over both grid dimensions; the kernels stride over the rest.
+  const int64_t budget = std::max<int64_t>(grid_for(gx * gy, ls.device()), 1);
+  const int64_t gx1 = std::min(gx, budget), gy1 = std::min<int64_t>({gy, std::max<int64_t>(1, budget / gx1), 65535});
+  dim3 grid(static_cast<unsigned>(gx1), static_cast<unsigned>(gy1)), block(bx, by);
+  if (rows)
+    launch_kernel(TD_KERNEL(row_apply<V, Op>), grid, block, 0, ls.stream(), L, op);
   else
-    launch_kernel(TD_KERNEL(apply_affine<T, int64_t>), grid, kThreads, 0, ls.stream(), L, x, m, k, b, y);
-  TD_CUDA_CHECK_LAUNCH(ls.stream(), "batch_norm apply_affine");
+    launch_kernel(TD_KERNEL(plane_apply<V, Op>), grid, block, 0, ls.stream(), L, op);
+  TD_CUDA_CHECK_LAUNCH(ls.stream(), what);
+}
+
+// Launches op over every element of L, V-wide where vector_width allows.
+template <typename T, typename Op>
+void launch_apply(const ChannelLayout& L, Op op, const LaunchScope& ls, const char* what) {
+  if (L.numel() == 0) return;
+  if (vector_width<T>(L) > 1)
+    launch_apply_v<vec_width<T>()>(L, op, ls, what);
+  else
+    launch_apply_v<1>(L, op, ls, what);
+}
+
+// Whether every pointer allows 16-byte accesses (null ones do).
+bool aligned(std::initializer_list<const void*> ps) {
+  for (const void* p : ps)
+    if (p != nullptr && !is_aligned(p, 16)) return false;
+  return true;
 }
 
 unsigned channel_blocks(int64_t channels) { return static_cast<unsigned>(ceil_div(channels, kThreads)); }
@@ -239,76 +421,109 @@ void check_channels(const BatchNormGeometry& g) {
 
 }  // namespace
 
-void CudaNNBackend::batch_norm_forward_train(const BatchNormTrainArgs& args, const Stream& s) {
+namespace {
+
+// Three launches: the statistics' partial sums in one pass over x, their fixed-order finalize, and the apply with
+// the residual and activation fused.
+void forward_train(const BatchNormTrainArgs& args, const void* residual, BnActivation act, const Stream& s) {
   if (args.g.c == 0) return;
   check_channels(args.g);
   LaunchScope ls(s);
   const ChannelLayout L = layout_of(args.g);
-  const Split sp = split_of(L);
   TD_DISPATCH_FLOAT(args.g.dtype, "batch_norm", {
     using T = scalar_t;
-    Scratch<T> scratch(sp.count * args.g.c, 2 * args.g.c, s);
-    T *k = scratch.coef, *b = scratch.coef + args.g.c;
-    launch_partials(L, sp, StatsOp<T>{static_cast<const T*>(args.x)}, scratch.partial, ls.stream());
+    const Split sp = split_of(L, vector_width<T>(L));
+    const bool vec = aligned({args.x, args.y, residual});
+    Scratch<T> scratch(sp.count * args.g.c, 0, s);
+    launch_partials<T>(L, sp, StatsOp<T>{static_cast<const T*>(args.x), vec}, scratch.partial, ls.stream());
     launch_kernel(TD_KERNEL(finalize_stats<T>), channel_blocks(args.g.c), kThreads, 0, ls.stream(), scratch.partial,
                   sp.count, args.g.c, static_cast<double>(L.per_channel()), args.eps, args.momentum,
                   static_cast<T*>(args.running_mean), static_cast<T*>(args.running_var),
-                  static_cast<const T*>(args.weight), static_cast<const T*>(args.bias), static_cast<T*>(args.save_mean),
-                  static_cast<T*>(args.save_invstd), k, b);
+                  static_cast<T*>(args.save_mean), static_cast<T*>(args.save_invstd));
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "batch_norm finalize_stats");
-    launch_apply_affine<T>(L, static_cast<const T*>(args.x), static_cast<const T*>(args.save_mean), k, b,
-                           static_cast<T*>(args.y), ls);
+    launch_apply<T>(L,
+                    AffineOp<T>{static_cast<const T*>(args.x), static_cast<const T*>(args.save_mean),
+                                static_cast<const T*>(args.save_invstd), nullptr, static_cast<const T*>(args.weight),
+                                static_cast<const T*>(args.bias), args.eps, static_cast<const T*>(residual), act,
+                                static_cast<T*>(args.y), vec},
+                    ls, "batch_norm apply");
   });
 }
 
-void CudaNNBackend::batch_norm_forward_eval(const BatchNormEvalArgs& args, const Stream& s) {
+// One launch: the coefficients from the running statistics in the apply.
+void forward_eval(const BatchNormEvalArgs& args, const void* residual, BnActivation act, const Stream& s) {
   if (args.g.c == 0 || args.g.n * args.g.hw == 0) return;
   LaunchScope ls(s);
   const ChannelLayout L = layout_of(args.g);
   TD_DISPATCH_FLOAT(args.g.dtype, "batch_norm", {
     using T = scalar_t;
-    Scratch<T> scratch(0, 2 * args.g.c, s);
-    T *k = scratch.coef, *b = scratch.coef + args.g.c;
-    launch_kernel(TD_KERNEL(eval_coefficients<T>), channel_blocks(args.g.c), kThreads, 0, ls.stream(), args.g.c,
-                  static_cast<const T*>(args.running_var), static_cast<const T*>(args.weight),
-                  static_cast<const T*>(args.bias), args.eps, k, b);
-    TD_CUDA_CHECK_LAUNCH(ls.stream(), "batch_norm eval_coefficients");
-    launch_apply_affine<T>(L, static_cast<const T*>(args.x), static_cast<const T*>(args.running_mean), k, b,
-                           static_cast<T*>(args.y), ls);
+    launch_apply<T>(L,
+                    AffineOp<T>{static_cast<const T*>(args.x), static_cast<const T*>(args.running_mean), nullptr,
+                                static_cast<const T*>(args.running_var), static_cast<const T*>(args.weight),
+                                static_cast<const T*>(args.bias), args.eps, static_cast<const T*>(residual), act,
+                                static_cast<T*>(args.y), aligned({args.x, args.y, residual})},
+                    ls, "batch_norm apply");
   });
 }
 
-void CudaNNBackend::batch_norm_backward(const BatchNormBackwardArgs& args, const Stream& s) {
+// The fused backward's extra operands (all null/None for the plain batch norm).
+struct ActGrad {
+  const void* y;
+  BnActivation act;
+  bool accumulate;
+  void* dres;
+};
+
+// Three launches: the gradient sums in one pass (storing the masked gradient to dres), their finalize, and dx.
+void backward(const BatchNormBackwardArgs& args, const ActGrad& e, const Stream& s) {
   if (args.g.c == 0) return;
   check_channels(args.g);
   LaunchScope ls(s);
   const ChannelLayout L = layout_of(args.g);
-  const Split sp = split_of(L);
   TD_DISPATCH_FLOAT(args.g.dtype, "batch_norm backward", {
     using T = scalar_t;
+    const Split sp = split_of(L, vector_width<T>(L));
+    const bool vec = aligned({args.x, args.dy, args.dx, e.y, e.dres});
     Scratch<T> scratch(sp.count * args.g.c, 3 * args.g.c, s);
-    T *k1 = scratch.coef, *k2 = scratch.coef + args.g.c, *k3 = scratch.coef + 2 * args.g.c;
+    T* k = scratch.coef;
     const T* m = static_cast<const T*>(args.mean);
-    launch_partials(L, sp, GradOp<T>{static_cast<const T*>(args.x), static_cast<const T*>(args.dy), m}, scratch.partial,
-                    ls.stream());
+    const T* y = e.act == BnActivation::None ? nullptr : static_cast<const T*>(e.y);
+    launch_partials<T>(L, sp,
+                       GradOp<T>{static_cast<const T*>(args.x), static_cast<const T*>(args.dy), m, y, e.act,
+                                 e.accumulate ? 1 : 0, static_cast<T*>(e.dres), vec},
+                       scratch.partial, ls.stream());
     launch_kernel(TD_KERNEL(finalize_grads<T>), channel_blocks(args.g.c), kThreads, 0, ls.stream(), scratch.partial,
                   sp.count, args.g.c, static_cast<double>(L.per_channel()), args.training,
                   static_cast<const T*>(args.weight), static_cast<const T*>(args.invstd), static_cast<T*>(args.dweight),
-                  static_cast<T*>(args.dbias), k1, k2, k3);
+                  static_cast<T*>(args.dbias), k, k + args.g.c, k + 2 * args.g.c);
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "batch_norm finalize_grads");
-    if (args.dx != nullptr && L.numel() > 0) {
-      const unsigned grid = grid_for(ceil_div(L.numel(), kThreads), ls.device());
-      if (small_index(L))
-        launch_kernel(TD_KERNEL(apply_backward<T, uint32_t>), grid, kThreads, 0, ls.stream(), L,
-                      static_cast<const T*>(args.dy), static_cast<const T*>(args.x), m, k1, k2, k3,
-                      static_cast<T*>(args.dx));
-      else
-        launch_kernel(TD_KERNEL(apply_backward<T, int64_t>), grid, kThreads, 0, ls.stream(), L,
-                      static_cast<const T*>(args.dy), static_cast<const T*>(args.x), m, k1, k2, k3,
-                      static_cast<T*>(args.dx));
-      TD_CUDA_CHECK_LAUNCH(ls.stream(), "batch_norm apply_backward");
-    }
+    if (args.dx != nullptr)
+      launch_apply<T>(L,
+                      BackwardOp<T>{static_cast<const T*>(args.dy), static_cast<const T*>(args.x), m, k, args.g.c, y,
+                                    e.act, static_cast<T*>(args.dx), vec},
+                      ls, "batch_norm apply_backward");
   });
+}
+
+}  // namespace
+
+void CudaNNBackend::batch_norm_forward_train(const BatchNormTrainArgs& args, const Stream& s) {
+  forward_train(args, nullptr, BnActivation::None, s);
+}
+void CudaNNBackend::batch_norm_forward_eval(const BatchNormEvalArgs& args, const Stream& s) {
+  forward_eval(args, nullptr, BnActivation::None, s);
+}
+void CudaNNBackend::batch_norm_backward(const BatchNormBackwardArgs& args, const Stream& s) {
+  backward(args, ActGrad{nullptr, BnActivation::None, false, nullptr}, s);
+}
+void CudaNNBackend::batch_norm_act_forward_train(const BatchNormActTrainArgs& args, const Stream& s) {
+  forward_train(args.bn, args.residual, args.act, s);
+}
+void CudaNNBackend::batch_norm_act_forward_eval(const BatchNormActEvalArgs& args, const Stream& s) {
+  forward_eval(args.bn, args.residual, args.act, s);
+}
+void CudaNNBackend::batch_norm_act_backward(const BatchNormActBackwardArgs& args, const Stream& s) {
+  backward(args.bn, ActGrad{args.y, args.act, args.accumulate_dresidual, args.dresidual}, s);
 }
 
 }  // namespace cuda

@@ -1,6 +1,7 @@
 // CUDA max and average pooling. Forward: one thread per output. Backward gathers: one thread per input
 // element sums, in increasing window order, the gradients of the windows that cover it (no atomics), the
-// same additions in the same order as the CPU's scatter, so both give identical results.
+// same additions in the same order as the CPU's scatter, so both give identical results. bf16 is loaded into f32
+// and each result rounded once (the CPU's f32 kernels on widened operands do the same).
 #include <math_constants.h>
 
 #include <algorithm>
@@ -74,12 +75,12 @@ __global__ void max_forward(Pool2dGeometry g, const T* x, T* y, int32_t* indices
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
     const Pos p = position(g, i, g.oh, g.ow);
     const Window win = window_of(g, p.y, p.x);
-    T best = -CUDART_INF_F;
+    compute_t<T> best = -CUDART_INF_F;
     int64_t arg = win.h0 * g.w + win.w0;
     bool nan = false;
     for (int64_t ih = win.h0; ih < win.h1 && !nan; ++ih)
       for (int64_t iw = win.w0; iw < win.w1; ++iw) {
-        const T v = x[offset(g, p.n, p.c, ih, iw, g.h, g.w)];
+        const compute_t<T> v(x[offset(g, p.n, p.c, ih, iw, g.h, g.w)]);
         if (v > best || v != v) {
           best = v;
           arg = ih * g.w + iw;
@@ -89,7 +90,7 @@ __global__ void max_forward(Pool2dGeometry g, const T* x, T* y, int32_t* indices
           }
         }
       }
-    y[i] = best;
+    y[i] = T(best);
     indices[i] = static_cast<int32_t>(arg);
   }
 }
@@ -103,13 +104,13 @@ __global__ void max_backward(Pool2dGeometry g, const T* dy, const int32_t* indic
     covering(p.y, g.kernel_h, g.stride_h, g.pad_h, g.oh, y0, y1);
     covering(p.x, g.kernel_w, g.stride_w, g.pad_w, g.ow, x0, x1);
     const int32_t self = static_cast<int32_t>(p.y * g.w + p.x);
-    T acc = T(0);
+    compute_t<T> acc = 0;
     for (int64_t oy = y0; oy < y1; ++oy)
       for (int64_t ox = x0; ox < x1; ++ox) {
         const int64_t o = offset(g, p.n, p.c, oy, ox, g.oh, g.ow);
-        if (indices[o] == self) acc += dy[o];
+        if (indices[o] == self) acc += compute_t<T>(dy[o]);
       }
-    dx[i] = acc;
+    dx[i] = T(acc);
   }
 }
 
@@ -121,8 +122,9 @@ __global__ void avg_forward(Pool2dGeometry g, const T* x, T* y) {
     const Window win = window_of(g, p.y, p.x);
     double s = 0;
     for (int64_t ih = win.h0; ih < win.h1; ++ih)
-      for (int64_t iw = win.w0; iw < win.w1; ++iw) s += static_cast<double>(x[offset(g, p.n, p.c, ih, iw, g.h, g.w)]);
-    y[i] = static_cast<T>(s / win.divisor);
+      for (int64_t iw = win.w0; iw < win.w1; ++iw)
+        s += static_cast<double>(compute_t<T>(x[offset(g, p.n, p.c, ih, iw, g.h, g.w)]));
+    y[i] = T(static_cast<compute_t<T>>(s / win.divisor));
   }
 }
 
@@ -134,15 +136,16 @@ __global__ void avg_backward(Pool2dGeometry g, const T* dy, T* dx) {
     int64_t y0, y1, x0, x1;
     covering(p.y, g.kernel_h, g.stride_h, g.pad_h, g.oh, y0, y1);
     covering(p.x, g.kernel_w, g.stride_w, g.pad_w, g.ow, x0, x1);
-    T acc = T(0);
+    using C = compute_t<T>;
+    C acc = 0;
     for (int64_t oy = y0; oy < y1; ++oy)
       for (int64_t ox = x0; ox < x1; ++ox) {
         const Window win = window_of(g, oy, ox);
         // A window clipped by ceil_mode may stop before this element.
         if (p.y >= win.h1 || p.x >= win.w1) continue;
-        acc += static_cast<T>(static_cast<double>(dy[offset(g, p.n, p.c, oy, ox, g.oh, g.ow)]) / win.divisor);
+        acc += static_cast<C>(static_cast<double>(C(dy[offset(g, p.n, p.c, oy, ox, g.oh, g.ow)])) / win.divisor);
       }
-    dx[i] = acc;
+    dx[i] = T(acc);
   }
 }
 
@@ -154,7 +157,7 @@ void CudaNNBackend::max_pool2d_forward(const MaxPool2dForwardArgs& args, const S
   const int64_t total = args.g.n * args.g.c * args.g.oh * args.g.ow;
   if (total == 0) return;
   LaunchScope ls(s);
-  TD_DISPATCH_FLOAT(args.g.dtype, "max_pool2d", {
+  TD_DISPATCH_FLOAT_BF16(args.g.dtype, "max_pool2d", {
     launch_kernel(TD_KERNEL(max_forward<scalar_t>), blocks_for(total, ls.device()), kThreads, 0, ls.stream(), args.g,
                   static_cast<const scalar_t*>(args.x), static_cast<scalar_t*>(args.y), args.indices);
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "max_pool2d forward");
@@ -165,7 +168,7 @@ void CudaNNBackend::max_pool2d_backward(const MaxPool2dBackwardArgs& args, const
   const int64_t total = args.g.n * args.g.c * args.g.h * args.g.w;
   if (total == 0) return;
   LaunchScope ls(s);
-  TD_DISPATCH_FLOAT(args.g.dtype, "max_pool2d backward", {
+  TD_DISPATCH_FLOAT_BF16(args.g.dtype, "max_pool2d backward", {
     launch_kernel(TD_KERNEL(max_backward<scalar_t>), blocks_for(total, ls.device()), kThreads, 0, ls.stream(), args.g,
                   static_cast<const scalar_t*>(args.dy), args.indices, static_cast<scalar_t*>(args.dx));
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "max_pool2d backward");
@@ -176,7 +179,7 @@ void CudaNNBackend::avg_pool2d_forward(const AvgPool2dForwardArgs& args, const S
   const int64_t total = args.g.n * args.g.c * args.g.oh * args.g.ow;
   if (total == 0) return;
   LaunchScope ls(s);
-  TD_DISPATCH_FLOAT(args.g.dtype, "avg_pool2d", {
+  TD_DISPATCH_FLOAT_BF16(args.g.dtype, "avg_pool2d", {
     launch_kernel(TD_KERNEL(avg_forward<scalar_t>), blocks_for(total, ls.device()), kThreads, 0, ls.stream(), args.g,
                   static_cast<const scalar_t*>(args.x), static_cast<scalar_t*>(args.y));
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "avg_pool2d forward");
@@ -187,7 +190,7 @@ void CudaNNBackend::avg_pool2d_backward(const AvgPool2dBackwardArgs& args, const
   const int64_t total = args.g.n * args.g.c * args.g.h * args.g.w;
   if (total == 0) return;
   LaunchScope ls(s);
-  TD_DISPATCH_FLOAT(args.g.dtype, "avg_pool2d backward", {
+  TD_DISPATCH_FLOAT_BF16(args.g.dtype, "avg_pool2d backward", {
     launch_kernel(TD_KERNEL(avg_backward<scalar_t>), blocks_for(total, ls.device()), kThreads, 0, ls.stream(), args.g,
                   static_cast<const scalar_t*>(args.dy), static_cast<scalar_t*>(args.dx));
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "avg_pool2d backward");

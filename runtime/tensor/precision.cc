@@ -1,0 +1,34 @@
+// The precision policy's thread-local state and the casts at its rounding points.
+#include "runtime/tensor/precision.h"
+
+#include "runtime/base/error.h"
+
+namespace tandem {
+
+namespace {
+thread_local Precision tl_precision = Precision::F32;
+}  // namespace
+
+const char* precision_name(Precision p) { return p == Precision::BF16 ? "bf16" : "f32"; }
+
+Precision parse_precision(const std::string& s) {
+  if (s == "f32") return Precision::F32;
+  if (s == "bf16") return Precision::BF16;
+  TD_THROW(ValueError, "unknown precision '", s, "' (expected f32 or bf16)");
+}
+
+Precision current_precision() { return tl_precision; }
+void set_current_precision(Precision p) { tl_precision = p; }
+
+bool lowers_to_bf16(std::initializer_list<const Tensor*> operands) {
+  if (tl_precision != Precision::BF16) return false;
+  for (const Tensor* t : operands)
+    if (t->defined() && t->dtype() == DType::F32) return true;
+  return false;
+}
+
+Tensor bf16_operand(const Tensor& t) { return t.defined() && t.dtype() == DType::F32 ? t.to(DType::BF16) : t; }
+
+Tensor f32_input(const Tensor& t) { return t.defined() && t.dtype() == DType::BF16 ? t.to(DType::F32) : t; }
+
+}  // namespace tandem

@@ -1,0 +1,38 @@
+// CallCounts: while in scope, counts each kernel method called on one device type (Backend and NNBackend), for a
+// test that an op or a model takes a given path (a fused kernel in place of several).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/base/device.h"
+#include "runtime/base/non_copyable.h"
+#include "runtime/nn/nn_backend.h"
+#include "runtime/tensor/kernel_observer.h"
+
+namespace tandem {
+namespace testing {
+
+class CallCounts final : public KernelObserver, NonCopyable {
+ public:
+  explicit CallCounts(DeviceType type);  // wraps the kernels registered now; the destructor registers them again
+  ~CallCounts() override;
+  void before(const char* method, const Stream&, const std::vector<Operand>&) override { ++counts_[method]; }
+
+  int of(const std::string& method) const;  // calls of one method so far
+  int total() const;                        // calls of every method so far
+  void clear() { counts_.clear(); }
+
+ private:
+  DeviceType type_;
+  Backend* kernels_;
+  NNBackend* nn_kernels_;
+  std::unique_ptr<Backend> watched_;
+  std::unique_ptr<NNBackend> nn_watched_;
+  std::map<std::string, int> counts_;
+};
+
+}  // namespace testing
+}  // namespace tandem

@@ -1,0 +1,273 @@
+// batch_norm_act against batch_norm + add + relu/relu6 (outputs, running statistics, every gradient including the
+// residual's) on the CPU and the simulated GPU, NCHW and NHWC, f64 and f32; the fused kernels' determinism, their
+// writes against their declarations, and that one fused call replaces the unfused op's kernels.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "runtime/base/error.h"
+#include "runtime/nn/nn_backend.h"
+#include "runtime/nn/nn_ops.h"
+#include "runtime/tensor/ops.h"
+#include "tests/harness/call_counts.h"
+#include "tests/harness/write_check.h"
+#include "tests/testing.h"
+
+namespace tandem {
+namespace {
+
+struct Case {
+  Device device;
+  DType dtype;
+  bool channels_last;
+  BnActivation act;
+  bool residual;
+  bool training;
+};
+
+std::string name_of(const Case& k) {
+  static const char* acts[] = {"none", "relu", "relu6"};
+  return std::string(k.device.type == DeviceType::CUDA ? "cuda" : "cpu") + " " + dtype_name(k.dtype) +
+         (k.channels_last ? " nhwc " : " nchw ") + acts[static_cast<int>(k.act)] + (k.residual ? " residual" : "") +
+         (k.training ? " train" : " eval");
+}
+
+// The inputs of one case: x, weight, bias, running statistics, residual and the output's gradient.
+struct Inputs {
+  Tensor x, w, b, rm, rv, r, gy;
+};
+
+// Random shapes: odd channel counts, planes of sizes that are no multiple of a vector.
+Inputs make_inputs(const Case& k, Generator& gen) {
+  auto in = [&](int64_t lo, int64_t hi) { return lo + static_cast<int64_t>(gen.integer(hi - lo + 1)); };
+  const int64_t n = in(2, 4), c = 2 * in(0, 4) + 1, h = in(1, 6), w = in(2, 6);
+  auto activation = [&](double scale) {
+    Tensor t = mul(randn({n, c, h, w}, gen, DType::F64), scale).to(k.dtype).to(k.device);
+    return k.channels_last ? to_channels_last(t) : t;
+  };
+  auto channel = [&](double lo) { return add(mul(rand({c}, gen, DType::F64), 2.0), lo).to(k.dtype).to(k.device); };
+  // Shifted and scaled so that ReLU6 clamps some values at 6 as well as at 0.
+  return Inputs{add(activation(3.0), 1.0),
+                channel(0.5),
+                channel(-1.0),
+                channel(-1.0),
+                channel(0.5),
+                k.residual ? activation(2.0) : Tensor(),
+                activation(1.0)};
+}
+
+struct Result {
+  Tensor y, rm, rv, dx, dw, db, dr;
+};
+
+Result run(const Case& k, const Inputs& in, bool fused) {
+  Tensor x = in.x.clone().set_requires_grad(), w = in.w.clone().set_requires_grad();
+  Tensor b = in.b.clone().set_requires_grad();
+  Tensor r = k.residual ? in.r.clone().set_requires_grad() : Tensor();
+  Result out;
+  out.rm = in.rm.clone();
+  out.rv = in.rv.clone();
+  if (fused) {
+    out.y = batch_norm_act(x, w, b, out.rm, out.rv, r, k.act, k.training, 0.1, 1e-5);
+  } else {
+    out.y = batch_norm(x, w, b, out.rm, out.rv, k.training, 0.1, 1e-5);
+    if (k.residual) out.y = add(out.y, r);
+    if (k.act == BnActivation::Relu) out.y = relu(out.y);
+    if (k.act == BnActivation::Relu6) out.y = relu6(out.y);
+  }
+  out.y.backward(in.gy);
+  out.dx = x.grad();
+  out.dw = w.grad();
+  out.db = b.grad();
+  if (k.residual) out.dr = r.grad();
+  return out;
+}
+
+std::vector<Case> cases(Device device) {
+  std::vector<Case> all;
+  for (DType t : {DType::F64, DType::F32})
+    for (bool cl : {false, true})
+      for (BnActivation act : {BnActivation::None, BnActivation::Relu, BnActivation::Relu6})
+        for (bool residual : {false, true})
+          for (bool training : {true, false})
+            if (act != BnActivation::None || residual) all.push_back({device, t, cl, act, residual, training});
+  return all;
+}
+
+void expect_fused_equals_unfused(Device device) {
+  Generator gen(testing::fresh_seed());
+  for (const Case& k : cases(device)) {
+    SCOPED_TRACE(name_of(k));
+    Inputs in = make_inputs(k, gen);
+    Result want = run(k, in, false), got;
+    {
+      testing::WriteCheck check;
+      got = run(k, in, true);
+    }
+    // f64 agrees to its rounding; f32 differs by the unfused op's roundings of the intermediate values.
+    const double tol = k.dtype == DType::F64 ? 1e-12 : 2e-5;
+    EXPECT_EQ(got.y.strides(), want.y.strides());
+    testing::expect_close(got.y, want.y, tol, "y");
+    testing::expect_close(got.rm, want.rm, tol, "running_mean");
+    testing::expect_close(got.rv, want.rv, tol, "running_var");
+    testing::expect_close(got.dx, want.dx, 10 * tol, "dx");
+    testing::expect_close(got.dw, want.dw, tol, "dweight");
+    testing::expect_close(got.db, want.db, tol, "dbias");
+    if (k.residual) testing::expect_close(got.dr, want.dr, tol, "dresidual");
+  }
+}
+
+TEST(BatchNormAct, FusedEqualsUnfusedOnCpu) { expect_fused_equals_unfused(Device::cpu()); }
+
+TEST(BatchNormAct, FusedEqualsUnfusedOnCuda) {
+  TD_REQUIRE_GPU();
+  expect_fused_equals_unfused(Device::cuda());
+}
+
+// x's values in a view one element into a larger buffer on x's device (data not 16-byte aligned), in x's layout.
+Tensor misaligned(const Tensor& x, bool channels_last) {
+  Tensor big = zeros({x.numel() + 1}, x.options()), flat = big.narrow(0, 1, x.numel());
+  const Shape& s = x.shape();
+  Tensor v = channels_last ? flat.view({s[0], s[2], s[3], s[1]}).permute({0, 3, 1, 2}) : flat.view(s);
+  v.copy_(x);
+  return v;
+}
+
+// The CUDA kernels' vector paths (16-byte accesses along NCHW planes with hw % 4 == 0 and NHWC rows with
+// c % 4 == 0, and the same order in scalar accesses where an operand is not 16-byte aligned) against the CPU's.
+TEST(BatchNormAct, CudaMatchesCpuOnEveryVectorPath) {
+  TD_REQUIRE_GPU();
+  Generator gen(testing::fresh_seed());
+  for (DType t : {DType::F32, DType::F64})
+    for (bool cl : {false, true}) {
+      Case k{Device::cpu(), t, cl, BnActivation::Relu6, true, true};
+      SCOPED_TRACE(name_of(k));
+      const int64_t n = 3, c = 4 * (1 + static_cast<int64_t>(gen.integer(4))), w = 2 + gen.integer(3);
+      auto activation = [&](double scale, double shift) {
+        Tensor x = add(mul(randn({n, c, 4, w}, gen, DType::F64), scale), shift).to(t);
+        return cl ? to_channels_last(x) : x;
+      };
+      auto channel = [&](double lo) { return add(mul(rand({c}, gen, DType::F64), 2.0), lo).to(t); };
+      const Inputs in{activation(3.0, 1.0), channel(0.5),         channel(-1.0),       channel(-1.0),
+                      channel(0.5),         activation(2.0, 0.0), activation(1.0, 0.0)};
+      auto gpu = [](const Tensor& x) { return x.to(Device::cuda()); };
+      const double tol = t == DType::F64 ? 1e-11 : 2e-5;
+      for (bool aligned : {true, false}) {
+        SCOPED_TRACE(aligned ? "aligned" : "misaligned");
+        // Training forward and backward; misaligned: the output's gradient (the backward's dy) is not aligned.
+        k.device = Device::cpu();
+        const Result want = run(k, in, true);
+        k.device = Device::cuda();
+        Inputs g{gpu(in.x), gpu(in.w), gpu(in.b), gpu(in.rm), gpu(in.rv), gpu(in.r), gpu(in.gy)};
+        if (!aligned) g.gy = misaligned(g.gy, cl);
+        const Result got = run(k, g, true);
+        testing::expect_close(got.y, want.y, tol, "y");
+        testing::expect_close(got.rm, want.rm, tol, "running_mean");
+        testing::expect_close(got.rv, want.rv, tol, "running_var");
+        testing::expect_close(got.dx, want.dx, 10 * tol, "dx");
+        testing::expect_close(got.dw, want.dw, tol, "dweight");
+        testing::expect_close(got.db, want.db, tol, "dbias");
+        testing::expect_close(got.dr, want.dr, tol, "dresidual");
+        // Forward alone, training and evaluation; misaligned: x and the residual are not aligned.
+        for (bool training : {true, false}) {
+          auto fwd = [&](const Inputs& u, bool move) {
+            auto at = [&](const Tensor& x) { return move ? gpu(x) : x.clone(); };
+            auto act = [&](const Tensor& x) { return aligned ? at(x) : misaligned(at(x), cl); };
+            return batch_norm_act(act(u.x), at(u.w), at(u.b), at(u.rm), at(u.rv), act(u.r), BnActivation::Relu6,
+                                  training, 0.1, 1e-5);
+          };
+          testing::expect_close(fwd(in, true), fwd(in, false), tol, training ? "y (training)" : "y (evaluation)");
+        }
+      }
+    }
+}
+
+TEST(BatchNormAct, CudaRunsAreBitwiseEqual) {
+  TD_REQUIRE_GPU();
+  Generator gen(testing::fresh_seed());
+  for (DType t : {DType::F32, DType::F64})
+    for (bool cl : {false, true}) {
+      Case k{Device::cuda(), t, cl, BnActivation::Relu, true, true};
+      SCOPED_TRACE(name_of(k));
+      Inputs in = make_inputs(k, gen);
+      Result a = run(k, in, true), b = run(k, in, true);
+      testing::expect_bitwise_equal(a.y, b.y, "y");
+      testing::expect_bitwise_equal(a.rv, b.rv, "running_var");
+      testing::expect_bitwise_equal(a.dx, b.dx, "dx");
+      testing::expect_bitwise_equal(a.dw, b.dw, "dweight");
+      testing::expect_bitwise_equal(a.dr, b.dr, "dresidual");
+    }
+}
+
+TEST(BatchNormAct, OneFusedCallEachWayReplacesTheUnfusedKernels) {
+  std::vector<Device> devices{Device::cpu()};
+  if (cuda_available()) devices.push_back(Device::cuda());
+  Generator gen(testing::fresh_seed());
+  for (Device d : devices) {
+    Case k{d, DType::F32, true, BnActivation::Relu, true, true};
+    SCOPED_TRACE(name_of(k));
+    Inputs in = make_inputs(k, gen);
+    testing::CallCounts calls(d.type);
+    run(k, in, true);
+    EXPECT_EQ(calls.of("batch_norm_act_forward_train"), 1);
+    EXPECT_EQ(calls.of("batch_norm_act_backward"), 1);
+    EXPECT_EQ(calls.of("batch_norm_forward_train") + calls.of("batch_norm_backward"), 0);
+    const int fused_total = calls.total();
+    calls.clear();
+    run(k, in, false);
+    EXPECT_EQ(calls.of("batch_norm_forward_train"), 1);
+    // The unfused op adds an add and a ReLU forward and a ReLU backward at least.
+    EXPECT_GE(calls.total(), fused_total + 3);
+  }
+}
+
+// accumulate_dresidual adds the masked gradient to what dresidual holds (the shortcut's other gradient) in place.
+TEST(BatchNormAct, BackwardAccumulatesTheResidualGradientInPlace) {
+  std::vector<Device> devices{Device::cpu()};
+  if (cuda_available()) devices.push_back(Device::cuda());
+  Generator gen(testing::fresh_seed());
+  for (Device d : devices) {
+    SCOPED_TRACE(d.str());
+    BatchNormGeometry g;
+    g.dtype = DType::F64;
+    g.n = 3;
+    g.c = 5;
+    g.hw = 7;
+    auto t = [&](Shape s) { return randn(s, gen, DType::F64).to(d); };
+    Tensor x = t({3, 5, 7}), dy = t({3, 5, 7}), y = relu(t({3, 5, 7})), w = t({5}), mean = t({5});
+    Tensor invstd = add(rand({5}, gen, DType::F64), 0.5).to(d), other = t({3, 5, 7});
+    Tensor written = zeros_like(x), accumulated = other.clone();
+    NNBackend& nn = nn_backend_for(d);
+    for (bool accumulate : {false, true}) {
+      Tensor& dres = accumulate ? accumulated : written;
+      nn.batch_norm_act_backward({{g, true, x.raw_data(), dy.raw_data(), w.raw_data(), mean.raw_data(),
+                                   invstd.raw_data(), nullptr, nullptr, nullptr},
+                                  y.raw_data(),
+                                  BnActivation::Relu,
+                                  accumulate,
+                                  dres.raw_data()},
+                                 current_stream(d));
+    }
+    testing::expect_bitwise_equal(written, where(gt(y, zeros_like(y)), dy, zeros_like(dy)), "written");
+    testing::expect_bitwise_equal(accumulated, add(other, written), "accumulated");
+  }
+}
+
+TEST(BatchNormAct, RejectsABadResidual) {
+  Generator gen(testing::fresh_seed());
+  Tensor x = randn({4, 3, 2, 2}, gen, DType::F32), v3 = ones({3});
+  testing::expect_error<ShapeError>(
+      [&] {
+        batch_norm_act(x, v3, v3, v3, v3, randn({4, 3, 2, 1}, gen, DType::F32), BnActivation::Relu, true, 0.1, 1e-5);
+      },
+      "residual");
+  testing::expect_error<DTypeError>(
+      [&] {
+        batch_norm_act(x, v3, v3, v3, v3, randn({4, 3, 2, 2}, gen, DType::F64), BnActivation::Relu, true, 0.1, 1e-5);
+      },
+      "residual");
+}
+
+}  // namespace
+}  // namespace tandem
