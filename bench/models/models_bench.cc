@@ -11,6 +11,8 @@
 //   --models=resnet18,resnet50,mobilenet_v2  --modes=fwd,fwd_bwd,step  --nchw (NCHW inputs on the GPU)
 //   --min-time=S (timed seconds per case at least, default 1: on the CPU, 0.2 s timed one or two iterations of
 //   ResNet-18 at batch 8, too few on a shared machine for a stable figure; its step measured above its fwd_bwd)
+//   --profile (after each case's warm-up, one iteration under the kernel profiler: its op and kernel tables)
+//   --profile-trace=DIR (implies --profile: each case's Chrome trace as DIR/MODEL-SIZE-MODE.json)
 //   --predict=h100|h200 [--predict-json=FILE]: instead of timing, the cost model's prediction of each case on
 //   that GPU (per op and per step), from ops recorded on the simulated GPU (tools/costmodel).
 //   --no-bn-fusion (batch norm, residual add and ReLU as separate ops, to compare with the fused batch_norm_act)
@@ -21,6 +23,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,8 +36,11 @@
 #include "runtime/base/error.h"
 #include "runtime/base/files.h"
 #include "runtime/base/parallel_for.h"
+#include "runtime/formats/chrome_trace.h"
 #include "runtime/memory/stream.h"
 #include "runtime/tensor/precision.h"
+#include "runtime/tensor/profile_table.h"
+#include "runtime/tensor/profiler.h"
 #include "tools/costmodel/model.h"
 #include "tools/costmodel/model_step.h"
 #include "tools/costmodel/record.h"
@@ -52,7 +58,9 @@ struct Config {
   std::vector<std::string> modes = {"fwd", "fwd_bwd", "step"};
   bool channels_last = true;
   double min_time_s = 1.0;
-  std::string predict;  // a modelled GPU: predict instead of timing
+  bool profile = false;
+  std::string profile_trace;  // a folder; empty: no traces (set: profile)
+  std::string predict;        // a modelled GPU: predict instead of timing
   std::string predict_json;
   bool bn_fusion = true;
   Precision precision = Precision::F32;
@@ -69,6 +77,25 @@ std::vector<Result> g_results;
 
 int64_t batch_of(const Config& c) { return c.batch > 0 ? c.batch : (g_device.is_cuda() ? 256 : 8); }
 
+// One iteration of `k` under the profiler: its tables on stdout, its trace in --profile-trace's folder. Once per case
+// (Google Benchmark may run a case more than once).
+void profile_case(costmodel::ModelStep& k, const std::string& name) {
+  static std::set<std::string> profiled;
+  if (!profiled.insert(name).second) return;
+  profiler::start({g_device});
+  k.run();
+  profiler::Profile p = profiler::stop();
+  std::printf("\n%s\n", name.c_str());
+  std::fputs(profiler::format_table(p, 30).c_str(), stdout);
+  if (!g_config.profile_trace.empty()) {
+    make_dirs(g_config.profile_trace);
+    std::string file = name;
+    for (char& ch : file)
+      if (ch == '/') ch = '-';
+    write_chrome_trace(p, g_config.profile_trace + "/" + file + ".json");
+  }
+}
+
 void BM_Model(benchmark::State& state, std::string name, int64_t size, std::string mode) {
   const Config& c = g_config;
   const int64_t batch = batch_of(c);
@@ -81,6 +108,7 @@ void BM_Model(benchmark::State& state, std::string name, int64_t size, std::stri
   Stream s = current_stream(device);
   for (int i = 0; i < 3; ++i) k.run();  // warm-up: algorithm selection, allocator pools
   s.synchronize();
+  if (c.profile || !c.profile_trace.empty()) profile_case(k, name + "/" + std::to_string(size) + "/" + mode);
   double total_s = 0;
   for (auto _ : state) {
     if (device.is_cuda()) {
@@ -190,7 +218,8 @@ int main(int argc, char** argv) {
   tandem::flags::Parser p(
       "models_bench",
       "models_bench [--device=DEV] [--batch=N] [--sizes=32,224] [--models=A,B] [--modes=M,...] [--nchw]\n"
-      "                    [--min-time=S] [--precision=P] [--no-bn-fusion] [Google Benchmark flags]",
+      "                    [--min-time=S] [--precision=P] [--no-bn-fusion] [--profile [--profile-trace=DIR]]\n"
+      "                    [Google Benchmark flags]",
       "Images/s of zoo models (default resnet18,resnet50,mobilenet_v2) per mode: fwd (eval forward, no\n"
       "autograd), fwd_bwd (training forward, cross-entropy, backward), step (fwd_bwd + SGD step).\n"
       "--benchmark_out=FILE.json feeds bench/torch/speed.py, which times the same cases in PyTorch\n"
@@ -205,6 +234,12 @@ int main(int argc, char** argv) {
   p.words("--modes", "M,...", &g_config.modes, "fwd, fwd_bwd, step (default all three)");
   p.flag("--nchw", &g_config.channels_last, false, "NCHW inputs on the GPU");
   p.number("--min-time", "S", &g_config.min_time_s, "timed seconds per case at least (default 1)", 0);
+  p.flag("--profile", &g_config.profile, true,
+         "after each case's warm-up, profile one iteration: time per op and per kernel\n"
+         "(CUPTI on a GPU when libcupti loads, else host timers around each kernel)");
+  p.text("--profile-trace", "DIR", &g_config.profile_trace,
+         "write each case's profile as a Chrome trace (chrome://tracing, Perfetto) to DIR\n"
+         "(implies --profile)");
   p.custom(
       "--predict", "GPU", [](const std::string& v) { g_config.predict = tandem::costmodel::gpu_spec(v).name; },
       "h100 or h200: print the cost model's prediction of each case on that GPU (per op and\n"

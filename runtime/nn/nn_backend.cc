@@ -1,9 +1,9 @@
 // The NNBackend registry, and its wrapper that shows each call to a KernelObserver.
 #include "runtime/nn/nn_backend.h"
 
-#include "runtime/tensor/checked_backend.h"
 #include "runtime/tensor/kernel_observer.h"
 #include "runtime/tensor/kernel_registry.h"
+#include "runtime/tensor/kernel_watchers.h"
 
 namespace tandem {
 
@@ -41,7 +41,7 @@ class ObservedNNBackend final : public NNBackend {
 };
 
 KernelRegistry<NNBackend>& nn_registry() {
-  static KernelRegistry<NNBackend> r([](NNBackend& k) { return observe_nn_backend(k, stream_check_observer()); },
+  static KernelRegistry<NNBackend> r([](NNBackend& k) { return observe_nn_backend(k, kernel_watchers()); },
                                      "neural-network kernels");
   return r;
 }

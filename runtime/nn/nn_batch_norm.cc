@@ -5,6 +5,7 @@
 #include "runtime/nn/nn_ops.h"
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
+#include "runtime/tensor/profiler.h"
 #include "runtime/tensor/tensor_desc.h"
 
 namespace tandem {
@@ -185,6 +186,7 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
 
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                   const Tensor& running_var, bool training, double momentum, double eps) {
+  ProfileScope scope("batch_norm");
   return batch_norm_impl(x, weight, bias, running_mean, running_var, Tensor(), BnActivation::None, training, momentum,
                          eps);
 }
@@ -192,6 +194,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
 Tensor batch_norm_act(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                       const Tensor& running_var, const Tensor& residual, BnActivation act, bool training,
                       double momentum, double eps) {
+  ProfileScope scope("batch_norm_act");
   return batch_norm_impl(x, weight, bias, running_mean, running_var, residual, act, training, momentum, eps);
 }
 

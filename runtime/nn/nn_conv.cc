@@ -6,6 +6,7 @@
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
 #include "runtime/tensor/precision.h"
+#include "runtime/tensor/profiler.h"
 #include "runtime/tensor/tensor_desc.h"
 
 namespace tandem {
@@ -58,6 +59,7 @@ Conv2dGeometry conv_geometry(const Tensor& x, const Tensor& weight, const Conv2d
 }  // namespace
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dOptions& o) {
+  ProfileScope scope("conv2d");
   if (lowers_to_bf16({&x, &weight, &bias})) return conv2d(bf16_operand(x), bf16_operand(weight), bf16_operand(bias), o);
   std::vector<Tensor> operands{x, weight};
   if (bias.defined()) operands.push_back(bias);

@@ -4,11 +4,13 @@
 #include "runtime/nn/nn_ops.h"
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/layout.h"
+#include "runtime/tensor/profiler.h"
 #include "runtime/tensor/tensor_desc.h"
 
 namespace tandem {
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
+  ProfileScope scope("dropout");
   TD_CHECK(x.defined(), "dropout: the input is undefined");
   check_float_or_bf16(x, "dropout");
   TD_CHECK(p >= 0 && p <= 1, "dropout probability must be in [0, 1], got ", p);

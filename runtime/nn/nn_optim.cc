@@ -5,6 +5,7 @@
 #include "runtime/nn/nn_backend.h"
 #include "runtime/nn/nn_ops.h"
 #include "runtime/tensor/layout.h"
+#include "runtime/tensor/profiler.h"
 #include "runtime/tensor/tensor_desc.h"
 
 namespace tandem {
@@ -57,6 +58,7 @@ void bump_versions(const std::vector<Tensor>& ts) {
 
 void sgd_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                const std::vector<Tensor>& momentum_buffers, const SgdHyper& h) {
+  ProfileScope scope("sgd_step");
   TD_CHECK(h.lr >= 0 && h.momentum >= 0 && h.weight_decay >= 0, "sgd_step_: lr, momentum and weight_decay must ",
            "be >= 0, got lr ", h.lr, ", momentum ", h.momentum, ", weight_decay ", h.weight_decay);
   TD_CHECK(!h.nesterov || (h.momentum > 0 && h.dampening == 0),
@@ -80,6 +82,7 @@ void sgd_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
 
 void adam_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& exp_avg,
                 const std::vector<Tensor>& exp_avg_sq, const AdamHyper& h) {
+  ProfileScope scope("adam_step");
   TD_CHECK(h.lr >= 0 && h.eps >= 0 && h.weight_decay >= 0, "adam_step_: lr, eps and weight_decay must be >= 0, ",
            "got lr ", h.lr, ", eps ", h.eps, ", weight_decay ", h.weight_decay);
   TD_CHECK(h.beta1 >= 0 && h.beta1 < 1 && h.beta2 >= 0 && h.beta2 < 1, "adam_step_: betas must be in [0, 1), got (",

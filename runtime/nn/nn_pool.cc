@@ -6,6 +6,7 @@
 #include "runtime/nn/nn_memory_format.h"
 #include "runtime/nn/nn_ops.h"
 #include "runtime/tensor/autograd.h"
+#include "runtime/tensor/profiler.h"
 #include "runtime/tensor/tensor_desc.h"
 
 namespace tandem {
@@ -72,6 +73,7 @@ Tensor avg_pool(const Tensor& x, const Pool2dGeometry& g) {
 }  // namespace
 
 Tensor max_pool2d(const Tensor& x, const Pool2dOptions& o) {
+  ProfileScope scope("max_pool2d");
   Pool2dGeometry g = pool_geometry("max_pool2d", x, o);
   Tensor xd = dense_in_format(x, g.channels_last);
   Tensor y = empty_in_format({g.n, g.c, g.oh, g.ow}, x.options(), g.channels_last);
@@ -94,9 +96,13 @@ Tensor max_pool2d(const Tensor& x, const Pool2dOptions& o) {
   return y;
 }
 
-Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& o) { return avg_pool(x, pool_geometry("avg_pool2d", x, o)); }
+Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& o) {
+  ProfileScope scope("avg_pool2d");
+  return avg_pool(x, pool_geometry("avg_pool2d", x, o));
+}
 
 Tensor global_avg_pool2d(const Tensor& x) {
+  ProfileScope scope("global_avg_pool2d");
   TD_CHECK_SHAPE(x.defined() && x.dim() == 4, "global_avg_pool2d needs a 4-D [N, C, H, W] input, got ",
                  x.defined() ? shape_str(x.shape()) : "an undefined tensor");
   TD_CHECK_SHAPE(x.shape()[2] >= 1 && x.shape()[3] >= 1, "global_avg_pool2d: empty spatial size in ",

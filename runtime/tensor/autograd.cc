@@ -10,6 +10,7 @@
 #include "runtime/base/error.h"
 #include "runtime/tensor/layout.h"
 #include "runtime/tensor/ops.h"
+#include "runtime/tensor/profiler.h"
 
 namespace tandem {
 namespace autograd {
@@ -228,7 +229,11 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
         in[i] = zeros(m.shape, TensorOptions(m.dtype).with_device(m.device));
       }
     }
-    std::vector<Tensor> out = node->apply(in);
+    std::vector<Tensor> out;
+    {
+      ProfileScope scope(node->name().c_str(), " backward");
+      out = node->apply(in);
+    }
     if (!retain_graph) node->release();
     auto& edges = node->next_edges();
     TD_ASSERT(out.empty() || out.size() == edges.size(), "'", node->name(), "' returned ", out.size(),

@@ -2,15 +2,15 @@
 #include "runtime/tensor/backend.h"
 
 #include "runtime/base/error.h"
-#include "runtime/tensor/checked_backend.h"
 #include "runtime/tensor/kernel_registry.h"
+#include "runtime/tensor/kernel_watchers.h"
 #include "runtime/tensor/tensor_desc.h"
 
 namespace tandem {
 
 namespace {
 KernelRegistry<Backend>& registry() {
-  static KernelRegistry<Backend> r([](Backend& k) { return observe_backend(k, stream_check_observer()); }, "kernels");
+  static KernelRegistry<Backend> r([](Backend& k) { return observe_backend(k, kernel_watchers()); }, "kernels");
   return r;
 }
 }  // namespace

@@ -1,5 +1,6 @@
-// One kernel interface (Backend, NNBackend) per device type, each with its stream-checking wrapper: what the
-// backends register at load and what ops look up per call.
+// One kernel interface (Backend, NNBackend) per device type, each with its wrapper that shows every call to the
+// stream checker and the profiler (kernel_watchers.h): what the backends register at load and what ops look up
+// per call.
 #pragma once
 
 #include <array>
@@ -7,7 +8,7 @@
 
 #include "runtime/base/device.h"
 #include "runtime/base/error.h"
-#include "runtime/memory/stream_check.h"
+#include "runtime/tensor/kernel_watchers.h"
 
 namespace tandem {
 
@@ -24,19 +25,19 @@ class KernelRegistry {
 
   Kernels* registered(DeviceType type) const { return slots_[static_cast<int>(type)].kernels; }
 
-  // The kernels of device's type; their stream-checking wrapper while the stream checker is on.
+  // The kernels of device's type; their watched wrapper while the stream checker or the profiler runs.
   Kernels& get(Device device) {
     check_device_available(device);
     Slot& slot = slots_[static_cast<int>(device.type)];
     TD_CHECK_DEVICE(slot.kernels != nullptr, "no ", what_, " for ", device,
                     " are linked into this program (depend on //kernels:all)");
-    return stream_check::enabled() ? *slot.checked : *slot.kernels;
+    return kernels_watched() ? *slot.checked : *slot.kernels;
   }
 
  private:
   struct Slot {
     Kernels* kernels = nullptr;
-    std::unique_ptr<Kernels> checked;  // the same kernels reporting to the stream checker
+    std::unique_ptr<Kernels> checked;  // the same kernels reporting to kernel_watchers()
   };
   MakeChecked make_checked_;
   const char* what_;

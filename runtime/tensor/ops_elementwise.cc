@@ -5,6 +5,7 @@
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/layout.h"
 #include "runtime/tensor/ops.h"
+#include "runtime/tensor/profiler.h"
 #include "runtime/tensor/tensor_desc.h"
 
 namespace tandem {
@@ -35,6 +36,7 @@ void run_binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out
 }
 
 Tensor binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
+  ProfileScope scope(name);
   check_same_device({a, b}, name);
   check_same_dtype({a, b}, name);
   if (!is_comparison(op)) check_float_or_bf16(a, name);
@@ -46,6 +48,7 @@ Tensor binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, const char*
 
 // A dense tensor's elements are one flat array in memory, which the unary kernels run over in any layout.
 Tensor unary_forward(UnaryOp op, const Tensor& x, UnaryParams p, const char* name) {
+  ProfileScope scope(name);
   check_float_or_bf16(x, name);
   Tensor xd = is_dense(x) ? x : x.contiguous();
   Tensor y = empty_like(xd);

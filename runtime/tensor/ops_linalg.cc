@@ -3,6 +3,7 @@
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
 #include "runtime/tensor/precision.h"
+#include "runtime/tensor/profiler.h"
 #include "runtime/tensor/tensor_desc.h"
 
 namespace tandem {
@@ -63,6 +64,7 @@ Tensor gemm_forward(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  ProfileScope scope("matmul");
   if (lowers_to_bf16({&a, &b})) return matmul(bf16_operand(a), bf16_operand(b));
   check_same_device({a, b}, "matmul");
   check_same_dtype({a, b}, "matmul");

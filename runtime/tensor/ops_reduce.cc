@@ -6,7 +6,7 @@
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/layout.h"
 #include "runtime/tensor/ops.h"
-#include "runtime/tensor/precision.h"
+#include "runtime/tensor/profiler.h"
 #include "runtime/tensor/tensor_desc.h"
 
 namespace tandem {
@@ -115,6 +115,7 @@ Tensor maybe_squeeze(const Tensor& t, const Shape& target) { return t.shape() ==
 }  // namespace
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  ProfileScope scope("sum");
   // bf16 sums (bias and broadcast gradients) accumulate in f32 and are rounded once: there are no bf16 reduction
   // kernels.
   if (x.defined() && x.dtype() == DType::BF16) return sum(x.to(DType::F32), dims, keepdim).to(DType::BF16);
@@ -215,6 +216,7 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
 namespace {
 Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
   const char* name = log ? "log_softmax" : "softmax";
+  ProfileScope scope(name);
   check_float(x, name);
   dim = wrap_dim(dim, std::max<int64_t>(x.dim(), 1));  // a 0-dim tensor is one class along dim 0 (or -1)
   Tensor xc = x.contiguous();
@@ -240,8 +242,7 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
 }
 }  // namespace
 
-// bf16 inputs are computed in f32 (precision.h): the result is f32.
-Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(f32_input(x), dim, false); }
-Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(f32_input(x), dim, true); }
+Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false); }
+Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true); }
 
 }  // namespace tandem

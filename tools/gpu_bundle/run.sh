@@ -248,16 +248,18 @@ if wanted kernels; then
     --models resnet18,resnet50,mobilenet_v2 --budget 45
 fi
 
-# 6. The profiles of one ResNet-50 step, once models_bench has a --profile flag (the speed issue's profiler).
+# 6. The kernel profiler's tables of one ResNet-50 fwd_bwd step (models_bench --profile: CUPTI's kernel times, or
+# one stderr line saying why not and host timers), beside PyTorch's figures of the speed issue.
 if wanted profile; then
   if ! "$HERE/bench/models/models_bench" --help 2>&1 | grep -qE -- '^ +--profile( |$)'; then
     row "profile" "skipped: models_bench has no --profile yet" 0
   else
     echo
-    echo "== profile of one ResNet-50 step (output in profile.txt)"
+    echo "== profile of one ResNet-50 fwd_bwd step (output in profile.txt)"
     timed "profile" 60 "$HERE/bench/models/models_bench" --device=cuda:0 --batch=256 --sizes=224 \
-      --models=resnet50 --modes=step --profile >"$OUTDIR/profile.txt" 2>&1
-    tail -n 30 "$OUTDIR/profile.txt"
+      --models=resnet50 --modes=fwd_bwd --min-time=0.1 --profile >"$OUTDIR/profile.txt" 2>&1
+    grep -m1 "tandem: profiler" "$OUTDIR/profile.txt" || true
+    sed -n '/^profile: /,$p' "$OUTDIR/profile.txt" | head -n 70
     cap "$OUTDIR/profile.txt"
   fi
 fi

@@ -56,6 +56,13 @@ TrainOptions parse(int argc, char** argv) {
       "f32 (default) or bf16: convolutions and matrix products in bf16 with f32 accumulation,\n"
       "f32 master weights, loss and optimizer (rounding points: runtime/tensor/precision.h)");
   p.flag("--no-eval", &o.evaluate, false, "skip the test-set evaluation");
+  p.integer("--profile-steps", "N", &o.profile_steps,
+            "profile steps 2..N+1 of the first epoch (after the warm-up step) and print the time\n"
+            "per op and per kernel (CUPTI on a GPU when libcupti loads, else host timers)",
+            1);
+  p.text("--profile-trace", "PATH", &o.profile_trace,
+         "with --profile-steps, also write that profile as a Chrome trace (chrome://tracing,\n"
+         "Perfetto) to PATH");
   bool benchmark = false;
   p.flag("--cudnn-benchmark", &benchmark, true,
          "choose cuDNN convolution algorithms by timing them all (slower first steps,\n"
@@ -66,6 +73,7 @@ TrainOptions parse(int argc, char** argv) {
          "torchvision-layout safetensors file) on the test split and print the accuracy");
   p.parse(argc, argv);
   if (benchmark) set_cudnn_benchmark(true);
+  if (!o.profile_trace.empty() && o.profile_steps == 0) p.fail("--profile-trace needs --profile-steps");
   if (o.optimizer != "sgd" && o.optimizer != "adam" && o.optimizer != "adamw")
     p.fail("--optimizer must be sgd, adam or adamw, got '" + o.optimizer + "'");
   try {

@@ -17,11 +17,14 @@
 #include "runtime/base/checked_math.h"
 #include "runtime/base/error.h"
 #include "runtime/base/parse_number.h"
+#include "runtime/formats/chrome_trace.h"
 #include "runtime/optim/lr_schedule.h"
 #include "runtime/optim/optim.h"
 #include "runtime/progress/progress.h"
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
+#include "runtime/tensor/profile_table.h"
+#include "runtime/tensor/profiler.h"
 
 namespace tandem {
 namespace train {
@@ -65,6 +68,21 @@ int64_t metadata_int(const SafetensorsMetadata& m, const std::string& key, const
   int64_t v = 0;
   TD_CHECK(parse_count(it->second, &v), "checkpoint '", path, "': bad '", key, "' value '", it->second, "'");
   return v;
+}
+
+// --profile-steps: the profile runs from step 1 (after the warm-up step 0) of the run's first epoch through step
+// profile_steps, or the epoch's last step; after it, its tables go to `log` and its trace to --profile-trace.
+bool profiled_step(const TrainOptions& o, bool first_epoch, int64_t step) {
+  return o.profile_steps > 0 && first_epoch && step >= 1 && step <= o.profile_steps;
+}
+void end_profile(const TrainOptions& o, int64_t steps, std::ostream& log) {
+  profiler::Profile p = profiler::stop();
+  log << "profile of " << steps << (steps == 1 ? " step" : " steps") << " after the warm-up step\n"
+      << profiler::format_table(p, 30);
+  if (!o.profile_trace.empty()) {
+    write_chrome_trace(p, o.profile_trace);
+    log << "trace: " << o.profile_trace << std::endl;
+  }
 }
 
 }  // namespace
@@ -200,6 +218,8 @@ std::vector<EpochResult> Trainer::run() {
     };
     for (int64_t step = 0; step < s.steps_per_epoch; ++step) {
       if (s.o.before_step) s.o.before_step(epoch, step);
+      const bool profiled = profiled_step(s.o, epoch == s.first_epoch, step);
+      if (profiled && step == 1) profiler::start({s.device});
       std::optional<data::Batch> batch = s.train_loader->next();
       TD_ASSERT(batch.has_value(), "the loader ended epoch ", epoch, " after ", step, " of ", s.steps_per_epoch,
                 " batches");
@@ -224,6 +244,7 @@ std::vector<EpochResult> Trainer::run() {
         window_images = 0;
       }
       if (pending.size() >= 256) read_losses();
+      if (profiled && (step == s.o.profile_steps || step + 1 == s.steps_per_epoch)) end_profile(s.o, step, s.log);
       if (live) live->step();
       if (s.o.log_every > 0 && (step + 1) % s.o.log_every == 0) {
         read_losses();

@@ -39,6 +39,9 @@ struct TrainOptions {
   int64_t log_every = 50;       // progress line every N steps (0: none)
   bool live_progress = false;  // the live display of runtime/progress/progress.h on stderr (steps, images/s, time left)
   bool evaluate = true;        // test accuracy after each epoch
+  int64_t profile_steps = 0;   // profile steps 2..N+1 of the run's first epoch (after the warm-up) and print the
+                               // kernel profiler's tables; 0: none
+  std::string profile_trace;   // with profile_steps: write that profile as a Chrome trace here
   std::string eval_only;       // weights to evaluate on the test split (no training): a Tandem checkpoint
                                // or a torchvision-layout safetensors file
   // Test hooks: the clock the epoch timings read (seconds from any origin; empty: a steady clock), and a call
