@@ -233,6 +233,7 @@ void throw_peer_worker_failed(const std::string& where) {
 
 void run_on_workers(std::vector<Worker>& workers, const std::function<void(Worker&)>& fn) {
   RunState state;
+  const Precision precision = current_precision();  // the workers compute at the caller's precision
   const size_t n = workers.size();
   std::vector<std::exception_ptr> errors(n);
   std::vector<std::thread> threads;
@@ -257,7 +258,9 @@ void run_on_workers(std::vector<Worker>& workers, const std::function<void(Worke
         arrived = true;
       };
       try {
-        WorkerContextGuard context(WorkerContext::of(w, &state));
+        WorkerContext worker_context = WorkerContext::of(w, &state);
+        worker_context.thread.precision = precision;
+        WorkerContextGuard context(worker_context);
         prepare_cuda_thread(w.device);
         arrive();
         {

@@ -11,6 +11,7 @@
 #include "runtime/base/error.h"
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
+#include "runtime/tensor/precision.h"
 #include "runtime/tensor/rng.h"
 
 namespace tandem {
@@ -193,7 +194,8 @@ void measure_relays(const RunContext& ctx, const ProfileOptions& o, Worker& work
   if (!pair) return;
   const Workload& w = *ctx.workload;
   for (int b = 0; b + 1 < w.blocks(); ++b) {
-    Tensor buf = zeros(w.activation_shape(b + 1, ctx.train.batch), TensorOptions().with_device(worker.device));
+    Tensor buf = zeros(w.activation_shape(b + 1, ctx.train.batch),
+                       TensorOptions(activation_dtype(DType::F32)).with_device(worker.device));
     const double s = median_comm_time(
         worker, o,
         [&] {

@@ -24,6 +24,7 @@
 #include "runtime/progress/progress.h"
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
+#include "runtime/tensor/precision.h"
 
 namespace tandem {
 namespace parallel {
@@ -291,8 +292,11 @@ class RankRunner {
   void recv(const Instr& i, const InstrInfo& info) {
     if (i.step != acts_step_) reset_activations(i.step);
     Tensor& buf = acts_[i.block];
-    if (!buf.defined())
-      buf = empty(w_.activation_shape(i.block, info.rows), TensorOptions().with_device(worker_.device));
+    if (!buf.defined()) {
+      // Block 0's input is the data (f32); a teacher block's output is in the policy's activation dtype.
+      const DType t = i.block == 0 ? DType::F32 : activation_dtype(DType::F32);
+      buf = empty(w_.activation_shape(i.block, info.rows), TensorOptions(t).with_device(worker_.device));
+    }
     Tensor slice = buf.narrow(0, info.offset, info.count);
     world_.recv(slice, i.peer, i.block);
   }

@@ -38,6 +38,10 @@ bool lowers_to_bf16(std::initializer_list<const Tensor*> operands) {
 
 Tensor bf16_operand(const Tensor& t) { return t.defined() && t.dtype() == DType::F32 ? t.to(DType::BF16) : t; }
 
+DType activation_dtype(DType weights) {
+  return tl_precision == Precision::BF16 && weights == DType::F32 ? DType::BF16 : weights;
+}
+
 Tensor f32_input(const Tensor& t) { return t.defined() && t.dtype() == DType::BF16 ? t.to(DType::F32) : t; }
 
 }  // namespace tandem

@@ -48,6 +48,9 @@ bool lowers_to_bf16(std::initializer_list<const Tensor*> operands);
 // t as such a product's operand under bf16: f32 rounded to bf16 (a cast that autograd sees, so that gradients
 // reach an f32 leaf in f32), anything else (and undefined) as it is.
 Tensor bf16_operand(const Tensor& t);
+// The dtype the activations of a model with `weights`-typed parameters have under the policy (after its first
+// convolution): bf16 for f32 weights under bf16, the weights' dtype otherwise. What a pipeline stage relays.
+DType activation_dtype(DType weights);
 // t as the input of an op that computes in f32 (softmax, losses): bf16 widened to f32, anything else as it is.
 Tensor f32_input(const Tensor& t);
 

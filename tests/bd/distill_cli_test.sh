@@ -54,6 +54,9 @@ expect_exit 2 "8 workers need at least 8 blocks" -- "$distill" "${base[@]}" --wo
 expect_exit 2 "the plan uses" -- "$distill" "${base[@]}" --workers cpu:2 --plan <(echo '{"stages": [{"first": 0, "last": 3, "replicas": 3}]}')
 
 # A run of two strategies for one of two epochs, then its resumption.
+# bf16: the teacher's relays travel in bf16 (the receiver's buffers take the policy's activation dtype).
+expect_exit 0 "TR+DPU+AHD" -- "$distill" "${base[@]}" --workers cpu:2 --strategy tr,ahd --precision bf16
+expect_exit 2 "unknown precision 'half'" -- "$distill" "${base[@]}" --precision half
 expect_exit 0 "TR+DPU+AHD" -- "$distill" "${base[@]}" --workers cpu:2 --strategy tr,ahd --epochs 2 --stop-after 1 --out "$out"
 for f in profile.json plan.json summary.json tr/block0.safetensors tr/block3.safetensors tr/student.safetensors \
          tr/trace.json ahd/student.safetensors; do

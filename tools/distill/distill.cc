@@ -7,6 +7,7 @@
 
 #include "parallel/bd/session.h"
 #include "runtime/base/error.h"
+#include "runtime/tensor/precision.h"
 #include "tools/flags/flags.h"
 
 namespace tandem {
@@ -14,6 +15,8 @@ namespace {
 
 using parallel::bd::SessionOptions;
 using parallel::bd::SessionReport;
+
+Precision g_precision = Precision::F32;  // --precision
 
 const char kProgram[] = "distill";
 
@@ -74,6 +77,10 @@ SessionOptions parse(int argc, char** argv) {
   p.number("--lr", "X", &o.train.optimizer.lr, "initial learning rate (default 0.025)", 0);
   p.number("--momentum", "X", &o.train.optimizer.momentum, "SGD momentum (default 0.9)", 0);
   p.flag("--no-nesterov", &o.train.optimizer.nesterov, false, "plain momentum instead of Nesterov's");
+  p.custom(
+      "--precision", "P", [](const std::string& v) { g_precision = parse_precision(v); },
+      "f32 (default) or bf16 for every worker: teacher and student convolutions in bf16,\n"
+      "relayed activations in bf16, f32 weights and optimizer (runtime/tensor/precision.h)");
   p.number("--weight-decay", "X", &o.train.optimizer.weight_decay, "(default 4e-5)", 0);
   p.text("--lr-schedule", "SPEC", &o.train.lr_schedule,
          "constant | step:E[:G] | multistep:E1,E2[:G] | cosine[:MIN] | warmup:E[:S]+<any>\n"
@@ -144,6 +151,8 @@ void print_losses(const SessionReport& r) {
 int run(int argc, char** argv) {
   SessionOptions o = parse(argc, argv);
   SessionReport r;
+  PrecisionGuard policy(g_precision);
+  if (g_precision != Precision::F32) std::printf("precision: %s\n", precision_name(g_precision));
   try {
     r = parallel::bd::run_session(o, [](const std::string& line) {
       std::printf("%s\n", line.c_str());
