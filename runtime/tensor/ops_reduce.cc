@@ -6,6 +6,7 @@
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/layout.h"
 #include "runtime/tensor/ops.h"
+#include "runtime/tensor/precision.h"
 #include "runtime/tensor/profiler.h"
 #include "runtime/tensor/tensor_desc.h"
 
@@ -242,7 +243,8 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
 }
 }  // namespace
 
-Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false); }
-Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true); }
+// bf16 inputs are computed in f32 (precision.h): the result is f32.
+Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(f32_input(x), dim, false); }
+Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(f32_input(x), dim, true); }
 
 }  // namespace tandem
