@@ -445,7 +445,6 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* pGraph) {
   if (sc == nullptr) return set_error(cudaErrorIllegalState, "cudaStreamEndCapture on a stream that is not capturing");
   std::shared_ptr<cudasim::Capture> c = sc->capture;
   if (c->origin != ref.get()) {
-    cudasim::invalidate(*c, cudaErrorStreamCaptureUnmatched, "cudaStreamEndCapture on a stream the capture forked to");
     return set_error(cudaErrorStreamCaptureUnmatched, "cudaStreamEndCapture on " + cudasim::stream_name(ref.get()) +
                                                           ", which joined a capture begun on " +
                                                           cudasim::stream_name(c->origin));
@@ -552,10 +551,8 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
     if (e == nullptr) return set_error(cudaErrorInvalidValue, "cudaGraphLaunch of an executable graph that is not live");
     g = e->graph;
     done = e->done;
-    number = ++e->launches;
     relaunch = e->launched;
     auto_free = (e->flags & cudaGraphInstantiateFlagAutoFreeOnLaunch) != 0;
-    e->launched = true;
   }
   if (g->device != s->device)
     return set_error(cudaErrorInvalidValue, "cudaGraphLaunch on a stream of cuda:" + std::to_string(s->device) +
@@ -572,6 +569,13 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
     }
   }
   for (const void* base : g->unfreed) cudasim::graph_allocation_relaunched(base);
+  {
+    std::lock_guard<std::mutex> lock(cudasim::g_mu);
+    CUgraphExec_st* e = exec_of(graphExec);
+    if (e == nullptr) return set_error(cudaErrorInvalidValue, "cudaGraphLaunch of an executable graph destroyed meanwhile");
+    number = ++e->launches;
+    e->launched = true;
+  }
   // Ordered after the previous launch of this executable graph, on whatever stream that ran.
   cudasim::enqueue(s, "cudaGraphLaunch", [done, number] {
     cudasim::wait_until([&] { return done->load() >= number - 1; }, "cudaGraphLaunch (after the previous launch)");
