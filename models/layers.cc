@@ -6,6 +6,7 @@
 
 #include "models/init.h"
 #include "runtime/base/error.h"
+#include "runtime/memory/cuda_graph.h"
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
 
@@ -127,7 +128,15 @@ BatchNorm2d::BatchNorm2d(int64_t channels, const BatchNormSpec& spec)
 
 Tensor BatchNorm2d::forward(const Tensor& x) {
   bool batch_stats = is_training() && !frozen_;
-  if (batch_stats) num_batches_tracked.fill_(static_cast<double>(++batches_));
+  GraphCapture* capture = active_capture();
+  if (batch_stats && capture != nullptr && capture->stream().device() == num_batches_tracked.device()) {
+    // A capture runs nothing: the graph counts on the device, and each replay on the host.
+    autograd::NoGradGuard ng;
+    add_(num_batches_tracked, ones_like(num_batches_tracked));
+    capture->on_replay([count = &batches_] { ++*count; });
+  } else if (batch_stats) {
+    num_batches_tracked.fill_(static_cast<double>(++batches_));
+  }
   return batch_norm(x, weight, bias, running_mean, running_var, batch_stats, spec_.momentum, spec_.eps);
 }
 

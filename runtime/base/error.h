@@ -40,6 +40,7 @@ TANDEM_DEFINE_ERROR(IoError);           // a file that is missing, truncated or 
 TANDEM_DEFINE_ERROR(BackendError);      // an error reported by CUDA, cuBLAS, cuDNN or NCCL
 TANDEM_DEFINE_ERROR(InternalError);     // a broken invariant inside Tandem
 TANDEM_DEFINE_ERROR(StreamOrderError);  // two streams' accesses with no declared order (TANDEM_STREAM_CHECK)
+TANDEM_DEFINE_ERROR(GraphCaptureError);  // work that is illegal while a CUDA graph is captured
 
 #undef TANDEM_DEFINE_ERROR
 

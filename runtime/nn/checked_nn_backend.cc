@@ -79,9 +79,10 @@ class CheckedNNBackend final : public NNBackend {
     on_op("avg_pool2d_backward", s, {reads(dy), writes(dx)});
     k_.avg_pool2d_backward(g, dy, dx, s);
   }
-  void dropout_mask(int64_t n, double p, uint64_t seed, uint64_t offset, uint8_t* mask, const Stream& s) override {
+  void dropout_mask(int64_t n, double p, uint64_t seed, uint64_t offset, const uint64_t* offset_delta, uint8_t* mask,
+                    const Stream& s) override {
     on_op("dropout_mask", s, {writes(mask)});
-    k_.dropout_mask(n, p, seed, offset, mask, s);
+    k_.dropout_mask(n, p, seed, offset, offset_delta, mask, s);
   }
   void masked_scale(DType t, const void* x, const uint8_t* mask, double scale, void* y, int64_t n,
                     const Stream& s) override {

@@ -90,7 +90,9 @@ class NNBackend {
   virtual void avg_pool2d_backward(const Pool2dGeometry& g, const void* dy, void* dx, const Stream& s) = 0;
 
   // mask[i] = 1 when value i of the Philox stream (seed, offset), uniform in [0, 1) with 32 bits, is >= p.
-  virtual void dropout_mask(int64_t n, double p, uint64_t seed, uint64_t offset, uint8_t* mask, const Stream& s) = 0;
+  // offset_delta (CUDA graphs; nullptr elsewhere): a device value added to offset when the kernel runs.
+  virtual void dropout_mask(int64_t n, double p, uint64_t seed, uint64_t offset, const uint64_t* offset_delta,
+                            uint8_t* mask, const Stream& s) = 0;
   // y[i] = mask[i] ? x[i] * scale : 0 over n contiguous elements.
   virtual void masked_scale(DType t, const void* x, const uint8_t* mask, double scale, void* y, int64_t n,
                             const Stream& s) = 0;

@@ -7,7 +7,9 @@
 namespace tandem {
 namespace cpu {
 
-void CpuNNBackend::dropout_mask(int64_t n, double p, uint64_t seed, uint64_t offset, uint8_t* mask, const Stream&) {
+void CpuNNBackend::dropout_mask(int64_t n, double p, uint64_t seed, uint64_t offset, const uint64_t* offset_delta,
+                                uint8_t* mask, const Stream&) {
+  TD_CHECK_DEVICE(offset_delta == nullptr, "dropout_mask: a device offset is for CUDA graphs, not the CPU");
   int64_t blocks = (n + 3) / 4;
   parallel_for(0, blocks, 1024, [&](int64_t lo, int64_t hi) {
     for (int64_t blk = lo; blk < hi; ++blk) {
