@@ -24,6 +24,7 @@
 #include "runtime/base/config.h"
 #include "runtime/base/device.h"
 #include "runtime/base/parallel_for.h"
+#include "runtime/memory/cuda_graph.h"
 #include "runtime/memory/stream.h"
 #include "runtime/nn/nn_ops.h"
 #include "runtime/optim/optim.h"
@@ -42,6 +43,7 @@ struct Config {
   std::vector<std::string> models = {"resnet18", "resnet50", "mobilenet_v2"};
   std::vector<std::string> modes = {"fwd", "fwd_bwd", "step"};
   bool channels_last = true;
+  bool cuda_graph = false;
   double min_time_s = 1.0;
 };
 Config g_config;
@@ -59,6 +61,7 @@ struct Case {
   std::unique_ptr<optim::Sgd> optimizer;
   Tensor images, labels;
   std::string mode;
+  CudaGraph graph;  // --cuda-graph: run() captured after the warm-up, replayed by every iteration
 
   void run() {
     if (mode == "fwd") {
@@ -66,7 +69,7 @@ struct Case {
       model->forward(images);
       return;
     }
-    model->zero_grad();
+    optimizer->zero_grad(!g_config.cuda_graph);  // a graph accumulates into the same gradients
     models::cross_entropy(model->forward(images), labels).backward();
     if (mode == "step") optimizer->step();
   }
@@ -97,13 +100,23 @@ void BM_Model(benchmark::State& state, std::string name, int64_t size, std::stri
 
   Stream s = current_stream(c.device);
   for (int i = 0; i < 3; ++i) k.run();  // warm-up: algorithm selection, allocator pools
+  if (c.cuda_graph && c.device.is_cuda()) {
+    k.graph.capture(s, [&] { k.run(); });
+    state.counters["graph_nodes"] = static_cast<double>(k.graph.nodes());
+  }
+  auto iteration = [&] {
+    if (k.graph.captured())
+      k.graph.replay();
+    else
+      k.run();
+  };
   s.synchronize();
   double total_s = 0;
   for (auto _ : state) {
     if (c.device.is_cuda()) {
       Event start(true), stop(true);
       start.record(s);
-      k.run();
+      iteration();
       stop.record(s);
       stop.synchronize();
       double sec = start.elapsed_ms(stop) * 1e-3;
@@ -111,7 +124,7 @@ void BM_Model(benchmark::State& state, std::string name, int64_t size, std::stri
       total_s += sec;
     } else {
       auto t0 = std::chrono::steady_clock::now();
-      k.run();
+      iteration();
       double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       state.SetIterationTime(sec);
       total_s += sec;
@@ -161,6 +174,8 @@ int main(int argc, char** argv) {
   p.words("--models", "A,B", &g_config.models, "zoo models (default resnet18,resnet50,mobilenet_v2)");
   p.words("--modes", "M,...", &g_config.modes, "fwd, fwd_bwd, step (default all three)");
   p.flag("--nchw", &g_config.channels_last, false, "NCHW inputs on the GPU");
+  p.flag("--cuda-graph", &g_config.cuda_graph, true,
+         "on a GPU: capture each case's iteration as a CUDA graph after the warm-up and time its replays");
   p.number("--min-time", "S", &g_config.min_time_s, "timed seconds per case at least (default 1)", 0);
   p.footer("Google Benchmark's flags follow.");
   std::vector<std::string> rest_args = p.parse_known(argc, argv, [&] {

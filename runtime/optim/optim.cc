@@ -119,9 +119,16 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr, double weight_de
   }
 }
 
-void Optimizer::zero_grad() {
+void Optimizer::zero_grad(bool set_to_none) {
+  autograd::NoGradGuard ng;
   for (auto& g : groups_)
-    for (auto& p : g.params) p.second.zero_grad();
+    for (auto& p : g.params) {
+      Tensor grad = p.second.grad();
+      if (set_to_none || !grad.defined())
+        p.second.zero_grad();
+      else
+        grad.fill_(0.0);
+    }
 }
 
 void Optimizer::set_lr(size_t g, double lr) {

@@ -52,6 +52,9 @@ TrainOptions parse(int argc, char** argv) {
   p.integer("--steps-per-epoch", "N", &o.steps_per_epoch, "at most N steps per epoch (default: the whole dataset)", 1);
   p.integer("--log-every", "N", &o.log_every, "progress line every N steps (default 50; 0: none)", 0);
   p.flag("--no-eval", &o.evaluate, false, "skip the test-set evaluation");
+  p.flag("--cuda-graph", &o.cuda_graph, true,
+         "on a GPU: run the first step eagerly, capture the second (forward, backward,\n"
+         "optimizer) as a CUDA graph and replay it for every later step of the same batch shape");
   bool benchmark = false;
   p.flag("--cudnn-benchmark", &benchmark, true,
          "choose cuDNN convolution algorithms by timing them all (slower first steps,\n"

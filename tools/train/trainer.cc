@@ -17,6 +17,7 @@
 #include "runtime/base/checked_math.h"
 #include "runtime/base/error.h"
 #include "runtime/base/parse_count.h"
+#include "runtime/memory/cuda_graph.h"
 #include "runtime/optim/lr_schedule.h"
 #include "runtime/optim/optim.h"
 #include "runtime/progress/progress.h"
@@ -90,6 +91,7 @@ Trainer::Trainer(const TrainOptions& o, std::ostream& log) : s_(std::make_unique
   TD_CHECK(o.lr >= 0 && o.weight_decay >= 0 && o.momentum >= 0, "lr, weight decay and momentum must be >= 0");
   s_->device = o.device.empty() ? best_device() : Device::parse(o.device);
   check_device_available(s_->device);
+  TD_CHECK(!o.cuda_graph || s_->device.is_cuda(), "--cuda-graph needs a CUDA device, got ", s_->device);
 
   std::shared_ptr<const data::Dataset> train_set = data::open_dataset(o.dataset, true);
   data::LoaderOptions lo;
@@ -185,6 +187,20 @@ std::vector<EpochResult> Trainer::run() {
       task.items_per_step = s.o.batch;
       live.emplace(task);
     }
+    // With --cuda-graph: the step reads static input tensors and writes static outputs (made before the capture);
+    // each replay's inputs are copied into them first, and its outputs copied out after.
+    CudaGraph graph;
+    Tensor x_static, y_static, loss_static, correct_static;
+    auto graph_step = [&] {
+      s.optimizer->zero_grad(false);
+      Tensor logits = s.model->forward(x_static);
+      Tensor loss = models::cross_entropy(logits, y_static, s.o.label_smoothing);
+      loss.backward();
+      s.optimizer->step();
+      autograd::NoGradGuard ng;
+      loss_static.copy_(loss.detach());
+      correct_static.copy_(correct_rows(logits, y_static));
+    };
     auto read_losses = [&] {
       if (pending.empty()) return;
       for (Tensor& l : pending) l = l.reshape({1});
@@ -201,15 +217,41 @@ std::vector<EpochResult> Trainer::run() {
       std::optional<data::Batch> batch = s.train_loader->next();
       TD_ASSERT(batch.has_value(), "the loader ended epoch ", epoch, " after ", step, " of ", s.steps_per_epoch,
                 " batches");
-      s.optimizer->zero_grad();
-      Tensor logits = s.model->forward(batch->images);
-      Tensor loss = models::cross_entropy(logits, batch->labels, s.o.label_smoothing);
-      loss.backward();
-      s.optimizer->step();
+      Tensor loss, c;
+      if (s.o.cuda_graph && (!x_static.defined() || batch->images.shape() == x_static.shape())) {
+        if (!x_static.defined()) {
+          x_static = empty_like(batch->images);
+          y_static = empty_like(batch->labels);
+          loss_static = empty({}, TensorOptions().with_device(s.device));
+          correct_static = empty({}, TensorOptions(DType::F64).with_device(s.device));
+        }
+        x_static.copy_(batch->images);
+        y_static.copy_(batch->labels);
+        if (graph.captured()) {
+          graph.replay();
+        } else if (step == 0 && epoch == s.first_epoch) {
+          graph_step();  // the warm-up: gradients, optimizer state, handles and algorithms exist after it
+        } else {
+          graph.capture(current_stream(s.device), graph_step);
+          s.log << "cuda graph: the step is " << graph.nodes() << " nodes, replayed with one launch" << std::endl;
+          graph.replay();
+        }
+        loss = loss_static.clone();
+        c = correct_static.clone();
+      } else {
+        if (s.o.cuda_graph)
+          s.log << "cuda graph: a batch of another shape (" << shape_str(batch->images.shape())
+                << ") runs eagerly" << std::endl;
+        s.optimizer->zero_grad(!s.o.cuda_graph);
+        Tensor logits = s.model->forward(batch->images);
+        loss = models::cross_entropy(logits, batch->labels, s.o.label_smoothing);
+        loss.backward();
+        s.optimizer->step();
+        c = correct_rows(logits, batch->labels);
+      }
       s.scheduler->step();
       pending.push_back(loss.detach());
       int64_t n = batch->images.size(0);
-      Tensor c = correct_rows(logits, batch->labels);
       correct = correct.defined() ? add(correct, c) : c;
       seen += n;
       window_images += n;

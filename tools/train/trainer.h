@@ -37,6 +37,7 @@ struct TrainOptions {
   int64_t log_every = 50;       // progress line every N steps (0: none)
   bool live_progress = false;  // the live display of runtime/progress/progress.h on stderr (steps, images/s, time left)
   bool evaluate = true;        // test accuracy after each epoch
+  bool cuda_graph = false;     // replay a captured CUDA graph of the step (runtime/memory/cuda_graph.h)
   std::string eval_only;       // weights to evaluate on the test split (no training): a Tandem checkpoint
                                // or a torchvision-layout safetensors file
   // Test hooks: the clock the epoch timings read (seconds from any origin; empty: a steady clock), and a call
