@@ -15,6 +15,7 @@
 #include "runtime/memory/cuda_graph.h"
 #include "runtime/optim/lr_schedule.h"
 #include "runtime/optim/optim.h"
+#include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
 #include "tests/testing.h"
 
@@ -28,14 +29,14 @@ constexpr int64_t kBatch = 4, kClasses = 10, kSteps = 4;
 
 // One training run's setup on cuda:0: the model, its optimizer and schedule, static input tensors and the loss
 // output (all made before any capture), and the batches (host tensors).
-struct Run {
+struct TrainingRun {
   std::shared_ptr<Network> model;
   std::unique_ptr<optim::Optimizer> opt;
   std::unique_ptr<optim::LrScheduler> schedule;
   Tensor x, y, loss;
   std::vector<Tensor> xs, ys;
 
-  Run(const std::string& spec, const std::string& optimizer, uint64_t seed, int64_t image) {
+  TrainingRun(const std::string& spec, const std::string& optimizer, uint64_t seed, int64_t image) {
     ModelOptions defaults;
     defaults.num_classes = kClasses;
     defaults.in_channels = 3;
@@ -100,7 +101,7 @@ std::vector<uint8_t> bytes_of(const Tensor& t) {
 void expect_replays_equal_eager(const std::string& spec, const std::string& optimizer, int64_t image) {
   TD_REQUIRE_GPU();
   const uint64_t seed = fresh_seed();
-  Run eager(spec, optimizer, seed, image), replayed(spec, optimizer, seed, image);
+  TrainingRun eager(spec, optimizer, seed, image), replayed(spec, optimizer, seed, image);
   std::vector<Tensor> le = eager.train(false), lr = replayed.train(true);
   for (size_t i = 0; i < le.size(); ++i) EXPECT_EQ(bytes_of(lr[i]), bytes_of(le[i])) << "loss of step " << i;
   EXPECT_NE(bytes_of(le[0]), bytes_of(le[kSteps - 1])) << "the steps did not train";
@@ -128,7 +129,7 @@ TEST(CudaGraphStep, ReplaysOfAStepWithDropoutEqualEagerSteps) {
 }
 
 // The message of the GraphCaptureError that capturing `step` on a warmed-up run throws.
-std::string capture_error(Run& run, const std::function<void()>& step) {
+std::string capture_error(const std::function<void()>& step) {
   try {
     CudaGraph g;
     g.capture(current_stream(Device::cuda()), step);
@@ -140,37 +141,37 @@ std::string capture_error(Run& run, const std::function<void()>& step) {
 
 TEST(CudaGraphStep, WhatACaptureForbidsIsAGraphCaptureErrorThatSaysWhatAndHowToFixIt) {
   TD_REQUIRE_GPU();
-  Run run("resnet18:cifar,width=4", "sgd", fresh_seed(), 8);
+  TrainingRun run("resnet18:cifar,width=4", "sgd", fresh_seed(), 8);
   run.x.copy_(run.xs[0]);
   run.y.copy_(run.ys[0]);
   // Without a warm-up, the gradients and momentum buffers would be made inside the capture.
-  std::string e = capture_error(run, [&] { run.step(); });
+  std::string e = capture_error([&] { run.step(); });
   EXPECT_NE(e.find("outlive it"), std::string::npos) << e;
   EXPECT_NE(e.find("run the step once eagerly first"), std::string::npos) << e;
   run.step();
   // A host read of the loss inside the step.
-  e = capture_error(run, [&] {
+  e = capture_error([&] {
     run.step();
     (void)run.loss.item<float>();
   });
   EXPECT_NE(e.find("to the host (Tensor::item"), std::string::npos) << e;
   EXPECT_NE(e.find("read them after replay()"), std::string::npos) << e;
   // A synchronization.
-  e = capture_error(run, [&] {
+  e = capture_error([&] {
     run.step();
     current_stream(Device::cuda()).synchronize();
   });
   EXPECT_NE(e.find("Stream::synchronize during the capture"), std::string::npos) << e;
   // A tensor the step uses, freed inside it (the replays would use freed memory).
   Tensor temporary = run.x.clone();
-  e = capture_error(run, [&] {
+  e = capture_error([&] {
     run.x.copy_(temporary);
     temporary = Tensor();
     run.step();
   });
   EXPECT_NE(e.find("allocated before the capture were freed during it"), std::string::npos) << e;
   // A host scalar copied in (pageable memory the graph would read at every replay).
-  e = capture_error(run, [&] { run.x.copy_(run.xs[1]); });
+  e = capture_error([&] { run.x.copy_(run.xs[1]); });
   EXPECT_NE(e.find("a copy from pageable host memory"), std::string::npos) << e;
   // After each failure the stream and the run work eagerly, and a correct capture replays.
   run.step();
