@@ -130,10 +130,9 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   bool batch_stats = is_training() && !frozen_;
   GraphCapture* capture = active_capture();
   if (batch_stats && capture != nullptr && capture->stream().device() == num_batches_tracked.device()) {
-    // A capture runs nothing: the graph counts on the device, and each replay on the host.
-    autograd::NoGradGuard ng;
-    add_(num_batches_tracked, ones_like(num_batches_tracked));
+    // A capture runs nothing: each replay counts on the host, and the graph writes that count.
     capture->on_replay([count = &batches_] { ++*count; });
+    capture->set_at_replay(num_batches_tracked.raw_data(), [count = &batches_] { return static_cast<uint64_t>(*count); });
   } else if (batch_stats) {
     num_batches_tracked.fill_(static_cast<double>(++batches_));
   }

@@ -125,7 +125,7 @@ TEST(CudaGraphStep, ReplaysOfAResNetStepWithAdamEqualEagerSteps) {
 }
 
 TEST(CudaGraphStep, ReplaysOfAStepWithDropoutEqualEagerSteps) {
-  expect_replays_equal_eager("mobilenet_v2:cifar,width=0.25", "adamw", 8);
+  expect_replays_equal_eager("mobilenet_v2:cifar,width_mult=0.25", "adamw", 8);
 }
 
 // The message of the GraphCaptureError that capturing `step` on a warmed-up run throws.
