@@ -28,7 +28,7 @@
   void avg_pool2d_forward(const Pool2dGeometry& g, const void* x, void* y, const Stream& s) override;                  \
   void avg_pool2d_backward(const Pool2dGeometry& g, const void* dy, void* dx, const Stream& s) override;               \
   void dropout_mask(int64_t n, double p, uint64_t seed, uint64_t offset, const uint64_t* offset_delta, uint8_t* mask,  \
-                    const Stream& s) override;                                                                       \
+                    const Stream& s) override;                                                                         \
   void masked_scale(DType t, const void* x, const uint8_t* mask, double scale, void* y, int64_t n, const Stream& s)    \
       override;                                                                                                        \
   void sgd_step(DType t, int64_t count, void* const* params, const void* const* grads, void* const* momentum_buffers,  \

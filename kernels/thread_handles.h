@@ -32,8 +32,9 @@ std::vector<Handle>& thread_handles(int device, Status* status) {
   if (v.size() <= static_cast<size_t>(device)) v.resize(device + 1, nullptr);
   *status = Status{};
   if (v[device] == nullptr) {
-    TD_CHECK_T(GraphCaptureError, active_capture() == nullptr, "a CUDA library handle (cuBLAS or cuDNN) for cuda:",
-               device, " would be created during the capture of a CUDA graph (creating one allocates device memory, ",
+    TD_CHECK_T(GraphCaptureError, active_capture() == nullptr,
+               "a CUDA library handle (cuBLAS or cuDNN) for cuda:", device,
+               " would be created during the capture of a CUDA graph (creating one allocates device memory, ",
                "which a capture forbids): run the step once eagerly on this thread before capturing it");
     *status = Create(&v[device]);
     if (*status == AllocFailed) {

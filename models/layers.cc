@@ -132,7 +132,8 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   if (batch_stats && capture != nullptr && capture->stream().device() == num_batches_tracked.device()) {
     // A capture runs nothing: each replay counts on the host, and the graph writes that count.
     capture->on_replay([count = &batches_] { ++*count; });
-    capture->set_at_replay(num_batches_tracked.raw_data(), [count = &batches_] { return static_cast<uint64_t>(*count); });
+    capture->set_at_replay(num_batches_tracked.raw_data(),
+                           [count = &batches_] { return static_cast<uint64_t>(*count); });
   } else if (batch_stats) {
     num_batches_tracked.fill_(static_cast<double>(++batches_));
   }

@@ -101,9 +101,9 @@ void check_not_capturing(const Stream& stream, const std::string& what, const st
 }
 
 struct CudaGraph::Staging {
-  Storage slots;          // the replay values on the device
-  double* host[2] = {};   // pinned copies, used in turn
-  Event copied[2];        // the copy that last read each
+  Storage slots;         // the replay values on the device
+  double* host[2] = {};  // pinned copies, used in turn
+  Event copied[2];       // the copy that last read each
   int next = 0;
   ~Staging() {
     for (double* h : host)
@@ -137,8 +137,8 @@ void CudaGraph::capture(const Stream& stream, const std::function<void()>& step)
     MemoryCategoryGuard workspace(MemoryCategory::Workspace);
     staging->slots = Storage::allocate(kSlots * sizeof(double), stream.device(), stream);
   }
-  for (double*& h : staging->host) TD_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&h), kSlots * sizeof(double),
-                                                               cudaHostAllocPortable));
+  for (double*& h : staging->host)
+    TD_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&h), kSlots * sizeof(double), cudaHostAllocPortable));
   static std::atomic<uint64_t> next_id{1};
   std::unique_ptr<GraphCapture> c(
       new GraphCapture(stream, next_id++, static_cast<double*>(staging->slots.data()), kSlots));
@@ -171,8 +171,9 @@ void CudaGraph::capture(const Stream& stream, const std::function<void()>& step)
   if (!failure.empty()) {
     why << failure;
   } else if (!c->refused_frees_.empty()) {
-    why << c->refused_frees_.size() << " tensor(s) allocated before the capture were freed during it (first: "
-        << c->refused_frees_[0] << "); every replay would use that freed memory: keep tensors the step uses alive "
+    why << c->refused_frees_.size()
+        << " tensor(s) allocated before the capture were freed during it (first: " << c->refused_frees_[0]
+        << "); every replay would use that freed memory: keep tensors the step uses alive "
         << "across replays (static inputs, in-place updates, zero_grad without dropping gradients)";
   } else if (c->live_allocations_ > 0) {
     why << c->live_allocations_ << " tensor(s) (" << c->live_bytes_ << " bytes) allocated during the capture "

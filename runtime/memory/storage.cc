@@ -72,7 +72,7 @@ struct Storage::Impl {
   Stream stream;                                       // allocation (and free) stream
   std::vector<Stream> used_on;                         // other streams that used it
   std::atomic<uint64_t> version{0};
-  uint64_t check_id = 0;  // the stream checker's allocation id (0: unchecked)
+  uint64_t check_id = 0;    // the stream checker's allocation id (0: unchecked)
   uint64_t capture_id = 0;  // the CUDA graph capture it was allocated in (graph memory), 0 for none
   std::mutex mu;
 
@@ -98,7 +98,8 @@ struct Storage::Impl {
       // this memory at every replay. The capture fails, and the memory is freed once it has ended.
       std::ostringstream what;
       what << nbytes << " bytes of " << category_name(category) << " on " << device;
-      c->defer_free(what.str(), [data = data, stream = stream, used_on = used_on] { free_device(data, stream, used_on); });
+      c->defer_free(what.str(),
+                    [data = data, stream = stream, used_on = used_on] { free_device(data, stream, used_on); });
       return;
     }
     free_device(data, stream, used_on);

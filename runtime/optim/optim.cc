@@ -260,8 +260,8 @@ void Adam::step() {
           const Group* group = &g;
           const int64_t* count = b.step;
           const double b1 = o_.beta1, b2 = o_.beta2;
-          h.device_coefs =
-              c->replay_double([group, count, b1] { return group->lr / (1.0 - std::pow(b1, static_cast<double>(*count))); });
+          h.device_coefs = c->replay_double(
+              [group, count, b1] { return group->lr / (1.0 - std::pow(b1, static_cast<double>(*count))); });
           const double* bc2 = c->replay_double([count, b2] { return 1.0 - std::pow(b2, static_cast<double>(*count)); });
           const double* decay = c->replay_double([group] { return 1.0 - group->lr * group->weight_decay; });
           TD_ASSERT(bc2 == h.device_coefs + 1 && decay == h.device_coefs + 2, "replay values are not consecutive");

@@ -442,8 +442,10 @@ void copy_bytes_across(const Tensor& src, const Tensor& dst, const Stream& strea
                         "copy inputs into device tensors made before the capture (from pinned memory) before "
                         "replay(), and make constants on the device");
   if (sd.is_cuda() && dd.is_cpu())
-    check_not_capturing(stream, "a copy from " + sd.str() + " to the host (Tensor::item, to(Device::cpu()), "
-                        "printing a tensor)",
+    check_not_capturing(stream,
+                        "a copy from " + sd.str() +
+                            " to the host (Tensor::item, to(Device::cpu()), "
+                            "printing a tensor)",
                         "copy results into device tensors made before the capture and read them after replay()");
   if (staged) note_pageable_copy(dd, n);
   if (stream_check::enabled()) {

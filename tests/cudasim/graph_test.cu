@@ -75,8 +75,8 @@ TEST(SimGraph, CapturedWorkRunsAtEachLaunchInStreamOrderOnTheMemoryOfThatTime) {
   cudaGraph_t graph = nullptr;
   ASSERT_CUDA_OK(cudaStreamEndCapture(s.get(), &graph));
   EXPECT_EQ(status_of(s.get()), cudaStreamCaptureStatusNone);
-  EXPECT_EQ(node_types(graph), (std::vector<cudaGraphNodeType>{cudaGraphNodeTypeKernel, cudaGraphNodeTypeMemcpy,
-                                                               cudaGraphNodeTypeHost}));
+  EXPECT_EQ(node_types(graph),
+            (std::vector<cudaGraphNodeType>{cudaGraphNodeTypeKernel, cudaGraphNodeTypeMemcpy, cudaGraphNodeTypeHost}));
   // Capture ran nothing.
   EXPECT_EQ(y.download(), y0);
   EXPECT_EQ(host_calls, 0);

@@ -191,9 +191,9 @@ cudaError_t capture_state_error(const StreamImpl* s) {
   std::lock_guard<std::mutex> lock(g_mu);
   StreamCapture* sc = find(s);
   if (sc == nullptr || sc->capture->invalid == cudaSuccess) return cudaSuccess;
-  return set_error(cudaErrorStreamCaptureInvalidated,
-                   stream_name(s) + " belongs to a capture invalidated earlier by " + sc->capture->why +
-                       " (end it with cudaStreamEndCapture on its origin stream)");
+  return set_error(cudaErrorStreamCaptureInvalidated, stream_name(s) + " belongs to a capture invalidated earlier by " +
+                                                          sc->capture->why +
+                                                          " (end it with cudaStreamEndCapture on its origin stream)");
 }
 
 cudaError_t fail_capture(const StreamImpl* s, cudaError_t code, const std::string& why) {
@@ -470,9 +470,10 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* pGraph) {
   if (c->invalid != cudaSuccess)
     return set_error(cudaErrorStreamCaptureInvalidated, "the capture was invalidated by " + c->why);
   if (!unjoined.empty())
-    return set_error(cudaErrorStreamCaptureUnjoined, "cudaStreamEndCapture: a stream forked from the capture did "
-                                                     "not join its origin: " +
-                                                         unjoined);
+    return set_error(cudaErrorStreamCaptureUnjoined,
+                     "cudaStreamEndCapture: a stream forked from the capture did "
+                     "not join its origin: " +
+                         unjoined);
   cudasim::graphs()[c->graph.get()] = c->graph;
   *pGraph = c->graph.get();
   return cudaSuccess;
@@ -489,15 +490,15 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureSta
     return cudaSuccess;
   }
   cudasim::StreamCapture* sc = cudasim::find(stream);
-  *status = sc == nullptr                               ? cudaStreamCaptureStatusNone
+  *status = sc == nullptr                         ? cudaStreamCaptureStatusNone
             : sc->capture->invalid != cudaSuccess ? cudaStreamCaptureStatusInvalidated
                                                   : cudaStreamCaptureStatusActive;
   return cudaSuccess;
 }
 
-cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCaptureStatus* status,
-                                     unsigned long long* id, cudaGraph_t* graph, const cudaGraphNode_t** deps,
-                                     const cudaGraphEdgeData** edges, size_t* count) {
+cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCaptureStatus* status, unsigned long long* id,
+                                     cudaGraph_t* graph, const cudaGraphNode_t** deps, const cudaGraphEdgeData** edges,
+                                     size_t* count) {
   thread_local std::vector<cudaGraphNode_t> dep_array;
   thread_local std::vector<cudaGraphEdgeData> edge_array;
   if (status == nullptr || (edges != nullptr && deps == nullptr)) return set_error(cudaErrorInvalidValue);
@@ -506,7 +507,7 @@ cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCapture
     return set_error(cudaErrorStreamCaptureImplicit,
                      "cudaStreamGetCaptureInfo on the legacy stream while a blocking stream captures");
   cudasim::StreamCapture* sc = legacy(stream) ? nullptr : cudasim::find(stream);
-  *status = sc == nullptr                               ? cudaStreamCaptureStatusNone
+  *status = sc == nullptr                         ? cudaStreamCaptureStatusNone
             : sc->capture->invalid != cudaSuccess ? cudaStreamCaptureStatusInvalidated
                                                   : cudaStreamCaptureStatusActive;
   if (*status != cudaStreamCaptureStatusActive) return cudaSuccess;
@@ -548,7 +549,8 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
   {
     std::lock_guard<std::mutex> lock(cudasim::g_mu);
     CUgraphExec_st* e = exec_of(graphExec);
-    if (e == nullptr) return set_error(cudaErrorInvalidValue, "cudaGraphLaunch of an executable graph that is not live");
+    if (e == nullptr)
+      return set_error(cudaErrorInvalidValue, "cudaGraphLaunch of an executable graph that is not live");
     g = e->graph;
     done = e->done;
     relaunch = e->launched;
@@ -572,7 +574,8 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
   {
     std::lock_guard<std::mutex> lock(cudasim::g_mu);
     CUgraphExec_st* e = exec_of(graphExec);
-    if (e == nullptr) return set_error(cudaErrorInvalidValue, "cudaGraphLaunch of an executable graph destroyed meanwhile");
+    if (e == nullptr)
+      return set_error(cudaErrorInvalidValue, "cudaGraphLaunch of an executable graph destroyed meanwhile");
     number = ++e->launches;
     e->launched = true;
   }
@@ -609,13 +612,14 @@ cudaError_t cudaGraphExecUpdate(cudaGraphExec_t hGraphExec, cudaGraph_t hGraph, 
   };
   const CUgraph_st& old = *e->graph;
   if (old.nodes.size() != g->nodes.size())
-    return fail(cudaGraphExecUpdateErrorTopologyChanged, nullptr,
-                std::to_string(g->nodes.size()) + " nodes where the executable graph has " +
-                    std::to_string(old.nodes.size()));
+    return fail(
+        cudaGraphExecUpdateErrorTopologyChanged, nullptr,
+        std::to_string(g->nodes.size()) + " nodes where the executable graph has " + std::to_string(old.nodes.size()));
   for (size_t i = 0; i < g->nodes.size(); ++i) {
     CUgraphNode_st& n = *g->nodes[i];
     const CUgraphNode_st& o = *old.nodes[i];
-    if (n.deps != o.deps) return fail(cudaGraphExecUpdateErrorTopologyChanged, &n, "node " + n.what + "'s dependencies");
+    if (n.deps != o.deps)
+      return fail(cudaGraphExecUpdateErrorTopologyChanged, &n, "node " + n.what + "'s dependencies");
     if (n.type != o.type) return fail(cudaGraphExecUpdateErrorNodeTypeChanged, &n, "node " + n.what + "'s type");
     // Memory nodes keep their graph's addresses and sizes: they cannot take another graph's.
     const bool memory = n.type == cudaGraphNodeTypeMemAlloc || n.type == cudaGraphNodeTypeMemFree;

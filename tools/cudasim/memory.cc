@@ -720,7 +720,8 @@ cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
       bad = "cudaFreeAsync of " + cudasim::hex(ptr) + " twice";
     } else if (graph != nullptr && r->graph != graph) {
       // In a capture the free becomes a free node, which only frees the graph's own allocations.
-      bad = "cudaFreeAsync of " + cudasim::hex(ptr) + " during stream capture: a free node frees only an "
+      bad = "cudaFreeAsync of " + cudasim::hex(ptr) +
+            " during stream capture: a free node frees only an "
             "allocation of its own graph (made by cudaMallocAsync in the same capture)";
     } else if (graph == nullptr && r->freed_in_graph) {
       bad = "cudaFreeAsync of " + cudasim::hex(ptr) + ", a graph allocation that its graph frees itself";

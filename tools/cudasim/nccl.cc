@@ -76,8 +76,8 @@ StreamImpl* stream_of(const char* api, const ncclComm* c, cudaStream_t stream, n
   }
   if (capturing(s)) {
     // NVIDIA's NCCL can be captured; the simulated one matches operations as they are issued, so it cannot.
-    const std::string why = std::string(api) + " on " + describe(c) +
-                            " on a capturing stream: NCCL inside stream capture is not simulated";
+    const std::string why =
+        std::string(api) + " on " + describe(c) + " on a capturing stream: NCCL inside stream capture is not simulated";
     fail_capture(s, cudaErrorStreamCaptureUnsupported, why);
     *r = fail(ncclInvalidUsage, why);
     return nullptr;

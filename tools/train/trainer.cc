@@ -240,8 +240,8 @@ std::vector<EpochResult> Trainer::run() {
         c = correct_static.clone();
       } else {
         if (s.o.cuda_graph)
-          s.log << "cuda graph: a batch of another shape (" << shape_str(batch->images.shape())
-                << ") runs eagerly" << std::endl;
+          s.log << "cuda graph: a batch of another shape (" << shape_str(batch->images.shape()) << ") runs eagerly"
+                << std::endl;
         s.optimizer->zero_grad(!s.o.cuda_graph);
         Tensor logits = s.model->forward(batch->images);
         loss = models::cross_entropy(logits, batch->labels, s.o.label_smoothing);
