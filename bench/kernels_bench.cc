@@ -1,7 +1,9 @@
-// Microbenchmarks of the CUDA backend's memory-bound kernels: elementwise, reductions, softmax and copies,
-// timed with CUDA events and reported as bytes/s and as a percentage of the device's copy bandwidth
-// (a large device-to-device cudaMemcpyAsync, bytes read + written), measured once at start-up.
-// Goals on an H100: >= 85% of copy bandwidth for elementwise, >= 75% for reductions and softmax.
+// Microbenchmarks of the CUDA backend's memory-bound kernels: elementwise, reductions, softmax, copies,
+// batch norm, pooling and layout copies, timed with CUDA events and reported as bytes/s and as a percentage
+// of the device's copy bandwidth (a large device-to-device cudaMemcpyAsync, bytes read + written), measured
+// once at start-up.
+// Goals on an H100/H200: >= 85% of copy bandwidth for elementwise, >= 80% for reductions, softmax and
+// transposing copies.
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
 
@@ -12,6 +14,7 @@
 #include "runtime/base/cuda_check.h"
 #include "runtime/base/device.h"
 #include "runtime/memory/stream.h"
+#include "runtime/nn/nn_backend.h"
 #include "runtime/tensor/backend.h"
 #include "runtime/tensor/rng.h"
 #include "runtime/tensor/tensor.h"
@@ -24,6 +27,9 @@ namespace {
 constexpr int64_t kMid = int64_t{1} << 20;
 constexpr int64_t kLarge = int64_t{1} << 26;
 constexpr int64_t kRow = 1024;  // row length of the 2-D cases
+// Batches of the layer cases ([batch, 64, 56, 56]: 0.8M and 51M elements).
+constexpr int64_t kSmallBatch = 4;
+constexpr int64_t kLargeBatch = 256;
 
 double g_copy_bytes_per_s = 0;  // read + written
 
@@ -77,7 +83,7 @@ void BM_Relu(benchmark::State& state) {
   const int64_t n = state.range(0);
   Tensor x = random_gpu({n}), y = empty({n}, TensorOptions().with_device(gpu()));
   run_timed(state, 2.0 * n * 4, [&](const Stream& s) {
-    cuda_backend().unary(UnaryOp::Relu, DType::F32, x.raw_data(), y.raw_data(), n, {}, s);
+    cuda_backend().unary({UnaryOp::Relu, DType::F32, x.raw_data(), y.raw_data(), n, {}}, s);
   });
 }
 
@@ -86,7 +92,7 @@ void binary_same_shape(benchmark::State& state, BinaryOp op) {
   Tensor a = random_gpu({n}), b = random_gpu({n}), out = empty({n}, TensorOptions().with_device(gpu()));
   const StridedDesc d = contiguous_desc({n});
   run_timed(state, 3.0 * n * 4, [&](const Stream& s) {
-    cuda_backend().binary(op, DType::F32, a.raw_data(), d, b.raw_data(), d, out.raw_data(), d, s);
+    cuda_backend().binary({op, DType::F32, a.raw_data(), d, b.raw_data(), d, out.raw_data(), d}, s);
   });
 }
 void BM_Add(benchmark::State& state) { binary_same_shape(state, BinaryOp::Add); }
@@ -99,7 +105,7 @@ void BM_AddRowBroadcast(benchmark::State& state) {
   Tensor a = random_gpu(shape), b = random_gpu({kRow}), out = empty(shape, TensorOptions().with_device(gpu()));
   const StridedDesc ad = desc_of(a), bd = broadcast_desc(b, shape), od = desc_of(out);
   run_timed(state, (2.0 * n + kRow) * 4, [&](const Stream& s) {
-    cuda_backend().binary(BinaryOp::Add, DType::F32, a.raw_data(), ad, b.raw_data(), bd, out.raw_data(), od, s);
+    cuda_backend().binary({BinaryOp::Add, DType::F32, a.raw_data(), ad, b.raw_data(), bd, out.raw_data(), od}, s);
   });
 }
 
@@ -110,7 +116,7 @@ void BM_MulChannelBroadcast(benchmark::State& state) {
   Tensor a = random_gpu(shape), b = random_gpu({1, 64, 1, 1}), out = empty(shape, TensorOptions().with_device(gpu()));
   const StridedDesc ad = desc_of(a), bd = broadcast_desc(b, shape), od = desc_of(out);
   run_timed(state, (2.0 * n + 64) * 4, [&](const Stream& s) {
-    cuda_backend().binary(BinaryOp::Mul, DType::F32, a.raw_data(), ad, b.raw_data(), bd, out.raw_data(), od, s);
+    cuda_backend().binary({BinaryOp::Mul, DType::F32, a.raw_data(), ad, b.raw_data(), bd, out.raw_data(), od}, s);
   });
 }
 
@@ -123,8 +129,9 @@ void reduce_case(benchmark::State& state, ReduceOp op, int64_t outer, int64_t r,
   const bool with_indices = op != ReduceOp::Sum;
   const double bytes = 4.0 * outer * r * inner + (with_indices ? 12.0 : 4.0) * outer * inner;
   run_timed(state, bytes, [&](const Stream& s) {
-    cuda_backend().reduce(op, DType::F32, x.raw_data(), outer, r, inner, out.raw_data(),
-                          with_indices ? idx.data<int64_t>() : nullptr, s);
+    cuda_backend().reduce(
+        {op, DType::F32, x.raw_data(), outer, r, inner, out.raw_data(), with_indices ? idx.data<int64_t>() : nullptr},
+        s);
   });
 }
 void BM_SumRows(benchmark::State& state) { reduce_case(state, ReduceOp::Sum, state.range(0) / kRow, kRow, 1); }
@@ -136,7 +143,7 @@ void softmax_rows(benchmark::State& state, int64_t row, bool log) {
   const int64_t n = state.range(0);
   Tensor x = random_gpu({n}), y = empty({n}, TensorOptions().with_device(gpu()));
   run_timed(state, 2.0 * n * 4, [&](const Stream& s) {
-    cuda_backend().softmax(log, DType::F32, x.raw_data(), y.raw_data(), n / row, row, 1, s);
+    cuda_backend().softmax({log, DType::F32, x.raw_data(), y.raw_data(), n / row, row, 1}, s);
   });
 }
 void BM_Softmax(benchmark::State& state) { softmax_rows(state, kRow, false); }
@@ -146,7 +153,7 @@ void BM_SoftmaxBackward(benchmark::State& state) {
   const int64_t n = state.range(0);
   Tensor y = random_gpu({n}), gy = random_gpu({n}), gx = empty({n}, TensorOptions().with_device(gpu()));
   run_timed(state, 3.0 * n * 4, [&](const Stream& s) {
-    cuda_backend().softmax_backward(false, DType::F32, y.raw_data(), gy.raw_data(), gx.raw_data(), n / kRow, kRow, 1,
+    cuda_backend().softmax_backward({false, DType::F32, y.raw_data(), gy.raw_data(), gx.raw_data(), n / kRow, kRow, 1},
                                     s);
   });
 }
@@ -157,8 +164,9 @@ void BM_CopyContiguous(benchmark::State& state) {
   const int64_t n = state.range(0);
   Tensor x = random_gpu({n}), y = empty({n}, TensorOptions().with_device(gpu()));
   const StridedDesc d = contiguous_desc({n});
-  run_timed(state, 2.0 * n * 4,
-            [&](const Stream& s) { cuda_backend().copy(DType::F32, x.raw_data(), d, DType::F32, y.raw_data(), d, s); });
+  run_timed(state, 2.0 * n * 4, [&](const Stream& s) {
+    cuda_backend().copy({DType::F32, x.raw_data(), d, DType::F32, y.raw_data(), d}, s);
+  });
 }
 
 // y = x.t().contiguous() for a square x.
@@ -169,7 +177,7 @@ void BM_CopyTranspose(benchmark::State& state) {
   Tensor x = random_gpu({side, side}), y = empty({side, side}, TensorOptions().with_device(gpu()));
   const StridedDesc sd = desc_of(x.t()), dd = desc_of(y);
   run_timed(state, 2.0 * side * side * 4, [&](const Stream& s) {
-    cuda_backend().copy(DType::F32, x.raw_data(), sd, DType::F32, y.raw_data(), dd, s);
+    cuda_backend().copy({DType::F32, x.raw_data(), sd, DType::F32, y.raw_data(), dd}, s);
   });
 }
 
@@ -178,9 +186,144 @@ void BM_CastF32ToBF16(benchmark::State& state) {
   Tensor x = random_gpu({n}), y = empty({n}, TensorOptions(DType::BF16).with_device(gpu()));
   const StridedDesc d = contiguous_desc({n});
   run_timed(state, 6.0 * n, [&](const Stream& s) {
-    cuda_backend().copy(DType::F32, x.raw_data(), d, DType::BF16, y.raw_data(), d, s);
+    cuda_backend().copy({DType::F32, x.raw_data(), d, DType::BF16, y.raw_data(), d}, s);
   });
 }
+
+// ---- convolutional-network layers: [batch, 64, 56, 56], ResNet's stem pool, layout copies ----
+// The batch is the benchmark's argument; bytes are each op's minimal traffic (every tensor read or written
+// once), so a kernel that reads its input twice shows it as a lower percentage.
+
+constexpr int64_t kChannels = 64, kSide = 56;
+
+Tensor zeros_gpu(const Shape& shape, DType t = DType::F32) {
+  Tensor z = empty(shape, TensorOptions(t).with_device(gpu()));
+  TD_CUDA_CHECK(cudaMemsetAsync(z.raw_data(), 0, z.nbytes(), current_stream(gpu()).cuda()));
+  return z;
+}
+
+// Batch norm (training) of x [batch, 64, 56, 56], NCHW or NHWC: per-channel parameters and statistics.
+struct BatchNormCase {
+  BatchNormGeometry g;
+  Tensor x, y, dy, dx, weight, bias, running_mean, running_var, save_mean, save_invstd, dweight, dbias;
+  explicit BatchNormCase(int64_t batch, bool channels_last) {
+    g.channels_last = channels_last;
+    g.n = batch;
+    g.c = kChannels;
+    g.hw = kSide * kSide;
+    const int64_t n = batch * kChannels * kSide * kSide;
+    x = random_gpu({n});
+    y = zeros_gpu({n});
+    dy = random_gpu({n});
+    dx = zeros_gpu({n});
+    weight = random_gpu({kChannels});
+    bias = random_gpu({kChannels});
+    running_mean = zeros_gpu({kChannels});
+    running_var = zeros_gpu({kChannels});
+    save_mean = zeros_gpu({kChannels});
+    save_invstd = zeros_gpu({kChannels});
+    dweight = zeros_gpu({kChannels});
+    dbias = zeros_gpu({kChannels});
+  }
+  int64_t numel() const { return x.numel(); }
+  void forward(const Stream& s) {
+    nn_backend_for(gpu()).batch_norm_forward_train(
+        {g, x.raw_data(), weight.raw_data(), bias.raw_data(), 1e-5, 0.1, running_mean.raw_data(),
+         running_var.raw_data(), y.raw_data(), save_mean.raw_data(), save_invstd.raw_data()},
+        s);
+  }
+  void backward(const Stream& s) {
+    nn_backend_for(gpu()).batch_norm_backward(
+        {g, true, x.raw_data(), dy.raw_data(), weight.raw_data(), save_mean.raw_data(), save_invstd.raw_data(),
+         dx.raw_data(), dweight.raw_data(), dbias.raw_data()},
+        s);
+  }
+};
+
+void batch_norm_forward(benchmark::State& state, bool channels_last) {
+  BatchNormCase c(state.range(0), channels_last);
+  // x read, y written; weight, bias, running statistics (read and written) and the saved statistics.
+  run_timed(state, 4.0 * (2.0 * c.numel() + 8 * kChannels), [&](const Stream& s) { c.forward(s); });
+}
+void batch_norm_backward(benchmark::State& state, bool channels_last) {
+  BatchNormCase c(state.range(0), channels_last);
+  c.forward(current_stream(gpu()));  // the saved statistics
+  // x and dy read, dx written; weight and saved statistics read, dweight and dbias written.
+  run_timed(state, 4.0 * (3.0 * c.numel() + 5 * kChannels), [&](const Stream& s) { c.backward(s); });
+}
+void BM_BatchNormForwardNchw(benchmark::State& state) { batch_norm_forward(state, false); }
+void BM_BatchNormForwardNhwc(benchmark::State& state) { batch_norm_forward(state, true); }
+void BM_BatchNormBackwardNchw(benchmark::State& state) { batch_norm_backward(state, false); }
+void BM_BatchNormBackwardNhwc(benchmark::State& state) { batch_norm_backward(state, true); }
+
+// ResNet's stem pool: 3 x 3 windows, stride 2, padding 1, [batch, 64, 112, 112] -> [batch, 64, 56, 56].
+Pool2dGeometry stem_pool(int64_t batch, bool channels_last) {
+  Pool2dGeometry g;
+  g.n = batch;
+  g.c = kChannels;
+  g.h = g.w = 2 * kSide;
+  g.oh = g.ow = kSide;
+  g.kernel_h = g.kernel_w = 3;
+  g.stride_h = g.stride_w = 2;
+  g.pad_h = g.pad_w = 1;
+  g.channels_last = channels_last;
+  return g;
+}
+
+void max_pool(benchmark::State& state, bool channels_last, bool backward) {
+  const Pool2dGeometry g = stem_pool(state.range(0), channels_last);
+  const int64_t in = g.n * g.c * g.h * g.w, out = g.n * g.c * g.oh * g.ow;
+  Tensor x = random_gpu({in}), y = zeros_gpu({out}), idx = zeros_gpu({out}, DType::I32);
+  NNBackend& nn = nn_backend_for(gpu());
+  if (!backward) {
+    // x read; y and the i32 indices written.
+    run_timed(state, 4.0 * (in + 2.0 * out), [&](const Stream& s) {
+      nn.max_pool2d_forward({g, x.raw_data(), y.raw_data(), idx.data<int32_t>()}, s);
+    });
+    return;
+  }
+  nn.max_pool2d_forward({g, x.raw_data(), y.raw_data(), idx.data<int32_t>()}, current_stream(gpu()));
+  Tensor dy = random_gpu({out}), dx = zeros_gpu({in});
+  // dy and the indices read; dx written.
+  run_timed(state, 4.0 * (2.0 * out + in), [&](const Stream& s) {
+    nn.max_pool2d_backward({g, dy.raw_data(), idx.data<int32_t>(), dx.raw_data()}, s);
+  });
+}
+void avg_pool(benchmark::State& state, bool channels_last, bool backward) {
+  const Pool2dGeometry g = stem_pool(state.range(0), channels_last);
+  const int64_t in = g.n * g.c * g.h * g.w, out = g.n * g.c * g.oh * g.ow;
+  Tensor a = random_gpu({backward ? out : in}), b = zeros_gpu({backward ? in : out});
+  NNBackend& nn = nn_backend_for(gpu());
+  run_timed(state, 4.0 * (in + out), [&](const Stream& s) {
+    if (backward)
+      nn.avg_pool2d_backward({g, a.raw_data(), b.raw_data()}, s);
+    else
+      nn.avg_pool2d_forward({g, a.raw_data(), b.raw_data()}, s);
+  });
+}
+void BM_MaxPoolForwardNchw(benchmark::State& state) { max_pool(state, false, false); }
+void BM_MaxPoolForwardNhwc(benchmark::State& state) { max_pool(state, true, false); }
+void BM_MaxPoolBackwardNchw(benchmark::State& state) { max_pool(state, false, true); }
+void BM_MaxPoolBackwardNhwc(benchmark::State& state) { max_pool(state, true, true); }
+void BM_AvgPoolForwardNchw(benchmark::State& state) { avg_pool(state, false, false); }
+void BM_AvgPoolForwardNhwc(benchmark::State& state) { avg_pool(state, true, false); }
+void BM_AvgPoolBackwardNchw(benchmark::State& state) { avg_pool(state, false, true); }
+void BM_AvgPoolBackwardNhwc(benchmark::State& state) { avg_pool(state, true, true); }
+
+// The copy that changes x [batch, 64, 56, 56] from one memory format to the other.
+void layout_copy(benchmark::State& state, bool to_channels_last) {
+  const Shape nchw{state.range(0), kChannels, kSide, kSide}, nhwc{state.range(0), kSide, kSide, kChannels};
+  Tensor x = random_gpu(to_channels_last ? nchw : nhwc),
+         y = empty(to_channels_last ? nhwc : nchw, TensorOptions().with_device(gpu()));
+  // The source seen in the destination's dim order.
+  const StridedDesc sd = desc_of(to_channels_last ? x.permute({0, 2, 3, 1}) : x.permute({0, 3, 1, 2}));
+  const StridedDesc dd = desc_of(y);
+  run_timed(state, 2.0 * x.numel() * 4, [&](const Stream& s) {
+    cuda_backend().copy({DType::F32, x.raw_data(), sd, DType::F32, y.raw_data(), dd}, s);
+  });
+}
+void BM_CopyNchwToNhwc(benchmark::State& state) { layout_copy(state, true); }
+void BM_CopyNhwcToNchw(benchmark::State& state) { layout_copy(state, false); }
 
 // Device-to-device copy bandwidth (bytes read + written per second) of a 1 GiB cudaMemcpyAsync.
 double measure_copy_bandwidth() {
@@ -225,6 +368,29 @@ void register_benchmarks() {
   };
   for (const Entry& e : entries)
     benchmark::RegisterBenchmark(e.name, e.fn)->Arg(kMid)->Arg(kLarge)->UseManualTime()->Unit(benchmark::kMicrosecond);
+  const Entry layers[] = {
+      {"batch_norm_forward_train_nchw", BM_BatchNormForwardNchw},
+      {"batch_norm_forward_train_nhwc", BM_BatchNormForwardNhwc},
+      {"batch_norm_backward_nchw", BM_BatchNormBackwardNchw},
+      {"batch_norm_backward_nhwc", BM_BatchNormBackwardNhwc},
+      {"max_pool_stem_forward_nchw", BM_MaxPoolForwardNchw},
+      {"max_pool_stem_forward_nhwc", BM_MaxPoolForwardNhwc},
+      {"max_pool_stem_backward_nchw", BM_MaxPoolBackwardNchw},
+      {"max_pool_stem_backward_nhwc", BM_MaxPoolBackwardNhwc},
+      {"avg_pool_stem_forward_nchw", BM_AvgPoolForwardNchw},
+      {"avg_pool_stem_forward_nhwc", BM_AvgPoolForwardNhwc},
+      {"avg_pool_stem_backward_nchw", BM_AvgPoolBackwardNchw},
+      {"avg_pool_stem_backward_nhwc", BM_AvgPoolBackwardNhwc},
+      {"copy_nchw_to_nhwc", BM_CopyNchwToNhwc},
+      {"copy_nhwc_to_nchw", BM_CopyNhwcToNchw},
+  };
+  for (const Entry& e : layers)
+    benchmark::RegisterBenchmark(e.name, e.fn)
+        ->ArgName("batch")
+        ->Arg(kSmallBatch)
+        ->Arg(kLargeBatch)
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond);
 }
 
 }  // namespace
@@ -234,10 +400,12 @@ int main(int argc, char** argv) {
   // No flags of its own: everything is Google Benchmark's, handed on after --help.
   tandem::flags::Parser(
       "kernels_bench", "kernels_bench [Google Benchmark flags, e.g. --benchmark_filter=REGEX]",
-      "Times the CUDA backend's elementwise, reduction, softmax and copy kernels on GPU 0 with CUDA events\n"
-      "and reports bytes/s and the percentage of the device's copy bandwidth (measured at start-up with a\n"
-      "1 GiB device-to-device copy). Goals on an H100: >= 85% for elementwise ops, >= 75% for reductions and\n"
-      "softmax. Without a GPU it says so and exits 1. Google Benchmark's own flags follow.")
+      "Times the CUDA backend's elementwise, reduction, softmax and copy kernels, and batch norm, ResNet's\n"
+      "stem pooling and NCHW <-> NHWC copies of [batch, 64, 56, 56] (batch 4 and 256), on GPU 0 with CUDA\n"
+      "events, and reports bytes/s and the percentage of the device's copy bandwidth (measured at start-up\n"
+      "with a 1 GiB device-to-device copy), from each op's minimal traffic. Goals on an H100/H200: >= 85% for\n"
+      "elementwise ops, >= 80% for reductions, softmax and transposing copies. Without a GPU it says so and\n"
+      "exits 1. Google Benchmark's own flags follow.")
       .parse_known(argc, argv, [&] {
         char* help[] = {argv[0], const_cast<char*>("--help")};
         int n = 2;

@@ -7,19 +7,19 @@
 #include "data/image_folder.h"
 #include "data/record_file.h"
 #include "data/synthetic.h"
-#include "runtime/base/error.h"
+#include "runtime/base/spec_reader.h"
 
 namespace tandem {
 namespace data {
 
 std::shared_ptr<Dataset> open_dataset(const std::string& spec, bool train) {
-  const size_t colon = spec.find(':');
-  const std::string kind = spec.substr(0, colon);
-  const std::string arg = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  // The argument of a directory or file reader is the rest as written (a path may hold ':' and ',').
+  const SpecReader r("dataset spec", spec);
+  const std::string kind = r.name(), arg = r.rest();
   auto need_arg = [&](const char* what) {
-    TD_CHECK(!arg.empty(), "dataset spec '", spec, "': ", kind, " needs ", what, " (", kind, ":", what, ")");
+    if (arg.empty()) r.fail(kind, " needs ", what, " (", kind, ":", what, ")");
   };
-  if (kind == "synthetic") return make_synthetic(parse_synthetic_options(arg), train);
+  if (kind == "synthetic") return make_synthetic(parse_synthetic_options(spec), train);
   if (kind == "fashion-mnist") {
     if (arg.empty()) return open_fashion_mnist(train);
     return open_idx_dir(arg, train, "fashion-mnist");
@@ -46,9 +46,9 @@ std::shared_ptr<Dataset> open_dataset(const std::string& spec, bool train) {
       need_arg(r.what);
       return r.open(arg, train);
     }
-  TD_THROW(ValueError, "unknown dataset spec '", spec,
-           "' (known: fashion-mnist[:DIR], mnist:DIR, idx:DIR, cifar10:DIR, cifar100:DIR, folder:DIR, "
-           "packed:PATH, synthetic[:n=N,classes=K,h=H,w=W,c=C,seed=S,noise=A])");
+  r.fail("unknown kind '", kind,
+         "' (known: fashion-mnist[:DIR], mnist:DIR, idx:DIR, cifar10:DIR, cifar100:DIR, folder:DIR, packed:PATH, "
+         "synthetic[:n=N,classes=K,h=H,w=W,c=C,seed=S,noise=A])");
 }
 
 }  // namespace data

@@ -6,6 +6,7 @@
 
 #include "runtime/base/error.h"
 #include "runtime/base/philox.h"
+#include "runtime/base/spec_reader.h"
 
 namespace tandem {
 namespace data {
@@ -81,47 +82,20 @@ class SyntheticDataset : public Dataset {
   uint64_t sample_key_ = 0;
 };
 
-int64_t parse_int(const std::string& key, const std::string& value) {
-  size_t used = 0;
-  long long v = 0;
-  try {
-    v = std::stoll(value, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  TD_CHECK(used == value.size() && !value.empty(), "synthetic dataset: ", key, "=", value, " is not an integer");
-  return v;
-}
-
 }  // namespace
 
 SyntheticOptions parse_synthetic_options(const std::string& spec) {
+  const SpecReader r("dataset spec", spec);
+  SpecKeys keys(r, ',');
   SyntheticOptions o;
-  std::istringstream in(spec);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    if (item.empty()) continue;
-    size_t eq = item.find('=');
-    TD_CHECK(eq != std::string::npos, "synthetic dataset: expected key=value, got '", item, "'");
-    std::string key = item.substr(0, eq), value = item.substr(eq + 1);
-    int64_t v = parse_int(key, value);
-    if (key == "n")
-      o.size = v;
-    else if (key == "classes")
-      o.classes = v;
-    else if (key == "h")
-      o.height = v;
-    else if (key == "w")
-      o.width = v;
-    else if (key == "c")
-      o.channels = v;
-    else if (key == "seed")
-      o.seed = static_cast<uint64_t>(v);
-    else if (key == "noise")
-      o.noise = v;
-    else
-      TD_THROW(ValueError, "synthetic dataset: unknown key '", key, "' (known: n, classes, h, w, c, seed, noise)");
-  }
+  o.size = keys.integer("n", o.size);
+  o.classes = keys.integer("classes", o.classes);
+  o.height = keys.integer("h", o.height);
+  o.width = keys.integer("w", o.width);
+  o.channels = keys.integer("c", o.channels);
+  o.seed = static_cast<uint64_t>(keys.integer("seed", static_cast<int64_t>(o.seed)));
+  o.noise = keys.integer("noise", o.noise);
+  keys.finish();
   return o;
 }
 

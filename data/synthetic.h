@@ -20,7 +20,8 @@ struct SyntheticOptions {
   int64_t noise = 48;  // amplitude of the uniform per-pixel noise, in 8-bit levels
 };
 
-// Parses "k=v,k=v" with keys n, classes, h, w, c, seed, noise; throws ValueError on unknown keys or bad values.
+// Parses the dataset spec "synthetic[:k=v,...]" with keys n, classes, h, w, c, seed, noise (integers); throws
+// ValueError on unknown keys or bad values.
 SyntheticOptions parse_synthetic_options(const std::string& spec);
 
 // Both splits share the class prototypes (so a model trained on one generalizes to the other) and draw

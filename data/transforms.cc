@@ -2,12 +2,14 @@
 #include "data/transforms.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <sstream>
 
 #include "runtime/base/error.h"
 #include "runtime/base/philox.h"
+#include "runtime/base/spec_reader.h"
 
 namespace tandem {
 namespace data {
@@ -420,55 +422,32 @@ std::string Pipeline::describe() const {
 
 namespace {
 
-std::vector<std::string> split_on(const std::string& s, char sep) {
-  std::vector<std::string> parts;
-  std::string item;
-  std::istringstream in(s);
-  while (std::getline(in, item, sep)) parts.push_back(item);
-  if (!s.empty() && s.back() == sep) parts.emplace_back();
-  return parts;
-}
-
-double parse_number(const std::string& item, const std::string& text) {
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  TD_CHECK(!text.empty() && used == text.size() && std::isfinite(v), "transform '", item, "': '", text,
-           "' is not a number");
-  return v;
-}
-
-int64_t parse_positive(const std::string& item, const std::string& text) {
-  double v = parse_number(item, text);
-  TD_CHECK(v > 0 && v == std::floor(v) && v < 1e6, "transform '", item, "': '", text, "' is not a positive integer");
-  return static_cast<int64_t>(v);
-}
+constexpr int64_t kMaxPixels = 999999;  // sizes, padding and cutout
 
 // "S" or "HxW".
-void parse_size(const std::string& item, const std::string& text, int64_t& h, int64_t& w) {
-  size_t x = text.find('x');
+void read_size(const SpecReader& r, const std::string& text, int64_t& h, int64_t& w) {
+  const size_t x = text.find('x');
   if (x == std::string::npos) {
-    h = w = parse_positive(item, text);
+    h = w = r.integer("size", text, 1, kMaxPixels);
   } else {
-    h = parse_positive(item, text.substr(0, x));
-    w = parse_positive(item, text.substr(x + 1));
+    h = r.integer("size", text.substr(0, x), 1, kMaxPixels);
+    w = r.integer("size", text.substr(x + 1), 1, kMaxPixels);
   }
 }
 
-void parse_range(const std::string& item, const std::string& text, double& lo, double& hi) {
-  size_t dash = text.find('-', 1);
-  TD_CHECK(dash != std::string::npos, "transform '", item, "': expected a range A-B, got '", text, "'");
-  lo = parse_number(item, text.substr(0, dash));
-  hi = parse_number(item, text.substr(dash + 1));
+// "A-B" (A may be negative: the dash is one after its first character).
+void read_range(const SpecReader& r, const std::string& key, const std::string& text, double& lo, double& hi) {
+  const size_t dash = text.find('-', 1);
+  if (dash == std::string::npos) r.not_a(key, text, "a range A-B");
+  lo = r.finite(key, text.substr(0, dash));
+  hi = r.finite(key, text.substr(dash + 1));
 }
 
-std::vector<float> parse_floats(const std::string& item, const std::string& text) {
+// "a/b/c", each a float.
+std::vector<float> read_floats(const SpecReader& r, const std::string& key, const std::string& text) {
   std::vector<float> v;
-  for (const std::string& part : split_on(text, '/')) v.push_back(static_cast<float>(parse_number(item, part)));
+  for (const std::string& part : r.items(text, '/'))
+    v.push_back(static_cast<float>(r.finite(key, part, -FLT_MAX, FLT_MAX)));
   return v;
 }
 
@@ -496,87 +475,56 @@ const char* const kPresets[][2] = {
 };
 
 void parse_item(const std::string& item, Pipeline& p) {
-  std::vector<std::string> parts = split_on(item, ':');
-  const std::string& name = parts[0];
+  const SpecReader r("transform", item);
+  const std::string name = r.name();
   for (const auto& preset : kPresets) {
     if (name == preset[0]) {
-      TD_CHECK(parts.size() == 1, "transform preset '", name, "' takes no arguments");
-      for (const std::string& sub : split_on(preset[1], ',')) parse_item(sub, p);
+      if (r.has_rest()) r.fail("preset '", name, "' takes no arguments");
+      for (const std::string& sub : SpecReader("transform preset", preset[1]).items(preset[1], ',')) parse_item(sub, p);
       return;
     }
   }
-  // key=value arguments (normalize also takes a bare statistics name).
-  std::string stats_name;
-  std::vector<std::pair<std::string, std::string>> args;
-  for (size_t i = 1; i < parts.size(); ++i) {
-    size_t eq = parts[i].find('=');
-    if (eq == std::string::npos && name == "normalize" && i == 1) {
-      stats_name = parts[i];
-      continue;
-    }
-    TD_CHECK(eq != std::string::npos, "transform '", item, "': expected key=value, got '", parts[i], "'");
-    args.emplace_back(parts[i].substr(0, eq), parts[i].substr(eq + 1));
-  }
-  auto unknown = [&](const std::string& key) {
-    TD_THROW(ValueError, "transform '", item, "': unknown argument '", key, "'");
+  SpecKeys keys(r, ':');
+  // The text of `key` ("" when absent), and whether a step that needs it has it (once every key is read).
+  auto text = [&](const char* key) { return keys.text(key, ""); };
+  auto require = [&](const char* key) {
+    if (!keys.has(key)) r.fail("needs ", key, "=...");
   };
   TransformStep s;
-  bool has_size = false;
   if (name == "random-crop") {
     s.kind = StepKind::RandomCrop;
-    for (auto& [k, v] : args) {
-      if (k == "size")
-        parse_size(item, v, s.height, s.width);
-      else if (k == "pad") {
-        double pad = parse_number(item, v);
-        TD_CHECK(pad >= 0 && pad == std::floor(pad), "transform '", item, "': padding must be a whole number >= 0");
-        s.padding = static_cast<int64_t>(pad);
-      } else
-        unknown(k);
-    }
+    const std::string size = text("size");
+    s.padding = keys.integer("pad", 0, 0, kMaxPixels);
+    keys.finish();
+    if (keys.has("size")) read_size(r, size, s.height, s.width);
     p.add(s);
   } else if (name == "random-resized-crop") {
     s.kind = StepKind::RandomResizedCrop;
-    for (auto& [k, v] : args) {
-      if (k == "size") {
-        parse_size(item, v, s.height, s.width);
-        has_size = true;
-      } else if (k == "scale")
-        parse_range(item, v, s.scale_min, s.scale_max);
-      else if (k == "ratio")
-        parse_range(item, v, s.ratio_min, s.ratio_max);
-      else
-        unknown(k);
-    }
-    TD_CHECK(has_size, "transform '", item, "' needs size=S");
-    TD_CHECK(0 < s.scale_min && s.scale_min <= s.scale_max && s.scale_max <= 1, "transform '", item,
-             "': scale must be a range within (0, 1]");
-    TD_CHECK(0 < s.ratio_min && s.ratio_min <= s.ratio_max, "transform '", item, "': bad ratio range");
+    const std::string size = text("size"), scale = text("scale"), ratio = text("ratio");
+    keys.finish();
+    require("size");
+    read_size(r, size, s.height, s.width);
+    if (keys.has("scale")) read_range(r, "scale", scale, s.scale_min, s.scale_max);
+    if (keys.has("ratio")) read_range(r, "ratio", ratio, s.ratio_min, s.ratio_max);
+    if (!(0 < s.scale_min && s.scale_min <= s.scale_max && s.scale_max <= 1))
+      r.fail("scale must be a range within (0, 1]");
+    if (!(0 < s.ratio_min && s.ratio_min <= s.ratio_max)) r.fail("bad ratio range");
     p.add(s);
   } else if (name == "flip") {
     s.kind = StepKind::HorizontalFlip;
-    for (auto& [k, v] : args) {
-      if (k == "p")
-        s.p = parse_number(item, v);
-      else
-        unknown(k);
-    }
-    TD_CHECK(s.p >= 0 && s.p <= 1, "transform '", item, "': p must be in [0, 1]");
+    s.p = keys.finite("p", s.p, 0, 1);
+    keys.finish();
     p.add(s);
   } else if (name == "resize" || name == "center-crop") {
     s.kind = name == "resize" ? StepKind::Resize : StepKind::CenterCrop;
-    for (auto& [k, v] : args) {
-      if (k == "size") {
-        bool pair = v.find('x') != std::string::npos;
-        parse_size(item, v, s.height, s.width);
-        if (name == "resize" && !pair) s.width = 0;  // shorter side
-        has_size = true;
-      } else
-        unknown(k);
-    }
-    TD_CHECK(has_size, "transform '", item, "' needs size=S");
+    const std::string size = text("size");
+    keys.finish();
+    require("size");
+    read_size(r, size, s.height, s.width);
+    if (name == "resize" && size.find('x') == std::string::npos) s.width = 0;  // shorter side
     p.add(s);
   } else if (name == "normalize") {
+    const std::string stats_name = keys.take_positional();
     std::vector<float> mean, std;
     if (!stats_name.empty()) {
       for (const NamedStats& ns : known_stats())
@@ -584,34 +532,25 @@ void parse_item(const std::string& item, Pipeline& p) {
           mean = ns.mean;
           std = ns.std;
         }
-      TD_CHECK(!mean.empty(), "transform '", item, "': unknown statistics '", stats_name,
-               "' (known: cifar10, cifar100, imagenet, fashion-mnist, mnist)");
+      if (mean.empty())
+        r.fail("unknown statistics '", stats_name, "' (known: cifar10, cifar100, imagenet, fashion-mnist, mnist)");
     }
-    for (auto& [k, v] : args) {
-      if (k == "mean")
-        mean = parse_floats(item, v);
-      else if (k == "std")
-        std = parse_floats(item, v);
-      else
-        unknown(k);
-    }
-    TD_CHECK(!mean.empty() && mean.size() == std.size(), "transform '", item,
-             "': needs statistics (e.g. normalize:imagenet or normalize:mean=0.5/0.5/0.5:std=0.25/0.25/0.25)");
+    const std::string mean_text = text("mean"), std_text = text("std");
+    if (keys.has("mean")) mean = read_floats(r, "mean", mean_text);
+    if (keys.has("std")) std = read_floats(r, "std", std_text);
+    keys.finish();
+    if (mean.empty() || mean.size() != std.size())
+      r.fail("needs statistics (e.g. normalize:imagenet or normalize:mean=0.5/0.5/0.5:std=0.25/0.25/0.25)");
     p.normalize(mean, std);
   } else if (name == "cutout") {
-    int64_t size = 0;
-    for (auto& [k, v] : args) {
-      if (k == "size")
-        size = parse_positive(item, v);
-      else
-        unknown(k);
-    }
-    TD_CHECK(size > 0, "transform '", item, "' needs size=S");
+    const int64_t size = keys.integer("size", 0, 1, kMaxPixels);
+    keys.finish();
+    if (size == 0) r.fail("needs size=S");
     p.cutout(size);
   } else {
-    TD_THROW(ValueError, "unknown transform '", name,
-             "' (presets: none, cifar-train, cifar-eval, imagenet-train, imagenet-eval; steps: random-crop, "
-             "random-resized-crop, flip, resize, center-crop, normalize, cutout)");
+    r.fail("unknown transform '", name,
+           "' (presets: none, cifar-train, cifar-eval, imagenet-train, imagenet-eval; steps: random-crop, "
+           "random-resized-crop, flip, resize, center-crop, normalize, cutout)");
   }
 }
 
@@ -619,10 +558,7 @@ void parse_item(const std::string& item, Pipeline& p) {
 
 Pipeline Pipeline::parse(const std::string& spec) {
   Pipeline p;
-  for (const std::string& item : split_on(spec, ',')) {
-    TD_CHECK(!item.empty(), "transform spec '", spec, "' has an empty item");
-    parse_item(item, p);
-  }
+  for (const std::string& item : SpecReader("transform spec", spec).items(spec, ',')) parse_item(item, p);
   return p;
 }
 

@@ -117,25 +117,23 @@ BatchNorm2d::BatchNorm2d(int64_t channels, const BatchNormSpec& spec)
   }
   running_mean = parameter_tensor({channels});
   running_var = parameter_tensor({channels});
-  num_batches_tracked = parameter_tensor({}, DType::I64);
+  num_batches_tracked_ = parameter_tensor({}, DType::I64);
   running_mean.fill_(0.0);
   running_var.fill_(1.0);
-  num_batches_tracked.fill_(0.0);
+  num_batches_tracked_.fill_(0.0);
   register_buffer("running_mean", &running_mean);
   register_buffer("running_var", &running_var);
-  register_buffer("num_batches_tracked", &num_batches_tracked);
+  register_buffer("num_batches_tracked", &num_batches_tracked_);
 }
 
 Tensor BatchNorm2d::forward(const Tensor& x) {
   bool batch_stats = is_training() && !frozen_;
   GraphCapture* capture = active_capture();
-  if (batch_stats && capture != nullptr && capture->stream().device() == num_batches_tracked.device()) {
-    // A capture runs nothing: each replay counts on the host, and the graph writes that count.
+  if (batch_stats && capture != nullptr && capture->stream().device() == running_mean.device()) {
+    // A capture runs nothing: each replay counts, as an eager step would.
     capture->on_replay([count = &batches_] { ++*count; });
-    capture->set_at_replay(num_batches_tracked.raw_data(),
-                           [count = &batches_] { return static_cast<uint64_t>(*count); });
   } else if (batch_stats) {
-    num_batches_tracked.fill_(static_cast<double>(++batches_));
+    ++batches_;
   }
   return batch_norm(x, weight, bias, running_mean, running_var, batch_stats, spec_.momentum, spec_.eps);
 }
@@ -164,7 +162,18 @@ void BatchNorm2d::set_frozen(bool frozen) {
   }
 }
 
-void BatchNorm2d::on_state_loaded() { batches_ = num_batches_tracked.item<int64_t>(); }
+const Tensor& BatchNorm2d::num_batches_tracked() const {
+  write_host_state();
+  return num_batches_tracked_;
+}
+
+void BatchNorm2d::write_host_state() const {
+  if (batches_written_ == batches_) return;
+  Tensor(num_batches_tracked_).fill_(static_cast<double>(batches_));
+  batches_written_ = batches_;
+}
+
+void BatchNorm2d::on_state_loaded() { batches_written_ = batches_ = num_batches_tracked_.item<int64_t>(); }
 
 // ---- Linear ----
 

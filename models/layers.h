@@ -62,18 +62,25 @@ class BatchNorm2d : public Module {
   int64_t channels() const { return channels_; }
   const BatchNormSpec& spec() const { return spec_; }
 
+  // The i64 scalar buffer (torchvision's key) holding the batches trained on, written from the host count now.
+  const Tensor& num_batches_tracked() const;
+
   Tensor weight, bias;               // [C] (undefined without affine)
   Tensor running_mean, running_var;  // [C]
-  Tensor num_batches_tracked;        // i64 scalar
 
  protected:
   void on_state_loaded() override;
+  void write_host_state() const override;
 
  private:
   int64_t channels_;
   BatchNormSpec spec_;
   bool frozen_ = false;
-  int64_t batches_ = 0;  // host mirror of num_batches_tracked (updating it needs no device read)
+  // The count lives on the host; the buffer gets it only when read (a fill per step would be a kernel launch per
+  // batch norm on a GPU).
+  Tensor num_batches_tracked_;
+  int64_t batches_ = 0;
+  mutable int64_t batches_written_ = 0;  // the count the buffer holds
 };
 
 class Linear : public Module {

@@ -64,8 +64,8 @@ Tensor kl_div(const Tensor& log_input, const Tensor& target) {
   TD_CHECK_SHAPE(log_input.dim() >= 1 && log_input.size(0) > 0, "kl_div needs a batch dim, got ",
                  shape_str(log_input.shape()));
   // log(target) where target > 0, else log(1) = 0, so that 0 * log(0) contributes 0 (and no NaN).
-  Tensor zero = zeros({}, TensorOptions(target.dtype()).with_device(target.device()));
-  Tensor one = ones({}, TensorOptions(target.dtype()).with_device(target.device()));
+  Tensor zero = zeros({}, target.options());
+  Tensor one = ones({}, target.options());
   Tensor safe = where(gt(target, zero), target, one);
   Tensor terms = mul(target, sub(log(safe), log_input));
   return div(sum(terms), static_cast<double>(log_input.size(0)));

@@ -9,6 +9,7 @@
 
 #include "runtime/base/error.h"
 #include "runtime/memory/memory.h"
+#include "runtime/nn/nn_ops.h"
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/whole_number.h"
 
@@ -102,6 +103,7 @@ std::vector<Tensor> Module::parameters(ParamKind kind) const {
 NamedTensors Module::named_buffers() const {
   NamedTensors out;
   visit("", [&](const std::string& path, const Module& m) {
+    m.write_host_state();
     for (const auto& b : m.buffers_) out.emplace_back(join(path, b.name), *b.tensor);
   });
   return out;
@@ -123,6 +125,7 @@ int64_t Module::num_parameters() const {
 std::vector<std::pair<std::string, Tensor*>> Module::state_slots() const {
   std::vector<std::pair<std::string, Tensor*>> out;
   visit("", [&](const std::string& path, const Module& m) {
+    m.write_host_state();
     for (const auto& p : m.params_) out.emplace_back(join(path, p.name), p.tensor);
     for (const auto& b : m.buffers_) out.emplace_back(join(path, b.name), b.tensor);
   });
@@ -239,7 +242,8 @@ void Module::replace_state(const std::function<Tensor(const Tensor&)>& convert) 
   for (const auto& s : slots) {
     Tensor& t = *s.second;
     Tensor converted = convert(t.detach());
-    if (converted.storage().same(t.storage()) && converted.dtype() == t.dtype()) continue;  // unchanged
+    if (converted.storage().same(t.storage()) && converted.dtype() == t.dtype() && converted.strides() == t.strides())
+      continue;  // unchanged
     bool rg = t.requires_grad();
     t = converted;
     if (rg) t.set_requires_grad(true);
@@ -253,6 +257,10 @@ void Module::to(Device device) {
 void Module::to(DType dtype) {
   TD_CHECK_DTYPE(is_compute_float(dtype), "Module::to: parameters can be f32 or f64, not ", dtype_name(dtype));
   replace_state([&](const Tensor& t) { return is_compute_float(t.dtype()) ? t.to(dtype) : t; });
+}
+
+void Module::to_channels_last() {
+  replace_state([](const Tensor& t) { return t.dim() == 4 ? tandem::to_channels_last(t) : t; });
 }
 
 double Module::chain_flops(const Shape& input, const Module* branch) const {

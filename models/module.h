@@ -77,6 +77,10 @@ class Module : NonCopyable {
   // build optimizers afterwards).
   void to(Device device);
   void to(DType dtype);
+  // Gives the 4-D parameters and buffers (convolution weights) channels-last strides (to_channels_last), so that
+  // convolutions on channels-last inputs read them without a copy and their gradients and optimizer state keep
+  // that layout. Build optimizers afterwards.
+  void to_channels_last();
 
  protected:
   // Registers a member tensor. The module keeps a pointer to it: members must outlive the registration
@@ -97,6 +101,10 @@ class Module : NonCopyable {
   double chain_flops(const Shape& input, const Module* branch) const;
   // Called after load_state_dict changed this module's buffers (host mirrors refresh here).
   virtual void on_state_loaded() {}
+  // Writes into this module's buffers what it counts on the host, so that a step need not write the device each
+  // time (BatchNorm2d's num_batches_tracked). Called before its buffers are read: named_buffers(), state_dict(),
+  // load_state_dict() and to().
+  virtual void write_host_state() const {}
 
  private:
   struct ParamSlot {

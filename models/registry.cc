@@ -1,7 +1,6 @@
 // Model registry and spec parsing.
 #include "models/registry.h"
 
-#include <cstdlib>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -11,6 +10,7 @@
 #include "models/zoo/resnet.h"
 #include "models/zoo/vgg.h"
 #include "runtime/base/error.h"
+#include "runtime/base/spec_reader.h"
 
 namespace tandem {
 namespace models {
@@ -35,25 +35,6 @@ std::string known_names() {
   return os.str();
 }
 
-double parse_double(const std::string& v, const std::string& key, const std::string& spec) {
-  char* end = nullptr;
-  double d = v.empty() ? 0 : std::strtod(v.c_str(), &end);
-  TD_CHECK(!v.empty() && end && *end == '\0', "model spec '", spec, "': ", key, "=", v, " is not a number");
-  return d;
-}
-
-int64_t parse_int(const std::string& v, const std::string& key, const std::string& spec) {
-  char* end = nullptr;
-  long long i = v.empty() ? 0 : std::strtoll(v.c_str(), &end, 10);
-  TD_CHECK(!v.empty() && end && *end == '\0', "model spec '", spec, "': ", key, "=", v, " is not an integer");
-  return i;
-}
-
-bool parse_flag(const std::string& v, bool has_value, const std::string& key, const std::string& spec) {
-  if (!has_value || v == "1" || v == "true") return true;
-  TD_CHECK(v == "0" || v == "false", "model spec '", spec, "': ", key, "=", v, " must be 0/1 or true/false");
-  return false;
-}
 }  // namespace
 
 std::vector<std::string> model_names() {
@@ -98,45 +79,23 @@ std::shared_ptr<Network> make_model(const std::string& name, const ModelOptions&
 }
 
 std::pair<std::string, ModelOptions> parse_model_spec(const std::string& spec, ModelOptions o) {
-  size_t colon = spec.find(':');
-  std::string name = spec.substr(0, colon);
+  const SpecReader r("model spec", spec);
+  const std::string name = r.name();
   bool known = false;
   for (const auto& n : model_names()) known = known || n == name;
-  TD_CHECK(known, "unknown model '", name, "' in spec '", spec, "'; known models: ", known_names());
-  if (colon == std::string::npos) return {name, o};
-  std::stringstream items(spec.substr(colon + 1));
-  std::string item;
-  while (std::getline(items, item, ',')) {
-    size_t eq = item.find('=');
-    std::string key = item.substr(0, eq), value = eq == std::string::npos ? "" : item.substr(eq + 1);
-    bool has_value = eq != std::string::npos;
-    TD_CHECK(has_value || key == "cifar" || key == "separable", "model spec '", spec, "': key '", key,
-             "' needs a value (", key, "=...)");
-    if (key == "cifar")
-      o.cifar = parse_flag(value, has_value, key, spec);
-    else if (key == "separable")
-      o.separable = parse_flag(value, has_value, key, spec);
-    else if (key == "width")
-      o.width = parse_int(value, key, spec);
-    else if (key == "width_mult")
-      o.width_mult = parse_double(value, key, spec);
-    else if (key == "classes")
-      o.num_classes = parse_int(value, key, spec);
-    else if (key == "in_channels")
-      o.in_channels = parse_int(value, key, spec);
-    else if (key == "dropout")
-      o.dropout = parse_double(value, key, spec);
-    else if (key == "seed")
-      o.seed = static_cast<uint64_t>(parse_int(value, key, spec));
-    else if (key == "supernet")
-      o.supernet_cells = parse_int(value, key, spec);
-    else if (key == "image")
-      o.image_size = parse_int(value, key, spec);
-    else
-      TD_THROW(ValueError, "model spec '", spec, "': unknown key '", key,
-               "' (known: cifar, separable, width, width_mult, classes, in_channels, dropout, supernet, image, "
-               "seed)");
-  }
+  if (!known) r.fail("unknown model '", name, "'; known models: ", known_names());
+  SpecKeys keys(r, ',');
+  o.cifar = keys.flag("cifar", o.cifar);
+  o.separable = keys.flag("separable", o.separable);
+  o.width = keys.integer("width", o.width);
+  o.width_mult = keys.finite("width_mult", o.width_mult);
+  o.num_classes = keys.integer("classes", o.num_classes);
+  o.in_channels = keys.integer("in_channels", o.in_channels);
+  o.dropout = keys.finite("dropout", o.dropout);
+  o.supernet_cells = keys.integer("supernet", o.supernet_cells);
+  o.image_size = keys.integer("image", o.image_size);
+  o.seed = static_cast<uint64_t>(keys.integer("seed", static_cast<int64_t>(o.seed)));
+  keys.finish();
   return {name, o};
 }
 

@@ -9,10 +9,11 @@
 #include <optional>
 #include <thread>
 
+#include "parallel/worker_context.h"
 #include "runtime/base/error.h"
-#include "runtime/base/parallel_for.h"
+#include "runtime/memory/cuda_thread.h"
 #include "runtime/memory/stream_check.h"
-#include "runtime/tensor/autograd.h"
+#include "runtime/memory/stream_fork.h"
 
 namespace tandem {
 
@@ -61,6 +62,7 @@ Executor::Executor(const Schedule& schedule, Worker& worker, Communicator* comm,
 void Executor::run(const std::function<void(const Instr&)>& fn) {
   const int me = worker_.rank;
   const bool cuda = worker_.device.is_cuda();
+  prepare_cuda_thread(worker_.device);  // done already on a run_on_workers thread
   size_t n = schedule_.size();
   std::vector<std::atomic<bool>> done(n);
   for (auto& d : done) d = false;
@@ -92,9 +94,7 @@ void Executor::run(const std::function<void(const Instr&)>& fn) {
     signal = zeros({1}, TensorOptions(DType::F32).with_device(signal_device));
   }
   // Fork: the comm lane starts after what the caller queued on the compute stream so far (the signal's fill).
-  Event forked;
-  forked.record(worker_.compute);
-  worker_.comm.wait(forked);
+  StreamFork lanes(worker_.compute, {worker_.comm});
 
   // Issues `ids` (one lane's program, or both lanes merged in id order) from the calling thread.
   auto run_program = [&](const std::vector<int>& ids) {
@@ -189,26 +189,25 @@ void Executor::run(const std::function<void(const Instr&)>& fn) {
   }
   std::thread comm_thread;
   if (!comm_ids.empty()) {
-    Device device = worker_.device;
-    auto memory = worker_.memory;
-    bool grad = autograd::grad_enabled();
-    RunState* run = current_run_state();
-    comm_thread = std::thread([&, device, memory, grad, run] {
-      RunStateGuard run_guard(run);
-      DeviceGuard dg(device);
-      std::unique_ptr<MemoryScope> scope(memory ? new MemoryScope(memory) : nullptr);
-      set_intra_op_threads(1);
-      autograd::set_grad_enabled(grad);
-      guarded(comm_ids);
+    // The comm lane works as the compute lane's thread does (on a run_on_workers thread: as the worker's). It starts
+    // while other workers' streams may already wait for this worker: it must make no handle
+    // (runtime/memory/cuda_thread.h). Its instructions (messages, collectives, updates) launch only Tandem's
+    // kernels, which the worker's setup loaded on the device; a cuBLAS or cuDNN call here would make a handle
+    // mid-run, which the stream checker's mode refuses (kernels/thread_handles.h).
+    comm_thread = std::thread([&, context = WorkerContext::capture()] {
+      try {
+        WorkerContextGuard guard(context);
+        guarded(comm_ids);
+      } catch (...) {  // applying the context failed (guarded catches the rest)
+        fail(false);
+      }
     });
   }
   guarded(compute_ids);
   if (comm_thread.joinable()) comm_thread.join();
   if (error) std::rethrow_exception(error);
   // Join: the caller's later work on the compute stream comes after both lanes'.
-  Event joined;
-  joined.record(worker_.comm);
-  worker_.compute.wait(joined);
+  lanes.join();
 
   if (!cuda) {
     for (const Instr& i : schedule_.instrs())

@@ -3,14 +3,17 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
+#include <condition_variable>
 #include <exception>
+#include <mutex>
 #include <set>
 #include <thread>
 
 #include "parallel/green_context.h"
+#include "parallel/worker_context.h"
 #include "runtime/base/error.h"
-#include "runtime/base/parallel_for.h"
+#include "runtime/base/spec_reader.h"
+#include "runtime/memory/cuda_thread.h"
 #include "runtime/memory/stream_check.h"
 
 namespace tandem {
@@ -40,34 +43,22 @@ constexpr int kMaxCpuWorkers = 4096;
 constexpr int kMaxGpuIndex = 1023;
 constexpr int kMaxPartitions = 1024;
 
-// Digits only (no sign, no spaces), at most `max`; -1 otherwise.
-int parse_count(const std::string& s, int max) {
-  if (s.empty() || s.size() > 9) return -1;
-  for (char c : s)
-    if (!std::isdigit(static_cast<unsigned char>(c))) return -1;
-  int v = std::stoi(s);
-  return v <= max ? v : -1;
-}
-
 std::string trim(const std::string& s) {
   size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
   return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
 }
 
-SpecItem parse_item(const std::string& text, const std::string& spec) {
-  const std::string expected = " (expected cpu:N, cuda:I, cuda:I-J, cuda:I/P, best:N or a comma-separated list)";
+SpecItem parse_item(const SpecReader& r, const std::string& text) {
   // "cpu" and "cuda" alone mean one worker, as in Device::parse.
   const std::string item = text == "cpu" ? "cpu:1" : text == "cuda" ? "cuda:0" : text;
   SpecItem it;
   if (item.rfind("cpu:", 0) == 0) {
     it.cpu = true;
-    it.threads = parse_count(item.substr(4), kMaxCpuWorkers);
-    TD_CHECK(it.threads >= 1, "worker spec '", spec, "': '", item, "' needs 1 to ", kMaxCpuWorkers, " CPU threads");
+    it.threads = static_cast<int>(r.integer("CPU threads", item.substr(4), 1, kMaxCpuWorkers));
     return it;
   }
   if (item.rfind("best:", 0) == 0) {
-    int n = parse_count(item.substr(5), kMaxPartitions);
-    TD_CHECK(n >= 1, "worker spec '", spec, "': '", item, "' needs 1 to ", kMaxPartitions, " workers");
+    const int n = static_cast<int>(r.integer("workers", item.substr(5), 1, kMaxPartitions));
     if (!cuda_available()) {
       it.cpu = true;
       it.threads = n;
@@ -76,22 +67,19 @@ SpecItem parse_item(const std::string& text, const std::string& spec) {
     }
     return it;
   }
-  TD_CHECK(item.rfind("cuda:", 0) == 0, "worker spec '", spec, "': cannot parse '", item, "'", expected);
+  if (item.rfind("cuda:", 0) != 0) r.fail("cannot parse '", item, "'");
   std::string rest = item.substr(5), range = rest;
   size_t slash = rest.find('/');
   if (slash != std::string::npos) {
     range = rest.substr(0, slash);
-    it.parts = parse_count(rest.substr(slash + 1), kMaxPartitions);
-    TD_CHECK(it.parts >= 1, "worker spec '", spec, "': '", item, "' needs 1 to ", kMaxPartitions,
-             " partitions after '/'");
+    it.parts = static_cast<int>(r.integer("partitions", rest.substr(slash + 1), 1, kMaxPartitions));
   }
   size_t dash = range.find('-');
-  it.first = parse_count(range.substr(0, dash), kMaxGpuIndex);
-  it.last = dash == std::string::npos ? it.first : parse_count(range.substr(dash + 1), kMaxGpuIndex);
-  TD_CHECK(it.first >= 0 && it.last >= 0, "worker spec '", spec, "': cannot parse the GPU index in '", item, "'",
-           expected);
-  TD_CHECK(it.first <= it.last, "worker spec '", spec, "': empty GPU range in '", item, "' (", it.first, " > ", it.last,
-           ")");
+  it.first = static_cast<int>(r.integer("GPU index", range.substr(0, dash), 0, kMaxGpuIndex));
+  it.last = dash == std::string::npos
+                ? it.first
+                : static_cast<int>(r.integer("GPU index", range.substr(dash + 1), 0, kMaxGpuIndex));
+  if (it.first > it.last) r.fail("empty GPU range in '", item, "' (", it.first, " > ", it.last, ")");
   return it;
 }
 
@@ -119,16 +107,12 @@ namespace {
 // The items of a spec, checked: GPUs named once, CPU and CUDA workers not mixed, every GPU present.
 std::vector<SpecItem> parse_spec(const std::string& spec) {
   std::vector<SpecItem> items;
-  std::string s = trim(spec);
+  const std::string s = trim(spec);
   TD_CHECK(!s.empty(), "empty worker spec (expected e.g. cpu:4, cuda:0-3, cuda:0/4 or best:4)");
-  size_t start = 0;
-  while (true) {
-    size_t comma = s.find(',', start);
-    std::string item = trim(s.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    TD_CHECK(!item.empty(), "worker spec '", spec, "' has an empty item");
-    items.push_back(parse_item(item, spec));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
+  const SpecReader r("worker spec", spec, "cpu:N, cuda:I, cuda:I-J, cuda:I/P, best:N or a comma-separated list");
+  for (const std::string& item : r.items(s, ',')) {
+    if (trim(item).empty()) r.fail("empty item ", items.size() + 1);
+    items.push_back(parse_item(r, trim(item)));
   }
   bool any_cpu = false, any_cuda = false;
   std::set<int> gpus;
@@ -253,23 +237,45 @@ void run_on_workers(std::vector<Worker>& workers, const std::function<void(Worke
   std::vector<std::exception_ptr> errors(n);
   std::vector<std::thread> threads;
   threads.reserve(n);
+  // Every thread is prepared before any starts its work: a thread that made its handles while a peer's stream
+  // already waited for it would hang (runtime/memory/cuda_thread.h).
+  std::mutex start_mu;
+  std::condition_variable start_cv;
+  size_t prepared = 0;
+  bool unprepared = false;  // a thread failed before the start line (under start_mu): the others stop there
+  auto wait_for_all_prepared = [&] {
+    std::unique_lock<std::mutex> lock(start_mu);
+    if (++prepared == n) start_cv.notify_all();
+    start_cv.wait(lock, [&] { return prepared == n; });
+  };
   for (size_t i = 0; i < n; ++i) {
     threads.emplace_back([&, i] {
       Worker& w = workers[i];
-      tl_run = &state;
+      bool arrived = false;
+      auto arrive = [&] {
+        if (!arrived) wait_for_all_prepared();
+        arrived = true;
+      };
       try {
-        StreamGuard stream_guard(w.compute);
-        std::unique_ptr<MemoryScope> scope;
-        if (w.memory) scope = std::make_unique<MemoryScope>(w.memory);
-        set_intra_op_threads(1);
+        WorkerContextGuard context(WorkerContext::of(w, &state));
+        prepare_cuda_thread(w.device);
+        arrive();
+        {
+          std::lock_guard<std::mutex> lock(start_mu);
+          if (unprepared) throw_peer_worker_failed(w.name());
+        }
         fn(w);
         w.compute.synchronize();
         w.comm.synchronize();
       } catch (...) {
         errors[i] = std::current_exception();
         state.failed.store(true);
+        if (!arrived) {
+          std::lock_guard<std::mutex> lock(start_mu);
+          unprepared = true;
+        }
+        arrive();
       }
-      tl_run = nullptr;
     });
   }
   for (auto& t : threads) t.join();

@@ -49,7 +49,9 @@ int count_workers(const std::string& spec);
 Worker make_worker(const std::string& spec, int rank);
 
 // Runs fn(worker) on one thread per worker with the worker's device, compute stream and memory scope set
-// and one intra-op thread each; joins them all and rethrows the first exception (by rank) after all ended.
+// and one intra-op thread each, each thread prepared for its device (prepare_cuda_thread: library handles made
+// and kernels loaded) before any of them starts fn; joins them all and rethrows the first exception (by rank)
+// after all ended.
 // A worker that fails makes its peers blocked in a local communicator throw too (see peer_worker_failed),
 // and their errors rank after the failure that caused them. On CUDA, each thread synchronizes its worker's
 // streams before it ends, so errors of queued work are reported by the worker that queued it.

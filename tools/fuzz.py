@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Builds the readers' libFuzzer targets with clang and runs each for a bounded time.
+"""Builds the readers' libFuzzer targets (the file readers and the spec reader) with clang and runs each for a
+bounded time.
 
   tools/fuzz.py [--seconds N] [--readers idx,cifar,...] [--summary OUT_JSON]
 
@@ -26,18 +27,15 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-READERS = ["idx", "cifar", "image", "packed", "safetensors", "checkpoint"]
+READERS = ["idx", "cifar", "image", "packed", "safetensors", "checkpoint", "spec"]
 # What the readers and the harness need, relative to ROOT (globs).
 SOURCES = [
     "data/*.cc",
     "runtime/*/*.cc",
     "kernels/cpu/*.cc",
     "kernels/cpu/nn/*.cc",
-    "models/checkpoint.cc",
-    "models/init.cc",
-    "models/layers.cc",
-    "models/module.cc",
-    "models/sequential.cc",
+    "models/*.cc",
+    "models/zoo/*.cc",
     "tests/data_loading/dataset_files.cc",
     "tests/fuzz/fuzz_readers.cc",
 ]

@@ -143,7 +143,7 @@ int run(int argc, char** argv) {
       }
       // Timelines ordered by the figure's time steps: CDP's offsets are then P/N of a round of equal stages.
       trainers[r]->set_costs(StageCosts::unit(c.s));
-      trainers[r]->train(2, batches);  // warm-up
+      trainers[r]->train(2, batches);  // warm-up: every shape once, untimed (first calls cost more)
     }
     for (int64_t rep = 0; rep < reps; ++rep)
       for (Rule r : rules) {
@@ -183,6 +183,7 @@ int run(int argc, char** argv) {
       "\nsplit: stages balanced by FLOPs (the default) or by the units' stored activation bytes;\n"
       "s/round: median over repetitions of the steady-state round time (worker 0's round starts);\n"
       "vs DP: its difference to DP's; wall s/rd: whole timelines including CDP's one-time fill and drain;\n"
+      "both exclude a warm-up: 2 untimed rounds of each trainer first (every shape run once);\n"
       "peak MiB: activation bytes summed over workers on the schedule's time steps (each worker's measured\n"
       "peak during each instruction); predicted: the unit-time model with the stages' measured sizes (stored\n"
       "activations, plus each forward's and backward's own temporaries while it runs).\n");

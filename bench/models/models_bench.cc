@@ -85,6 +85,7 @@ void BM_Model(benchmark::State& state, std::string name, int64_t size, std::stri
   o.seed = 1;
   k.model = models::make_model(name, o);
   k.model->to(c.device);
+  if (c.device.is_cuda() && c.channels_last) k.model->to_channels_last();
   k.model->train(mode != "fwd");
   optim::SgdOptions so;
   so.lr = 0.01;

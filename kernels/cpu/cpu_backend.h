@@ -1,7 +1,7 @@
 // The CPU backend: the reference kernels (simple, deterministic, accumulating in double where it matters).
 #pragma once
 
-#include "kernels/backend_overrides.h"
+#include "runtime/tensor/backend.h"
 
 namespace tandem {
 namespace cpu {

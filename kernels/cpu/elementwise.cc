@@ -69,36 +69,36 @@ void copy_to(DType src_t, const void* src, const StridedDesc& sd, void* dst, con
 
 }  // namespace
 
-void CpuBackend::fill(DType t, void* dst, const StridedDesc& d, double value, const Stream&) {
+void CpuBackend::fill(const FillArgs& args, const Stream&) {
   auto fill_with = [&](auto v) {
     using V = decltype(v);
-    auto it = strided::make_iter<1>({&d});
+    auto it = strided::make_iter<1>({&args.d});
     strided::for_each_run(it, [&](const int64_t* off, int64_t n, const int64_t* st) {
-      V* p = static_cast<V*>(dst) + off[0];
+      V* p = static_cast<V*>(args.dst) + off[0];
       for (int64_t i = 0; i < n; ++i) p[i * st[0]] = v;
     });
   };
-  switch (t) {
-    case DType::F32: fill_with(static_cast<float>(value)); break;
-    case DType::F64: fill_with(value); break;
-    case DType::F16: fill_with(float_to_f16(static_cast<float>(value))); break;
-    case DType::BF16: fill_with(float_to_bf16(static_cast<float>(value))); break;
-    case DType::I32: fill_with(static_cast<int32_t>(value)); break;
-    case DType::I64: fill_with(static_cast<int64_t>(value)); break;
-    case DType::U8: fill_with(static_cast<uint8_t>(value)); break;
+  switch (args.t) {
+    case DType::F32: fill_with(static_cast<float>(args.value)); break;
+    case DType::F64: fill_with(args.value); break;
+    case DType::F16: fill_with(float_to_f16(static_cast<float>(args.value))); break;
+    case DType::BF16: fill_with(float_to_bf16(static_cast<float>(args.value))); break;
+    case DType::I32: fill_with(static_cast<int32_t>(args.value)); break;
+    case DType::I64: fill_with(static_cast<int64_t>(args.value)); break;
+    case DType::U8: fill_with(static_cast<uint8_t>(args.value)); break;
   }
 }
 
-void CpuBackend::copy(DType src_t, const void* src, const StridedDesc& sd, DType dst_t, void* dst,
-                      const StridedDesc& dd, const Stream&) {
-  switch (dst_t) {
-    case DType::F32: return copy_to<float>(src_t, src, sd, dst, dd);
-    case DType::F64: return copy_to<double>(src_t, src, sd, dst, dd);
-    case DType::F16: return copy_to<F16Tag>(src_t, src, sd, dst, dd);
-    case DType::BF16: return copy_to<BF16Tag>(src_t, src, sd, dst, dd);
-    case DType::I32: return copy_to<int32_t>(src_t, src, sd, dst, dd);
-    case DType::I64: return copy_to<int64_t>(src_t, src, sd, dst, dd);
-    case DType::U8: return copy_to<uint8_t>(src_t, src, sd, dst, dd);
+void CpuBackend::copy(const CopyArgs& args, const Stream&) {
+  const StridedDesc &sd = args.src_d, &dd = args.dst_d;
+  switch (args.dst_t) {
+    case DType::F32: return copy_to<float>(args.src_t, args.src, sd, args.dst, dd);
+    case DType::F64: return copy_to<double>(args.src_t, args.src, sd, args.dst, dd);
+    case DType::F16: return copy_to<F16Tag>(args.src_t, args.src, sd, args.dst, dd);
+    case DType::BF16: return copy_to<BF16Tag>(args.src_t, args.src, sd, args.dst, dd);
+    case DType::I32: return copy_to<int32_t>(args.src_t, args.src, sd, args.dst, dd);
+    case DType::I64: return copy_to<int64_t>(args.src_t, args.src, sd, args.dst, dd);
+    case DType::U8: return copy_to<uint8_t>(args.src_t, args.src, sd, args.dst, dd);
   }
 }
 
@@ -115,47 +115,46 @@ void for_each_unary(UnaryOp op, const UnaryParams& p, int64_t n, const Body& bod
 }
 }  // namespace
 
-void CpuBackend::unary(UnaryOp op, DType t, const void* x, void* y, int64_t n, UnaryParams p, const Stream&) {
-  TD_DISPATCH_FLOAT(t, "unary op", {
-    const scalar_t* xp = static_cast<const scalar_t*>(x);
-    scalar_t* yp = static_cast<scalar_t*>(y);
-    for_each_unary<scalar_t>(op, p, n, [&](auto f, const auto& s, int64_t i) { yp[i] = f.value(xp[i], s); });
+void CpuBackend::unary(const UnaryArgs& args, const Stream&) {
+  TD_DISPATCH_FLOAT(args.t, "unary op", {
+    const scalar_t* xp = static_cast<const scalar_t*>(args.x);
+    scalar_t* yp = static_cast<scalar_t*>(args.y);
+    for_each_unary<scalar_t>(args.op, args.p, args.n,
+                             [&](auto f, const auto& s, int64_t i) { yp[i] = f.value(xp[i], s); });
   });
 }
 
-void CpuBackend::unary_backward(UnaryOp op, DType t, const void* x, const void* y, const void* gy, void* gx, int64_t n,
-                                UnaryParams p, const Stream&) {
-  TD_DISPATCH_FLOAT(t, "unary backward", {
-    const scalar_t* xp = static_cast<const scalar_t*>(x);
-    const scalar_t* yp = static_cast<const scalar_t*>(y);
-    const scalar_t* gp = static_cast<const scalar_t*>(gy);
-    scalar_t* out = static_cast<scalar_t*>(gx);
-    for_each_unary<scalar_t>(op, p, n, [&](auto f, const auto& s, int64_t i) {
+void CpuBackend::unary_backward(const UnaryBackwardArgs& args, const Stream&) {
+  TD_DISPATCH_FLOAT(args.t, "unary backward", {
+    const scalar_t* xp = static_cast<const scalar_t*>(args.x);
+    const scalar_t* yp = static_cast<const scalar_t*>(args.y);
+    const scalar_t* gp = static_cast<const scalar_t*>(args.gy);
+    scalar_t* out = static_cast<scalar_t*>(args.gx);
+    for_each_unary<scalar_t>(args.op, args.p, args.n, [&](auto f, const auto& s, int64_t i) {
       out[i] = f.grad(xp ? xp[i] : scalar_t(0), yp ? yp[i] : scalar_t(0), gp[i], s);
     });
   });
 }
 
-void CpuBackend::binary(BinaryOp op, DType t, const void* a, const StridedDesc& ad, const void* b,
-                        const StridedDesc& bd, void* out, const StridedDesc& od, const Stream&) {
-  auto it = strided::make_iter<3>({&od, &ad, &bd});
-  if (is_comparison(op)) {
-    TD_DISPATCH_NUMERIC(t, "comparison", {
-      const scalar_t* ap = static_cast<const scalar_t*>(a);
-      const scalar_t* bp = static_cast<const scalar_t*>(b);
-      uint8_t* op_ = static_cast<uint8_t*>(out);
+void CpuBackend::binary(const BinaryArgs& args, const Stream&) {
+  auto it = strided::make_iter<3>({&args.od, &args.ad, &args.bd});
+  if (is_comparison(args.op)) {
+    TD_DISPATCH_NUMERIC(args.t, "comparison", {
+      const scalar_t* ap = static_cast<const scalar_t*>(args.a);
+      const scalar_t* bp = static_cast<const scalar_t*>(args.b);
+      uint8_t* op_ = static_cast<uint8_t*>(args.out);
       strided::for_each_run(it, [&](const int64_t* off, int64_t n, const int64_t* st) {
         for (int64_t i = 0; i < n; ++i)
-          op_[off[0] + i * st[0]] = elementwise::compare(op, ap[off[1] + i * st[1]], bp[off[2] + i * st[2]]);
+          op_[off[0] + i * st[0]] = elementwise::compare(args.op, ap[off[1] + i * st[1]], bp[off[2] + i * st[2]]);
       });
     });
     return;
   }
-  TD_DISPATCH_FLOAT(t, "binary op", {
-    const scalar_t* ap = static_cast<const scalar_t*>(a);
-    const scalar_t* bp = static_cast<const scalar_t*>(b);
-    scalar_t* o = static_cast<scalar_t*>(out);
-    elementwise::visit_binary(op, [&](auto f) {
+  TD_DISPATCH_FLOAT(args.t, "binary op", {
+    const scalar_t* ap = static_cast<const scalar_t*>(args.a);
+    const scalar_t* bp = static_cast<const scalar_t*>(args.b);
+    scalar_t* o = static_cast<scalar_t*>(args.out);
+    elementwise::visit_binary(args.op, [&](auto f) {
       using F = decltype(f);
       if (it.ndim == 1 && it.strides[0][0] == 1) {
         // One flat run (the common case): split it over threads.
@@ -173,14 +172,13 @@ void CpuBackend::binary(BinaryOp op, DType t, const void* a, const StridedDesc& 
   });
 }
 
-void CpuBackend::where(const void* cond, const StridedDesc& cd, DType t, const void* a, const StridedDesc& ad,
-                       const void* b, const StridedDesc& bd, void* out, const StridedDesc& od, const Stream&) {
-  auto it = strided::make_iter<4>({&od, &cd, &ad, &bd});
-  const uint8_t* c = static_cast<const uint8_t*>(cond);
-  TD_DISPATCH_BYTES(t, {
-    const scalar_t* ap = static_cast<const scalar_t*>(a);
-    const scalar_t* bp = static_cast<const scalar_t*>(b);
-    scalar_t* o = static_cast<scalar_t*>(out);
+void CpuBackend::where(const WhereArgs& args, const Stream&) {
+  auto it = strided::make_iter<4>({&args.od, &args.cd, &args.ad, &args.bd});
+  const uint8_t* c = static_cast<const uint8_t*>(args.cond);
+  TD_DISPATCH_BYTES(args.t, {
+    const scalar_t* ap = static_cast<const scalar_t*>(args.a);
+    const scalar_t* bp = static_cast<const scalar_t*>(args.b);
+    scalar_t* o = static_cast<scalar_t*>(args.out);
     strided::for_each_run(it, [&](const int64_t* off, int64_t n, const int64_t* st) {
       for (int64_t i = 0; i < n; ++i)
         o[off[0] + i * st[0]] = c[off[1] + i * st[1]] ? ap[off[2] + i * st[2]] : bp[off[3] + i * st[3]];

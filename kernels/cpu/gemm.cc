@@ -141,25 +141,25 @@ template void gemm_cpu<float>(bool, bool, int64_t, int64_t, int64_t, float, cons
 template void gemm_cpu<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t, const double*,
                                int64_t, double, double*, int64_t);
 
-void CpuBackend::gemm(DType t, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const void* a,
-                      int64_t lda, int64_t stride_a, const void* b, int64_t ldb, int64_t stride_b, double beta, void* c,
-                      int64_t ldc, int64_t stride_c, int64_t batch, const Stream&) {
-  if (t == DType::F32) {
-    const float* af = static_cast<const float*>(a);
-    const float* bf = static_cast<const float*>(b);
-    float* cf = static_cast<float*>(c);
+void CpuBackend::gemm(const GemmArgs& args, const Stream&) {
+  if (args.t == DType::F32) {
+    const float* af = static_cast<const float*>(args.a);
+    const float* bf = static_cast<const float*>(args.b);
+    float* cf = static_cast<float*>(args.c);
     bool all = true;  // the first matrix finds oneDNN off or the case degenerate, or none does
-    for (int64_t i = 0; i < batch && all; ++i)
-      all = onednn_gemm(trans_a, trans_b, m, n, k, static_cast<float>(alpha), af + i * stride_a, lda, bf + i * stride_b,
-                        ldb, static_cast<float>(beta), cf + i * stride_c, ldc);
+    for (int64_t i = 0; i < args.batch && all; ++i)
+      all = onednn_gemm(args.trans_a, args.trans_b, args.m, args.n, args.k, static_cast<float>(args.alpha),
+                        af + i * args.stride_a, args.lda, bf + i * args.stride_b, args.ldb,
+                        static_cast<float>(args.beta), cf + i * args.stride_c, args.ldc);
     if (all) return;
   }
-  TD_DISPATCH_FLOAT(t, "gemm", {
-    for (int64_t i = 0; i < batch; ++i)
-      gemm_cpu<scalar_t>(trans_a, trans_b, m, n, k, static_cast<scalar_t>(alpha),
-                         static_cast<const scalar_t*>(a) + i * stride_a, lda,
-                         static_cast<const scalar_t*>(b) + i * stride_b, ldb, static_cast<scalar_t>(beta),
-                         static_cast<scalar_t*>(c) + i * stride_c, ldc);
+  TD_DISPATCH_FLOAT(args.t, "gemm", {
+    for (int64_t i = 0; i < args.batch; ++i)
+      gemm_cpu<scalar_t>(args.trans_a, args.trans_b, args.m, args.n, args.k, static_cast<scalar_t>(args.alpha),
+                         static_cast<const scalar_t*>(args.a) + i * args.stride_a, args.lda,
+                         static_cast<const scalar_t*>(args.b) + i * args.stride_b, args.ldb,
+                         static_cast<scalar_t>(args.beta), static_cast<scalar_t*>(args.c) + i * args.stride_c,
+                         args.ldc);
   });
 }
 

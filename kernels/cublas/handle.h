@@ -1,4 +1,5 @@
-// One cuBLAS handle per (thread, CUDA device), created on first use and destroyed when the thread exits.
+// One cuBLAS handle per (thread, CUDA device), made when the thread is prepared (prepare_cuda_thread) and pooled
+// for later threads when it ends (kernels/thread_handles.h).
 #pragma once
 
 #include <cublas_v2.h>

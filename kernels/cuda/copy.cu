@@ -195,43 +195,92 @@ __global__ void copy_strided_kernel(const E* src, StridedDesc sd, E* dst, Stride
   }
 }
 
-// A copy that transposes dims k and L (the last one): src is contiguous along k and dst along L. Each
-// 32 x 32 tile goes through shared memory so that both the reads and the writes are coalesced; the other
-// dims index independent tiles ("batches").
-constexpr int kTile = 32;
-constexpr int kTileRows = 8;  // blockDim = (kTile, kTileRows)
+// A copy that transposes dims k and L (the last one): src is contiguous along k and dst along L. A block
+// moves a 64 x 64 tile through shared memory in 4 x 4 blocks of elements: each thread reads four rows of
+// src as 4-element vectors along k, and a thread of the second phase reads a block back and writes four
+// rows of dst as vectors along L (the block is transposed in registers). Both sides thus move 16 bytes
+// (f32) per access, and each half-warp covers one 256-byte row segment. A tile row's units are stored at
+// position unit ^ (row / 4): the two phases' vector accesses then fall on distinct banks (f32). Tiles are
+// blockIdx (l, k, batch), so no division is done per tile; vectors are used where the shape, the strides
+// and the pointer allow, element accesses elsewhere.
+constexpr int kTile = 64;
+constexpr int kMicro = 4;
+constexpr int kTileUnits = kTile / kMicro;
+constexpr int kTileThreads = kTileUnits * kTileUnits;
+constexpr int64_t kMaxGridX = (int64_t{1} << 31) - 1;
+constexpr int64_t kMaxGridYZ = 65535;
+
+__device__ __forceinline__ int tile_slot(int row, int unit) { return unit ^ (row / kMicro); }
 
 template <typename E>
-__global__ void transpose_copy_kernel(const E* src, StridedDesc sd, E* dst, StridedDesc dd, int k, int64_t tiles_k,
-                                      int64_t tiles_l, int64_t tiles) {
-  __shared__ E tile[kTile][kTile + 1];
+__global__ void __launch_bounds__(kTileThreads)
+    transpose_copy_kernel(const E* src, StridedDesc sd, E* dst, StridedDesc dd, int k, int64_t tiles_k, int64_t tiles_l,
+                          int64_t batches, bool vec_load, bool vec_store) {
+  using Unit = Vec<E, kMicro>;
+  __shared__ Unit tile[kTile][kTileUnits];
   const int L = sd.ndim - 1;
   const int64_t n_k = sd.shape[k], n_l = sd.shape[L];
   const int64_t src_l = sd.strides[L], dst_k = dd.strides[k];
-  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-    int64_t tl = t % tiles_l, rest = t / tiles_l;
-    int64_t tk = rest % tiles_k, batch = rest / tiles_k;
-    int64_t soff = 0, doff = 0;
+  const int a = threadIdx.x % kTileUnits, b = threadIdx.x / kTileUnits;
+  for (int64_t batch = blockIdx.z; batch < batches; batch += gridDim.z) {
+    int64_t soff = 0, doff = 0, rest = batch;
 #pragma unroll
     for (int d = kMaxDims - 1; d >= 0; --d) {
-      if (d < sd.ndim && d != k && d != L) {
-        int64_t idx = batch % sd.shape[d];
-        batch /= sd.shape[d];
+      if (d < L && d != k) {
+        const int64_t idx = rest % sd.shape[d];
+        rest /= sd.shape[d];
         soff += idx * sd.strides[d];
         doff += idx * dd.strides[d];
       }
     }
-    const int64_t k0 = tk * kTile, l0 = tl * kTile;
-    for (int r = threadIdx.y; r < kTile; r += kTileRows) {
-      int64_t l = l0 + r, kk = k0 + threadIdx.x;
-      if (l < n_l && kk < n_k) tile[r][threadIdx.x] = src[soff + l * src_l + kk];
+    for (int64_t tk = blockIdx.y; tk < tiles_k; tk += gridDim.y) {
+      for (int64_t tl = blockIdx.x; tl < tiles_l; tl += gridDim.x) {
+        const int64_t k0 = tk * kTile, l0 = tl * kTile;
+        // Load phase: unit a along k of rows 4b .. 4b + 3.
+        const int64_t kk = k0 + a * kMicro;
+#pragma unroll
+        for (int i = 0; i < kMicro; ++i) {
+          const int row = b * kMicro + i;
+          const int64_t l = l0 + row;
+          const E* p = src + soff + l * src_l + kk;
+          Unit u{};  // zeros outside the tensor (never written out)
+          if (vec_load) {
+            if (l < n_l && kk < n_k) u = load_vec<E, kMicro>(p);
+          } else {
+#pragma unroll
+            for (int j = 0; j < kMicro; ++j)
+              if (l < n_l && kk + j < n_k) u.v[j] = p[j];
+          }
+          tile[row][tile_slot(row, a)] = u;
+        }
+        __syncthreads();
+        // Store phase: rows 4a .. 4a + 3 of the tile (along l), unit b (along k), written as dst rows
+        // k0 + 4b + j at l0 + 4a.
+        Unit w[kMicro];
+#pragma unroll
+        for (int i = 0; i < kMicro; ++i) {
+          const int row = a * kMicro + i;
+          w[i] = tile[row][tile_slot(row, b)];
+        }
+        const int64_t l = l0 + a * kMicro;
+#pragma unroll
+        for (int j = 0; j < kMicro; ++j) {
+          const int64_t kj = k0 + b * kMicro + j;
+          E* p = dst + doff + kj * dst_k + l;
+          Unit out;
+#pragma unroll
+          for (int i = 0; i < kMicro; ++i) out.v[i] = w[i].v[j];
+          if (vec_store) {
+            if (kj < n_k && l < n_l) store_vec<E, kMicro>(p, out);
+          } else {
+#pragma unroll
+            for (int i = 0; i < kMicro; ++i)
+              if (kj < n_k && l + i < n_l) p[i] = out.v[i];
+          }
+        }
+        __syncthreads();  // the tile is rewritten by the next iteration
+      }
     }
-    __syncthreads();
-    for (int r = threadIdx.y; r < kTile; r += kTileRows) {
-      int64_t kk = k0 + r, l = l0 + threadIdx.x;
-      if (l < n_l && kk < n_k) dst[doff + kk * dst_k + l] = tile[threadIdx.x][r];
-    }
-    __syncthreads();
   }
 }
 
@@ -242,6 +291,16 @@ int transpose_dim(const StridedDesc& sd, const StridedDesc& dd) {
   for (int d = 0; d < L; ++d)
     if (sd.strides[d] == 1 && sd.shape[d] >= 16 && dd.strides[d] != 1) return d;
   return -1;
+}
+
+// Whether the tiled transpose may move kMicro-element vectors along dim `along` (stride 1) of p: every
+// other stride, the extent along it and the pointer are multiples of a vector.
+template <typename E>
+bool tile_vectors_fit(const void* p, const StridedDesc& d, int along, int64_t extent) {
+  if (!is_aligned(p, sizeof(E) * kMicro) || extent % kMicro != 0) return false;
+  for (int i = 0; i < d.ndim; ++i)
+    if (i != along && d.strides[i] % kMicro != 0) return false;
+  return true;
 }
 
 // dst[i] = v over n contiguous elements: 16-byte stores after a scalar head that reaches 16-byte alignment.
@@ -304,9 +363,13 @@ void launch_copy_same(const void* src, const StridedDesc& sd, void* dst, const S
   if (k >= 0) {
     const int L = sd.ndim - 1;
     const int64_t tiles_k = ceil_div(sd.shape[k], kTile), tiles_l = ceil_div(sd.shape[L], kTile);
-    const int64_t tiles = n / (sd.shape[k] * sd.shape[L]) * tiles_k * tiles_l;
-    launch_kernel(TD_KERNEL(transpose_copy_kernel<E>), grid_for(tiles, ls.device()), dim3(kTile, kTileRows), 0,
-                  ls.stream(), static_cast<const E*>(src), sd, static_cast<E*>(dst), dd, k, tiles_k, tiles_l, tiles);
+    const int64_t batches = n / (sd.shape[k] * sd.shape[L]);
+    const dim3 grid(static_cast<unsigned>(std::min<int64_t>(tiles_l, kMaxGridX)),
+                    static_cast<unsigned>(std::min<int64_t>(tiles_k, kMaxGridYZ)),
+                    static_cast<unsigned>(std::min<int64_t>(batches, kMaxGridYZ)));
+    launch_kernel(TD_KERNEL(transpose_copy_kernel<E>), grid, kTileThreads, 0, ls.stream(), static_cast<const E*>(src),
+                  sd, static_cast<E*>(dst), dd, k, tiles_k, tiles_l, batches,
+                  tile_vectors_fit<E>(src, sd, k, sd.shape[k]), tile_vectors_fit<E>(dst, dd, L, sd.shape[L]));
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "transpose_copy_kernel");
     return;
   }
@@ -321,47 +384,46 @@ void launch_copy_same(const void* src, const StridedDesc& sd, void* dst, const S
 }
 }  // namespace
 
-void CudaBackend::fill(DType t, void* dst, const StridedDesc& d, double value, const Stream& s) {
-  if (d.numel() == 0) return;
+void CudaBackend::fill(const FillArgs& args, const Stream& s) {
+  if (args.d.numel() == 0) return;
   LaunchScope ls(s);
-  switch (t) {
-    case DType::F32: return launch_fill<float>(dst, d, static_cast<float>(value), ls);
-    case DType::F64: return launch_fill<double>(dst, d, value, ls);
-    case DType::F16: return launch_fill<uint16_t>(dst, d, float_to_f16(static_cast<float>(value)), ls);
-    case DType::BF16: return launch_fill<uint16_t>(dst, d, float_to_bf16(static_cast<float>(value)), ls);
-    case DType::I32: return launch_fill<int32_t>(dst, d, static_cast<int32_t>(value), ls);
-    case DType::I64: return launch_fill<int64_t>(dst, d, static_cast<int64_t>(value), ls);
-    case DType::U8: return launch_fill<uint8_t>(dst, d, static_cast<uint8_t>(value), ls);
+  switch (args.t) {
+    case DType::F32: return launch_fill<float>(args.dst, args.d, static_cast<float>(args.value), ls);
+    case DType::F64: return launch_fill<double>(args.dst, args.d, args.value, ls);
+    case DType::F16: return launch_fill<uint16_t>(args.dst, args.d, float_to_f16(static_cast<float>(args.value)), ls);
+    case DType::BF16: return launch_fill<uint16_t>(args.dst, args.d, float_to_bf16(static_cast<float>(args.value)), ls);
+    case DType::I32: return launch_fill<int32_t>(args.dst, args.d, static_cast<int32_t>(args.value), ls);
+    case DType::I64: return launch_fill<int64_t>(args.dst, args.d, static_cast<int64_t>(args.value), ls);
+    case DType::U8: return launch_fill<uint8_t>(args.dst, args.d, static_cast<uint8_t>(args.value), ls);
   }
 }
 
-void CudaBackend::copy(DType src_t, const void* src, const StridedDesc& src_d, DType dst_t, void* dst,
-                       const StridedDesc& dst_d, const Stream& s) {
-  if (dst_d.numel() == 0) return;
+void CudaBackend::copy(const CopyArgs& args, const Stream& s) {
+  if (args.dst_d.numel() == 0) return;
   LaunchScope ls(s);
-  auto c = collapse<2>({&dst_d, &src_d});
+  auto c = collapse<2>({&args.dst_d, &args.src_d});
   const StridedDesc &dd = c[0], &sd = c[1];
   const int64_t n = dd.numel();
   const bool contiguous = dd.ndim == 1 && dd.strides[0] == 1 && sd.strides[0] == 1;
-  if (src_t == dst_t && contiguous) {
-    TD_CUDA_CHECK(
-        cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * dtype_size(src_t), cudaMemcpyDeviceToDevice, ls.stream()));
+  if (args.src_t == args.dst_t && contiguous) {
+    TD_CUDA_CHECK(cudaMemcpyAsync(args.dst, args.src, static_cast<size_t>(n) * dtype_size(args.src_t),
+                                  cudaMemcpyDeviceToDevice, ls.stream()));
     return;
   }
-  if (contiguous) return convert_contiguous(src_t, src, dst_t, dst, n, ls);
+  if (contiguous) return convert_contiguous(args.src_t, args.src, args.dst_t, args.dst, n, ls);
   const StridedDesc* all[2] = {&dd, &sd};
   const bool narrow = fits_int32(n, all, 2);
-  if (src_t == dst_t) {
-    TD_DISPATCH_BYTES(src_t, launch_copy_same<scalar_t>(src, sd, dst, dd, narrow, ls));
+  if (args.src_t == args.dst_t) {
+    TD_DISPATCH_BYTES(args.src_t, launch_copy_same<scalar_t>(args.src, sd, args.dst, dd, narrow, ls));
     return;
   }
   const unsigned grid = grid_for(ceil_div(n, kThreads), ls.device());
   if (narrow)
-    launch_kernel(TD_KERNEL(convert_strided_kernel<uint32_t>), grid, kThreads, 0, ls.stream(), src_t, src, sd, dst_t,
-                  dst, dd, static_cast<uint32_t>(n));
+    launch_kernel(TD_KERNEL(convert_strided_kernel<uint32_t>), grid, kThreads, 0, ls.stream(), args.src_t, args.src, sd,
+                  args.dst_t, args.dst, dd, static_cast<uint32_t>(n));
   else
-    launch_kernel(TD_KERNEL(convert_strided_kernel<int64_t>), grid, kThreads, 0, ls.stream(), src_t, src, sd, dst_t,
-                  dst, dd, n);
+    launch_kernel(TD_KERNEL(convert_strided_kernel<int64_t>), grid, kThreads, 0, ls.stream(), args.src_t, args.src, sd,
+                  args.dst_t, args.dst, dd, n);
   TD_CUDA_CHECK_LAUNCH(ls.stream(), "convert_strided_kernel");
 }
 

@@ -5,7 +5,7 @@
 // Sums accumulate in double for f32 and f64 inputs (cheap next to the memory traffic on A100/H100).
 #pragma once
 
-#include "kernels/backend_overrides.h"
+#include "runtime/tensor/backend.h"
 
 namespace tandem {
 namespace cuda {

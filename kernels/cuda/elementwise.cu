@@ -223,80 +223,80 @@ void launch_comparison(BinaryOp op, const T* a, const StridedDesc& ad, const T* 
 }
 }  // namespace
 
-void CudaBackend::unary(UnaryOp op, DType t, const void* x, void* y, int64_t n, UnaryParams p, const Stream& s) {
-  if (n <= 0) return;
+void CudaBackend::unary(const UnaryArgs& args, const Stream& s) {
+  if (args.n <= 0) return;
   LaunchScope ls(s);
-  TD_DISPATCH_FLOAT(t, "unary op", {
+  TD_DISPATCH_FLOAT(args.t, "unary op", {
     constexpr int V = vec_width<scalar_t>();
-    const scalar_t* xp = static_cast<const scalar_t*>(x);
-    scalar_t* yp = static_cast<scalar_t*>(y);
-    if (is_aligned(x, 16) && is_aligned(y, 16)) {
-      launch_kernel(TD_KERNEL(unary_kernel<scalar_t, V>), grid_for(ceil_div(n, kThreads * kUnroll * V), ls.device()),
-                    kThreads, 0, ls.stream(), op, xp, yp, n, p);
+    const scalar_t* xp = static_cast<const scalar_t*>(args.x);
+    scalar_t* yp = static_cast<scalar_t*>(args.y);
+    if (is_aligned(args.x, 16) && is_aligned(args.y, 16)) {
+      launch_kernel(TD_KERNEL(unary_kernel<scalar_t, V>),
+                    grid_for(ceil_div(args.n, kThreads * kUnroll * V), ls.device()), kThreads, 0, ls.stream(), args.op,
+                    xp, yp, args.n, args.p);
     } else {
-      launch_kernel(TD_KERNEL(unary_kernel<scalar_t, 1>), grid_for(ceil_div(n, kThreads * kUnroll), ls.device()),
-                    kThreads, 0, ls.stream(), op, xp, yp, n, p);
+      launch_kernel(TD_KERNEL(unary_kernel<scalar_t, 1>), grid_for(ceil_div(args.n, kThreads * kUnroll), ls.device()),
+                    kThreads, 0, ls.stream(), args.op, xp, yp, args.n, args.p);
     }
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "unary_kernel");
   });
 }
 
-void CudaBackend::unary_backward(UnaryOp op, DType t, const void* x, const void* y, const void* gy, void* gx, int64_t n,
-                                 UnaryParams p, const Stream& s) {
-  if (n <= 0) return;
+void CudaBackend::unary_backward(const UnaryBackwardArgs& args, const Stream& s) {
+  if (args.n <= 0) return;
   LaunchScope ls(s);
-  TD_DISPATCH_FLOAT(t, "unary backward", {
+  TD_DISPATCH_FLOAT(args.t, "unary backward", {
     constexpr int V = vec_width<scalar_t>();
-    auto xp = static_cast<const scalar_t*>(x), yp = static_cast<const scalar_t*>(y);
-    auto gp = static_cast<const scalar_t*>(gy);
-    auto op_ = static_cast<scalar_t*>(gx);
-    bool vec = is_aligned(x, 16) && is_aligned(y, 16) && is_aligned(gy, 16) && is_aligned(gx, 16);
+    auto xp = static_cast<const scalar_t*>(args.x), yp = static_cast<const scalar_t*>(args.y);
+    auto gp = static_cast<const scalar_t*>(args.gy);
+    auto op_ = static_cast<scalar_t*>(args.gx);
+    bool vec = is_aligned(args.x, 16) && is_aligned(args.y, 16) && is_aligned(args.gy, 16) && is_aligned(args.gx, 16);
     if (vec) {
       launch_kernel(TD_KERNEL(unary_backward_kernel<scalar_t, V>),
-                    grid_for(ceil_div(n, kThreads * kUnroll * V), ls.device()), kThreads, 0, ls.stream(), op, xp, yp,
-                    gp, op_, n, p);
+                    grid_for(ceil_div(args.n, kThreads * kUnroll * V), ls.device()), kThreads, 0, ls.stream(), args.op,
+                    xp, yp, gp, op_, args.n, args.p);
     } else {
       launch_kernel(TD_KERNEL(unary_backward_kernel<scalar_t, 1>),
-                    grid_for(ceil_div(n, kThreads * kUnroll), ls.device()), kThreads, 0, ls.stream(), op, xp, yp, gp,
-                    op_, n, p);
+                    grid_for(ceil_div(args.n, kThreads * kUnroll), ls.device()), kThreads, 0, ls.stream(), args.op, xp,
+                    yp, gp, op_, args.n, args.p);
     }
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "unary_backward_kernel");
   });
 }
 
-void CudaBackend::binary(BinaryOp op, DType t, const void* a, const StridedDesc& ad, const void* b,
-                         const StridedDesc& bd, void* out, const StridedDesc& od, const Stream& s) {
-  if (od.numel() == 0) return;
+void CudaBackend::binary(const BinaryArgs& args, const Stream& s) {
+  if (args.od.numel() == 0) return;
   LaunchScope ls(s);
-  auto c = collapse<3>({&od, &ad, &bd});
+  auto c = collapse<3>({&args.od, &args.ad, &args.bd});
   const StridedDesc* all[3] = {&c[0], &c[1], &c[2]};
   const bool narrow = fits_int32(c[0].numel(), all, 3);
-  if (is_comparison(op)) {
-    TD_DISPATCH_NUMERIC(t, "comparison", {
-      launch_comparison<scalar_t>(op, static_cast<const scalar_t*>(a), c[1], static_cast<const scalar_t*>(b), c[2],
-                                  static_cast<uint8_t*>(out), c[0], narrow, ls);
+  if (is_comparison(args.op)) {
+    TD_DISPATCH_NUMERIC(args.t, "comparison", {
+      launch_comparison<scalar_t>(args.op, static_cast<const scalar_t*>(args.a), c[1],
+                                  static_cast<const scalar_t*>(args.b), c[2], static_cast<uint8_t*>(args.out), c[0],
+                                  narrow, ls);
     });
     return;
   }
-  TD_DISPATCH_FLOAT(t, "binary op", {
-    launch_arithmetic<scalar_t>(op, static_cast<const scalar_t*>(a), c[1], static_cast<const scalar_t*>(b), c[2],
-                                static_cast<scalar_t*>(out), c[0], narrow, ls);
+  TD_DISPATCH_FLOAT(args.t, "binary op", {
+    launch_arithmetic<scalar_t>(args.op, static_cast<const scalar_t*>(args.a), c[1],
+                                static_cast<const scalar_t*>(args.b), c[2], static_cast<scalar_t*>(args.out), c[0],
+                                narrow, ls);
   });
 }
 
-void CudaBackend::where(const void* cond, const StridedDesc& cd, DType t, const void* a, const StridedDesc& ad,
-                        const void* b, const StridedDesc& bd, void* out, const StridedDesc& od, const Stream& s) {
-  if (od.numel() == 0) return;
+void CudaBackend::where(const WhereArgs& args, const Stream& s) {
+  if (args.od.numel() == 0) return;
   LaunchScope ls(s);
-  auto c = collapse<4>({&od, &cd, &ad, &bd});
+  auto c = collapse<4>({&args.od, &args.cd, &args.ad, &args.bd});
   const int64_t n = c[0].numel();
   const StridedDesc* all[4] = {&c[0], &c[1], &c[2], &c[3]};
   const bool narrow = fits_int32(n, all, 4);
   const unsigned grid = grid_for(ceil_div(n, kThreads), ls.device());
-  const uint8_t* cp = static_cast<const uint8_t*>(cond);
-  TD_DISPATCH_BYTES(t, {
-    auto ap = static_cast<const scalar_t*>(a), bp = static_cast<const scalar_t*>(b);
-    auto op = static_cast<scalar_t*>(out);
+  const uint8_t* cp = static_cast<const uint8_t*>(args.cond);
+  TD_DISPATCH_BYTES(args.t, {
+    auto ap = static_cast<const scalar_t*>(args.a), bp = static_cast<const scalar_t*>(args.b);
+    auto op = static_cast<scalar_t*>(args.out);
     if (narrow)
       launch_kernel(TD_KERNEL(where_kernel<scalar_t, uint32_t>), grid, kThreads, 0, ls.stream(), cp, c[1], ap, c[2], bp,
                     c[3], op, c[0], static_cast<uint32_t>(n));

@@ -149,61 +149,63 @@ void launch_index_select(const void* x, int64_t outer, int64_t n_src, int64_t in
 }
 }  // namespace
 
-void CudaBackend::index_select(DType t, const void* x, int64_t outer, int64_t n_src, int64_t inner, const int64_t* idx,
-                               int64_t n_idx, void* out, const Stream& s) {
-  if (outer * n_idx * inner == 0) return;
+void CudaBackend::index_select(const IndexSelectArgs& args, const Stream& s) {
+  if (args.outer * args.n_idx * args.inner == 0) return;
   LaunchScope ls(s);
   // Rows of inner elements are moved in the widest unit that divides them and suits both pointers.
-  const int64_t row_bytes = inner * static_cast<int64_t>(dtype_size(t));
-  auto fits = [&](int64_t unit) { return row_bytes % unit == 0 && is_aligned(x, unit) && is_aligned(out, unit); };
+  const int64_t row_bytes = args.inner * static_cast<int64_t>(dtype_size(args.t));
+  auto fits = [&](int64_t unit) {
+    return row_bytes % unit == 0 && is_aligned(args.x, unit) && is_aligned(args.out, unit);
+  };
   if (fits(16))
-    launch_index_select<uint4>(x, outer, n_src, row_bytes / 16, idx, n_idx, out, ls);
+    launch_index_select<uint4>(args.x, args.outer, args.n_src, row_bytes / 16, args.idx, args.n_idx, args.out, ls);
   else if (fits(8))
-    launch_index_select<uint64_t>(x, outer, n_src, row_bytes / 8, idx, n_idx, out, ls);
+    launch_index_select<uint64_t>(args.x, args.outer, args.n_src, row_bytes / 8, args.idx, args.n_idx, args.out, ls);
   else if (fits(4))
-    launch_index_select<uint32_t>(x, outer, n_src, row_bytes / 4, idx, n_idx, out, ls);
+    launch_index_select<uint32_t>(args.x, args.outer, args.n_src, row_bytes / 4, args.idx, args.n_idx, args.out, ls);
   else if (fits(2))
-    launch_index_select<uint16_t>(x, outer, n_src, row_bytes / 2, idx, n_idx, out, ls);
+    launch_index_select<uint16_t>(args.x, args.outer, args.n_src, row_bytes / 2, args.idx, args.n_idx, args.out, ls);
   else
-    launch_index_select<uint8_t>(x, outer, n_src, row_bytes, idx, n_idx, out, ls);
+    launch_index_select<uint8_t>(args.x, args.outer, args.n_src, row_bytes, args.idx, args.n_idx, args.out, ls);
 }
 
-void CudaBackend::index_add(DType t, const void* src, int64_t outer, int64_t n_idx, int64_t inner, const int64_t* idx,
-                            int64_t n_dst, void* dst, const Stream& s) {
-  if (outer * n_idx * inner == 0) return;
+void CudaBackend::index_add(const IndexAddArgs& args, const Stream& s) {
+  if (args.outer * args.n_idx * args.inner == 0) return;
   LaunchScope ls(s);
-  TD_DISPATCH_FLOAT(t, "index_add", launch_add<scalar_t, false>(src, outer, n_idx, inner, idx, n_dst, dst, ls));
+  TD_DISPATCH_FLOAT(
+      args.t, "index_add",
+      launch_add<scalar_t, false>(args.src, args.outer, args.n_idx, args.inner, args.idx, args.n_dst, args.dst, ls));
 }
 
-void CudaBackend::gather(DType t, const void* x, int64_t outer, int64_t n_src, int64_t inner, const int64_t* idx,
-                         int64_t n_idx, void* out, const Stream& s) {
-  const int64_t total = outer * n_idx * inner;
+void CudaBackend::gather(const GatherArgs& args, const Stream& s) {
+  const int64_t total = args.outer * args.n_idx * args.inner;
   if (total == 0) return;
   LaunchScope ls(s);
   int32_t* flag = device_error_flag(ls.device());
-  TD_DISPATCH_BYTES(t, {
+  TD_DISPATCH_BYTES(args.t, {
     launch_kernel(TD_KERNEL(gather_kernel<scalar_t>), grid_for(ceil_div(total, kThreads), ls.device()), kThreads, 0,
-                  ls.stream(), static_cast<const scalar_t*>(x), outer, n_src, inner, idx, n_idx,
-                  static_cast<scalar_t*>(out), flag);
+                  ls.stream(), static_cast<const scalar_t*>(args.x), args.outer, args.n_src, args.inner, args.idx,
+                  args.n_idx, static_cast<scalar_t*>(args.out), flag);
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "gather_kernel");
   });
 }
 
-void CudaBackend::scatter_add(DType t, const void* src, int64_t outer, int64_t n_idx, int64_t inner, const int64_t* idx,
-                              int64_t n_dst, void* dst, const Stream& s) {
-  if (outer * n_idx * inner == 0) return;
+void CudaBackend::scatter_add(const ScatterAddArgs& args, const Stream& s) {
+  if (args.outer * args.n_idx * args.inner == 0) return;
   LaunchScope ls(s);
-  TD_DISPATCH_FLOAT(t, "scatter_add", launch_add<scalar_t, true>(src, outer, n_idx, inner, idx, n_dst, dst, ls));
+  TD_DISPATCH_FLOAT(
+      args.t, "scatter_add",
+      launch_add<scalar_t, true>(args.src, args.outer, args.n_idx, args.inner, args.idx, args.n_dst, args.dst, ls));
 }
 
-void CudaBackend::one_hot(const int64_t* idx, int64_t n, int64_t classes, DType t, void* out, const Stream& s) {
-  const int64_t total = n * classes;
+void CudaBackend::one_hot(const OneHotArgs& args, const Stream& s) {
+  const int64_t total = args.n * args.classes;
   if (total == 0) return;
   LaunchScope ls(s);
   int32_t* flag = device_error_flag(ls.device());
-  TD_DISPATCH_NUMERIC(t, "one_hot", {
+  TD_DISPATCH_NUMERIC(args.t, "one_hot", {
     launch_kernel(TD_KERNEL(one_hot_kernel<scalar_t>), grid_for(ceil_div(total, kThreads), ls.device()), kThreads, 0,
-                  ls.stream(), idx, n, classes, static_cast<scalar_t*>(out), flag);
+                  ls.stream(), args.idx, args.n, args.classes, static_cast<scalar_t*>(args.out), flag);
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "one_hot_kernel");
   });
 }

@@ -8,6 +8,8 @@
 
 #include <utility>
 
+#include "kernels/cuda/kernel_registry.h"
+
 namespace tandem {
 namespace cuda {
 
@@ -19,11 +21,17 @@ struct KernelRef {
   const char* file;
   int line;
 };
+// For a kernel chosen at run time; it is not registered (TD_KERNEL registers its kernel).
 template <typename... P>
-KernelRef<P...> kernel_ref(void (*fn)(P...), const char* name, const char* file, int line) {
+KernelRef<P...> make_kernel_ref(void (*fn)(P...), const char* name, const char* file, int line) {
   return KernelRef<P...>{fn, name, file, line};
 }
-#define TD_KERNEL(...) ::tandem::cuda::kernel_ref(__VA_ARGS__, #__VA_ARGS__, __FILE__, __LINE__)
+template <auto Fn>
+auto kernel_ref(const char* name, const char* file, int line) {
+  (void)KernelRegistration<Fn>::registered;  // instantiates Fn's registration
+  return make_kernel_ref(Fn, name, file, line);
+}
+#define TD_KERNEL(...) ::tandem::cuda::kernel_ref<&__VA_ARGS__>(#__VA_ARGS__, __FILE__, __LINE__)
 
 // Queues k on `stream` with `args` converted to the kernel's parameter types, as <<<>>> does.
 template <typename... P, typename... A>

@@ -3,10 +3,14 @@
 
 #include <algorithm>
 #include <mutex>
+#include <set>
 #include <vector>
 
+#include "kernels/cuda/kernel_registry.h"
 #include "runtime/base/cuda_check.h"
 #include "runtime/base/error.h"
+#include "runtime/base/lru_cache.h"
+#include "runtime/memory/cuda_thread.h"
 #include "runtime/memory/memory.h"
 
 namespace tandem {
@@ -53,9 +57,41 @@ bool fits_int32(int64_t numel, const StridedDesc* const* descs, int k) {
   return true;
 }
 
-Storage workspace(size_t nbytes, const Stream& s) {
+namespace {
+// A thread's setup step (prepare_cuda_thread): loads every registered kernel on the device once per process.
+// cudaFuncGetAttributes reports attributes that only a loaded function has (maxThreadsPerBlock), so the runtime
+// loads the kernel for it, as its first launch would.
+void load_kernels(int device) {
+  static std::mutex mu;  // held while loading: another thread's setup returns only once the kernels are loaded
+  static std::set<int> loaded;
+  std::lock_guard<std::mutex> lock(mu);
+  if (loaded.count(device) != 0) return;
+  for (const void* fn : registered_kernels()) {
+    cudaFuncAttributes attributes;
+    TD_CUDA_CHECK(cudaFuncGetAttributes(&attributes, fn));
+  }
+  loaded.insert(device);
+}
+
+const bool registered_load = [] {
+  register_cuda_thread_setup(load_kernels);
+  return true;
+}();
+}  // namespace
+
+Storage scratch(size_t nbytes, const Stream& s) {
   MemoryCategoryGuard category(MemoryCategory::Workspace);
   return Storage::allocate(nbytes, s.device(), s);
+}
+
+Storage workspace(size_t nbytes, const Stream& s) {
+  thread_local LruCache<uint64_t, Storage> buffers(kWorkspaceStreams);  // by stream id
+  if (nbytes == 0) return Storage();
+  Storage* held = buffers.find(s.id());
+  if (held != nullptr && held->use_count() > 1) return scratch(nbytes, s);  // lent to an op still running
+  if (held != nullptr && held->nbytes() >= nbytes) return *held;
+  if (held != nullptr) *held = Storage();  // freed first, so that the pool may reuse its memory for the larger one
+  return buffers.put(s.id(), scratch(nbytes, s));
 }
 
 }  // namespace cuda

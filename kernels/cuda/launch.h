@@ -63,7 +63,17 @@ bool fits_int32(int64_t numel, const StridedDesc* const* descs, int k);
 
 // Device scratch memory ordered on `s`, charged to the Workspace category; freed (stream-ordered) with
 // the returned Storage, so it can be dropped right after the kernels that use it are queued.
+Storage scratch(size_t nbytes, const Stream& s);
+
+// Workspace for the kernels or library calls an op queues on `s`, to be dropped once they are queued: the
+// calling thread's cached buffer of that stream, grown (freed in stream order and allocated anew) when smaller
+// than nbytes, so that a steady state allocates none. Work queued on `s` runs in stream order, so successive ops
+// share it safely; while an earlier Storage of it is still held (a workspace inside another) the call gets
+// scratch() instead. A thread keeps buffers for its kWorkspaceStreams most recently used streams (the others
+// are freed), each until the thread exits: held memory of the Workspace category, charged to the memory scopes
+// active when it grew.
 Storage workspace(size_t nbytes, const Stream& s);
+constexpr size_t kWorkspaceStreams = 8;
 
 }  // namespace cuda
 }  // namespace tandem

@@ -37,14 +37,14 @@ __global__ void random_kernel(T* out, int64_t n, uint64_t seed, uint64_t offset,
 }
 }  // namespace
 
-void CudaBackend::random(DType t, void* out, int64_t n, uint64_t seed, uint64_t offset, RandomSpec spec,
-                         const Stream& s) {
-  if (n <= 0) return;
+void CudaBackend::random(const RandomArgs& args, const Stream& s) {
+  if (args.n <= 0) return;
   LaunchScope ls(s);
-  TD_DISPATCH_FLOAT(t, "random", {
-    const bool vec = is_aligned(out, 4 * sizeof(scalar_t));
-    launch_kernel(TD_KERNEL(random_kernel<scalar_t>), grid_for(ceil_div(ceil_div(n, 4), kThreads), ls.device()),
-                  kThreads, 0, ls.stream(), static_cast<scalar_t*>(out), n, seed, offset, spec, vec);
+  TD_DISPATCH_FLOAT(args.t, "random", {
+    const bool vec = is_aligned(args.out, 4 * sizeof(scalar_t));
+    launch_kernel(TD_KERNEL(random_kernel<scalar_t>), grid_for(ceil_div(ceil_div(args.n, 4), kThreads), ls.device()),
+                  kThreads, 0, ls.stream(), static_cast<scalar_t*>(args.out), args.n, args.seed, args.offset, args.spec,
+                  vec);
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "random_kernel");
   });
 }

@@ -23,8 +23,13 @@ struct SumReducer {
   using T = T_;
   using Acc = double;
   __device__ __forceinline__ Acc identity() const { return 0.0; }
-  __device__ __forceinline__ Acc make(T v, int64_t) const { return static_cast<double>(v); }
   __device__ __forceinline__ Acc combine(Acc a, Acc b) const { return a + b; }
+  // Raw values at positions j0, j0 + 1, ..., all after those already in a.
+  template <int N>
+  __device__ __forceinline__ void fold(Acc& a, const T (&v)[N], int64_t) const {
+#pragma unroll
+    for (int e = 0; e < N; ++e) a += static_cast<double>(v[e]);
+  }
   __device__ __forceinline__ void write(Acc a, T* out, int64_t*, int64_t pos) const { out[pos] = static_cast<T>(a); }
 };
 
@@ -39,13 +44,14 @@ __device__ __forceinline__ ArgAcc<T> shfl_xor(const ArgAcc<T>& a, int mask, int 
   return {cuda::shfl_xor(a.v, mask, width), cuda::shfl_xor(a.i, mask, width)};
 }
 
-template <typename T_>
+template <typename T_, bool kMax>
 struct ArgReducer {
   using T = T_;
   using Acc = ArgAcc<T>;
-  bool is_max;
   __device__ __forceinline__ Acc identity() const { return {T(0), -1}; }
-  __device__ __forceinline__ Acc make(T v, int64_t j) const { return {v, j}; }
+  // Whether b, at a later position than a, replaces it: the first NaN stays, else a strictly better b wins
+  // (a NaN b included: !(b <= a) holds for it).
+  __device__ __forceinline__ static bool later_wins(T b, T a) { return a == a && !(kMax ? b <= a : b >= a); }
   __device__ __forceinline__ Acc combine(const Acc& a, const Acc& b) const {
     if (a.i < 0) return b;
     if (b.i < 0) return a;
@@ -55,7 +61,21 @@ struct ArgReducer {
       return a_nan ? a : b;
     }
     if (a.v == b.v) return a.i < b.i ? a : b;
-    return (is_max ? a.v > b.v : a.v < b.v) ? a : b;
+    return (kMax ? a.v > b.v : a.v < b.v) ? a : b;
+  }
+  // The scan's rule (later_wins) within the N values, then once against a: a few compares and selects per
+  // value instead of combine's position and NaN tests.
+  template <int N>
+  __device__ __forceinline__ void fold(Acc& a, const T (&v)[N], int64_t j0) const {
+    T best = v[0];
+    int at = 0;
+#pragma unroll
+    for (int e = 1; e < N; ++e)
+      if (later_wins(v[e], best)) {
+        best = v[e];
+        at = e;
+      }
+    if (a.i < 0 || later_wins(best, a.v)) a = {best, j0 + at};
   }
   __device__ __forceinline__ void write(const Acc& a, T* out, int64_t* idx, int64_t pos) const {
     out[pos] = a.v;
@@ -63,35 +83,24 @@ struct ArgReducer {
   }
 };
 
-// An input element as an accumulator: raw values get their position, partial results are taken as they are.
-template <typename R, typename In>
-__device__ __forceinline__ typename R::Acc to_acc(const R& red, const In& v, int64_t j) {
+// Folds N consecutive inputs starting at position j0 into acc, in increasing position: raw values by the
+// reducer's fold, partial results (In == Acc) by combine.
+template <typename R, typename In, int N>
+__device__ __forceinline__ void fold_in(const R& red, typename R::Acc& acc, const In (&v)[N], int64_t j0) {
   if constexpr (std::is_same<In, typename R::Acc>::value) {
-    return v;
-  } else {
-    return red.make(v, j);
-  }
-}
-
-// Loads the V elements of chunk j0 of a row (one vector access when `vec`, else element by element up to
-// `end`) and folds them into acc in increasing position.
-template <typename R, typename In, int V>
-__device__ __forceinline__ void fold_chunk(const R& red, const In* p, int64_t j0, int64_t end, bool vec,
-                                           typename R::Acc& acc) {
-  if (V > 1 && vec) {
-    Vec<In, V> t = load_vec<In, V>(p + j0);
 #pragma unroll
-    for (int e = 0; e < V; ++e) acc = red.combine(acc, to_acc(red, t.v[e], j0 + e));
+    for (int e = 0; e < N; ++e) acc = red.combine(acc, v[e]);
   } else {
-#pragma unroll
-    for (int e = 0; e < V; ++e)
-      if (j0 + e < end) acc = red.combine(acc, to_acc(red, p[j0 + e], j0 + e));
+    red.fold(acc, v, j0);
   }
 }
 
 // inner == 1: groups of G lanes (G a power of two <= kThreads) each reduce one segment of one row. Lane l
-// folds the V-element chunks l, l + G, l + 2G, ... of the segment (the same order whether or not the
-// chunks are read as vectors), then the group is combined by group_reduce. Work items are (row, segment).
+// folds the V-element chunks l, l + G, l + 2G, ... of the segment, each in increasing position (the same
+// order whether or not the chunks are read as vectors, so the result does not depend on alignment), then
+// the group is combined by group_reduce. G is planned so that a lane folds at least 8 chunks: the group's
+// combine is paid once per 8 chunks, and rows up to 32 * 8 * V elements need no barrier. Work items
+// are (row, segment); the 64-bit division that splits an item is only done when r is split.
 template <typename R, typename In, int V>
 __global__ void __launch_bounds__(kThreads)
     reduce_rows_kernel(R red, const In* x, int64_t rows, int64_t r, int64_t seg_len, int64_t nseg, int G, bool vec,
@@ -106,27 +115,41 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t item = base + group;
     Acc acc = red.identity();
     if (item < items) {
-      const int64_t row = item / nseg, seg = item % nseg;
-      const int64_t begin = seg * seg_len, end = min(r, begin + seg_len);
-      const In* p = x + row * r;
-      const int64_t nchunks = (end - begin + V - 1) / V;
+      int64_t row = item, seg = 0;
+      if (nseg > 1) {
+        row = item / nseg;
+        seg = item - row * nseg;
+      }
+      const int64_t begin = seg * seg_len, len = min(r, begin + seg_len) - begin;
+      const In* p = x + row * r + begin;
+      const int64_t nchunks = (len + V - 1) / V;
       int64_t c = lane;
-      // Four chunks in flight per step; they are folded in the same order as one at a time.
-      for (; c + 3 * G < nchunks; c += 4 * G) {
-        if (V > 1 && vec) {
+      if (V > 1 && vec) {
+        // Four 16-byte loads in flight per step.
+        for (; c + 3 * G < nchunks; c += 4 * G) {
           Vec<In, V> t[4];
 #pragma unroll
-          for (int u = 0; u < 4; ++u) t[u] = load_vec<In, V>(p + begin + (c + u * G) * V);
+          for (int u = 0; u < 4; ++u) t[u] = load_vec<In, V>(p + (c + u * G) * V);
 #pragma unroll
-          for (int u = 0; u < 4; ++u)
+          for (int u = 0; u < 4; ++u) fold_in<R, In, V>(red, acc, t[u].v, begin + (c + u * G) * V);
+        }
+        for (; c < nchunks; c += G) {
+          Vec<In, V> t = load_vec<In, V>(p + c * V);
+          fold_in<R, In, V>(red, acc, t.v, begin + c * V);
+        }
+      } else {
+#pragma unroll 2
+        for (; c < nchunks; c += G) {
 #pragma unroll
-            for (int e = 0; e < V; ++e) acc = red.combine(acc, to_acc(red, t[u].v[e], begin + (c + u * G) * V + e));
-        } else {
-#pragma unroll
-          for (int u = 0; u < 4; ++u) fold_chunk<R, In, V>(red, p, begin + (c + u * G) * V, end, false, acc);
+          for (int e = 0; e < V; ++e) {
+            const int64_t j = c * V + e;
+            if (j < len) {
+              const In v[1] = {p[j]};
+              fold_in<R, In, 1>(red, acc, v, begin + j);
+            }
+          }
         }
       }
-      for (; c < nchunks; c += G) fold_chunk<R, In, V>(red, p, begin + c * V, end, vec, acc);
     }
     acc = group_reduce(acc, G, combine, smem);
     if (item < items && lane == 0) {
@@ -140,7 +163,9 @@ __global__ void __launch_bounds__(kThreads)
 
 // inner > 1: blockDim = (TX, TY). Thread x owns V consecutive inner positions of one column block of the
 // flattened (outer, inner / V) columns; the TY threads of a column split the segment's rows (ty, ty + TY,
-// ...), then combine through shared memory in a fixed tree. Work items are (column block, segment).
+// ...), then combine through shared memory in a fixed tree. Work items are (column block, segment). A
+// warp spans at most 32 vectors of one row (512 contiguous bytes of f32), so narrow tensors still get TY
+// row lanes per column and fewer, longer segments (less partial traffic, one second pass).
 template <typename R, typename In, int V>
 __global__ void __launch_bounds__(kThreads)
     reduce_cols_kernel(R red, const In* x, int64_t outer, int64_t r, int64_t inner, int64_t seg_len, int64_t nseg,
@@ -151,8 +176,17 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t nv = inner / V, columns = outer * nv;
   const int64_t items = (columns + TX - 1) / TX * nseg;
   for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
-    const int64_t seg = item % nseg, w = item / nseg * TX + tx;
-    const int64_t o = w / nv, iv = w % nv;
+    int64_t block = item, seg = 0;
+    if (nseg > 1) {
+      block = item / nseg;
+      seg = item - block * nseg;
+    }
+    const int64_t w = block * TX + tx;
+    int64_t o = 0, iv = w;
+    if (outer > 1) {
+      o = w / nv;
+      iv = w - o * nv;
+    }
     Acc acc[V];
 #pragma unroll
     for (int e = 0; e < V; ++e) acc[e] = red.identity();
@@ -167,12 +201,18 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int u = 0; u < 4; ++u)
 #pragma unroll
-          for (int e = 0; e < V; ++e) acc[e] = red.combine(acc[e], to_acc(red, t[u].v[e], j + u * TY));
+          for (int e = 0; e < V; ++e) {
+            const In v[1] = {t[u].v[e]};
+            fold_in<R, In, 1>(red, acc[e], v, j + u * TY);
+          }
       }
       for (; j < end; j += TY) {
         Vec<In, V> t = load_vec<In, V>(p + j * inner);
 #pragma unroll
-        for (int e = 0; e < V; ++e) acc[e] = red.combine(acc[e], to_acc(red, t.v[e], j));
+        for (int e = 0; e < V; ++e) {
+          const In v[1] = {t.v[e]};
+          fold_in<R, In, 1>(red, acc[e], v, j);
+        }
       }
     }
     if (TY > 1) {
@@ -204,8 +244,11 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Threads that keep the GPU's memory system busy: about what an A100/H100 holds resident at once.
+// Threads that keep the GPU's memory system busy: about what an A100/H100 holds resident at once. The
+// column kernel holds V accumulators and four vectors in flight per thread, which leaves room for half as
+// many resident threads: it plans for half, so that its blocks run in one wave.
 constexpr int64_t kTargetThreads = int64_t{1} << 18;
+constexpr int64_t kTargetColumnThreads = kTargetThreads / 2;
 
 int64_t pow2_floor(int64_t v) {
   int64_t p = 1;
@@ -218,14 +261,14 @@ int64_t pow2_ceil(int64_t v) {
   return p;
 }
 
-// Splits r into segments when `threads` threads alone would leave the GPU idle and each would run long
-// (more than 64 units of `per_thread_unit` elements); every segment then keeps its threads busy for at least
-// 32 units. Returns the segment length (a multiple of `unit`); the segment count is ceil(r / result), which
-// is below r / 64, so passes over partial results shrink r quickly.
-int64_t segment_length(int64_t r, int64_t threads, int64_t per_thread_unit, int64_t unit) {
+// Splits r into segments when `threads` threads alone would leave the GPU idle (fewer than `target`) and
+// each would run long (more than 64 units of `per_thread_unit` elements); every segment then keeps its
+// threads busy for at least 32 units. Returns the segment length (a multiple of `unit`); the segment count is
+// ceil(r / result), which is below r / 64, so passes over partial results shrink r quickly.
+int64_t segment_length(int64_t r, int64_t threads, int64_t per_thread_unit, int64_t unit, int64_t target) {
   const int64_t whole = ceil_div(r, unit) * unit;
-  if (threads >= kTargetThreads || r <= per_thread_unit * 64) return std::max<int64_t>(whole, unit);
-  const int64_t nseg = std::min(ceil_div(kTargetThreads, threads), ceil_div(r, per_thread_unit * 32));
+  if (threads >= target || r <= per_thread_unit * 64) return std::max<int64_t>(whole, unit);
+  const int64_t nseg = std::min(ceil_div(target, threads), ceil_div(r, per_thread_unit * 32));
   return ceil_div(ceil_div(r, nseg), unit) * unit;
 }
 
@@ -241,8 +284,8 @@ void reduce_pass(const R& red, const In* x, int64_t outer, int64_t r, int64_t in
   Storage partials;
   if (inner == 1) {
     const int64_t chunks = ceil_div(r, V);
-    const int G = static_cast<int>(std::min<int64_t>(kThreads, pow2_floor(std::max<int64_t>(1, chunks / 4))));
-    seg_len = segment_length(r, outer * G, static_cast<int64_t>(G) * V, V);
+    const int G = static_cast<int>(std::min<int64_t>(kThreads, pow2_floor(std::max<int64_t>(1, chunks / 8))));
+    seg_len = segment_length(r, outer * G, static_cast<int64_t>(G) * V, V, kTargetThreads);
     nseg = std::max<int64_t>(1, ceil_div(r, seg_len));
     if (nseg > 1) partials = workspace(static_cast<size_t>(outer * nseg) * sizeof(Acc), s);
     const int64_t blocks = ceil_div(outer * nseg, kThreads / G);
@@ -251,11 +294,13 @@ void reduce_pass(const R& red, const In* x, int64_t outer, int64_t r, int64_t in
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "reduce_rows_kernel");
   } else {
     const int64_t plan_columns = inner % plan_v == 0 ? outer * (inner / plan_v) : outer * inner;
-    const int64_t plan_tx = std::min<int64_t>(kThreads, pow2_ceil(plan_columns));
+    const int64_t plan_tx = std::min<int64_t>(32, pow2_ceil(plan_columns));
     const int64_t plan_threads = ceil_div(plan_columns, plan_tx) * plan_tx;
+    // Row lanes per column while each keeps >= 8 rows: a short r (a second pass over partial results) then
+    // has all its loads in flight in one or two steps instead of a serial run.
     int TY = 1;
-    while (plan_tx * TY < kThreads && plan_threads * TY < kTargetThreads && r >= 64 * TY) TY *= 2;
-    seg_len = segment_length(r, plan_threads * TY, TY, 1);
+    while (plan_tx * TY < kThreads && plan_threads * TY < kTargetColumnThreads && r >= 16 * TY) TY *= 2;
+    seg_len = segment_length(r, plan_threads * TY, TY, 1, kTargetColumnThreads);
     nseg = std::max<int64_t>(1, ceil_div(r, seg_len));
     if (nseg > 1) partials = workspace(static_cast<size_t>(outer * nseg * inner) * sizeof(Acc), s);
     const int64_t columns = outer * (inner / V);
@@ -287,16 +332,17 @@ void run_reduce(const R& red, const void* x, int64_t outer, int64_t r, int64_t i
 }
 }  // namespace
 
-void CudaBackend::reduce(ReduceOp op, DType t, const void* x, int64_t outer, int64_t r, int64_t inner, void* out,
-                         int64_t* indices, const Stream& s) {
-  if (outer * inner == 0) return;
-  TD_CHECK_SHAPE(r > 0 || op == ReduceOp::Sum, "max/min over an empty dimension");
+void CudaBackend::reduce(const ReduceArgs& args, const Stream& s) {
+  if (args.outer * args.inner == 0) return;
+  TD_CHECK_SHAPE(args.r > 0 || args.op == ReduceOp::Sum, "max/min over an empty dimension");
   LaunchScope ls(s);
-  TD_DISPATCH_FLOAT(t, "reduction", {
-    if (op == ReduceOp::Sum)
-      run_reduce(SumReducer<scalar_t>{}, x, outer, r, inner, out, nullptr, s, ls);
+  TD_DISPATCH_FLOAT(args.t, "reduction", {
+    if (args.op == ReduceOp::Sum)
+      run_reduce(SumReducer<scalar_t>{}, args.x, args.outer, args.r, args.inner, args.out, nullptr, s, ls);
+    else if (args.op == ReduceOp::Max)
+      run_reduce(ArgReducer<scalar_t, true>{}, args.x, args.outer, args.r, args.inner, args.out, args.indices, s, ls);
     else
-      run_reduce(ArgReducer<scalar_t>{op == ReduceOp::Max}, x, outer, r, inner, out, indices, s, ls);
+      run_reduce(ArgReducer<scalar_t, false>{}, args.x, args.outer, args.r, args.inner, args.out, args.indices, s, ls);
   });
 }
 

@@ -1,9 +1,10 @@
-// The CUDA NN backend's convolutions, through cuDNN: descriptors built per call; each pass's algorithm and
-// math type chosen once per shape (conv_algos.h: cuDNN's heuristics, or its timed search in benchmark mode,
-// kept on disk), workspace from the caching allocator (Workspace category). A channels-last pass for which
-// cuDNN offers no algorithm runs in NCHW through layout copies (nchw_fallback.h), said once on stderr.
-#include <climits>
+// The CUDA NN backend's convolutions, through cuDNN: descriptors built once per shape and thread
+// (conv_descriptors.h); each pass's algorithm and math type chosen once per shape (conv_algos.h: cuDNN's
+// heuristics, or its timed search in benchmark mode, kept on disk); workspace from the stream's cached buffer
+// (cuda::workspace, Workspace category). A channels-last pass for which cuDNN offers no algorithm runs in NCHW
+// through layout copies (nchw_fallback.h), said once on stderr.
 #include <cstdio>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -14,13 +15,13 @@
 #include "kernels/cuda/nn/cuda_nn_backend.h"
 #include "kernels/cudnn/conv_algos.h"
 #include "kernels/cudnn/conv_choice.h"
+#include "kernels/cudnn/conv_descriptors.h"
 #include "kernels/cudnn/conv_pass.h"
 #include "kernels/cudnn/cudnn_check.h"
 #include "kernels/cudnn/handle.h"
 #include "kernels/cudnn/nchw_fallback.h"
 #include "runtime/base/config.h"
 #include "runtime/base/error.h"
-#include "runtime/base/non_copyable.h"
 #include "runtime/memory/storage.h"
 
 namespace tandem {
@@ -28,72 +29,11 @@ namespace cudnn {
 
 namespace {
 
-cudnnDataType_t data_type(DType t) {
-  switch (t) {
-    case DType::F32: return CUDNN_DATA_FLOAT;
-    case DType::F64: return CUDNN_DATA_DOUBLE;
-    default: TD_THROW(DTypeError, "conv2d on CUDA supports f32 and f64, not ", dtype_name(t));
-  }
-}
-
-int to_int(int64_t v) {
-  TD_CHECK_SHAPE(v <= INT_MAX, "conv2d on CUDA: size ", v, " exceeds cuDNN's 32-bit limit");
-  return static_cast<int>(v);
-}
-
-// cuDNN's legacy 4-d descriptors keep strides in int too, and take tensors of fewer than 2^31 elements only,
-// however small each dimension is.
-void check_elements(const char* tensor, int64_t a, int64_t b, int64_t c, int64_t d) {
-  const int64_t n = a * b * c * d;
-  TD_CHECK_SHAPE(n <= INT_MAX, "conv2d on CUDA: the ", tensor, " [", a, ", ", b, ", ", c, ", ", d, "] has ", n,
-                 " elements; cuDNN's legacy API takes fewer than 2^31 per tensor (use a smaller batch)");
-}
-
 // TF32 tensor cores for f32 only when allowed; otherwise plain FMA kernels (exact f32 products).
 cudnnMathType_t requested_math(DType t, bool tf32) {
   if (t != DType::F32) return CUDNN_DEFAULT_MATH;
   return tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
 }
-
-// Owns one cuDNN descriptor of type T, made by Create and released by Destroy.
-template <typename T, cudnnStatus_t (*Create)(T*), cudnnStatus_t (*Destroy)(T)>
-struct Desc : NonCopyable {
-  T d = nullptr;
-  Desc() { TD_CUDNN_CHECK(Create(&d)); }
-  ~Desc() { Destroy(d); }
-};
-using TensorDesc = Desc<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;
-using FilterDesc = Desc<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor>;
-using ConvDesc =
-    Desc<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor>;
-
-// The descriptors of one convolution: NCHW/OIHW or NHWC/OHWI, the math type as requested.
-struct Descriptors {
-  TensorDesc x, y, bias;
-  FilterDesc w;
-  ConvDesc conv;
-  Descriptors(const Conv2dGeometry& g, cudnnMathType_t math) {
-    const cudnnTensorFormat_t format = g.channels_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
-    const cudnnDataType_t dt = data_type(g.dtype);
-    check_elements("input", g.n, g.c, g.h, g.w);
-    check_elements("output", g.n, g.o, g.oh, g.ow);
-    check_elements("weight", g.o, g.c / g.groups, g.kh, g.kw);
-    TD_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x.d, format, dt, to_int(g.n), to_int(g.c), to_int(g.h), to_int(g.w)));
-    TD_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y.d, format, dt, to_int(g.n), to_int(g.o), to_int(g.oh), to_int(g.ow)));
-    TD_CUDNN_CHECK(cudnnSetTensor4dDescriptor(bias.d, format, dt, 1, to_int(g.o), 1, 1));
-    TD_CUDNN_CHECK(
-        cudnnSetFilter4dDescriptor(w.d, dt, format, to_int(g.o), to_int(g.c / g.groups), to_int(g.kh), to_int(g.kw)));
-    TD_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv.d, to_int(g.pad_h), to_int(g.pad_w), to_int(g.stride_h),
-                                                   to_int(g.stride_w), to_int(g.dilation_h), to_int(g.dilation_w),
-                                                   CUDNN_CROSS_CORRELATION, dt));
-    TD_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv.d, to_int(g.groups)));
-    TD_CUDNN_CHECK(cudnnSetConvolutionMathType(conv.d, math));
-    int n = 0, c = 0, h = 0, w_out = 0;
-    TD_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(conv.d, x.d, w.d, &n, &c, &h, &w_out));
-    TD_ASSERT(n == g.n && c == g.o && h == g.oh && w_out == g.ow, "cuDNN computes a conv2d output of [", n, ", ", c,
-              ", ", h, ", ", w_out, "], Tandem [", g.n, ", ", g.o, ", ", g.oh, ", ", g.ow, "]");
-  }
-};
 
 // alpha = 1 and beta = 0 in the scaling type cuDNN expects (double for f64 data, float otherwise).
 struct Scalars {
@@ -132,7 +72,7 @@ class PassCall {
         tf32_(allow_tf32()),
         benchmark_(cudnn_benchmark()),
         math_(requested_math(g.dtype, tf32_)),
-        d_(g, math_) {}
+        d_(conv_descriptors(g)) {}
 
   // The algorithm for this pass and shape (conv_algos.h); nullopt when cuDNN has none. In benchmark mode the
   // search runs on o's buffers and leaves arbitrary values in o.out.
@@ -145,7 +85,7 @@ class PassCall {
     p.tf32 = tf32_;
     p.benchmark = benchmark_;
     const WorkspaceQuery runs = [this](int algo, cudnnMathType_t math, size_t* bytes) {
-      cudnnStatus_t st = cudnnSetConvolutionMathType(d_.conv.d, math);
+      cudnnStatus_t st = cudnnSetConvolutionMathType(d_->conv.d, math);
       return st == CUDNN_STATUS_SUCCESS ? workspace_size(algo, bytes) : st;
     };
     return choose_conv(p, runs, [&] { return benchmark_ ? find(o, runs) : heuristic(runs); });
@@ -153,25 +93,25 @@ class PassCall {
 
   // Runs the pass with choice c, and adds `bias` to a forward pass's output.
   void run(const ConvChoice& c, const ConvOperands& o, const void* bias) {
-    TD_CUDNN_CHECK(cudnnSetConvolutionMathType(d_.conv.d, c.math));
+    TD_CUDNN_CHECK(cudnnSetConvolutionMathType(d_->conv.d, c.math));
     const Storage ws = c.workspace > 0 ? cuda::workspace(c.workspace, s_) : Storage();
     const void *one = scalars_.one(g_.dtype), *zero = scalars_.zero(g_.dtype);
     switch (pass_) {
       case ConvPass::Forward:
-        TD_CUDNN_CHECK(cudnnConvolutionForward(handle_, one, d_.x.d, o.in0, d_.w.d, o.in1, d_.conv.d,
+        TD_CUDNN_CHECK(cudnnConvolutionForward(handle_, one, d_->x.d, o.in0, d_->w.d, o.in1, d_->conv.d,
                                                static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), data_of(ws), c.workspace,
-                                               zero, d_.y.d, o.out));
-        if (bias != nullptr) TD_CUDNN_CHECK(cudnnAddTensor(handle_, one, d_.bias.d, bias, one, d_.y.d, o.out));
+                                               zero, d_->y.d, o.out));
+        if (bias != nullptr) TD_CUDNN_CHECK(cudnnAddTensor(handle_, one, d_->bias.d, bias, one, d_->y.d, o.out));
         break;
       case ConvPass::BackwardData:
-        TD_CUDNN_CHECK(cudnnConvolutionBackwardData(handle_, one, d_.w.d, o.in1, d_.y.d, o.in0, d_.conv.d,
+        TD_CUDNN_CHECK(cudnnConvolutionBackwardData(handle_, one, d_->w.d, o.in1, d_->y.d, o.in0, d_->conv.d,
                                                     static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), data_of(ws),
-                                                    c.workspace, zero, d_.x.d, o.out));
+                                                    c.workspace, zero, d_->x.d, o.out));
         break;
       case ConvPass::BackwardFilter:
-        TD_CUDNN_CHECK(cudnnConvolutionBackwardFilter(handle_, one, d_.x.d, o.in0, d_.y.d, o.in1, d_.conv.d,
+        TD_CUDNN_CHECK(cudnnConvolutionBackwardFilter(handle_, one, d_->x.d, o.in0, d_->y.d, o.in1, d_->conv.d,
                                                       static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), data_of(ws),
-                                                      c.workspace, zero, d_.w.d, o.out));
+                                                      c.workspace, zero, d_->w.d, o.out));
         break;
     }
   }
@@ -181,14 +121,14 @@ class PassCall {
   cudnnStatus_t workspace_size(int algo, size_t* bytes) {
     switch (pass_) {
       case ConvPass::Forward:
-        return cudnnGetConvolutionForwardWorkspaceSize(handle_, d_.x.d, d_.w.d, d_.conv.d, d_.y.d,
+        return cudnnGetConvolutionForwardWorkspaceSize(handle_, d_->x.d, d_->w.d, d_->conv.d, d_->y.d,
                                                        static_cast<cudnnConvolutionFwdAlgo_t>(algo), bytes);
       case ConvPass::BackwardData:
-        return cudnnGetConvolutionBackwardDataWorkspaceSize(handle_, d_.w.d, d_.y.d, d_.conv.d, d_.x.d,
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(handle_, d_->w.d, d_->y.d, d_->conv.d, d_->x.d,
                                                             static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), bytes);
       case ConvPass::BackwardFilter:
         return cudnnGetConvolutionBackwardFilterWorkspaceSize(
-            handle_, d_.x.d, d_.y.d, d_.conv.d, d_.w.d, static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), bytes);
+            handle_, d_->x.d, d_->y.d, d_->conv.d, d_->w.d, static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), bytes);
     }
     return CUDNN_STATUS_BAD_PARAM;
   }
@@ -212,25 +152,25 @@ class PassCall {
 
   // cuDNN's ranked heuristic results, chosen from in its order.
   std::optional<ConvChoice> heuristic(const WorkspaceQuery& runs) {
-    TD_CUDNN_CHECK(cudnnSetConvolutionMathType(d_.conv.d, math_));
+    TD_CUDNN_CHECK(cudnnSetConvolutionMathType(d_->conv.d, math_));
     int n = 0;
     switch (pass_) {
       case ConvPass::Forward: {
         cudnnConvolutionFwdAlgoPerf_t r[kFwdResults];
         const cudnnStatus_t status =
-            cudnnGetConvolutionForwardAlgorithm_v7(handle_, d_.x.d, d_.w.d, d_.conv.d, d_.y.d, kFwdResults, &n, r);
+            cudnnGetConvolutionForwardAlgorithm_v7(handle_, d_->x.d, d_->w.d, d_->conv.d, d_->y.d, kFwdResults, &n, r);
         return pick(status, "cudnnGetConvolutionForwardAlgorithm_v7", r, n, runs);
       }
       case ConvPass::BackwardData: {
         cudnnConvolutionBwdDataAlgoPerf_t r[kBwdDataResults];
-        const cudnnStatus_t status = cudnnGetConvolutionBackwardDataAlgorithm_v7(handle_, d_.w.d, d_.y.d, d_.conv.d,
-                                                                                 d_.x.d, kBwdDataResults, &n, r);
+        const cudnnStatus_t status = cudnnGetConvolutionBackwardDataAlgorithm_v7(handle_, d_->w.d, d_->y.d, d_->conv.d,
+                                                                                 d_->x.d, kBwdDataResults, &n, r);
         return pick(status, "cudnnGetConvolutionBackwardDataAlgorithm_v7", r, n, runs);
       }
       case ConvPass::BackwardFilter: {
         cudnnConvolutionBwdFilterAlgoPerf_t r[kBwdFilterResults];
-        const cudnnStatus_t status = cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle_, d_.x.d, d_.y.d, d_.conv.d,
-                                                                                   d_.w.d, kBwdFilterResults, &n, r);
+        const cudnnStatus_t status = cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+            handle_, d_->x.d, d_->y.d, d_->conv.d, d_->w.d, kBwdFilterResults, &n, r);
         return pick(status, "cudnnGetConvolutionBackwardFilterAlgorithm_v7", r, n, runs);
       }
     }
@@ -244,27 +184,29 @@ class PassCall {
       size_t bytes = 0;
       if (runs(a, math_, &bytes) == CUDNN_STATUS_SUCCESS) limit = std::max(limit, std::min(bytes, kMaxConvWorkspace));
     }
-    TD_CUDNN_CHECK(cudnnSetConvolutionMathType(d_.conv.d, math_));
-    const Storage ws = limit > 0 ? cuda::workspace(limit, s_) : Storage();
+    TD_CUDNN_CHECK(cudnnSetConvolutionMathType(d_->conv.d, math_));
+    // Scratch of its own, not the stream's cached workspace, which it would grow to the search's largest need.
+    const Storage ws = limit > 0 ? cuda::scratch(limit, s_) : Storage();
     int n = 0;
     switch (pass_) {
       case ConvPass::Forward: {
         cudnnConvolutionFwdAlgoPerf_t r[kFwdResults];
-        const cudnnStatus_t status = cudnnFindConvolutionForwardAlgorithmEx(
-            handle_, d_.x.d, o.in0, d_.w.d, o.in1, d_.conv.d, d_.y.d, o.out, kFwdResults, &n, r, data_of(ws), limit);
+        const cudnnStatus_t status =
+            cudnnFindConvolutionForwardAlgorithmEx(handle_, d_->x.d, o.in0, d_->w.d, o.in1, d_->conv.d, d_->y.d, o.out,
+                                                   kFwdResults, &n, r, data_of(ws), limit);
         return pick(status, "cudnnFindConvolutionForwardAlgorithmEx", r, n, runs);
       }
       case ConvPass::BackwardData: {
         cudnnConvolutionBwdDataAlgoPerf_t r[kBwdDataResults];
         const cudnnStatus_t status =
-            cudnnFindConvolutionBackwardDataAlgorithmEx(handle_, d_.w.d, o.in1, d_.y.d, o.in0, d_.conv.d, d_.x.d, o.out,
-                                                        kBwdDataResults, &n, r, data_of(ws), limit);
+            cudnnFindConvolutionBackwardDataAlgorithmEx(handle_, d_->w.d, o.in1, d_->y.d, o.in0, d_->conv.d, d_->x.d,
+                                                        o.out, kBwdDataResults, &n, r, data_of(ws), limit);
         return pick(status, "cudnnFindConvolutionBackwardDataAlgorithmEx", r, n, runs);
       }
       case ConvPass::BackwardFilter: {
         cudnnConvolutionBwdFilterAlgoPerf_t r[kBwdFilterResults];
         const cudnnStatus_t status =
-            cudnnFindConvolutionBackwardFilterAlgorithmEx(handle_, d_.x.d, o.in0, d_.y.d, o.in1, d_.conv.d, d_.w.d,
+            cudnnFindConvolutionBackwardFilterAlgorithmEx(handle_, d_->x.d, o.in0, d_->y.d, o.in1, d_->conv.d, d_->w.d,
                                                           o.out, kBwdFilterResults, &n, r, data_of(ws), limit);
         return pick(status, "cudnnFindConvolutionBackwardFilterAlgorithmEx", r, n, runs);
       }
@@ -279,7 +221,7 @@ class PassCall {
   cudnnHandle_t handle_;
   bool det_, tf32_, benchmark_;
   cudnnMathType_t math_;
-  Descriptors d_;
+  std::shared_ptr<ConvDescriptors> d_;
   Scalars scalars_;
 };
 
@@ -332,19 +274,16 @@ void convolve(ConvPass pass, const Conv2dGeometry& g, const ConvOperands& o, con
 
 namespace cuda {
 
-void CudaNNBackend::conv2d_forward(const Conv2dGeometry& g, const void* x, const void* w, const void* bias, void* y,
-                                   const Stream& s) {
-  cudnn::convolve(cudnn::ConvPass::Forward, g, {x, w, y}, bias, s);
+void CudaNNBackend::conv2d_forward(const Conv2dForwardArgs& args, const Stream& s) {
+  cudnn::convolve(cudnn::ConvPass::Forward, args.g, {args.x, args.w, args.y}, args.bias, s);
 }
 
-void CudaNNBackend::conv2d_backward_data(const Conv2dGeometry& g, const void* dy, const void* w, void* dx,
-                                         const Stream& s) {
-  cudnn::convolve(cudnn::ConvPass::BackwardData, g, {dy, w, dx}, nullptr, s);
+void CudaNNBackend::conv2d_backward_data(const Conv2dBackwardDataArgs& args, const Stream& s) {
+  cudnn::convolve(cudnn::ConvPass::BackwardData, args.g, {args.dy, args.w, args.dx}, nullptr, s);
 }
 
-void CudaNNBackend::conv2d_backward_weight(const Conv2dGeometry& g, const void* x, const void* dy, void* dw,
-                                           const Stream& s) {
-  cudnn::convolve(cudnn::ConvPass::BackwardFilter, g, {x, dy, dw}, nullptr, s);
+void CudaNNBackend::conv2d_backward_weight(const Conv2dBackwardWeightArgs& args, const Stream& s) {
+  cudnn::convolve(cudnn::ConvPass::BackwardFilter, args.g, {args.x, args.dy, args.dw}, nullptr, s);
 }
 
 }  // namespace cuda

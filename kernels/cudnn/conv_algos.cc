@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <sstream>
+#include <vector>
 
 #include "kernels/cudnn/algo_cache.h"
 #include "runtime/base/cuda_check.h"
@@ -62,6 +63,8 @@ AlgoContext context_of(int device) {
 struct Caches {
   std::mutex mu;
   std::map<Key, std::optional<ConvChoice>> chosen;  // this process's choices, "none" included
+  std::map<Key, size_t> seen_at;                    // the index in `seen` of each key asked
+  std::vector<SeenConv> seen;
   std::shared_ptr<AlgoDiskCache> disk = std::make_shared<AlgoDiskCache>(default_algo_cache_path());
 };
 Caches& caches() {
@@ -83,6 +86,9 @@ std::optional<ConvChoice> choose_conv(const ConvProblem& p, const WorkspaceQuery
   const Key key = key_of(p);
   {
     std::lock_guard<std::mutex> lock(c.mu);
+    auto at = c.seen_at.emplace(key, c.seen.size());
+    if (at.second) c.seen.push_back({p.pass, p.g, 0});
+    ++c.seen[at.first->second].calls;
     auto it = c.chosen.find(key);
     if (it != c.chosen.end()) return it->second;
   }
@@ -120,10 +126,17 @@ ConvAlgoStats conv_algo_stats() {
 
 void count_conv_fallback() { ++g_fallbacks; }
 
+std::vector<SeenConv> conv_problems_seen() {
+  std::lock_guard<std::mutex> lock(caches().mu);
+  return caches().seen;
+}
+
 void set_conv_algo_cache_path(const std::string& path) {
   std::lock_guard<std::mutex> lock(caches().mu);
   caches().disk = std::make_shared<AlgoDiskCache>(path);
   caches().chosen.clear();
+  caches().seen_at.clear();
+  caches().seen.clear();
 }
 
 }  // namespace cudnn

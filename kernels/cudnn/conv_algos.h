@@ -10,6 +10,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kernels/cudnn/conv_choice.h"
 #include "kernels/cudnn/conv_pass.h"
@@ -46,8 +47,18 @@ struct ConvAlgoStats {
 ConvAlgoStats conv_algo_stats();
 void count_conv_fallback();
 
+// A pass and shape this process asked for an algorithm, and how many convolution passes asked (every pass asks):
+// the convolutions a model's steps ran, which bench/conv_api_bench replays.
+struct SeenConv {
+  ConvPass pass = ConvPass::Forward;
+  Conv2dGeometry g;
+  int64_t calls = 0;
+};
+// In the order first asked; one entry per pass, shape and switches in force (deterministic, TF32, benchmark).
+std::vector<SeenConv> conv_problems_seen();
+
 // Points the disk cache at `path` ("" keeps nothing; the default is default_algo_cache_path()) and forgets this
-// process's choices, as a new process would start. Tests use it.
+// process's choices and what it has seen, as a new process would start. Tests use it.
 void set_conv_algo_cache_path(const std::string& path);
 
 }  // namespace cudnn

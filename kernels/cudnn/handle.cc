@@ -1,19 +1,31 @@
-// The calling thread's cuDNN handle per device (kernels/thread_handles.h).
+// The calling thread's cuDNN handle per device (kernels/thread_handles.h), made when the thread is prepared.
 #include "kernels/cudnn/handle.h"
 
 #include "kernels/cudnn/cudnn_check.h"
 #include "kernels/thread_handles.h"
+#include "runtime/memory/cuda_thread.h"
 
 namespace tandem {
 
-cudnnHandle_t cudnn_handle(int device, cudaStream_t stream) {
+namespace {
+cudnnHandle_t handle(int device, bool at_setup) {
   cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
-  std::vector<cudnnHandle_t>& v =
-      thread_handles<cudnnHandle_t, cudnnStatus_t, cudnnCreate, cudnnDestroy, CUDNN_STATUS_ALLOC_FAILED>(device,
-                                                                                                         &status);
+  cudnnHandle_t h = thread_handle<cudnnHandle_t, cudnnStatus_t, cudnnCreate, CUDNN_STATUS_ALLOC_FAILED>(
+      device, &status, "cuDNN", at_setup);
   TD_CUDNN_CHECK(status);
-  TD_CUDNN_CHECK(cudnnSetStream(v[device], stream));
-  return v[device];
+  return h;
+}
+
+const bool registered = [] {
+  register_cuda_thread_setup([](int device) { handle(device, true); });
+  return true;
+}();
+}  // namespace
+
+cudnnHandle_t cudnn_handle(int device, cudaStream_t stream) {
+  cudnnHandle_t h = handle(device, false);
+  TD_CUDNN_CHECK(cudnnSetStream(h, stream));
+  return h;
 }
 
 }  // namespace tandem

@@ -50,8 +50,8 @@ cuda::CudaBackend& copies() {
 // Scratch holding the NCHW form of role r; with `from`, a copy of that channels-last tensor.
 Storage nchw_copy(const Conv2dGeometry& g, Role r, const void* from, const Stream& s) {
   const StridedDesc nchw = layout(g, r, false);
-  Storage scratch = cuda::workspace(static_cast<size_t>(nchw.numel()) * dtype_size(g.dtype), s);
-  if (from != nullptr) copies().copy(g.dtype, from, layout(g, r, true), g.dtype, scratch.data(), nchw, s);
+  Storage scratch = cuda::scratch(static_cast<size_t>(nchw.numel()) * dtype_size(g.dtype), s);
+  if (from != nullptr) copies().copy({g.dtype, from, layout(g, r, true), g.dtype, scratch.data(), nchw}, s);
   return scratch;
 }
 
@@ -65,7 +65,7 @@ bool run_in_nchw(ConvPass pass, const Conv2dGeometry& g, const ConvOperands& o, 
   Storage in0 = nchw_copy(g, r.in0, o.in0, s), in1 = nchw_copy(g, r.in1, o.in1, s),
           out = nchw_copy(g, r.out, nullptr, s);
   if (!run(nchw, {in0.data(), in1.data(), out.data()})) return false;
-  copies().copy(g.dtype, out.data(), layout(g, r.out, false), g.dtype, o.out, layout(g, r.out, true), s);
+  copies().copy({g.dtype, out.data(), layout(g, r.out, false), g.dtype, o.out, layout(g, r.out, true)}, s);
   return true;
 }
 

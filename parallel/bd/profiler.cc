@@ -3,10 +3,11 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 
 #include "data/loader.h"
 #include "data/split.h"
-#include "models/losses.h"
+#include "parallel/bd/warmup.h"
 #include "runtime/base/error.h"
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
@@ -66,10 +67,6 @@ int64_t param_bytes(const models::Module& m) {
   return b;
 }
 
-Tensor loss_of(int block, int blocks, const Tensor& out, const Tensor& target) {
-  return block + 1 == blocks ? models::soft_cross_entropy(out, target) : models::mse_loss(out, target);
-}
-
 // Elements of block b's gradients after one step (what its all-reduce moves), from a 2-row step of a fresh
 // student: every rank gets the same count because fresh students sample the same path.
 std::vector<int64_t> gradient_elements(const RunContext& ctx, const Worker& worker) {
@@ -85,7 +82,7 @@ std::vector<int64_t> gradient_elements(const RunContext& ctx, const Worker& work
       autograd::NoGradGuard no_grad;
       y = teacher[b]->forward(x);
     }
-    loss_of(b, w.blocks(), students[b]->forward(x), y).backward();
+    block_loss(b, w.blocks(), students[b]->forward(x), y).backward();
     int64_t n = 0;
     for (const Tensor& p : students[b]->parameters(models::ParamKind::Weight))
       if (p.grad().defined()) n += p.numel();
@@ -115,6 +112,10 @@ BlockProfile profile_blocks(const RunContext& ctx, const ProfileOptions& o, Work
   std::vector<models::ModulePtr> teacher = w.make_teacher_blocks(ctx.train.teacher_bn);
   auto measure = [&](int g) {
     const int64_t rows = data::rows_for(0, g, batch).count;
+    // Every shape once before any is timed: each teacher block, and each student block along every path.
+    std::map<int, BlockWork> work;
+    for (int b = 0; b < k; ++b) work[b] = BlockWork{{rows}, {rows}};
+    warm_up_blocks(w, ctx.train, work, worker.device);
     Generator gen(static_cast<uint64_t>(g));
     std::vector<Tensor> acts = {randn(w.activation_shape(0, rows), gen, on_device)};
     for (int b = 0; b < k; ++b) {
@@ -133,7 +134,7 @@ BlockProfile profile_blocks(const RunContext& ctx, const ProfileOptions& o, Work
         auto opt = optim::make_optimizer(ctx.train.optimizer, student->named_parameters(models::ParamKind::Weight));
         at(1, g, b) = median_time(worker, o, [&] {
           student->zero_grad();
-          loss_of(b, k, student->forward(acts[b]), acts[b + 1]).backward();
+          block_loss(b, k, student->forward(acts[b]), acts[b + 1]).backward();
           opt->step();
         });
       }

@@ -1,7 +1,8 @@
 // The AHD profiler: per block, the teacher forward and the student forward + backward + step at per-worker
 // batch B/g (g = 1..G), the relay of each block boundary, each block's gradient all-reduce over g workers,
 // peak memory per block and g, and the load of one batch — measured on the actual workers (CUDA events on
-// GPUs, the host clock on CPUs; warm-up runs, then the median of the trials).
+// GPUs, the host clock on CPUs): every shape of the blocks run once untimed first (warmup.h: each path of a
+// supernet student), then `warmup` runs of each measured function, then the median of the trials.
 #pragma once
 
 #include "parallel/bd/plan.h"

@@ -8,17 +8,18 @@
 #include <cstdlib>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "data/loader.h"
 #include "models/blocks.h"
 #include "models/checkpoint.h"
-#include "models/losses.h"
+#include "parallel/bd/warmup.h"
 #include "parallel/simulator.h"
 #include "parallel/trace.h"
 #include "runtime/base/checked_math.h"
 #include "runtime/base/error.h"
-#include "runtime/base/parse_count.h"
+#include "runtime/base/parse_number.h"
 #include "runtime/optim/lr_schedule.h"
 #include "runtime/progress/progress.h"
 #include "runtime/tensor/autograd.h"
@@ -125,6 +126,7 @@ class RankRunner {
   }
 
   StrategyResult run() {
+    warm_up();
     if (worker_.memory) worker_.memory->reset_peaks();
     world_.barrier();
     const double t0 = host_time_s();
@@ -173,6 +175,29 @@ class RankRunner {
                                                                 ": 'tandem.epochs_done' in steps"));
     }
     return start;
+  }
+
+  // Every shape this rank runs, once untimed before its timed run (warmup.h): its teacher and student blocks at the
+  // row counts its instructions give them, on copies; and one all-reduce over each group it reduces over (NCCL sets
+  // a communicator's channels up at its first collective). Every member of a group has the group's all-reduces.
+  void warm_up() {
+    std::map<int, BlockWork> work;
+    std::set<int> groups;
+    auto add = [](std::vector<int64_t>& rows, int64_t r) {
+      if (std::find(rows.begin(), rows.end(), r) == rows.end()) rows.push_back(r);
+    };
+    for (const Instr& i : d_.schedule.instrs()) {
+      if (i.worker != me_) continue;
+      const InstrInfo& info = d_.info[i.id];
+      if (i.kind == OpKind::Forward) add(work[i.block].teacher_rows, info.rows);
+      if (i.kind == OpKind::ForwardBackward) add(work[i.block].student_rows, info.rows);
+      if (i.kind == OpKind::AllReduce) groups.insert(info.group);
+    }
+    warm_up_blocks(w_, ctx_.train, work, worker_.device);
+    for (int g : groups) {
+      Tensor one = zeros({1}, TensorOptions(DType::F32).with_device(worker_.device));
+      comm_of(g).all_reduce(one);
+    }
   }
 
   void make_stage_comms() {
@@ -305,7 +330,7 @@ class RankRunner {
     TD_ASSERT(input.defined() && target.defined(), "student block ", i.block, " lacks its teacher activations");
     t.module->zero_grad();
     Tensor out = t.module->forward(input);
-    Tensor loss = i.block + 1 == w_.blocks() ? models::soft_cross_entropy(out, target) : models::mse_loss(out, target);
+    Tensor loss = block_loss(i.block, w_.blocks(), out, target);
     // A share of rows other than B/g weighs its mean loss so that averaging over the g shares gives the
     // full batch's mean (a no-op for even splits).
     const int64_t share = info.rows * info.factor;
@@ -370,9 +395,8 @@ class RankRunner {
     }
   }
 
-  Communicator& group_comm(const InstrInfo& info) {
-    return info.group < 0 ? world_ : *stage_comms_.at(static_cast<size_t>(info.group));
-  }
+  Communicator& group_comm(const InstrInfo& info) { return comm_of(info.group); }
+  Communicator& comm_of(int group) { return group < 0 ? world_ : *stage_comms_.at(static_cast<size_t>(group)); }
 
   void save_block(int b, BlockTrainer& t, int64_t epochs_done) {
     std::ostringstream losses;

@@ -127,7 +127,8 @@ SessionReport run_session(const SessionOptions& o, const std::function<void(cons
     BlockProfile profile = given_profile;
     if (o.profile_path.empty()) {
       say("profiling " + std::to_string(k) + " blocks at per-worker batches B/g, g = 1.." +
-          std::to_string(o.profile.max_replicas > 0 ? o.profile.max_replicas : w_count) + " ...");
+          std::to_string(o.profile.max_replicas > 0 ? o.profile.max_replicas : w_count) +
+          " (every shape run once untimed first) ...");
       profile = profile_blocks(my, o.profile, worker, world);
     }
     Plan pipeline;
@@ -361,7 +362,9 @@ std::string report_table(const SessionReport& r) {
     os << line;
   }
   os << "(speedup: measured time over DP's on the same workers; sim.x: the simulator's, from the profile; "
-        "busy: mean share of wall time in loads, teacher, student and updates; loss: sum over blocks, last epoch)\n";
+        "busy: mean share of wall time in loads, teacher, student and updates; loss: sum over blocks, last epoch;\n"
+        "timings exclude a warm-up per strategy: each block shape the worker runs, every supernet path, once "
+        "untimed on copies of the blocks)\n";
   const PlanCheck check = check_plan(r);
   if (check.measured_s > 0) {
     std::snprintf(line, sizeof line,

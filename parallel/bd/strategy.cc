@@ -2,9 +2,12 @@
 #include "parallel/bd/strategy.h"
 
 #include <nlohmann/json.hpp>
+
+#include <algorithm>
 #include <sstream>
 
 #include "runtime/base/error.h"
+#include "runtime/base/spec_reader.h"
 
 namespace tandem {
 namespace parallel {
@@ -38,20 +41,16 @@ std::vector<Strategy> all_strategies() {
 
 std::vector<Strategy> parse_strategies(const std::string& spec) {
   if (spec == "all") return all_strategies();
+  const SpecReader r("strategies", spec, "dp, ls, tr, dpu, ahd, a comma-separated list of them, or all");
+  std::vector<std::pair<std::string, Strategy>> names;
+  for (Strategy s : all_strategies()) names.emplace_back(strategy_name(s), s);
   std::vector<Strategy> out;
-  std::stringstream items(spec);
-  std::string item;
-  while (std::getline(items, item, ',')) {
-    bool found = false;
-    for (Strategy s : all_strategies())
-      if (item == strategy_name(s)) {
-        for (Strategy t : out) TD_CHECK(t != s, "strategy '", item, "' is named twice in '", spec, "'");
-        out.push_back(s);
-        found = true;
-      }
-    TD_CHECK(found, "unknown strategy '", item, "' in '", spec, "' (known: dp, ls, tr, dpu, ahd, or all)");
+  for (const std::string& item : r.items(spec, ',')) {
+    const Strategy s = r.choice("strategy", item, names);
+    if (std::find(out.begin(), out.end(), s) != out.end()) r.fail("strategy '", item, "' is named twice");
+    out.push_back(s);
   }
-  TD_CHECK(!out.empty(), "no strategy given (known: dp, ls, tr, dpu, ahd, or all)");
+  if (out.empty()) r.fail("no strategy given");
   return out;
 }
 

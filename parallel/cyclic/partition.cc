@@ -2,11 +2,11 @@
 #include "parallel/cyclic/partition.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <limits>
 #include <sstream>
 
 #include "runtime/base/error.h"
+#include "runtime/base/spec_reader.h"
 
 namespace tandem {
 namespace parallel {
@@ -74,33 +74,27 @@ std::vector<size_t> balanced_split(const std::vector<Unit>& units, int stages) {
 }
 
 std::vector<size_t> parse_split(const std::string& spec, const std::vector<Unit>& units) {
+  TD_CHECK(!units.empty(), "split '", spec, "': the model has no units");
+  const SpecReader r("split", spec);
   std::vector<size_t> starts;
-  std::stringstream ss(spec);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    TD_CHECK(!item.empty(), "split '", spec, "' has an empty item");
-    char* end = nullptr;
-    long v = std::strtol(item.c_str(), &end, 10);
-    size_t index = units.size();
-    if (*end == '\0') {
-      TD_CHECK(v >= 0 && static_cast<size_t>(v) < units.size(), "split '", spec, "': unit index ", item,
-               " is out of range (the model has ", units.size(), " units)");
-      index = static_cast<size_t>(v);
+  for (const std::string& item : r.items(spec, ',')) {
+    int64_t index = -1;
+    if (item.find_first_not_of("-0123456789") == std::string::npos) {  // a number, else a name
+      index = r.integer("unit index", item, 0, static_cast<int64_t>(units.size()) - 1);
     } else {
       for (size_t i = 0; i < units.size(); ++i)
-        if (units[i].name == item) index = i;
-      if (index == units.size()) {
+        if (units[i].name == item) index = static_cast<int64_t>(i);
+      if (index < 0) {
         std::string names;
         for (const Unit& u : units) names += (names.empty() ? "" : ", ") + u.name;
-        TD_THROW(ValueError, "split '", spec, "': no unit named '", item, "' (units: ", names, ")");
+        r.fail("no unit named '", item, "' (units: ", names, ")");
       }
     }
-    starts.push_back(index);
+    starts.push_back(static_cast<size_t>(index));
   }
-  TD_CHECK(!starts.empty() && starts[0] == 0, "split '", spec, "' must start at the first unit (", units[0].name,
-           " or 0)");
+  if (starts.empty() || starts[0] != 0) r.fail("the split must start at the first unit (", units[0].name, " or 0)");
   for (size_t i = 1; i < starts.size(); ++i)
-    TD_CHECK(starts[i] > starts[i - 1], "split '", spec, "': stage starts must increase");
+    if (starts[i] <= starts[i - 1]) r.fail("stage starts must increase");
   return starts;
 }
 

@@ -15,7 +15,7 @@ namespace parallel {
 namespace cyclic {
 
 struct StageProfile {
-  std::vector<double> forward_s, backward_s;  // fastest of the repetitions
+  std::vector<double> forward_s, backward_s;  // fastest of the timed repetitions
   std::vector<int64_t> stored_bytes;          // Activations bytes held after the stage's forward (graph and output)
   std::vector<int64_t> forward_extra_bytes;   // peak Activations during its forward above what it holds after
   std::vector<int64_t> backward_extra_bytes;  // peak Activations during its backward above what it held before
@@ -23,9 +23,10 @@ struct StageProfile {
   std::vector<int64_t> output_bytes;          // the stage's output for one micro-batch
 };
 
-// Runs every stage's forward and backward `reps` times on this thread (the last stage with a cross-entropy loss
-// on labels 0) on inputs of `micro_input` ([B, C, H, W]), measuring with a memory tracker of its own.
-// The stages' parameters are not changed; their batch-norm running statistics are.
+// Runs every stage's forward and backward once untimed (a warm-up: first calls cost more), then `reps` times timed,
+// on this thread (the last stage with a cross-entropy loss on labels 0) on inputs of `micro_input` ([B, C, H, W]),
+// measuring with a memory tracker of its own. The stages' parameters are not changed; their batch-norm running
+// statistics are.
 StageProfile profile_stages(const std::vector<std::shared_ptr<models::Sequential>>& stages, const Shape& micro_input,
                             int reps = 2);
 

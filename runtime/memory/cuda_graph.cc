@@ -61,11 +61,6 @@ const uint64_t* GraphCapture::replay_u64(std::function<uint64_t()> value) {
   return static_cast<const uint64_t*>(slot(std::move(value)));
 }
 
-void GraphCapture::set_at_replay(void* dst, std::function<uint64_t()> value) {
-  const uint64_t* src = replay_u64(std::move(value));
-  TD_CUDA_CHECK(cudaMemcpyAsync(dst, src, sizeof(uint64_t), cudaMemcpyDeviceToDevice, stream_.cuda()));
-}
-
 void GraphCapture::on_replay(std::function<void()> fn) { replay_hooks_.push_back(std::move(fn)); }
 void GraphCapture::on_end(std::function<void()> fn) { end_hooks_.push_back(std::move(fn)); }
 

@@ -29,9 +29,6 @@ class GraphCapture : NonCopyable {
   // order, after the on_replay hooks). The pointer stays valid as long as the graph.
   const double* replay_double(std::function<double()> value);
   const uint64_t* replay_u64(std::function<uint64_t()> value);
-  // 8 bytes of device memory at `dst` (e.g. an i64 counter) that the graph sets to value() of each replay, with a
-  // copy captured now on the capturing stream.
-  void set_at_replay(void* dst, std::function<uint64_t()> value);
   // Host work every replay repeats before its values are computed, in registration order (e.g. a step count).
   void on_replay(std::function<void()> fn);
   // Runs when the capture ends, successful or not: restores host state the capture's single run of the step changed

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "runtime/base/error.h"
-#include "runtime/base/parse_count.h"
+#include "runtime/base/parse_number.h"
 
 namespace tandem {
 namespace host_cache {

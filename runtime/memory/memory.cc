@@ -95,5 +95,6 @@ MemoryScope::MemoryScope(std::shared_ptr<MemoryTracker> tracker) {
 }
 MemoryScope::~MemoryScope() { scopes().pop_back(); }
 const std::vector<std::shared_ptr<MemoryTracker>>& current_memory_scopes() { return scopes(); }
+void set_memory_scopes(std::vector<std::shared_ptr<MemoryTracker>> s) { scopes() = std::move(s); }
 
 }  // namespace tandem

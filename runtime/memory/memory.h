@@ -91,5 +91,7 @@ class MemoryScope : NonCopyable {
 };
 // The trackers of the active scopes on this thread, outermost first.
 const std::vector<std::shared_ptr<MemoryTracker>>& current_memory_scopes();
+// Replaces them all (ThreadContext carries a thread's scopes to another: runtime/tensor/thread_context.h).
+void set_memory_scopes(std::vector<std::shared_ptr<MemoryTracker>> scopes);
 
 }  // namespace tandem

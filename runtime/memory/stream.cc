@@ -26,11 +26,11 @@ struct Stream::Impl {
   }
   ~Impl() {
     if (owned && stream != nullptr) {
-      int prev = 0;
+      int prev = device;
       ignore_cuda_error(cudaGetDevice(&prev), "cudaGetDevice");
-      ignore_cuda_error(cudaSetDevice(device), "cudaSetDevice");
+      if (prev != device) ignore_cuda_error(cudaSetDevice(device), "cudaSetDevice");
       ignore_cuda_error(cudaStreamDestroy(stream), "cudaStreamDestroy");
-      ignore_cuda_error(cudaSetDevice(prev), "cudaSetDevice");
+      if (prev != device) ignore_cuda_error(cudaSetDevice(prev), "cudaSetDevice");
     }
   }
 };
@@ -112,6 +112,7 @@ std::atomic<int64_t> lane_pageable{0};
 
 LaneScope::LaneScope() { ++tl_lane_depth; }
 LaneScope::~LaneScope() { --tl_lane_depth; }
+bool in_lane() { return tl_lane_depth > 0; }
 
 void note_pageable_copy(Device device, size_t bytes) {
   if (tl_lane_depth == 0) return;
@@ -239,11 +240,27 @@ Stream current_stream(Device device) {
   return default_stream(device);
 }
 
+std::vector<Stream> current_streams() {
+  std::vector<Stream> out;
+  for (const auto& entry : thread_streams()) out.push_back(entry.second);
+  return out;
+}
+
+void set_current_streams(const std::vector<Stream>& streams) {
+  auto& m = thread_streams();
+  m.clear();
+  for (const Stream& s : streams) m[stream_key(s.device())] = s;
+}
+
 DeviceGuard::DeviceGuard(Device device) : previous_(tl_device) {
   if (device.is_cuda()) {
     check_device_available(device);
-    TD_CUDA_CHECK(cudaGetDevice(&previous_cuda_));
-    TD_CUDA_CHECK(cudaSetDevice(device.index));
+    int current = 0;
+    TD_CUDA_CHECK(cudaGetDevice(&current));
+    if (current != device.index) {
+      TD_CUDA_CHECK(cudaSetDevice(device.index));
+      previous_cuda_ = current;
+    }
   }
   tl_device = device;
 }

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "runtime/base/device.h"
 #include "runtime/base/non_copyable.h"
@@ -82,8 +83,15 @@ Stream current_stream(Device device);
 inline Stream current_stream() { return current_stream(current_device()); }
 // The per-device default stream shared by threads that set none.
 Stream default_stream(Device device);
+// The streams StreamGuards made current on this thread (one per device), and their replacement by another set
+// (ThreadContext carries a thread's streams to another: runtime/tensor/thread_context.h).
+std::vector<Stream> current_streams();
+void set_current_streams(const std::vector<Stream>& streams);
 
-// Sets the current device for this thread while in scope (and the CUDA device for CUDA runtime calls).
+// Sets the current device for this thread while in scope (and the CUDA device for CUDA runtime calls). The CUDA
+// device is asked of the runtime (cudaGetDevice, a cheap call) and set, and restored after, only when it differs:
+// every backend method enters one, and the device it finds current is nearly always its own. A cache of the
+// device would go stale when user code calls cudaSetDevice itself.
 class DeviceGuard : NonCopyable {
  public:
   explicit DeviceGuard(Device device);
@@ -119,6 +127,8 @@ class LaneScope : NonCopyable {
   LaneScope();
   ~LaneScope();
 };
+// Whether the calling thread is a schedule's lane now.
+bool in_lane();
 // Called by copies from pageable host memory to `device`: counts the copy if the thread is a lane.
 void note_pageable_copy(Device device, size_t bytes);
 // Pageable copies made inside lanes since the process started.

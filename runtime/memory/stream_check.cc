@@ -379,6 +379,9 @@ void name_stream(const Stream& stream, const std::string& name) {
   st.names[stream.id()] = name;
 }
 
+std::shared_ptr<const std::string> current_context() { return tl_context; }
+void set_current_context(std::shared_ptr<const std::string> what) { tl_context = std::move(what); }
+
 Context::Context(std::string what) : previous_(tl_context) {
   tl_context = std::make_shared<const std::string>(std::move(what));
 }

@@ -83,6 +83,10 @@ void on_synchronize(const Clock& recorded);
 void name_stream(const Stream& stream, const std::string& name);
 
 // While in scope, messages say that this thread's accesses were made in `what` (e.g. a schedule instruction).
+// current_context() is the innermost one's (null outside any), set_current_context replaces it (ThreadContext
+// carries it to another thread: runtime/tensor/thread_context.h).
+std::shared_ptr<const std::string> current_context();
+void set_current_context(std::shared_ptr<const std::string> what);
 class Context : NonCopyable {
  public:
   explicit Context(std::string what);

@@ -5,11 +5,13 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 
 #include "runtime/base/device.h"
 #include "runtime/base/dtype.h"
 #include "runtime/memory/stream.h"
 #include "runtime/nn/nn_ops.h"
+#include "runtime/tensor/kernel_args.h"
 
 namespace tandem {
 
@@ -29,6 +31,7 @@ struct Conv2dGeometry {
 // algorithm choices).
 using Conv2dKey = std::array<int64_t, 18>;
 Conv2dKey conv2d_key(const Conv2dGeometry& g);
+inline int64_t conv2d_weight_elements(const Conv2dGeometry& g) { return g.o * (g.c / g.groups) * g.kh * g.kw; }
 
 // Per-channel statistics over (n, hw) of x [n, c, hw]; 2-D inputs [n, c] have hw = 1.
 struct BatchNormGeometry {
@@ -50,63 +53,275 @@ struct Pool2dGeometry {
 };
 static_assert(sizeof(Pool2dGeometry) == 13 * sizeof(int64_t), "Pool2dGeometry has padding");
 
+// The NNBackend methods' arguments, one struct each (as backend.h's for Backend). Activation operands of n images
+// have g.n * (channels) * (pixels) elements, whatever their memory order.
+
+// y = conv(x, w) + bias (bias may be null).
+struct Conv2dForwardArgs {
+  Conv2dGeometry g;
+  const void* x;
+  const void* w;
+  const void* bias;
+  void* y;
+  template <class F>
+  void operands(F&& f) const {
+    f(Operand::read("x", x, g.dtype, g.n * g.c * g.h * g.w));
+    f(Operand::read("w", w, g.dtype, conv2d_weight_elements(g)));
+    f(Operand::read("bias", bias, g.dtype, g.o));
+    f(Operand::write("y", y, g.dtype, g.n * g.o * g.oh * g.ow));
+  }
+};
+// dx = the gradient of the input from dy (overwritten).
+struct Conv2dBackwardDataArgs {
+  Conv2dGeometry g;
+  const void* dy;
+  const void* w;
+  void* dx;
+  template <class F>
+  void operands(F&& f) const {
+    f(Operand::read("dy", dy, g.dtype, g.n * g.o * g.oh * g.ow));
+    f(Operand::read("w", w, g.dtype, conv2d_weight_elements(g)));
+    f(Operand::write("dx", dx, g.dtype, g.n * g.c * g.h * g.w));
+  }
+};
+// dw = the gradient of the weight from x and dy (overwritten).
+struct Conv2dBackwardWeightArgs {
+  Conv2dGeometry g;
+  const void* x;
+  const void* dy;
+  void* dw;
+  template <class F>
+  void operands(F&& f) const {
+    f(Operand::read("x", x, g.dtype, g.n * g.c * g.h * g.w));
+    f(Operand::read("dy", dy, g.dtype, g.n * g.o * g.oh * g.ow));
+    f(Operand::write("dw", dw, g.dtype, conv2d_weight_elements(g)));
+  }
+};
+
+// Training: normalizes with batch statistics, writes save_mean and save_invstd = 1/sqrt(var + eps) ([c],
+// biased variance), and when running_mean/running_var are not null updates them with `momentum` and the
+// unbiased variance. weight/bias may be null (no affine). All per-channel tensors have x's dtype.
+struct BatchNormTrainArgs {
+  BatchNormGeometry g;
+  const void* x;
+  const void* weight;
+  const void* bias;
+  double eps, momentum;
+  void* running_mean;
+  void* running_var;
+  void* y;
+  void* save_mean;
+  void* save_invstd;
+  template <class F>
+  void operands(F&& f) const {
+    f(Operand::read("x", x, g.dtype, g.n * g.c * g.hw));
+    f(Operand::read("weight", weight, g.dtype, g.c));
+    f(Operand::read("bias", bias, g.dtype, g.c));
+    f(Operand::update("running_mean", running_mean, g.dtype, g.c));
+    f(Operand::update("running_var", running_var, g.dtype, g.c));
+    f(Operand::write("y", y, g.dtype, g.n * g.c * g.hw));
+    f(Operand::write("save_mean", save_mean, g.dtype, g.c));
+    f(Operand::write("save_invstd", save_invstd, g.dtype, g.c));
+  }
+};
+// Evaluation: normalizes with the running statistics.
+struct BatchNormEvalArgs {
+  BatchNormGeometry g;
+  const void* x;
+  const void* weight;
+  const void* bias;
+  const void* running_mean;
+  const void* running_var;
+  double eps;
+  void* y;
+  template <class F>
+  void operands(F&& f) const {
+    f(Operand::read("x", x, g.dtype, g.n * g.c * g.hw));
+    f(Operand::read("weight", weight, g.dtype, g.c));
+    f(Operand::read("bias", bias, g.dtype, g.c));
+    f(Operand::read("running_mean", running_mean, g.dtype, g.c));
+    f(Operand::read("running_var", running_var, g.dtype, g.c));
+    f(Operand::write("y", y, g.dtype, g.n * g.c * g.hw));
+  }
+};
+// Gradients for x, weight and bias (each may be null when not needed) from mean and invstd: the saved
+// batch statistics (training; dx then includes their dependence on x) or the running ones (evaluation).
+struct BatchNormBackwardArgs {
+  BatchNormGeometry g;
+  bool training;
+  const void* x;
+  const void* dy;
+  const void* weight;
+  const void* mean;
+  const void* invstd;
+  void* dx;
+  void* dweight;
+  void* dbias;
+  template <class F>
+  void operands(F&& f) const {
+    f(Operand::read("x", x, g.dtype, g.n * g.c * g.hw));
+    f(Operand::read("dy", dy, g.dtype, g.n * g.c * g.hw));
+    f(Operand::read("weight", weight, g.dtype, g.c));
+    f(Operand::read("mean", mean, g.dtype, g.c));
+    f(Operand::read("invstd", invstd, g.dtype, g.c));
+    f(Operand::write("dx", dx, g.dtype, g.n * g.c * g.hw));
+    f(Operand::write("dweight", dweight, g.dtype, g.c));
+    f(Operand::write("dbias", dbias, g.dtype, g.c));
+  }
+};
+
+// Max pooling; `indices` (i32) receives the position h * w_in + w of each maximum within its plane.
+struct MaxPool2dForwardArgs {
+  Pool2dGeometry g;
+  const void* x;
+  void* y;
+  int32_t* indices;
+  template <class F>
+  void operands(F&& f) const {
+    f(Operand::read("x", x, g.dtype, g.n * g.c * g.h * g.w));
+    f(Operand::write("y", y, g.dtype, g.n * g.c * g.oh * g.ow));
+    f(Operand::write("indices", indices, DType::I32, g.n * g.c * g.oh * g.ow));
+  }
+};
+// dx (overwritten) from dy and the forward's indices; deterministic.
+struct MaxPool2dBackwardArgs {
+  Pool2dGeometry g;
+  const void* dy;
+  const int32_t* indices;
+  void* dx;
+  template <class F>
+  void operands(F&& f) const {
+    f(Operand::read("dy", dy, g.dtype, g.n * g.c * g.oh * g.ow));
+    f(Operand::read("indices", indices, DType::I32, g.n * g.c * g.oh * g.ow));
+    f(Operand::write("dx", dx, g.dtype, g.n * g.c * g.h * g.w));
+  }
+};
+struct AvgPool2dForwardArgs {
+  Pool2dGeometry g;
+  const void* x;
+  void* y;
+  template <class F>
+  void operands(F&& f) const {
+    f(Operand::read("x", x, g.dtype, g.n * g.c * g.h * g.w));
+    f(Operand::write("y", y, g.dtype, g.n * g.c * g.oh * g.ow));
+  }
+};
+struct AvgPool2dBackwardArgs {
+  Pool2dGeometry g;
+  const void* dy;
+  void* dx;
+  template <class F>
+  void operands(F&& f) const {
+    f(Operand::read("dy", dy, g.dtype, g.n * g.c * g.oh * g.ow));
+    f(Operand::write("dx", dx, g.dtype, g.n * g.c * g.h * g.w));
+  }
+};
+
+// mask[i] = 1 when value i of the Philox stream (seed, offset), uniform in [0, 1) with 32 bits, is >= p.
+// offset_delta (CUDA graphs; null elsewhere): a device value added to offset when the kernel runs.
+struct DropoutMaskArgs {
+  int64_t n;
+  double p;
+  uint64_t seed, offset;
+  uint8_t* mask;
+  const uint64_t* offset_delta = nullptr;
+  template <class F>
+  void operands(F&& f) const {
+    if (offset_delta != nullptr) f(Operand::read("offset_delta", offset_delta, DType::I64, 1));
+    f(Operand::write("mask", mask, DType::U8, n));
+  }
+};
+// y[i] = mask[i] ? x[i] * scale : 0 over n contiguous elements.
+struct MaskedScaleArgs {
+  DType t;
+  const void* x;
+  const uint8_t* mask;
+  double scale;
+  void* y;
+  int64_t n;
+  template <class F>
+  void operands(F&& f) const {
+    f(Operand::read("x", x, t, n));
+    f(Operand::read("mask", mask, DType::U8, n));
+    f(Operand::write("y", y, t, n));
+  }
+};
+
+// Fused optimizer updates of `count` tensors; the pointer arrays live on the host, the pointers they hold
+// on the device. momentum_buffers is null when h.momentum == 0.
+struct SgdStepArgs {
+  DType t;
+  int64_t count;
+  void* const* params;
+  const void* const* grads;
+  void* const* momentum_buffers;
+  const int64_t* numels;
+  SgdHyper h;
+  template <class F>
+  void operands(F&& f) const {
+    if (h.device_lr != nullptr) f(Operand::read("device_lr", h.device_lr, DType::F64, 1));
+    for (int64_t i = 0; i < count; ++i) {
+      f(Operand::update("params", params[i], t, numels[i], i));
+      f(Operand::read("grads", grads[i], t, numels[i], i));
+      if (momentum_buffers != nullptr) f(Operand::update("momentum_buffers", momentum_buffers[i], t, numels[i], i));
+    }
+  }
+};
+struct AdamStepArgs {
+  DType t;
+  int64_t count;
+  void* const* params;
+  const void* const* grads;
+  void* const* exp_avg;
+  void* const* exp_avg_sq;
+  const int64_t* numels;
+  AdamHyper h;
+  template <class F>
+  void operands(F&& f) const {
+    if (h.device_coefs != nullptr) f(Operand::read("device_coefs", h.device_coefs, DType::F64, 3));
+    for (int64_t i = 0; i < count; ++i) {
+      f(Operand::update("params", params[i], t, numels[i], i));
+      f(Operand::read("grads", grads[i], t, numels[i], i));
+      f(Operand::update("exp_avg", exp_avg[i], t, numels[i], i));
+      f(Operand::update("exp_avg_sq", exp_avg_sq[i], t, numels[i], i));
+    }
+  }
+};
+
+// X(method, Args) for every NNBackend method.
+#define TD_NN_BACKEND_METHODS(X)                      \
+  X(conv2d_forward, Conv2dForwardArgs)                \
+  X(conv2d_backward_data, Conv2dBackwardDataArgs)     \
+  X(conv2d_backward_weight, Conv2dBackwardWeightArgs) \
+  X(batch_norm_forward_train, BatchNormTrainArgs)     \
+  X(batch_norm_forward_eval, BatchNormEvalArgs)       \
+  X(batch_norm_backward, BatchNormBackwardArgs)       \
+  X(max_pool2d_forward, MaxPool2dForwardArgs)         \
+  X(max_pool2d_backward, MaxPool2dBackwardArgs)       \
+  X(avg_pool2d_forward, AvgPool2dForwardArgs)         \
+  X(avg_pool2d_backward, AvgPool2dBackwardArgs)       \
+  X(dropout_mask, DropoutMaskArgs)                    \
+  X(masked_scale, MaskedScaleArgs)                    \
+  X(sgd_step, SgdStepArgs)                            \
+  X(adam_step, AdamStepArgs)
+
 class NNBackend {
  public:
   virtual ~NNBackend() = default;
-
-  // y = conv(x, w) + bias (bias may be null).
-  virtual void conv2d_forward(const Conv2dGeometry& g, const void* x, const void* w, const void* bias, void* y,
-                              const Stream& s) = 0;
-  // dx = the gradient of the input from dy (overwritten).
-  virtual void conv2d_backward_data(const Conv2dGeometry& g, const void* dy, const void* w, void* dx,
-                                    const Stream& s) = 0;
-  // dw = the gradient of the weight from x and dy (overwritten).
-  virtual void conv2d_backward_weight(const Conv2dGeometry& g, const void* x, const void* dy, void* dw,
-                                      const Stream& s) = 0;
-
-  // Training: normalizes with batch statistics, writes save_mean and save_invstd = 1/sqrt(var + eps) ([c],
-  // biased variance), and when running_mean/running_var are not null updates them with `momentum` and the
-  // unbiased variance. weight/bias may be null (no affine). All per-channel tensors have x's dtype.
-  virtual void batch_norm_forward_train(const BatchNormGeometry& g, const void* x, const void* weight, const void* bias,
-                                        double eps, double momentum, void* running_mean, void* running_var, void* y,
-                                        void* save_mean, void* save_invstd, const Stream& s) = 0;
-  // Evaluation: normalizes with the running statistics.
-  virtual void batch_norm_forward_eval(const BatchNormGeometry& g, const void* x, const void* weight, const void* bias,
-                                       const void* running_mean, const void* running_var, double eps, void* y,
-                                       const Stream& s) = 0;
-  // Gradients for x, weight and bias (each may be null when not needed) from mean and invstd: the saved
-  // batch statistics (training; dx then includes their dependence on x) or the running ones (evaluation).
-  virtual void batch_norm_backward(const BatchNormGeometry& g, bool training, const void* x, const void* dy,
-                                   const void* weight, const void* mean, const void* invstd, void* dx, void* dweight,
-                                   void* dbias, const Stream& s) = 0;
-
-  // Max pooling; `indices` (i32) receives the position h * w_in + w of each maximum within its plane.
-  virtual void max_pool2d_forward(const Pool2dGeometry& g, const void* x, void* y, int32_t* indices,
-                                  const Stream& s) = 0;
-  // dx (overwritten) from dy and the forward's indices; deterministic.
-  virtual void max_pool2d_backward(const Pool2dGeometry& g, const void* dy, const int32_t* indices, void* dx,
-                                   const Stream& s) = 0;
-  virtual void avg_pool2d_forward(const Pool2dGeometry& g, const void* x, void* y, const Stream& s) = 0;
-  virtual void avg_pool2d_backward(const Pool2dGeometry& g, const void* dy, void* dx, const Stream& s) = 0;
-
-  // mask[i] = 1 when value i of the Philox stream (seed, offset), uniform in [0, 1) with 32 bits, is >= p.
-  // offset_delta (CUDA graphs; nullptr elsewhere): a device value added to offset when the kernel runs.
-  virtual void dropout_mask(int64_t n, double p, uint64_t seed, uint64_t offset, const uint64_t* offset_delta,
-                            uint8_t* mask, const Stream& s) = 0;
-  // y[i] = mask[i] ? x[i] * scale : 0 over n contiguous elements.
-  virtual void masked_scale(DType t, const void* x, const uint8_t* mask, double scale, void* y, int64_t n,
-                            const Stream& s) = 0;
-
-  // Fused optimizer updates of `count` tensors; the pointer arrays live on the host, the pointers they hold
-  // on the device. momentum_buffers is null when h.momentum == 0.
-  virtual void sgd_step(DType t, int64_t count, void* const* params, const void* const* grads,
-                        void* const* momentum_buffers, const int64_t* numels, const SgdHyper& h, const Stream& s) = 0;
-  virtual void adam_step(DType t, int64_t count, void* const* params, const void* const* grads, void* const* exp_avg,
-                         void* const* exp_avg_sq, const int64_t* numels, const AdamHyper& h, const Stream& s) = 0;
+  TD_NN_BACKEND_METHODS(TD_KERNEL_PURE_VIRTUAL)
 };
+
+// The declarations of every NNBackend method, for the class body of an NN backend that implements them all.
+#define TANDEM_NN_BACKEND_OVERRIDES TD_NN_BACKEND_METHODS(TD_KERNEL_OVERRIDE)
+
+// The same kernels, each call shown to `observer` (as observe_backend of runtime/tensor/kernel_observer.h).
+class KernelObserver;
+std::unique_ptr<NNBackend> observe_nn_backend(NNBackend& kernels, KernelObserver& observer);
 
 // Called by each NN kernel library at static-initialization time.
 void register_nn_backend(DeviceType type, NNBackend* backend);
+// The NN kernels registered for `type` (null: none), e.g. for a test to register a wrapper of them in their place.
+NNBackend* registered_nn_backend(DeviceType type);
 // The NN backend for `device`; throws DeviceError when it is missing or the device is absent.
 NNBackend& nn_backend_for(Device device);
 

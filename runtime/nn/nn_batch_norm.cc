@@ -1,7 +1,7 @@
 // batch_norm: checks, running-statistics update, dispatch to the NN backend, and its backward.
 #include "runtime/base/error.h"
 #include "runtime/nn/nn_backend.h"
-#include "runtime/nn/nn_layout.h"
+#include "runtime/nn/nn_memory_format.h"
 #include "runtime/nn/nn_ops.h"
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
@@ -45,7 +45,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
 
   BatchNormGeometry g;
   g.dtype = x.dtype();
-  g.channels_last = is_channels_last(x);
+  g.channels_last = suggests_channels_last(x);
   g.n = x.shape()[0];
   g.c = x.shape()[1];
   g.hw = x.dim() == 4 ? x.shape()[2] * x.shape()[3] : 1;
@@ -55,25 +55,29 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
   Tensor xd = dense_in_format(x, g.channels_last);
   Tensor wd = weight.defined() ? weight.contiguous() : Tensor();
   Tensor bd = bias.defined() ? bias.contiguous() : Tensor();
-  TensorOptions opts = TensorOptions(x.dtype()).with_device(x.device());
+  TensorOptions opts = x.options();
   Tensor y = empty_in_format(x.shape(), opts, g.channels_last);
   NNBackend& nn = nn_backend_for(x.device());
   Stream stream = current_stream(x.device());
   Tensor mean, invstd;  // the statistics backward uses (invstd computed there in evaluation)
   if (training) {
-    mean = empty({g.c}, opts);
-    invstd = empty({g.c}, opts);
-    nn.batch_norm_forward_train(g, xd.raw_data(), ptr_or_null(wd), ptr_or_null(bd), eps, momentum,
-                                running_mean.defined() ? running_mean.raw_data() : nullptr,
-                                running_var.defined() ? running_var.raw_data() : nullptr, y.raw_data(), mean.raw_data(),
-                                invstd.raw_data(), stream);
+    // One allocation for both (a pool call less per batch norm: host time that counts at small images).
+    Tensor stats = empty({2, g.c}, opts);
+    mean = stats.select(0, 0);
+    invstd = stats.select(0, 1);
+    nn.batch_norm_forward_train(
+        {g, xd.raw_data(), ptr_or_null(wd), ptr_or_null(bd), eps, momentum,
+         running_mean.defined() ? running_mean.raw_data() : nullptr,
+         running_var.defined() ? running_var.raw_data() : nullptr, y.raw_data(), mean.raw_data(), invstd.raw_data()},
+        stream);
     if (running_mean.defined()) {
       running_mean.storage().bump_version();
       running_var.storage().bump_version();
     }
   } else if (x.numel() > 0) {
-    nn.batch_norm_forward_eval(g, xd.raw_data(), ptr_or_null(wd), ptr_or_null(bd), running_mean.raw_data(),
-                               running_var.raw_data(), eps, y.raw_data(), stream);
+    nn.batch_norm_forward_eval({g, xd.raw_data(), ptr_or_null(wd), ptr_or_null(bd), running_mean.raw_data(),
+                                running_var.raw_data(), eps, y.raw_data()},
+                               stream);
   }
 
   std::vector<Tensor> inputs{x, weight, bias};
@@ -86,14 +90,14 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
           Tensor is = sstat.unpack("batch_norm");
           if (!training) is = rdiv(1.0, sqrt(add(is, eps)));
           Tensor gy = dense_in_format(grads[0], g.channels_last);
-          TensorOptions opts = TensorOptions(gy.dtype()).with_device(gy.device());
+          TensorOptions opts = gy.options();
           std::vector<Tensor> out(3);
           if (need[0]) out[0] = empty_in_format(xv.shape(), opts, g.channels_last);
           if (need[1]) out[1] = empty({g.c}, opts);
           if (need[2]) out[2] = empty({g.c}, opts);
           nn_backend_for(gy.device())
-              .batch_norm_backward(g, training, xv.raw_data(), gy.raw_data(), ptr_or_null(wv), mv.raw_data(),
-                                   is.raw_data(), ptr_or_null(out[0]), ptr_or_null(out[1]), ptr_or_null(out[2]),
+              .batch_norm_backward({g, training, xv.raw_data(), gy.raw_data(), ptr_or_null(wv), mv.raw_data(),
+                                    is.raw_data(), ptr_or_null(out[0]), ptr_or_null(out[1]), ptr_or_null(out[2])},
                                    current_stream(gy.device()));
           return out;
         });

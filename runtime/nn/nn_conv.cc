@@ -1,7 +1,7 @@
 // conv2d: checks, dispatch to the NN backend, and its backward (data, weight, bias).
 #include "runtime/base/error.h"
 #include "runtime/nn/nn_backend.h"
-#include "runtime/nn/nn_layout.h"
+#include "runtime/nn/nn_memory_format.h"
 #include "runtime/nn/nn_ops.h"
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
@@ -29,7 +29,8 @@ Conv2dGeometry conv_geometry(const Tensor& x, const Tensor& weight, const Conv2d
   TD_CHECK_SHAPE(ws[2] >= 1 && ws[3] >= 1, "conv2d: empty kernel in weight ", shape_str(ws));
   Conv2dGeometry g;
   g.dtype = x.dtype();
-  g.channels_last = is_channels_last(x);
+  // PyTorch's rule: channels-last when the input or the weight suggests it.
+  g.channels_last = suggests_channels_last(x) || suggests_channels_last(weight);
   g.n = xs[0];
   g.c = xs[1];
   g.h = xs[2];
@@ -71,7 +72,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
   const bool cl = g.channels_last;
   Tensor xd = dense_in_format(x, cl), wd = dense_in_format(weight, cl);
   Tensor bd = bias.defined() ? bias.contiguous() : Tensor();
-  TensorOptions opts = TensorOptions(x.dtype()).with_device(x.device());
+  TensorOptions opts = x.options();
   Tensor y = empty_in_format({g.n, g.o, g.oh, g.ow}, opts, cl);
   if (y.numel() > 0) {
     if (x.numel() == 0) {
@@ -79,7 +80,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
       if (bd.defined()) y = add(y, bd.view({1, g.o, 1, 1}));
     } else {
       nn_backend_for(x.device())
-          .conv2d_forward(g, xd.raw_data(), wd.raw_data(), bd.defined() ? bd.raw_data() : nullptr, y.raw_data(),
+          .conv2d_forward({g, xd.raw_data(), wd.raw_data(), bd.defined() ? bd.raw_data() : nullptr, y.raw_data()},
                           current_stream(x.device()));
     }
   }
@@ -90,7 +91,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
         "conv2d", operands, {y}, [g, sx, sw, weight_cl](std::vector<Tensor>& grads, const std::vector<bool>& need) {
           const bool cl = g.channels_last;
           Tensor gy = dense_in_format(grads[0], cl);
-          TensorOptions opts = TensorOptions(gy.dtype()).with_device(gy.device());
+          TensorOptions opts = gy.options();
           Stream stream = current_stream(gy.device());
           bool empty_work = gy.numel() == 0 || g.n * g.c * g.h * g.w == 0;
           std::vector<Tensor> out(need.size());
@@ -100,7 +101,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
               gx.fill_(0.0);
             else
               nn_backend_for(gy.device())
-                  .conv2d_backward_data(g, gy.raw_data(), sw.unpack("conv2d").raw_data(), gx.raw_data(), stream);
+                  .conv2d_backward_data({g, gy.raw_data(), sw.unpack("conv2d").raw_data(), gx.raw_data()}, stream);
             out[0] = gx;
           }
           if (need[1]) {
@@ -109,7 +110,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
               gw.fill_(0.0);
             else
               nn_backend_for(gy.device())
-                  .conv2d_backward_weight(g, sx.unpack("conv2d").raw_data(), gy.raw_data(), gw.raw_data(), stream);
+                  .conv2d_backward_weight({g, sx.unpack("conv2d").raw_data(), gy.raw_data(), gw.raw_data()}, stream);
             out[1] = dense_in_format(gw, weight_cl);
           }
           if (need.size() > 2 && need[2]) out[2] = sum(gy, {0, 2, 3});

@@ -4,9 +4,9 @@
 #include "runtime/base/error.h"
 #include "runtime/memory/cuda_graph.h"
 #include "runtime/nn/nn_backend.h"
-#include "runtime/nn/nn_layout.h"
 #include "runtime/nn/nn_ops.h"
 #include "runtime/tensor/autograd.h"
+#include "runtime/tensor/layout.h"
 #include "runtime/tensor/tensor_desc.h"
 
 namespace tandem {
@@ -39,12 +39,10 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
   check_float(x, "dropout");
   TD_CHECK(p >= 0 && p <= 1, "dropout probability must be in [0, 1], got ", p);
   if (!training || p == 0) return x;
-  // Element i of the memory order of the dense input gets Philox value i.
-  const bool cl = is_channels_last(x);
-  Tensor xd = dense_in_format(x, cl);
-  TensorOptions opts = TensorOptions(x.dtype()).with_device(x.device());
-  Tensor y = empty_in_format(x.shape(), opts, cl);
-  Tensor mask = empty_in_format(x.shape(), opts.with_dtype(DType::U8), cl);
+  // Element i of the memory order of the dense input (any layout; a contiguous copy of others) gets Philox value i.
+  Tensor xd = is_dense(x) ? x : x.contiguous();
+  Tensor y = empty_like(xd);
+  Tensor mask = empty_like(xd, xd.options().with_dtype(DType::U8));
   const int64_t n = x.numel();
   const double scale = p < 1 ? 1.0 / (1.0 - p) : 0.0;
   if (n > 0) {
@@ -52,18 +50,18 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
     Stream stream = current_stream(x.device());
     const uint64_t* delta = replay_offset_delta(gen, x.device());
     uint64_t offset = gen.advance(n);
-    nn.dropout_mask(n, p, gen.seed(), offset, delta, mask.data<uint8_t>(), stream);
-    nn.masked_scale(x.dtype(), xd.raw_data(), mask.data<uint8_t>(), scale, y.raw_data(), n, stream);
+    nn.dropout_mask({n, p, gen.seed(), offset, mask.data<uint8_t>(), delta}, stream);
+    nn.masked_scale({x.dtype(), xd.raw_data(), mask.data<uint8_t>(), scale, y.raw_data(), n}, stream);
   }
   if (autograd::any_requires_grad({x})) {
     autograd::SavedTensor sm(mask);
-    autograd::record("dropout", {x}, {y}, [sm, scale, cl](std::vector<Tensor>& grads, const std::vector<bool>&) {
+    autograd::record("dropout", {x}, {y}, [sm, scale](std::vector<Tensor>& grads, const std::vector<bool>&) {
       Tensor m = sm.unpack("dropout");
-      Tensor gy = dense_in_format(grads[0], cl);
-      Tensor gx = empty_in_format(gy.shape(), TensorOptions(gy.dtype()).with_device(gy.device()), cl);
+      Tensor gy = in_layout_of(grads[0], m);
+      Tensor gx = empty_like(m, gy.options());
       if (gx.numel() > 0)
         nn_backend_for(gy.device())
-            .masked_scale(gy.dtype(), gy.raw_data(), m.data<uint8_t>(), scale, gx.raw_data(), gx.numel(),
+            .masked_scale({gy.dtype(), gy.raw_data(), m.data<uint8_t>(), scale, gx.raw_data(), gx.numel()},
                           current_stream(gy.device()));
       return std::vector<Tensor>{gx};
     });

@@ -10,11 +10,19 @@
 
 namespace tandem {
 
-// Activations are 4-D [N, C, H, W]. Their memory is either NCHW (contiguous) or channels-last
-// (NHWC in memory, expressed through strides); ops accept both and return their output in the input's format.
+// Activations are 4-D [N, C, H, W]. Their memory is either NCHW (contiguous) or channels-last (NHWC in memory,
+// expressed through strides); ops accept both and return their output in the format the input suggests
+// (suggests_channels_last), without converting a dense input of that format. Elementwise ops keep any dense layout.
+// Whether x is dense in NHWC order (PyTorch's is_contiguous(channels_last)): the strides of size-1 dims do not
+// matter, so a tensor with size-1 dims ([N, C, 1, 1] after global pooling, C = 1) can be both formats.
 bool is_channels_last(const Tensor& x);
-Tensor to_channels_last(const Tensor& x);  // same values, NHWC strides (a copy unless already so)
-Tensor to_nchw(const Tensor& x);           // same values, contiguous NCHW strides
+// The format an op on x produces (PyTorch's suggest_memory_format): channels-last when x's strides order its dims
+// as NHWC does, NCHW when both formats fit; a contiguous tensor never suggests channels-last.
+bool suggests_channels_last(const Tensor& x);
+// Same values, NHWC strides: x itself when it has them, a view when x is already in NHWC order, else a copy.
+Tensor to_channels_last(const Tensor& x);
+// Same values, contiguous NCHW strides: x itself, a view when x is already in NCHW order, else a copy.
+Tensor to_nchw(const Tensor& x);
 
 struct Conv2dOptions {
   int64_t stride_h = 1, stride_w = 1;

@@ -4,6 +4,7 @@
 #include "runtime/base/error.h"
 #include "runtime/nn/nn_backend.h"
 #include "runtime/nn/nn_ops.h"
+#include "runtime/tensor/layout.h"
 #include "runtime/tensor/tensor_desc.h"
 
 namespace tandem {
@@ -15,8 +16,8 @@ struct TensorLists {
   std::vector<int64_t> numels;
 };
 
-// Checks that every list has one tensor per parameter, each of the parameter's shape, device and dtype,
-// contiguous; `names` label the lists in messages (the first is the parameters).
+// Checks that every list has one tensor per parameter, each of the parameter's shape, device, dtype and dense
+// layout; `names` label the lists in messages (the first is the parameters).
 TensorLists gather(const char* op, const std::vector<const std::vector<Tensor>*>& lists,
                    const std::vector<const char*>& names) {
   const std::vector<Tensor>& params = *lists[0];
@@ -37,7 +38,10 @@ TensorLists gather(const char* op, const std::vector<const std::vector<Tensor>*>
                      " but parameter 0 is ", dtype_name(params[0].dtype()), "; all tensors of one call share a dtype");
       TD_CHECK_SHAPE(t.shape() == p.shape(), op, ": ", names[l], " ", i, " has shape ", shape_str(t.shape()),
                      " but its parameter has shape ", shape_str(p.shape()));
-      TD_CHECK(t.is_contiguous(), op, ": ", names[l], " ", i, " is not contiguous");
+      // The kernels read every tensor as a flat array: each must be dense, in its parameter's layout.
+      TD_CHECK(p.numel() == 0 || (is_dense(p) && same_layout(t, p)), op, ": ", names[l], " ", i,
+               " is not dense in its parameter's layout (strides ", shape_str(t.strides()), ", parameter's ",
+               shape_str(p.strides()), ")");
     }
     if (p.numel() == 0) continue;
     for (size_t l = 0; l < lists.size(); ++l) out.lists[l].push_back((*lists[l])[i].raw_data());
@@ -68,8 +72,8 @@ void sgd_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
   if (tl.numels.empty()) return;
   Device device = params[0].device();
   TD_CHECK_DEVICE(h.device_lr == nullptr || device.is_cuda(), "sgd_step_: a device learning rate on ", device);
-  nn_backend_for(device).sgd_step(params[0].dtype(), static_cast<int64_t>(tl.numels.size()), tl.lists[0].data(),
-                                  tl.lists[1].data(), momentum ? tl.lists[2].data() : nullptr, tl.numels.data(), h,
+  nn_backend_for(device).sgd_step({params[0].dtype(), static_cast<int64_t>(tl.numels.size()), tl.lists[0].data(),
+                                   tl.lists[1].data(), momentum ? tl.lists[2].data() : nullptr, tl.numels.data(), h},
                                   current_stream(device));
   bump_versions(params);
   if (momentum) bump_versions(momentum_buffers);
@@ -87,8 +91,8 @@ void adam_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& gr
   if (tl.numels.empty()) return;
   Device device = params[0].device();
   TD_CHECK_DEVICE(h.device_coefs == nullptr || device.is_cuda(), "adam_step_: device coefficients on ", device);
-  nn_backend_for(device).adam_step(params[0].dtype(), static_cast<int64_t>(tl.numels.size()), tl.lists[0].data(),
-                                   tl.lists[1].data(), tl.lists[2].data(), tl.lists[3].data(), tl.numels.data(), h,
+  nn_backend_for(device).adam_step({params[0].dtype(), static_cast<int64_t>(tl.numels.size()), tl.lists[0].data(),
+                                    tl.lists[1].data(), tl.lists[2].data(), tl.lists[3].data(), tl.numels.data(), h},
                                    current_stream(device));
   bump_versions(params);
   bump_versions(exp_avg);

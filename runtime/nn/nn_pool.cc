@@ -3,7 +3,7 @@
 
 #include "runtime/base/error.h"
 #include "runtime/nn/nn_backend.h"
-#include "runtime/nn/nn_layout.h"
+#include "runtime/nn/nn_memory_format.h"
 #include "runtime/nn/nn_ops.h"
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/tensor_desc.h"
@@ -34,7 +34,7 @@ Pool2dGeometry pool_geometry(const char* op, const Tensor& x, const Pool2dOption
            ") for kernel (", o.kernel_h, ", ", o.kernel_w, ")");
   Pool2dGeometry g;
   g.dtype = x.dtype();
-  g.channels_last = is_channels_last(x);
+  g.channels_last = suggests_channels_last(x);
   g.n = x.shape()[0];
   g.c = x.shape()[1];
   g.h = x.shape()[2];
@@ -55,18 +55,16 @@ Pool2dGeometry pool_geometry(const char* op, const Tensor& x, const Pool2dOption
   return g;
 }
 
-TensorOptions options_of(const Tensor& t) { return TensorOptions(t.dtype()).with_device(t.device()); }
-
 Tensor avg_pool(const Tensor& x, const Pool2dGeometry& g) {
   Tensor xd = dense_in_format(x, g.channels_last);
-  Tensor y = empty_in_format({g.n, g.c, g.oh, g.ow}, options_of(x), g.channels_last);
+  Tensor y = empty_in_format({g.n, g.c, g.oh, g.ow}, x.options(), g.channels_last);
   if (y.numel() > 0)
-    nn_backend_for(x.device()).avg_pool2d_forward(g, xd.raw_data(), y.raw_data(), current_stream(x.device()));
+    nn_backend_for(x.device()).avg_pool2d_forward({g, xd.raw_data(), y.raw_data()}, current_stream(x.device()));
   autograd::record("avg_pool2d", {x}, {y}, [g](std::vector<Tensor>& grads, const std::vector<bool>&) {
     Tensor gy = dense_in_format(grads[0], g.channels_last);
-    Tensor gx = empty_in_format({g.n, g.c, g.h, g.w}, options_of(gy), g.channels_last);
+    Tensor gx = empty_in_format({g.n, g.c, g.h, g.w}, gy.options(), g.channels_last);
     if (gx.numel() > 0)
-      nn_backend_for(gy.device()).avg_pool2d_backward(g, gy.raw_data(), gx.raw_data(), current_stream(gy.device()));
+      nn_backend_for(gy.device()).avg_pool2d_backward({g, gy.raw_data(), gx.raw_data()}, current_stream(gy.device()));
     return std::vector<Tensor>{gx};
   });
   return y;
@@ -76,19 +74,19 @@ Tensor avg_pool(const Tensor& x, const Pool2dGeometry& g) {
 Tensor max_pool2d(const Tensor& x, const Pool2dOptions& o) {
   Pool2dGeometry g = pool_geometry("max_pool2d", x, o);
   Tensor xd = dense_in_format(x, g.channels_last);
-  Tensor y = empty_in_format({g.n, g.c, g.oh, g.ow}, options_of(x), g.channels_last);
-  Tensor indices = empty_in_format(y.shape(), options_of(x).with_dtype(DType::I32), g.channels_last);
+  Tensor y = empty_in_format({g.n, g.c, g.oh, g.ow}, x.options(), g.channels_last);
+  Tensor indices = empty_in_format(y.shape(), x.options().with_dtype(DType::I32), g.channels_last);
   if (y.numel() > 0)
     nn_backend_for(x.device())
-        .max_pool2d_forward(g, xd.raw_data(), y.raw_data(), indices.data<int32_t>(), current_stream(x.device()));
+        .max_pool2d_forward({g, xd.raw_data(), y.raw_data(), indices.data<int32_t>()}, current_stream(x.device()));
   if (autograd::any_requires_grad({x})) {
     SavedTensor si(indices);
     autograd::record("max_pool2d", {x}, {y}, [g, si](std::vector<Tensor>& grads, const std::vector<bool>&) {
       Tensor gy = dense_in_format(grads[0], g.channels_last);
-      Tensor gx = empty_in_format({g.n, g.c, g.h, g.w}, options_of(gy), g.channels_last);
+      Tensor gx = empty_in_format({g.n, g.c, g.h, g.w}, gy.options(), g.channels_last);
       if (gx.numel() > 0)
         nn_backend_for(gy.device())
-            .max_pool2d_backward(g, gy.raw_data(), si.unpack("max_pool2d").data<int32_t>(), gx.raw_data(),
+            .max_pool2d_backward({g, gy.raw_data(), si.unpack("max_pool2d").data<int32_t>(), gx.raw_data()},
                                  current_stream(gy.device()));
       return std::vector<Tensor>{gx};
     });

@@ -3,10 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <sstream>
 
 #include "runtime/base/error.h"
+#include "runtime/base/spec_reader.h"
 #include "runtime/tensor/whole_number.h"
 
 namespace tandem {
@@ -89,32 +89,11 @@ const char* kGrammar =
     "constant | step:EPOCHS[:GAMMA] | multistep:E1,E2,...[:GAMMA] | cosine[:MIN_FACTOR] | "
     "warmup:EPOCHS[:START_FACTOR]+<schedule>";
 
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char c : s) {
-    if (c == sep) {
-      out.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  out.push_back(cur);
-  return out;
-}
-
-double parse_number(const std::string& text, const std::string& spec) {
-  char* end = nullptr;
-  double v = text.empty() ? 0 : std::strtod(text.c_str(), &end);
-  TD_CHECK(!text.empty() && end && *end == '\0' && std::isfinite(v), "learning-rate schedule '", spec, "': '", text,
-           "' is not a number (expected ", kGrammar, ")");
-  return v;
-}
-
-int64_t epochs_to_steps(const std::string& text, int64_t steps_per_epoch, const std::string& spec) {
-  double e = parse_number(text, spec);
-  TD_CHECK(e >= 0, "learning-rate schedule '", spec, "': durations must be non-negative, got ", text);
+// Epochs (fractions allowed) as a whole number of steps.
+int64_t epochs_to_steps(const SpecReader& r, const std::string& text, int64_t steps_per_epoch) {
+  // Steps beyond 2^62 are no schedule anyone runs, and the product must stay within int64.
+  const double max_epochs = std::ldexp(1.0, 62) / static_cast<double>(steps_per_epoch);
+  const double e = r.finite("epochs", text, 0, max_epochs);
   return static_cast<int64_t>(std::llround(e * static_cast<double>(steps_per_epoch)));
 }
 
@@ -150,41 +129,43 @@ LrSchedulePtr warmup_lr(int64_t warmup_steps, double start_factor, LrSchedulePtr
 
 LrSchedulePtr parse_lr_schedule(const std::string& spec, int64_t steps_per_epoch, int64_t total_steps) {
   TD_CHECK(steps_per_epoch > 0, "parse_lr_schedule needs a positive number of steps per epoch");
+  const SpecReader r("learning-rate schedule", spec, kGrammar);
   std::string rest = spec;
   int64_t warm = 0;
   double start = 0.1;
   if (rest.rfind("warmup:", 0) == 0) {
-    size_t plus = rest.find('+');
-    TD_CHECK(plus != std::string::npos, "learning-rate schedule '", spec,
-             "': a warm-up needs a schedule after '+' (expected ", kGrammar, ")");
-    std::vector<std::string> w = split(rest.substr(7, plus - 7), ':');
-    TD_CHECK(w.size() <= 2, "learning-rate schedule '", spec, "': expected ", kGrammar);
-    warm = epochs_to_steps(w[0], steps_per_epoch, spec);
-    if (w.size() == 2) start = parse_number(w[1], spec);
-    TD_CHECK(warm > 0, "learning-rate schedule '", spec, "': the warm-up is shorter than one step");
+    const size_t plus = rest.find('+');
+    if (plus == std::string::npos) r.fail("a warm-up needs a schedule after '+'");
+    const std::vector<std::string> w = r.items(rest.substr(7, plus - 7), ':');
+    if (w.empty() || w.size() > 2) r.fail("a warm-up takes EPOCHS[:START_FACTOR]");
+    warm = epochs_to_steps(r, w[0], steps_per_epoch);
+    if (w.size() == 2) start = r.finite("start factor", w[1]);
+    if (warm <= 0) r.fail("the warm-up is shorter than one step");
     rest = rest.substr(plus + 1);
   }
-  std::vector<std::string> f = split(rest, ':');
-  const std::string& kind = f[0];
+  const std::vector<std::string> f = r.items(rest, ':');
+  const std::string kind = f.empty() ? "" : f[0];
+  auto factor = [&](const char* name, size_t i, double fallback) {
+    return f.size() > i ? r.finite(name, f[i]) : fallback;
+  };
   LrSchedulePtr s;
   if (kind == "constant" && f.size() == 1) {
     s = constant_lr();
   } else if (kind == "step" && (f.size() == 2 || f.size() == 3)) {
-    int64_t size = epochs_to_steps(f[1], steps_per_epoch, spec);
-    TD_CHECK(size > 0, "learning-rate schedule '", spec, "': the step is shorter than one step");
-    s = step_lr(size, f.size() == 3 ? parse_number(f[2], spec) : 0.1);
+    const int64_t size = epochs_to_steps(r, f[1], steps_per_epoch);
+    if (size <= 0) r.fail("the step is shorter than one step");
+    s = step_lr(size, factor("gamma", 2, 0.1));
   } else if (kind == "multistep" && (f.size() == 2 || f.size() == 3)) {
     std::vector<int64_t> ms;
-    for (const std::string& m : split(f[1], ',')) ms.push_back(epochs_to_steps(m, steps_per_epoch, spec));
-    TD_CHECK(std::is_sorted(ms.begin(), ms.end()), "learning-rate schedule '", spec,
-             "': milestones must be increasing");
-    s = multistep_lr(ms, f.size() == 3 ? parse_number(f[2], spec) : 0.1);
+    for (const std::string& m : r.items(f[1], ',')) ms.push_back(epochs_to_steps(r, m, steps_per_epoch));
+    if (!std::is_sorted(ms.begin(), ms.end())) r.fail("milestones must be increasing");
+    s = multistep_lr(ms, factor("gamma", 2, 0.1));
   } else if (kind == "cosine" && f.size() <= 2) {
-    int64_t span = total_steps - warm;
-    TD_CHECK(span > 0, "learning-rate schedule '", spec, "': no steps are left for the cosine after the warm-up");
-    s = cosine_lr(span, f.size() == 2 ? parse_number(f[1], spec) : 0.0);
+    const int64_t span = total_steps - warm;
+    if (span <= 0) r.fail("no steps are left for the cosine after the warm-up");
+    s = cosine_lr(span, factor("min factor", 1, 0.0));
   } else {
-    TD_THROW(ValueError, "unknown learning-rate schedule '", spec, "' (expected ", kGrammar, ")");
+    r.fail("unknown schedule '", rest, "'");
   }
   return warm > 0 ? warmup_lr(warm, start, s) : s;
 }

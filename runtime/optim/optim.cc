@@ -10,6 +10,7 @@
 #include "runtime/memory/memory.h"
 #include "runtime/nn/nn_ops.h"
 #include "runtime/tensor/autograd.h"
+#include "runtime/tensor/layout.h"
 #include "runtime/tensor/whole_number.h"
 
 namespace tandem {
@@ -46,7 +47,7 @@ void step_in_buckets(const Groups& groups, File file, Run run) {
       if (!grad.defined()) continue;
       Bucket& b = file(buckets, p);
       b.params.push_back(p.second);
-      b.grads.push_back(grad);
+      b.grads.push_back(in_layout_of(grad, p.second));  // a copy only for a gradient set in another layout
     }
     for (Bucket& b : buckets) run(g, b);
   }
@@ -54,7 +55,7 @@ void step_in_buckets(const Groups& groups, File file, Run run) {
 
 Tensor state_like(const Tensor& p, bool zero) {
   MemoryCategoryGuard guard(MemoryCategory::OptimizerState);
-  Tensor t = empty(p.shape(), TensorOptions(p.dtype()).with_device(p.device()));
+  Tensor t = empty_like(p);  // in p's layout: the fused step reads both as flat arrays
   if (zero) t.fill_(0.0);
   return t;
 }

@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "runtime/base/error.h"
+#include "runtime/tensor/layout.h"
 #include "runtime/tensor/ops.h"
 
 namespace tandem {
@@ -46,9 +47,17 @@ class AccumulateGrad : public Node {
                    shape_str(leaf.shape()));
     Tensor current = leaf.grad();
     if (!current.defined()) {
-      // Keep the incoming buffer when nothing else holds it, else copy; then charge it to gradients.
-      Tensor stored =
-          (g.impl_ptr().use_count() <= 2 && g.is_contiguous() && g.storage().use_count() == 1) ? g.detach() : g.clone();
+      // Keep the incoming buffer when nothing else holds it and it has the leaf's layout, else copy it into that
+      // layout (PyTorch's contract: a dense leaf's gradient has the leaf's strides, so that the optimizer reads
+      // both as flat arrays); then charge it to gradients.
+      const bool leaf_layout = is_dense(leaf) ? same_layout(g, leaf) : g.is_contiguous();
+      Tensor stored;
+      if (g.impl_ptr().use_count() <= 2 && leaf_layout && g.storage().use_count() == 1) {
+        stored = g.detach();
+      } else {
+        stored = empty_like(leaf, g.options());
+        stored.copy_(g);
+      }
       stored.storage().set_category(MemoryCategory::Gradients);
       leaf.set_grad(stored);
     } else {

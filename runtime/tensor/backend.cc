@@ -10,12 +10,14 @@ namespace tandem {
 
 namespace {
 KernelRegistry<Backend>& registry() {
-  static KernelRegistry<Backend> r(make_checked_backend, "kernels");
+  static KernelRegistry<Backend> r([](Backend& k) { return observe_backend(k, stream_check_observer()); }, "kernels");
   return r;
 }
 }  // namespace
 
 void register_backend(DeviceType type, Backend* backend) { registry().set(type, backend); }
+
+Backend* registered_backend(DeviceType type) { return registry().registered(type); }
 
 Backend& backend_for(Device device) { return registry().get(device); }
 

@@ -8,6 +8,7 @@
 #include "runtime/base/dtype.h"
 #include "runtime/memory/stream.h"
 #include "runtime/tensor/elementwise_table.h"
+#include "runtime/tensor/kernel_args.h"
 
 namespace tandem {
 
@@ -30,6 +31,15 @@ struct StridedDesc {
       expected *= shape[i];
     }
     return true;
+  }
+  // Elements from the first to the last (strides are never negative); 0 when empty.
+  int64_t span() const {
+    int64_t last = 0;
+    for (int i = 0; i < ndim; ++i) {
+      if (shape[i] == 0) return 0;
+      last += (shape[i] - 1) * strides[i];
+    }
+    return last + 1;
   }
 };
 
@@ -73,67 +83,285 @@ struct RandomSpec {
   double b = 1;
 };
 
+// The elements a row-major batched matrix spans: `batch` matrices of rows x cols, rows `ld` and matrices `stride`
+// elements apart.
+inline int64_t matrix_span(int64_t batch, int64_t stride, int64_t rows, int64_t cols, int64_t ld) {
+  if (batch <= 0 || rows <= 0 || cols <= 0) return 0;
+  return (batch - 1) * stride + (rows - 1) * ld + cols;
+}
+
+// One struct per kernel method: its arguments, and in operands(f) each pointer operand with what the kernel does
+// to it (f is called with an Operand; see kernel_args.h). The struct is the method's one declaration: the list
+// TD_BACKEND_METHODS below makes the interface, the backends' overrides and the wrappers that watch every call.
+
+// dst[i] = value over a strided destination.
+struct FillArgs {
+  DType t;
+  void* dst;
+  StridedDesc d;
+  double value;
+  template <class F>
+  void operands(F&& f) const {
+    f(Operand::write("dst", dst, t, d.span()));
+  }
+};
+
+// dst = src (same shape), converting between any two dtypes.
+struct CopyArgs {
+  DType src_t;
+  const void* src;
+  StridedDesc src_d;
+  DType dst_t;
+  void* dst;
+  StridedDesc dst_d;
+  template <class F>
+  void operands(F&& f) const {
+    f(Operand::read("src", src, src_t, src_d.span()));
+    f(Operand::write("dst", dst, dst_t, dst_d.span()));
+  }
+};
+
+// y = op(x) over n contiguous elements of a float dtype.
+struct UnaryArgs {
+  UnaryOp op;
+  DType t;
+  const void* x;
+  void* y;
+  int64_t n;
+  UnaryParams p;
+  template <class F>
+  void operands(F&& f) const {
+    f(Operand::read("x", x, t, n));
+    f(Operand::write("y", y, t, n));
+  }
+};
+
+// gx = gy * op'(x) over n contiguous elements; y = op(x) is given for ops whose derivative uses it (x or y may be
+// null when the op's derivative does not use it).
+struct UnaryBackwardArgs {
+  UnaryOp op;
+  DType t;
+  const void* x;
+  const void* y;
+  const void* gy;
+  void* gx;
+  int64_t n;
+  UnaryParams p;
+  template <class F>
+  void operands(F&& f) const {
+    f(Operand::read("x", x, t, n));
+    f(Operand::read("y", y, t, n));
+    f(Operand::read("gy", gy, t, n));
+    f(Operand::write("gx", gx, t, n));
+  }
+};
+
+// out = a op b; a and b are described in out's shape (stride 0 where broadcast); out is contiguous.
+struct BinaryArgs {
+  BinaryOp op;
+  DType t;
+  const void* a;
+  StridedDesc ad;
+  const void* b;
+  StridedDesc bd;
+  void* out;
+  StridedDesc od;
+  template <class F>
+  void operands(F&& f) const {
+    f(Operand::read("a", a, t, ad.span()));
+    f(Operand::read("b", b, t, bd.span()));
+    f(Operand::write("out", out, is_comparison(op) ? DType::U8 : t, od.span()));
+  }
+};
+
+// out = cond ? a : b, all described in out's shape; cond is u8; out is contiguous.
+struct WhereArgs {
+  const void* cond;
+  StridedDesc cd;
+  DType t;
+  const void* a;
+  StridedDesc ad;
+  const void* b;
+  StridedDesc bd;
+  void* out;
+  StridedDesc od;
+  template <class F>
+  void operands(F&& f) const {
+    f(Operand::read("cond", cond, DType::U8, cd.span()));
+    f(Operand::read("a", a, t, ad.span()));
+    f(Operand::read("b", b, t, bd.span()));
+    f(Operand::write("out", out, t, od.span()));
+  }
+};
+
+// out[o, i] = reduce_r x[o, r, i] of a contiguous [outer, r, inner] tensor (deterministic order).
+// For Max/Min, `indices` (if not null) receives the first position of the extreme value.
+struct ReduceArgs {
+  ReduceOp op;
+  DType t;
+  const void* x;
+  int64_t outer, r, inner;
+  void* out;
+  int64_t* indices;
+  template <class F>
+  void operands(F&& f) const {
+    f(Operand::read("x", x, t, outer * r * inner));
+    f(Operand::write("out", out, t, outer * inner));
+    f(Operand::write("indices", indices, DType::I64, outer * inner));
+  }
+};
+
+// (log-)softmax over the middle dim of a contiguous [outer, n, inner] tensor, and its backward.
+struct SoftmaxArgs {
+  bool log;
+  DType t;
+  const void* x;
+  void* y;
+  int64_t outer, n, inner;
+  template <class F>
+  void operands(F&& f) const {
+    f(Operand::read("x", x, t, outer * n * inner));
+    f(Operand::write("y", y, t, outer * n * inner));
+  }
+};
+struct SoftmaxBackwardArgs {
+  bool log;
+  DType t;
+  const void* y;
+  const void* gy;
+  void* gx;
+  int64_t outer, n, inner;
+  template <class F>
+  void operands(F&& f) const {
+    f(Operand::read("y", y, t, outer * n * inner));
+    f(Operand::read("gy", gy, t, outer * n * inner));
+    f(Operand::write("gx", gx, t, outer * n * inner));
+  }
+};
+
+// Row-major batched GEMM: C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b], op = transpose if asked.
+// op(A) is m x k, op(B) is k x n; lda/ldb/ldc are row strides; stride_* step between batch items.
+struct GemmArgs {
+  DType t;
+  bool trans_a, trans_b;
+  int64_t m, n, k;
+  double alpha;
+  const void* a;
+  int64_t lda, stride_a;
+  const void* b;
+  int64_t ldb, stride_b;
+  double beta;
+  void* c;
+  int64_t ldc, stride_c;
+  int64_t batch;
+  template <class F>
+  void operands(F&& f) const {
+    f(Operand::read("a", a, t,
+                    trans_a ? matrix_span(batch, stride_a, k, m, lda) : matrix_span(batch, stride_a, m, k, lda)));
+    f(Operand::read("b", b, t,
+                    trans_b ? matrix_span(batch, stride_b, n, k, ldb) : matrix_span(batch, stride_b, k, n, ldb)));
+    const int64_t c_span = matrix_span(batch, stride_c, m, n, ldc);
+    f(beta == 0 ? Operand::write("c", c, t, c_span) : Operand::update("c", c, t, c_span));
+  }
+};
+
+// Indexing along the middle dim of contiguous [outer, n, inner] tensors; idx is i64: n_idx indices into the rows
+// (index_select, index_add) or one per element (gather, scatter_add: kPerElement).
+// index_select: out[o, j, i] = x[o, idx[j], i]; gather: out[o, j, i] = x[o, idx[o, j, i], i].
+template <bool kPerElement>
+struct IndexReadArgs {
+  DType t;
+  const void* x;
+  int64_t outer, n_src, inner;
+  const int64_t* idx;
+  int64_t n_idx;
+  void* out;
+  template <class F>
+  void operands(F&& f) const {
+    f(Operand::read("x", x, t, outer * n_src * inner));
+    f(Operand::read("idx", idx, DType::I64, kPerElement ? outer * n_idx * inner : n_idx));
+    f(Operand::write("out", out, t, outer * n_idx * inner));
+  }
+};
+using IndexSelectArgs = IndexReadArgs<false>;
+using GatherArgs = IndexReadArgs<true>;
+// index_add: dst[o, idx[j], i] += src[o, j, i]; scatter_add: dst[o, idx[o, j, i], i] += src[o, j, i]
+// (deterministic: in increasing j).
+template <bool kPerElement>
+struct IndexAccumulateArgs {
+  DType t;
+  const void* src;
+  int64_t outer, n_idx, inner;
+  const int64_t* idx;
+  int64_t n_dst;
+  void* dst;
+  template <class F>
+  void operands(F&& f) const {
+    f(Operand::read("src", src, t, outer * n_idx * inner));
+    f(Operand::read("idx", idx, DType::I64, kPerElement ? outer * n_idx * inner : n_idx));
+    f(Operand::update("dst", dst, t, outer * n_dst * inner));
+  }
+};
+using IndexAddArgs = IndexAccumulateArgs<false>;
+using ScatterAddArgs = IndexAccumulateArgs<true>;
+// out[j, c] = (idx[j] == c) for n indices and `classes` classes.
+struct OneHotArgs {
+  const int64_t* idx;
+  int64_t n, classes;
+  DType t;
+  void* out;
+  template <class F>
+  void operands(F&& f) const {
+    f(Operand::read("idx", idx, DType::I64, n));
+    f(Operand::write("out", out, t, n * classes));
+  }
+};
+
+// n values from the Philox stream (seed, offset): identical on every backend.
+struct RandomArgs {
+  DType t;
+  void* out;
+  int64_t n;
+  uint64_t seed, offset;
+  RandomSpec spec;
+  template <class F>
+  void operands(F&& f) const {
+    f(Operand::write("out", out, t, n));
+  }
+};
+
+// X(method, Args) for every Backend method.
+#define TD_BACKEND_METHODS(X)              \
+  X(fill, FillArgs)                        \
+  X(copy, CopyArgs)                        \
+  X(unary, UnaryArgs)                      \
+  X(unary_backward, UnaryBackwardArgs)     \
+  X(binary, BinaryArgs)                    \
+  X(where, WhereArgs)                      \
+  X(reduce, ReduceArgs)                    \
+  X(softmax, SoftmaxArgs)                  \
+  X(softmax_backward, SoftmaxBackwardArgs) \
+  X(gemm, GemmArgs)                        \
+  X(index_select, IndexSelectArgs)         \
+  X(index_add, IndexAddArgs)               \
+  X(gather, GatherArgs)                    \
+  X(scatter_add, ScatterAddArgs)           \
+  X(one_hot, OneHotArgs)                   \
+  X(random, RandomArgs)
+
 class Backend {
  public:
   virtual ~Backend() = default;
-
-  // dst[i] = value over a strided destination.
-  virtual void fill(DType t, void* dst, const StridedDesc& d, double value, const Stream& s) = 0;
-  // dst = src (same shape), converting between any two dtypes.
-  virtual void copy(DType src_t, const void* src, const StridedDesc& src_d, DType dst_t, void* dst,
-                    const StridedDesc& dst_d, const Stream& s) = 0;
-
-  // y = op(x) over n contiguous elements of a float dtype.
-  virtual void unary(UnaryOp op, DType t, const void* x, void* y, int64_t n, UnaryParams p, const Stream& s) = 0;
-  // gx = gy * op'(x) over n contiguous elements; y = op(x) is given for ops whose derivative uses it.
-  virtual void unary_backward(UnaryOp op, DType t, const void* x, const void* y, const void* gy, void* gx, int64_t n,
-                              UnaryParams p, const Stream& s) = 0;
-  // out = a op b; a and b are described in out's shape (stride 0 where broadcast); out is contiguous.
-  virtual void binary(BinaryOp op, DType t, const void* a, const StridedDesc& ad, const void* b, const StridedDesc& bd,
-                      void* out, const StridedDesc& od, const Stream& s) = 0;
-  // out = cond ? a : b, all described in out's shape; cond is u8; out is contiguous.
-  virtual void where(const void* cond, const StridedDesc& cd, DType t, const void* a, const StridedDesc& ad,
-                     const void* b, const StridedDesc& bd, void* out, const StridedDesc& od, const Stream& s) = 0;
-
-  // out[o, i] = reduce_r x[o, r, i] of a contiguous [outer, r, inner] tensor (deterministic order).
-  // For Max/Min, `indices` (if not null) receives the first position of the extreme value.
-  virtual void reduce(ReduceOp op, DType t, const void* x, int64_t outer, int64_t r, int64_t inner, void* out,
-                      int64_t* indices, const Stream& s) = 0;
-  // (log-)softmax over the middle dim of a contiguous [outer, n, inner] tensor, and its backward.
-  virtual void softmax(bool log, DType t, const void* x, void* y, int64_t outer, int64_t n, int64_t inner,
-                       const Stream& s) = 0;
-  virtual void softmax_backward(bool log, DType t, const void* y, const void* gy, void* gx, int64_t outer, int64_t n,
-                                int64_t inner, const Stream& s) = 0;
-
-  // Row-major batched GEMM: C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b], op = transpose if asked.
-  // op(A) is m x k, op(B) is k x n; lda/ldb/ldc are row strides; stride_* step between batch items.
-  virtual void gemm(DType t, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const void* a,
-                    int64_t lda, int64_t stride_a, const void* b, int64_t ldb, int64_t stride_b, double beta, void* c,
-                    int64_t ldc, int64_t stride_c, int64_t batch, const Stream& s) = 0;
-
-  // Indexing along the middle dim of contiguous [outer, n, inner] tensors; idx is i64.
-  // index_select: out[o, j, i] = x[o, idx[j], i].
-  virtual void index_select(DType t, const void* x, int64_t outer, int64_t n_src, int64_t inner, const int64_t* idx,
-                            int64_t n_idx, void* out, const Stream& s) = 0;
-  // index_add: dst[o, idx[j], i] += src[o, j, i] (deterministic: in increasing j).
-  virtual void index_add(DType t, const void* src, int64_t outer, int64_t n_idx, int64_t inner, const int64_t* idx,
-                         int64_t n_dst, void* dst, const Stream& s) = 0;
-  // gather: out[o, j, i] = x[o, idx[o, j, i], i].
-  virtual void gather(DType t, const void* x, int64_t outer, int64_t n_src, int64_t inner, const int64_t* idx,
-                      int64_t n_idx, void* out, const Stream& s) = 0;
-  // scatter_add: dst[o, idx[o, j, i], i] += src[o, j, i] (deterministic: in increasing j).
-  virtual void scatter_add(DType t, const void* src, int64_t outer, int64_t n_idx, int64_t inner, const int64_t* idx,
-                           int64_t n_dst, void* dst, const Stream& s) = 0;
-  // out[j, c] = (idx[j] == c) for n indices and `classes` classes.
-  virtual void one_hot(const int64_t* idx, int64_t n, int64_t classes, DType t, void* out, const Stream& s) = 0;
-
-  // n values from the Philox stream (seed, offset): identical on every backend.
-  virtual void random(DType t, void* out, int64_t n, uint64_t seed, uint64_t offset, RandomSpec spec,
-                      const Stream& s) = 0;
+  TD_BACKEND_METHODS(TD_KERNEL_PURE_VIRTUAL)
 };
+
+// The declarations of every Backend method, for the class body of a backend that implements them all.
+#define TANDEM_BACKEND_OVERRIDES TD_BACKEND_METHODS(TD_KERNEL_OVERRIDE)
 
 // Called by each backend library at static-initialization time.
 void register_backend(DeviceType type, Backend* backend);
+// The kernels registered for `type` (null: none), e.g. for a test to register a wrapper of them in their place.
+Backend* registered_backend(DeviceType type);
 // The backend for `device`; throws DeviceError when it is missing or the device is absent.
 Backend& backend_for(Device device);
 

@@ -1,13 +1,11 @@
-// The stream checker's wrapper of the tensor kernel interface: each call records the storages its pointers
-// point into (const pointers are reads, others writes) on its stream, then forwards to the real kernels.
+// The stream checker as a KernelObserver: each kernel call records the storages its operands point into (as read or
+// written, declared by its method's args) on its stream. The kernel registries wrap their kernels with it.
 #pragma once
 
-#include <memory>
-
-#include "runtime/tensor/backend.h"
+#include "runtime/tensor/kernel_observer.h"
 
 namespace tandem {
 
-std::unique_ptr<Backend> make_checked_backend(Backend& kernels);
+KernelObserver& stream_check_observer();
 
 }  // namespace tandem

@@ -22,6 +22,8 @@ class KernelRegistry {
     slots_[static_cast<int>(type)] = {kernels, kernels ? make_checked_(*kernels) : nullptr};
   }
 
+  Kernels* registered(DeviceType type) const { return slots_[static_cast<int>(type)].kernels; }
+
   // The kernels of device's type; their stream-checking wrapper while the stream checker is on.
   Kernels& get(Device device) {
     check_device_available(device);

@@ -3,6 +3,7 @@
 
 #include "runtime/base/error.h"
 #include "runtime/tensor/autograd.h"
+#include "runtime/tensor/layout.h"
 #include "runtime/tensor/ops.h"
 #include "runtime/tensor/tensor_desc.h"
 
@@ -11,35 +12,60 @@ namespace tandem {
 namespace {
 using autograd::SavedTensor;
 
+// The output of an elementwise op over `shape`: in the layout of the first operand that is dense with that shape
+// (a dense operand's strides win over a broadcast one's, the first operand's over the second's, as in PyTorch),
+// else contiguous.
+Tensor elementwise_output(const std::vector<Tensor>& operands, const Shape& shape, TensorOptions opts) {
+  for (const Tensor& t : operands)
+    if (t.shape() == shape && is_dense(t)) return empty_like(t, opts);
+  return empty(shape, opts);
+}
+
+// t described in `out`'s shape and memory order (out contiguous in that order, as the kernels want it).
+StridedDesc desc_in_order(const Tensor& t, const Tensor& out, const std::vector<int>& order) {
+  return permute_desc(broadcast_desc(t, out.shape()), order);
+}
+
+// out = a op b; out is dense and of the broadcast shape.
+void run_binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  std::vector<int> order = memory_order(out);
+  backend_of(a).binary({op, a.dtype(), a.raw_data(), desc_in_order(a, out, order), b.raw_data(),
+                        desc_in_order(b, out, order), out.raw_data(), desc_in_order(out, out, order)},
+                       current_stream(a.device()));
+}
+
 Tensor binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
   check_same_device({a, b}, name);
   check_same_dtype({a, b}, name);
   if (!is_comparison(op)) check_float(a, name);
   Shape out_shape = broadcast_shapes(a.shape(), b.shape(), name);
-  Tensor out = empty(out_shape, TensorOptions(is_comparison(op) ? DType::U8 : a.dtype()).with_device(a.device()));
-  if (out.numel() == 0) return out;
-  backend_of(a).binary(op, a.dtype(), a.raw_data(), broadcast_desc(a, out_shape), b.raw_data(),
-                       broadcast_desc(b, out_shape), out.raw_data(), desc_of(out), current_stream(a.device()));
+  Tensor out = elementwise_output({a, b}, out_shape, a.options().with_dtype(is_comparison(op) ? DType::U8 : a.dtype()));
+  if (out.numel() > 0) run_binary(op, a, b, out);
   return out;
 }
 
+// A dense tensor's elements are one flat array in memory, which the unary kernels run over in any layout.
 Tensor unary_forward(UnaryOp op, const Tensor& x, UnaryParams p, const char* name) {
   check_float(x, name);
-  Tensor xc = x.contiguous();
-  Tensor y = empty(x.shape(), TensorOptions(x.dtype()).with_device(x.device()));
+  Tensor xd = is_dense(x) ? x : x.contiguous();
+  Tensor y = empty_like(xd);
   if (y.numel() > 0)
-    backend_of(x).unary(op, x.dtype(), xc.raw_data(), y.raw_data(), y.numel(), p, current_stream(x.device()));
+    backend_of(x).unary({op, x.dtype(), xd.raw_data(), y.raw_data(), y.numel(), p}, current_stream(x.device()));
   return y;
 }
 
-// gy * op'(x), reading the saved operand the op needs.
+// gy * op'(x), reading the saved operand the op needs (x or y, at most one defined). The gradient comes in gy's
+// layout (the saved operand's when gy is a broadcast view); an operand in another layout is copied into it.
 Tensor unary_grad(UnaryOp op, const Tensor& x, const Tensor& y, const Tensor& gy, UnaryParams p) {
-  Tensor g = gy.contiguous();
-  Tensor gx = empty(g.shape(), TensorOptions(g.dtype()).with_device(g.device()));
+  const Tensor saved = x.defined() ? x : y;
+  Tensor ref = gy;
+  if (!is_dense(gy)) ref = saved.defined() && is_dense(saved) ? saved : gy.contiguous();
+  Tensor g = in_layout_of(gy, ref), s = saved.defined() ? in_layout_of(saved, ref) : Tensor();
+  Tensor gx = empty_like(ref, g.options());
   if (gx.numel() > 0)
-    backend_of(g).unary_backward(op, g.dtype(), x.defined() ? x.contiguous().raw_data() : nullptr,
-                                 y.defined() ? y.contiguous().raw_data() : nullptr, g.raw_data(), gx.raw_data(),
-                                 gx.numel(), p, current_stream(g.device()));
+    backend_of(g).unary_backward({op, g.dtype(), x.defined() ? s.raw_data() : nullptr,
+                                  y.defined() ? s.raw_data() : nullptr, g.raw_data(), gx.raw_data(), gx.numel(), p},
+                                 current_stream(g.device()));
   return gx;
 }
 
@@ -167,16 +193,20 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   TD_CHECK_DTYPE(cond.dtype() == DType::U8, "where: the condition must be u8 (from a comparison), got ",
                  dtype_name(cond.dtype()));
   Shape s = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
-  Tensor out = empty(s, TensorOptions(a.dtype()).with_device(a.device()));
-  if (out.numel() > 0)
-    backend_of(a).where(cond.raw_data(), broadcast_desc(cond, s), a.dtype(), a.raw_data(), broadcast_desc(a, s),
-                        b.raw_data(), broadcast_desc(b, s), out.raw_data(), desc_of(out), current_stream(a.device()));
+  Tensor out = elementwise_output({a, b, cond}, s, a.options());
+  if (out.numel() > 0) {
+    std::vector<int> order = memory_order(out);
+    backend_of(a).where(
+        {cond.raw_data(), desc_in_order(cond, out, order), a.dtype(), a.raw_data(), desc_in_order(a, out, order),
+         b.raw_data(), desc_in_order(b, out, order), out.raw_data(), desc_in_order(out, out, order)},
+        current_stream(a.device()));
+  }
   if (autograd::any_requires_grad({a, b})) {
     SavedTensor sc(cond);
     Shape as = a.shape(), bs = b.shape();
     autograd::record("where", {cond, a, b}, {out}, [sc, as, bs](std::vector<Tensor>& g, const std::vector<bool>& need) {
       Tensor c = sc.unpack("where");
-      Tensor z = zeros({}, TensorOptions(g[0].dtype()).with_device(g[0].device()));
+      Tensor z = zeros({}, g[0].options());
       return std::vector<Tensor>{Tensor(), need[1] ? sum_to(where(c, g[0], z), as) : Tensor(),
                                  need[2] ? sum_to(where(c, z, g[0]), bs) : Tensor()};
     });
@@ -185,7 +215,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
-  return where(mask, full({}, value, TensorOptions(x.dtype()).with_device(x.device())), x);
+  return where(mask, full({}, value, x.options()), x);
 }
 
 Tensor& add_(Tensor& x, const Tensor& y, double alpha) {
@@ -197,13 +227,11 @@ Tensor& add_(Tensor& x, const Tensor& y, double alpha) {
                  " does not broadcast to the destination's shape ", shape_str(x.shape()));
   autograd::NoGradGuard ng;
   Tensor term = alpha == 1.0 ? y : mul(y, alpha);
-  if (!x.is_contiguous()) {
+  if (!is_dense(x)) {
     x.copy_(add(x, term));
     return x;
   }
-  if (x.numel() > 0)
-    backend_of(x).binary(BinaryOp::Add, x.dtype(), x.raw_data(), desc_of(x), term.raw_data(),
-                         broadcast_desc(term, x.shape()), x.raw_data(), desc_of(x), current_stream(x.device()));
+  run_binary(BinaryOp::Add, x, term, x);
   x.storage().bump_version();
   return x;
 }
@@ -211,14 +239,13 @@ Tensor& add_(Tensor& x, const Tensor& y, double alpha) {
 Tensor& mul_(Tensor& x, double value) {
   autograd::check_inplace(x, "mul_");
   check_float(x, "mul_");
-  if (!x.is_contiguous()) {
+  if (!is_dense(x)) {
     autograd::NoGradGuard ng;
     x.copy_(mul(x, value));
     return x;
   }
-  if (x.numel() > 0)
-    backend_of(x).unary(UnaryOp::MulScalar, x.dtype(), x.raw_data(), x.raw_data(), x.numel(), {value, 0},
-                        current_stream(x.device()));
+  backend_of(x).unary({UnaryOp::MulScalar, x.dtype(), x.raw_data(), x.raw_data(), x.numel(), {value, 0}},
+                      current_stream(x.device()));
   x.storage().bump_version();
   return x;
 }

@@ -21,22 +21,23 @@ void check_index(const Tensor& x, const Tensor& index, const char* op) {
   TD_CHECK_DTYPE(index.dtype() == DType::I64, op, ": indices must be i64, got ", dtype_name(index.dtype()));
 }
 // The backward of a read of x along a dim through indices ic (index_select, gather): the output's gradient
-// added back into zeros of x's shape by `add` (Backend::index_add or scatter_add: the same parameters).
-using IndexAdd = void (Backend::*)(DType, const void*, int64_t, int64_t, int64_t, const int64_t*, int64_t, void*,
-                                   const Stream&);
-void record_indexed_read(const char* op, IndexAdd add, const Tensor& x, const Tensor& out, const Tensor& ic,
-                         int64_t outer, int64_t inner, int64_t n_src, int64_t n_idx) {
+// added back into zeros of x's shape by `add` (Backend::index_add or scatter_add: the same fields).
+template <class AddArgs>
+void record_indexed_read(const char* op, void (Backend::*add)(const AddArgs&, const Stream&), const Tensor& x,
+                         const Tensor& out, const Tensor& ic, int64_t outer, int64_t inner, int64_t n_src,
+                         int64_t n_idx) {
   if (!autograd::any_requires_grad({x})) return;
   SavedTensor si(ic);
   Shape xs = x.shape();
-  autograd::record(
-      op, {x}, {out}, [op, add, si, xs, outer, inner, n_src, n_idx](std::vector<Tensor>& g, const std::vector<bool>&) {
-        Tensor gy = g[0].contiguous();
-        Tensor gx = zeros(xs, TensorOptions(gy.dtype()).with_device(gy.device()));
-        (backend_of(gx).*add)(gx.dtype(), gy.raw_data(), outer, n_idx, inner, si.unpack(op).data<int64_t>(), n_src,
-                              gx.raw_data(), current_stream(gx.device()));
-        return std::vector<Tensor>{gx};
-      });
+  autograd::record(op, {x}, {out},
+                   [op, add, si, xs, outer, inner, n_src, n_idx](std::vector<Tensor>& g, const std::vector<bool>&) {
+                     Tensor gy = g[0].contiguous();
+                     Tensor gx = zeros(xs, gy.options());
+                     (backend_of(gx).*add)(AddArgs{gx.dtype(), gy.raw_data(), outer, n_idx, inner,
+                                                   si.unpack(op).data<int64_t>(), n_src, gx.raw_data()},
+                                           current_stream(gx.device()));
+                     return std::vector<Tensor>{gx};
+                   });
 }
 }  // namespace
 
@@ -49,10 +50,11 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   Shape out_shape = x.shape();
   out_shape[dim] = index.numel();
   Tensor xc = x.contiguous(), ic = index.contiguous();
-  Tensor out = empty(out_shape, TensorOptions(x.dtype()).with_device(x.device()));
+  Tensor out = empty(out_shape, x.options());
   if (out.numel() > 0)
-    backend_of(x).index_select(x.dtype(), xc.raw_data(), outer, x.shape()[dim], inner, ic.data<int64_t>(),
-                               index.numel(), out.raw_data(), current_stream(x.device()));
+    backend_of(x).index_select(
+        {x.dtype(), xc.raw_data(), outer, x.shape()[dim], inner, ic.data<int64_t>(), index.numel(), out.raw_data()},
+        current_stream(x.device()));
   record_indexed_read("index_select", &Backend::index_add, x, out, ic, outer, inner, x.shape()[dim], index.numel());
   return out;
 }
@@ -68,10 +70,10 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   int64_t outer, inner;
   split_at(x.shape(), dim, outer, inner);
   Tensor xc = x.contiguous(), ic = index.contiguous();
-  Tensor out = empty(index.shape(), TensorOptions(x.dtype()).with_device(x.device()));
+  Tensor out = empty(index.shape(), x.options());
   int64_t n_src = x.shape()[dim], n_idx = index.shape()[dim];
   if (out.numel() > 0)
-    backend_of(x).gather(x.dtype(), xc.raw_data(), outer, n_src, inner, ic.data<int64_t>(), n_idx, out.raw_data(),
+    backend_of(x).gather({x.dtype(), xc.raw_data(), outer, n_src, inner, ic.data<int64_t>(), n_idx, out.raw_data()},
                          current_stream(x.device()));
   record_indexed_read("gather", &Backend::scatter_add, x, out, ic, outer, inner, n_src, n_idx);
   return out;
@@ -85,7 +87,7 @@ Tensor one_hot(const Tensor& labels, int64_t classes, DType dtype) {
   Tensor out = empty(s, TensorOptions(dtype).with_device(labels.device()));
   Tensor lc = labels.contiguous();
   if (out.numel() > 0)
-    backend_of(labels).one_hot(lc.data<int64_t>(), labels.numel(), classes, dtype, out.raw_data(),
+    backend_of(labels).one_hot({lc.data<int64_t>(), labels.numel(), classes, dtype, out.raw_data()},
                                current_stream(labels.device()));
   return out;
 }

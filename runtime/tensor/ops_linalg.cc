@@ -17,20 +17,28 @@ struct GemmOperand {
   int64_t batch_stride = 0;
 };
 
+// Whether the last two dims of x are row-major in memory, or else column-major (a transposed view).
+bool row_major(const Tensor& x) {
+  int64_t n = x.dim();
+  return x.strides()[n - 1] == 1 && x.strides()[n - 2] >= std::max<int64_t>(x.shape()[n - 1], 1);
+}
+bool column_major(const Tensor& x) {
+  int64_t n = x.dim();
+  return !row_major(x) && x.strides()[n - 2] == 1 && x.strides()[n - 1] >= std::max<int64_t>(x.shape()[n - 2], 1);
+}
+
 GemmOperand operand(const Tensor& x) {
   int64_t n = x.dim();
-  int64_t rows = x.shape()[n - 2], cols = x.shape()[n - 1];
-  int64_t rs = x.strides()[n - 2], cs = x.strides()[n - 1];
   GemmOperand op;
   op.t = x;
-  if (cs == 1 && rs >= std::max<int64_t>(cols, 1)) {
-    op.ld = rs;
-  } else if (rs == 1 && cs >= std::max<int64_t>(rows, 1)) {
+  if (row_major(x)) {
+    op.ld = x.strides()[n - 2];
+  } else if (column_major(x)) {
     op.trans = true;
-    op.ld = cs;
+    op.ld = x.strides()[n - 1];
   } else {
     op.t = x.contiguous();
-    op.ld = cols;
+    op.ld = x.shape()[n - 1];
   }
   op.batch_stride = n == 3 ? op.t.strides()[0] : 0;
   return op;
@@ -42,12 +50,13 @@ Tensor gemm_forward(const Tensor& a, const Tensor& b) {
   int64_t m = a.shape()[a.dim() - 2], k = a.shape()[a.dim() - 1], n = b.shape()[b.dim() - 1];
   int64_t batch = batched ? a.shape()[0] : 1;
   Shape out_shape = batched ? Shape{batch, m, n} : Shape{m, n};
-  Tensor out = empty(out_shape, TensorOptions(a.dtype()).with_device(a.device()));
+  Tensor out = empty(out_shape, a.options());
   if (out.numel() == 0) return out;
   if (k == 0) return out.fill_(0.0);
   GemmOperand A = operand(a), B = operand(b);
-  backend_of(a).gemm(a.dtype(), A.trans, B.trans, m, n, k, 1.0, A.t.raw_data(), A.ld, A.batch_stride, B.t.raw_data(),
-                     B.ld, B.batch_stride, 0.0, out.raw_data(), n, m * n, batch, current_stream(a.device()));
+  backend_of(a).gemm({a.dtype(), A.trans, B.trans, m, n, k, 1.0, A.t.raw_data(), A.ld, A.batch_stride, B.t.raw_data(),
+                      B.ld, B.batch_stride, 0.0, out.raw_data(), n, m * n, batch},
+                     current_stream(a.device()));
   return out;
 }
 }  // namespace
@@ -73,12 +82,23 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   Tensor y = gemm_forward(a, b);
   if (autograd::any_requires_grad({a, b})) {
     SavedTensor sa(b.requires_grad() ? a : Tensor()), sb(a.requires_grad() ? b : Tensor());
-    autograd::record("matmul", {a, b}, {y}, [sa, sb](std::vector<Tensor>& g, const std::vector<bool>& need) {
-      Tensor ga, gb;
-      if (need[0]) ga = gemm_forward(g[0], sb.unpack("matmul").transpose(-1, -2));
-      if (need[1]) gb = gemm_forward(sa.unpack("matmul").transpose(-1, -2), g[0]);
-      return std::vector<Tensor>{ga, gb};
-    });
+    // Each gradient in its operand's layout: a transposed operand (a linear layer's weight.t()) gets the
+    // transpose of a row-major product, g^T a for b as PyTorch computes a weight gradient, so that no copy
+    // turns it into the weight's layout afterwards.
+    const bool a_trans = column_major(a), b_trans = column_major(b);
+    autograd::record(
+        "matmul", {a, b}, {y}, [sa, sb, a_trans, b_trans](std::vector<Tensor>& g, const std::vector<bool>& need) {
+          Tensor ga, gb, gt = g[0].transpose(-1, -2);
+          if (need[0]) {
+            Tensor bv = sb.unpack("matmul");
+            ga = a_trans ? gemm_forward(bv, gt).transpose(-1, -2) : gemm_forward(g[0], bv.transpose(-1, -2));
+          }
+          if (need[1]) {
+            Tensor av = sa.unpack("matmul");
+            gb = b_trans ? gemm_forward(gt, av).transpose(-1, -2) : gemm_forward(av.transpose(-1, -2), g[0]);
+          }
+          return std::vector<Tensor>{ga, gb};
+        });
   }
   return y;
 }

@@ -4,6 +4,7 @@
 
 #include "runtime/base/error.h"
 #include "runtime/tensor/autograd.h"
+#include "runtime/tensor/layout.h"
 #include "runtime/tensor/ops.h"
 #include "runtime/tensor/tensor_desc.h"
 
@@ -44,6 +45,33 @@ struct Reduced {
   Tensor indices;  // keepdim shape, i64 (Max/Min over one dim)
 };
 
+// Whether dense x can be read as [outer, r, inner] in its own memory order: the reduced dims (sizes > 1) form one
+// run in that order and the kept ones lie in memory in the order of their dims (so the output is row-major). A
+// channels-last tensor summed over (N, H, W) is one: [1, N*H*W, C].
+bool dense_run(const Tensor& x, const std::vector<int64_t>& dims, int64_t* outer, int64_t* r, int64_t* inner) {
+  if (!is_dense(x)) return false;
+  enum { Before, In, After } phase = Before;
+  int64_t last_kept = -1, o = 1, n = 1, i = 1;
+  for (int d : memory_order(x)) {
+    const int64_t size = x.shape()[d];
+    if (size == 1) continue;
+    if (std::binary_search(dims.begin(), dims.end(), d)) {
+      if (phase == After) return false;
+      phase = In;
+      n *= size;
+    } else {
+      if (d < last_kept) return false;
+      last_kept = d;
+      if (phase == In) phase = After;
+      (phase == Before ? o : i) *= size;
+    }
+  }
+  *outer = o;
+  *r = n;
+  *inner = i;
+  return true;
+}
+
 // Reduces x over `dims` with one kernel call on a [outer, r, inner] layout.
 Reduced reduce_raw(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool want_indices) {
   Shape keep = reduced_shape(x.shape(), dims, true);
@@ -59,7 +87,7 @@ Reduced reduce_raw(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dim
       else
         inner *= x.shape()[i];
     }
-  } else {
+  } else if (x.is_contiguous() || !dense_run(x, dims, &outer, &r, &inner)) {
     std::vector<int64_t> perm;
     for (int64_t i = 0; i < x.dim(); ++i)
       if (!std::binary_search(dims.begin(), dims.end(), i)) perm.push_back(i);
@@ -72,12 +100,13 @@ Reduced reduce_raw(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dim
   TD_CHECK_SHAPE(r > 0 || op == ReduceOp::Sum, "max/min over an empty dimension of a tensor of shape ",
                  shape_str(x.shape()));
   Reduced out;
-  TensorOptions o = TensorOptions(x.dtype()).with_device(x.device());
+  TensorOptions o = x.options();
   out.values = empty(keep, o);
   if (want_indices) out.indices = empty(keep, o.with_dtype(DType::I64));
   if (out.values.numel() > 0)
-    backend_of(x).reduce(op, x.dtype(), src.raw_data(), outer, r, inner, out.values.raw_data(),
-                         want_indices ? out.indices.data<int64_t>() : nullptr, current_stream(x.device()));
+    backend_of(x).reduce({op, x.dtype(), src.raw_data(), outer, r, inner, out.values.raw_data(),
+                          want_indices ? out.indices.data<int64_t>() : nullptr},
+                         current_stream(x.device()));
   return out;
 }
 
@@ -135,13 +164,14 @@ MaxResult max(const Tensor& x, int64_t dim, bool keepdim) {
     autograd::record(
         "max", {x}, {out.values, out.indices}, [idx, xs, ks, dd](std::vector<Tensor>& g, const std::vector<bool>&) {
           // Scatter into the positions the forward picked.
-          Tensor gx = zeros(xs, TensorOptions(g[0].dtype()).with_device(g[0].device()));
+          Tensor gx = zeros(xs, g[0].options());
           Tensor gk = g[0].reshape(ks).contiguous();
           int64_t outer = 1, inner = 1;
           for (int64_t i = 0; i < dd; ++i) outer *= xs[i];
           for (size_t i = dd + 1; i < xs.size(); ++i) inner *= xs[i];
-          backend_of(gx).scatter_add(gx.dtype(), gk.raw_data(), outer, 1, inner, idx.unpack("max").data<int64_t>(),
-                                     xs[dd], gx.raw_data(), current_stream(gx.device()));
+          backend_of(gx).scatter_add(
+              {gx.dtype(), gk.raw_data(), outer, 1, inner, idx.unpack("max").data<int64_t>(), xs[dd], gx.raw_data()},
+              current_stream(gx.device()));
           return std::vector<Tensor>{gx};
         });
   }
@@ -181,9 +211,9 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
   int64_t outer = 1, n = x.dim() == 0 ? 1 : x.shape()[dim], inner = 1;
   for (int64_t i = 0; i < dim; ++i) outer *= x.shape()[i];
   for (int64_t i = dim + 1; i < x.dim(); ++i) inner *= x.shape()[i];
-  Tensor y = empty(x.shape(), TensorOptions(x.dtype()).with_device(x.device()));
+  Tensor y = empty(x.shape(), x.options());
   if (y.numel() > 0)
-    backend_of(x).softmax(log, x.dtype(), xc.raw_data(), y.raw_data(), outer, n, inner, current_stream(x.device()));
+    backend_of(x).softmax({log, x.dtype(), xc.raw_data(), y.raw_data(), outer, n, inner}, current_stream(x.device()));
   if (autograd::any_requires_grad({x})) {
     SavedTensor sy(y);
     std::string nm = name;
@@ -191,7 +221,7 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
       Tensor yv = sy.unpack(nm);
       Tensor gy = g[0].contiguous();
       Tensor gx = empty_like(yv);
-      backend_of(yv).softmax_backward(log, yv.dtype(), yv.raw_data(), gy.raw_data(), gx.raw_data(), outer, n, inner,
+      backend_of(yv).softmax_backward({log, yv.dtype(), yv.raw_data(), gy.raw_data(), gx.raw_data(), outer, n, inner},
                                       current_stream(yv.device()));
       return std::vector<Tensor>{gx};
     });

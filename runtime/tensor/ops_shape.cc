@@ -24,7 +24,7 @@ Tensor concat(const std::vector<Tensor>& ts, int64_t dim) {
     sizes.push_back(t.shape()[dim]);
     out_shape[dim] += t.shape()[dim];
   }
-  Tensor out = empty(out_shape, TensorOptions(first.dtype()).with_device(first.device()));
+  Tensor out = empty(out_shape, first.options());
   {
     autograd::NoGradGuard ng;
     int64_t offset = 0;

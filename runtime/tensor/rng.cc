@@ -30,10 +30,11 @@ namespace {
 Tensor& fill_random(Tensor& x, RandomSpec spec, Generator& gen) {
   autograd::check_inplace(x, spec.normal ? "normal_" : "uniform_");
   check_float(x, spec.normal ? "normal_" : "uniform_");
-  Tensor target = x.is_contiguous() ? x : empty(x.shape(), TensorOptions(x.dtype()).with_device(x.device()));
+  Tensor target = x.is_contiguous() ? x : empty(x.shape(), x.options());
   if (x.numel() > 0) {
     uint64_t offset = gen.advance(x.numel());
-    backend_of(x).random(x.dtype(), target.raw_data(), x.numel(), gen.seed(), offset, spec, current_stream(x.device()));
+    backend_of(x).random({x.dtype(), target.raw_data(), x.numel(), gen.seed(), offset, spec},
+                         current_stream(x.device()));
   }
   if (!target.same(x)) {
     autograd::NoGradGuard ng;

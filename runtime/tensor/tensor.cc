@@ -15,6 +15,7 @@
 #include "runtime/memory/cuda_graph.h"
 #include "runtime/memory/stream_check.h"
 #include "runtime/tensor/autograd.h"
+#include "runtime/tensor/layout.h"
 #include "runtime/tensor/ops.h"
 #include "runtime/tensor/tensor_access.h"
 #include "runtime/tensor/tensor_desc.h"
@@ -142,12 +143,23 @@ Tensor full(const Shape& shape, double value, TensorOptions opts) {
 }
 Tensor zeros(const Shape& shape, TensorOptions opts) { return full(shape, 0.0, opts); }
 Tensor ones(const Shape& shape, TensorOptions opts) { return full(shape, 1.0, opts); }
-Tensor empty_like(const Tensor& t) { return empty(t.shape(), TensorOptions(t.dtype()).with_device(t.device())); }
-Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), TensorOptions(t.dtype()).with_device(t.device())); }
-Tensor ones_like(const Tensor& t) { return ones(t.shape(), TensorOptions(t.dtype()).with_device(t.device())); }
-Tensor full_like(const Tensor& t, double v) {
-  return full(t.shape(), v, TensorOptions(t.dtype()).with_device(t.device()));
+
+Tensor empty_like(const Tensor& t, TensorOptions opts) {
+  if (!is_dense(t) || t.is_contiguous()) return empty(t.shape(), opts);
+  // The same bytes read in t's order: element 0 comes first in memory in every dense layout.
+  Tensor out(std::make_shared<TensorImpl>(empty(t.shape(), opts.with_requires_grad(false)).storage(), 0, t.shape(),
+                                          t.strides(), opts.dtype));
+  if (opts.requires_grad) out.set_requires_grad(true);
+  return out;
 }
+Tensor empty_like(const Tensor& t) { return empty_like(t, t.options()); }
+Tensor full_like(const Tensor& t, double v) {
+  Tensor out = empty_like(t);
+  autograd::NoGradGuard ng;
+  return out.fill_(v);
+}
+Tensor zeros_like(const Tensor& t) { return full_like(t, 0.0); }
+Tensor ones_like(const Tensor& t) { return full_like(t, 1.0); }
 Tensor scalar_tensor(double value, TensorOptions opts) { return full({}, value, opts); }
 
 Tensor arange(int64_t n, TensorOptions opts) {
@@ -302,7 +314,7 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   Shape in_shape = shape();
   autograd::record("slice", {*this}, {out},
                    [in_shape, d, start, end, step](std::vector<Tensor>& g, const std::vector<bool>&) {
-                     Tensor gx = zeros(in_shape, TensorOptions(g[0].dtype()).with_device(g[0].device()));
+                     Tensor gx = zeros(in_shape, g[0].options());
                      gx.slice(d, start, end, step).copy_(g[0]);
                      return std::vector<Tensor>{gx};
                    });
@@ -372,25 +384,29 @@ Tensor Tensor::expand(const Shape& target) const {
 
 // ---- copies ----
 
-Tensor Tensor::contiguous() const {
-  if (is_contiguous()) return *this;
-  return clone();
-}
-
-Tensor Tensor::clone() const {
-  Tensor out = empty(shape(), TensorOptions(dtype()).with_device(device()));
+namespace {
+// A copy of t in `out` (t's shape) that passes the gradient through.
+Tensor copy_into(const Tensor& t, Tensor out) {
   {
     autograd::NoGradGuard ng;
-    out.copy_(*this);
+    out.copy_(t);
   }
-  autograd::record("clone", {*this}, {out},
+  autograd::record("clone", {t}, {out},
                    [](std::vector<Tensor>& g, const std::vector<bool>&) { return std::vector<Tensor>{g[0]}; });
   return out;
 }
+}  // namespace
+
+Tensor Tensor::contiguous() const {
+  if (is_contiguous()) return *this;
+  return copy_into(*this, empty(shape(), options()));
+}
+
+Tensor Tensor::clone() const { return copy_into(*this, empty_like(*this)); }
 
 Tensor Tensor::to(DType t) const {
   if (t == dtype()) return *this;
-  Tensor out = empty(shape(), TensorOptions(t).with_device(device()));
+  Tensor out = empty_like(*this, TensorOptions(t).with_device(device()));
   {
     autograd::NoGradGuard ng;
     out.copy_(*this);
@@ -408,7 +424,7 @@ Tensor Tensor::pinned() const {
   TD_DEFINED();
   TD_CHECK_DEVICE(device().is_cpu(), "pinned() makes page-locked host memory from a CPU tensor, not from ", device());
   if (storage().pinned()) return *this;
-  Tensor out = empty(shape(), TensorOptions(dtype()).with_device(Device::cpu()).with_pinned());
+  Tensor out = empty_like(*this, TensorOptions(dtype()).with_device(Device::cpu()).with_pinned());
   autograd::NoGradGuard ng;
   out.copy_(*this);
   return out;
@@ -478,11 +494,12 @@ Tensor Tensor::to(Device d, const Stream& stream) const {
   check_device_available(d);
   TD_CHECK_DEVICE(stream.device().is_cuda(), "a copy between ", device(), " and ", d, " needs a CUDA stream, got ",
                   stream.device());
-  Tensor src = contiguous();
+  // A dense tensor travels as its bytes and keeps its layout; others are made contiguous first.
+  Tensor src = is_dense(*this) ? *this : contiguous();
   Tensor out;
   {
     StreamGuard sg(stream);
-    out = empty(shape(), TensorOptions(dtype()).with_device(d));
+    out = empty_like(src, TensorOptions(dtype()).with_device(d));
   }
   // The source is ready on its device's current stream, and a destination allocated on another stream than
   // the copy's is usable in that stream's order: the copy waits for both (across devices too).
@@ -506,8 +523,9 @@ Tensor& Tensor::copy_(const Tensor& src) {
     autograd::NoGradGuard ng;
     s = s.to(device());
   }
+  if (s.shape() == shape() && is_dense(s) && is_dense(*this) && !same_layout(s, *this)) count_layout_conversion();
   StridedDesc sd = broadcast_desc(s, shape());
-  backend_of(*this).copy(s.dtype(), s.raw_data(), sd, dtype(), raw_data(), desc_of(*this), current_stream(device()));
+  backend_of(*this).copy({s.dtype(), s.raw_data(), sd, dtype(), raw_data(), desc_of(*this)}, current_stream(device()));
   storage().bump_version();
   return *this;
 }
@@ -534,7 +552,7 @@ Tensor& Tensor::fill_(double value) {
   TD_DEFINED();
   autograd::check_inplace(*this, "fill_");
   if (numel() == 0) return *this;
-  backend_of(*this).fill(dtype(), raw_data(), desc_of(*this), value, current_stream(device()));
+  backend_of(*this).fill({dtype(), raw_data(), desc_of(*this), value}, current_stream(device()));
   storage().bump_version();
   return *this;
 }

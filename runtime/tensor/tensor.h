@@ -105,6 +105,8 @@ class Tensor {
   int64_t storage_offset() const;
   DType dtype() const;
   Device device() const;
+  // Its dtype and device, for tensors made like it: empty(shape, x.options()), x.options().with_dtype(DType::U8).
+  TensorOptions options() const { return TensorOptions(dtype()).with_device(device()); }
   bool is_contiguous() const;
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype()); }
   const Storage& storage() const;
@@ -127,17 +129,18 @@ class Tensor {
   Tensor expand(const Shape& shape) const;  // broadcast view (stride 0)
 
   // Copies and conversions.
-  Tensor contiguous() const;
-  Tensor clone() const;
+  Tensor contiguous() const;  // row-major (this tensor itself when already so)
+  Tensor clone() const;       // in this tensor's layout when it is dense (empty_like), else contiguous
   // A copy in page-locked host memory (this tensor itself when it is already one; a CPU tensor only), which
   // GPUs copy from and to without stalling the host thread.
   Tensor pinned() const;
-  // A copy on `device` (this tensor itself when already there). CUDA copies are queued on `stream`
-  // (default: the current stream of the CUDA side, the destination's between two GPUs) after the work queued
-  // so far on the source device's current stream, and synchronized when the destination is the CPU.
+  // A copy on `device` (this tensor itself when already there), in this tensor's layout when it is dense, else
+  // contiguous. CUDA copies are queued on `stream` (default: the current stream of the CUDA side, the
+  // destination's between two GPUs) after the work queued so far on the source device's current stream, and
+  // synchronized when the destination is the CPU.
   Tensor to(Device device) const;
   Tensor to(Device device, const Stream& stream) const;
-  Tensor to(DType dtype) const;      // this tensor itself when already of that dtype
+  Tensor to(DType dtype) const;      // this tensor itself when already of that dtype; the layout is kept
   Tensor& copy_(const Tensor& src);  // any device or dtype; src broadcast to this shape
   Tensor& fill_(double value);
   Tensor& zero_() { return fill_(0.0); }
@@ -183,7 +186,10 @@ Tensor empty(const Shape& shape, TensorOptions opts = {});
 Tensor zeros(const Shape& shape, TensorOptions opts = {});
 Tensor ones(const Shape& shape, TensorOptions opts = {});
 Tensor full(const Shape& shape, double value, TensorOptions opts = {});
+// *_like: t's shape, dtype and device, and t's strides when t is dense (is_dense in layout.h: a channels-last
+// tensor makes channels-last ones, as PyTorch's preserve_format), else contiguous.
 Tensor empty_like(const Tensor& t);
+Tensor empty_like(const Tensor& t, TensorOptions opts);  // with opts' dtype and device
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor full_like(const Tensor& t, double value);

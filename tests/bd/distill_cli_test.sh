@@ -44,7 +44,7 @@ expect_exit 0 "usage: distill" -- "$distill" --help
 expect_exit 2 "unknown flag '--bogus'" -- "$distill" "${base[@]}" --bogus
 expect_exit 2 "--batch needs an integer" -- "$distill" "${base[@]}" --batch x
 expect_exit 2 "--teacher is required" -- "$distill" --dataset synthetic
-expect_exit 2 "unknown strategy 'fast'" -- "$distill" "${base[@]}" --strategy fast
+expect_exit 2 "strategy 'fast' is not one of" -- "$distill" "${base[@]}" --strategy fast
 expect_exit 2 "--memory-limit needs a positive size" -- "$distill" "${base[@]}" --memory-limit lots
 expect_exit 2 "unknown plan model 'paper'" -- "$distill" "${base[@]}" --plan-model paper
 expect_exit 2 "--memory-limit needs --plan-model tandem" -- "$distill" "${base[@]}" --plan-model pipe-bd --memory-limit 1GiB

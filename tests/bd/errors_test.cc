@@ -111,8 +111,14 @@ TEST(Errors, WorkerSpecsStrategiesAndBatchesThatDoNotFit) {
   o.comm = "auto";
   o.dataset = "synthetic:n=4,h=16,w=16,c=3";
   expect_error<ValueError>([&] { run_session(o, nullptr); }, "the dataset has 4 samples, fewer than one batch of 8");
-  expect_error<ValueError>([&] { parse_strategies("dp,foo"); }, "unknown strategy 'foo'");
+  expect_error<ValueError>([&] { parse_strategies("dp,foo"); },
+                           "strategies 'dp,foo': strategy 'foo' is not one of dp, ls, tr, dpu, ahd");
   expect_error<ValueError>([&] { parse_strategies("tr,tr"); }, "named twice");
+  expect_error<ValueError>([&] { parse_strategies("dp,,tr"); }, "empty item 2");
+  expect_error<ValueError>([&] { parse_strategies("dp,"); }, "empty item 2");
+  expect_error<ValueError>([&] { parse_strategies(""); }, "no strategy given");
+  EXPECT_EQ(parse_strategies("ahd,dp"), (std::vector<Strategy>{Strategy::AHD, Strategy::DP}));
+  EXPECT_EQ(parse_strategies("all"), all_strategies());
   expect_error<ValueError>([&] { parse_teacher_bn("frozen"); }, "'eval' or 'train'");
 }
 

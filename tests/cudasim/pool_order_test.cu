@@ -98,6 +98,10 @@ void expect_parts(const std::string& text, const std::vector<std::string>& parts
   for (const std::string& p : parts) EXPECT_TRUE(contains(text, p)) << "'" << p << "' not in: " << text;
 }
 
+// Loaded before any test holds a stream (see KernelsLoaded).
+const ::testing::Environment* const kLoaded =
+    ::testing::AddGlobalTestEnvironment(new KernelsLoaded(functions(wait_kernel, fill_kernel, copy_kernel)));
+
 // Allocates n floats on stream a while a is held, and fills them from stream b: with `ordered`, b first waits
 // for an event recorded on a after the allocation. Returns the outcome and, when it ran, the values.
 std::string use_before_allocation(int device, bool ordered, int n, std::vector<float>* values) {

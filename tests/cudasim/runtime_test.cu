@@ -29,6 +29,10 @@ __global__ void copy_kernel(const float* in, float* out, int n) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = in[i];
 }
 
+// Loaded before any test holds a stream (see KernelsLoaded).
+const ::testing::Environment* const kLoaded =
+    ::testing::AddGlobalTestEnvironment(new KernelsLoaded(functions(wait_then_write_kernel, copy_kernel)));
+
 struct PinnedFlag {
   int* flag = nullptr;
   PinnedFlag() {

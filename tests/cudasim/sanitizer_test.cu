@@ -50,8 +50,8 @@ void run_once(K kernel, int threads, int in_n, A... extra) {
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
   DeviceBuffer<float> in(0, std::vector<float>(static_cast<size_t>(in_n), 1.f));
   DeviceBuffer<float> out(0, std::vector<float>(64, 0.f));
-  launch_kernel(tandem::cuda::kernel_ref(kernel, "kernel", __FILE__, __LINE__), 1, threads, 0, in.stream(), in.get(),
-                out.get(), extra...);
+  launch_kernel(tandem::cuda::make_kernel_ref(kernel, "kernel", __FILE__, __LINE__), 1, threads, 0, in.stream(),
+                in.get(), out.get(), extra...);
   cudaStreamSynchronize(in.stream());
 }
 

@@ -1,6 +1,7 @@
 // Helpers of the simulator's own tests: seeds and random values, a held stream, device buffers with a stream of
 // their device, library handles on a device, a device per fault (a fault loses its device's context for good), TF32
-// from its definition, checks that print the simulator's texts, and the simulator's test hooks.
+// from its definition, checks that print the simulator's texts, kernels loaded before the tests, and the
+// simulator's test hooks.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -16,6 +17,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 extern "C" {
@@ -90,6 +92,34 @@ inline int fresh_fault_device() {
   return d;
 }
 
+// Loads `kernels` on every simulated device before the tests run, as a program loads its kernels before any stream
+// can wait for it: a kernel's first launch loads it, which waits for every stream of its device, so a test that
+// holds a stream and then launches a kernel for the first time would hang there, as on a GPU (module_load_test).
+// A file registers it with testing::AddGlobalTestEnvironment.
+class KernelsLoaded : public ::testing::Environment {
+ public:
+  explicit KernelsLoaded(std::vector<const void*> kernels) : kernels_(std::move(kernels)) {}
+  void SetUp() override {
+    int count = 0;
+    ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
+    for (int d = 0; d < count; ++d) {
+      ASSERT_EQ(cudaSetDevice(d), cudaSuccess);
+      for (const void* fn : kernels_) {
+        cudaFuncAttributes attributes;
+        ASSERT_EQ(cudaFuncGetAttributes(&attributes, fn), cudaSuccess);
+      }
+    }
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  }
+
+ private:
+  std::vector<const void*> kernels_;
+};
+template <typename... K>
+std::vector<const void*> functions(K... kernels) {
+  return {reinterpret_cast<const void*>(kernels)...};
+}
+
 // A new stream of cuda:`device` (left current) in *stream, for a test that hands it to a handle of another device.
 inline void create_stream_on(int device, cudaStream_t* stream) {
   int count = 0;
@@ -116,11 +146,12 @@ class TestStream {
 };
 
 // Holds a stream at a host function until open() lets it go on, so that a test can look at the stream's later
-// work before it runs. The destructor opens it too and waits for the stream, since the host function reads the flag.
+// work before it runs. The destructor opens it too and waits for the stream. The flag is never freed: on a device
+// that a test faulted on purpose the synchronize returns at once, while the host function may still read it.
 class StreamGate {
  public:
-  explicit StreamGate(cudaStream_t s) : s_(s) {
-    expect_ok(cudaLaunchHostFunc(s, &StreamGate::hold, &open_), "cudaLaunchHostFunc");
+  explicit StreamGate(cudaStream_t s) : s_(s), open_(new std::atomic<bool>(false)) {
+    expect_ok(cudaLaunchHostFunc(s, &StreamGate::hold, open_), "cudaLaunchHostFunc");
   }
   ~StreamGate() {
     open();
@@ -128,14 +159,14 @@ class StreamGate {
   }
   StreamGate(const StreamGate&) = delete;
   StreamGate& operator=(const StreamGate&) = delete;
-  void open() { open_ = true; }
+  void open() { *open_ = true; }
 
  private:
   static void CUDART_CB hold(void* open) {
     while (!*static_cast<std::atomic<bool>*>(open)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   cudaStream_t s_;
-  std::atomic<bool> open_{false};
+  std::atomic<bool>* open_;
 };
 
 // cudaMalloc memory of n elements on a device (made current), filled with `values` when given, and a stream of

@@ -16,8 +16,8 @@
 
 namespace {
 
-using tandem::cuda::kernel_ref;
 using tandem::cuda::launch_kernel;
+using tandem::cuda::make_kernel_ref;
 using namespace cudasim_testing;
 
 enum Shfl { kIdx, kUp, kDown, kXor };
@@ -186,7 +186,7 @@ template <typename K>
 std::string fault_of(K kernel, const char* name, int threads) {
   const int device = fresh_fault_device();
   DeviceBuffer<float> out(device, std::vector<float>(static_cast<size_t>(threads), 0.f));
-  launch_kernel(kernel_ref(kernel, name, __FILE__, __LINE__), 1, threads, 0, out.stream(), out.get());
+  launch_kernel(make_kernel_ref(kernel, name, __FILE__, __LINE__), 1, threads, 0, out.stream(), out.get());
   // The launch itself is valid; the fault may already show (errors of running work are asynchronous).
   const cudaError_t launched = cudaGetLastError();
   EXPECT_TRUE(launched == cudaSuccess || launched == cudaErrorLaunchFailure) << cudaGetErrorName(launched);

@@ -179,6 +179,35 @@ TEST(Partition, BalancedSplitsAreOptimal) {
   }
 }
 
+// Given splits: unit indices or names, refused with the reason (malformed numbers, unknown names, order).
+TEST(Partition, ParsesGivenSplits) {
+  std::vector<Unit> units(5);
+  const char* names[] = {"conv1", "layer1", "layer2.0", "layer2.1", "fc"};
+  for (size_t i = 0; i < units.size(); ++i) units[i].name = names[i];
+  EXPECT_EQ(parse_split("0,2,4", units), (std::vector<size_t>{0, 2, 4}));
+  EXPECT_EQ(parse_split("conv1,layer2.0,4", units), (std::vector<size_t>{0, 2, 4}));
+  EXPECT_EQ(parse_split("0", units), (std::vector<size_t>{0}));
+  const std::pair<const char*, const char*> bad[] = {
+      {"", "must start at the first unit"},
+      {"1,2", "must start at the first unit"},
+      {"0,3,2", "stage starts must increase"},
+      {"0,2,2", "stage starts must increase"},
+      {"0,5", "unit index '5' is not an integer in [0, 4]"},
+      {"0,-1", "unit index '-1' is not an integer in [0, 4]"},
+      {"0,99999999999999999999", "unit index '99999999999999999999' is not an integer in [0, 4]"},
+      {"0,+2", "no unit named '+2' (units: conv1, layer1, layer2.0, layer2.1, fc)"},
+      {"0, 2", "no unit named ' 2'"},
+      {"0,2x", "no unit named '2x'"},
+      {"0,,2", "empty item 2"},
+      {"0,2,", "empty item 3"},
+  };
+  for (const auto& b : bad) {
+    SCOPED_TRACE(b.first);
+    testing::expect_error<ValueError>([&] { parse_split(b.first, units); },
+                                      {std::string("split '") + b.first, b.second});
+  }
+}
+
 }  // namespace
 }  // namespace cyclic
 }  // namespace parallel

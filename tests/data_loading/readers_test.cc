@@ -270,9 +270,14 @@ TEST(Cifar, CorruptFilesNameTheFileAndRecord) {
 // ---- open_dataset ----
 
 TEST(OpenDataset, RejectsUnknownSpecs) {
-  expect_error<ValueError>([] { open_dataset("imagenet21k:/x", true); }, {"imagenet21k", "known"});
+  expect_error<ValueError>([] { open_dataset("imagenet21k:/x", true); }, {"unknown kind 'imagenet21k'", "known"});
   expect_error<ValueError>([] { open_dataset("cifar10", true); }, {"cifar10:DIR"});
-  expect_error<ValueError>([] { open_dataset("synthetic:n=abc", true); }, {"n=abc"});
+  expect_error<ValueError>([] { open_dataset("synthetic:n=abc", true); },
+                           {"dataset spec 'synthetic:n=abc': n 'abc' is not an integer"});
+  expect_error<ValueError>([] { open_dataset("synthetic:n=99999999999999999999", true); }, {"is not an integer"});
+  expect_error<ValueError>([] { open_dataset("synthetic:seed=1.5", true); }, {"seed '1.5' is not an integer"});
+  expect_error<ValueError>([] { open_dataset("synthetic:n=+4", true); }, {"n '+4' is not an integer"});
+  expect_error<ValueError>([] { open_dataset("synthetic:n=4,,h=8", true); }, {"empty item 2"});
   expect_error<ValueError>([] { open_dataset("synthetic:colour=3", true); }, {"colour"});
   expect_error<ValueError>([] { open_dataset("synthetic:c=2", true); }, {"c must be 1 or 3"});
   expect_error<IoError>([] { open_dataset("folder:/nonexistent/images", true); }, {"/nonexistent/images"});

@@ -251,16 +251,36 @@ TEST(Pipeline, ParseErrorsNameTheItem) {
     return "no error";
   };
   EXPECT_NE(msg("cifar-train,blur").find("unknown transform 'blur'"), std::string::npos);
-  EXPECT_NE(msg("random-crop:pad=x").find("'x' is not a number"), std::string::npos);
+  EXPECT_NE(msg("random-crop:pad=x").find("transform 'random-crop:pad=x': pad 'x' is not an integer in [0, 999999]"),
+            std::string::npos);
   EXPECT_NE(msg("random-resized-crop").find("needs size"), std::string::npos);
   EXPECT_NE(msg("random-resized-crop:size=224:scale=0.5-2").find("scale"), std::string::npos);
-  EXPECT_NE(msg("flip:p=2").find("p must be"), std::string::npos);
+  EXPECT_NE(msg("flip:p=2").find("p '2' is not a finite number in [0, 1]"), std::string::npos);
   EXPECT_NE(msg("normalize:cifar11").find("unknown statistics 'cifar11'"), std::string::npos);
   EXPECT_NE(msg("normalize:mean=1/2:std=1").find("needs statistics"), std::string::npos);
   EXPECT_NE(msg("cifar-train:x=1").find("takes no arguments"), std::string::npos);
-  EXPECT_NE(msg("cutout:size=0").find("not a positive integer"), std::string::npos);
-  EXPECT_NE(msg("resize:sz=3").find("unknown argument 'sz'"), std::string::npos);
+  EXPECT_NE(msg("cutout:size=0").find("size '0' is not an integer in [1, 999999]"), std::string::npos);
+  EXPECT_NE(msg("resize:sz=3").find("unknown key 'sz' (known: size)"), std::string::npos);
   EXPECT_NE(msg("flip,,flip").find("empty item"), std::string::npos);
+  // Malformed numbers are refused wherever they appear: fractions or exponents for whole numbers, a '+' or a
+  // space, infinity and NaN, values beyond a float.
+  const std::pair<const char*, const char*> numbers[] = {
+      {"random-crop:pad=4.0", "pad '4.0' is not an integer"},
+      {"random-crop:pad=1e300", "pad '1e300' is not an integer"},
+      {"random-crop:size=+8", "size '+8' is not an integer"},
+      {"center-crop:size=8x 8", "size ' 8' is not an integer"},
+      {"resize:size=1e2", "size '1e2' is not an integer"},
+      {"flip:p=nan", "p 'nan' is not a finite number"},
+      {"random-resized-crop:size=8:scale=0.1-inf", "scale 'inf' is not a finite number"},
+      {"random-resized-crop:size=8:ratio=1", "ratio '1' is not a range A-B"},
+      {"normalize:mean=1e300:std=1", "mean '1e300' is not a finite number in"},
+      {"normalize:mean=0.5/:std=1/1", "empty item 2 in '0.5/'"},
+      {"flip:", "nothing follows the ':'"},
+  };
+  for (const auto& n : numbers)
+    EXPECT_NE(msg(n.first).find(n.second), std::string::npos) << n.first << ": " << msg(n.first);
+  // Repeated keys: the last counts.
+  EXPECT_NE(Pipeline::parse("random-crop:pad=9:pad=2").describe().find("pad 2"), std::string::npos);
   EXPECT_NE(Pipeline::parse("cifar-train,cutout:size=16").describe().find("cutout 16"), std::string::npos);
 }
 

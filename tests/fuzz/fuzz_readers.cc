@@ -1,5 +1,5 @@
 // The fuzzed readers: inputs written to files and read through IDX, CIFAR, image folder, packed records,
-// safetensors and checkpoint loading; and their seed inputs.
+// safetensors and checkpoint loading, or read as specs; and their seed inputs.
 #include "tests/fuzz/fuzz_readers.h"
 
 #include <zlib.h>
@@ -12,11 +12,16 @@
 #include "data/image_codec.h"
 #include "data/image_folder.h"
 #include "data/record_file.h"
+#include "data/synthetic.h"
+#include "data/transforms.h"
 #include "models/checkpoint.h"
 #include "models/layers.h"
+#include "models/registry.h"
 #include "models/sequential.h"
 #include "runtime/base/error.h"
+#include "runtime/base/spec_reader.h"
 #include "runtime/formats/safetensors.h"
+#include "runtime/optim/lr_schedule.h"
 #include "runtime/tensor/ops.h"
 #include "runtime/tensor/rng.h"
 #include "tests/data_loading/dataset_files.h"
@@ -161,12 +166,55 @@ void read_safetensors(const Bytes& in) {
   load_safetensors(path);
 }
 
+// The spec reader with every getter, then the grammars built on it (runtime/base/spec_reader.h).
+enum SpecGrammar { kReader, kModel, kSynthetic, kTransforms, kSchedule, kGrammars };
+
+void read_spec_with_every_getter(const std::string& text) {
+  const SpecReader r("fuzz spec", text);
+  r.name();
+  SpecKeys keys(r, ',');
+  const std::string list = keys.take_positional();
+  for (const std::string& item : r.items(list, '/')) r.integer("item", item, -1000, 1000);
+  keys.flag("f", false);
+  keys.integer("i", 0, -5, 5);
+  keys.integer("n", 0);
+  keys.finite("x", 0, 0, 1);
+  keys.finite("y", 0);
+  keys.text("t", "");
+  keys.choice<int>("c", 0, {{"a", 1}, {"b", 2}});
+  keys.finish();
+}
+
+void read_spec(const Bytes& in) {
+  if (in.empty()) TD_THROW(ValueError, "fuzz spec: no grammar byte");
+  const std::string text(in.begin() + 1, in.end());
+  switch (in[0] % kGrammars) {
+    case kReader: read_spec_with_every_getter(text); break;
+    case kModel: models::parse_model_spec(text); break;
+    case kSynthetic: data::parse_synthetic_options(text); break;
+    case kTransforms: data::Pipeline::parse(text).describe(); break;
+    case kSchedule: {
+      optim::LrSchedulePtr s = optim::parse_lr_schedule(text, 100, 1000);
+      for (int64_t step : {0, 1, 99, 100, 999, 5000}) s->factor(step);
+      s->describe();
+      break;
+    }
+  }
+}
+
+Bytes spec_bytes(SpecGrammar grammar, const std::string& text) {
+  Bytes b(text.size() + 1, static_cast<uint8_t>(grammar));
+  std::copy(text.begin(), text.end(), b.begin() + 1);
+  return b;
+}
+
 Bytes file_bytes(const std::string& path) { return testdata::read_bytes(path); }
 
 }  // namespace
 
 const std::vector<std::string>& reader_names() {
-  static const std::vector<std::string> names = {"idx", "cifar", "image", "packed", "safetensors", "checkpoint"};
+  static const std::vector<std::string> names = {"idx",         "cifar",      "image", "packed",
+                                                 "safetensors", "checkpoint", "spec"};
   return names;
 }
 
@@ -186,6 +234,8 @@ Outcome read_input(const std::string& reader, const uint8_t* data, size_t size) 
       read_safetensors(in);
     else if (reader == "checkpoint")
       read_checkpoint(in);
+    else if (reader == "spec")
+      read_spec(in);
     else
       TD_THROW(InternalError, "fuzz: unknown reader '", reader, "'");
     out.accepted = true;
@@ -247,6 +297,23 @@ std::vector<std::pair<std::string, Bytes>> seed_inputs(const std::string& reader
     t.step();
     models::save_checkpoint(path, *t.model, t.optimizer.get(), t.scheduler.get(), {{"epoch", "1"}});
     seeds.emplace_back("after-one-step", file_bytes(path));
+  } else if (reader == "spec") {
+    const std::pair<SpecGrammar, const char*> specs[] = {
+        {kReader, "name:1/-2/3,f,i=-5,n=123,x=0.5,y=-1e3,t=abc,c=b"},
+        {kReader, "name"},
+        {kModel, "resnet18:cifar,width=16,classes=10,dropout=0.1,seed=3"},
+        {kModel, "mobilenet_v2:width_mult=0.5,supernet=2,image=32,separable=0"},
+        {kSynthetic, "synthetic:n=64,h=8,w=8,c=1,classes=3,seed=1,noise=9"},
+        {kTransforms, "cifar-train,cutout:size=16"},
+        {kTransforms,
+         "random-resized-crop:size=224:scale=0.08-1:ratio=0.75-1.33,flip:p=0.5,normalize:mean=0.5/0.5/"
+         "0.5:std=0.2/0.2/0.2,resize:size=8x9,center-crop:size=4"},
+        {kSchedule, "warmup:0.5:0.1+cosine:0.01"},
+        {kSchedule, "multistep:1,2.5:0.5"},
+        {kSchedule, "step:2"},
+    };
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; ++i)
+      seeds.emplace_back("spec-" + std::to_string(i), spec_bytes(specs[i].first, specs[i].second));
   }
   return seeds;
 }

@@ -1,6 +1,6 @@
-// The readers under fuzzing: each turns one input (bytes) into files, reads them through Tandem's reader, and
-// returns the typed error it raised. Shared by the libFuzzer targets and the regression test that replays their
-// crashes.
+// The readers under fuzzing: each turns one input (bytes) into files or a spec string, reads it through Tandem's
+// reader, and returns the typed error it raised. Shared by the libFuzzer targets and the regression test that
+// replays their crashes.
 #pragma once
 
 #include <cstddef>
@@ -12,7 +12,7 @@
 namespace tandem {
 namespace fuzz {
 
-// "idx", "cifar", "image", "packed", "safetensors", "checkpoint".
+// "idx", "cifar", "image", "packed", "safetensors", "checkpoint", "spec".
 const std::vector<std::string>& reader_names();
 
 // The outcome of one input: accepted (every sample read), or rejected with a Tandem error.
@@ -33,6 +33,9 @@ struct Outcome {
 //   safetensors: load_safetensors
 //   checkpoint:  load_checkpoint into a small network (conv, batch norm, dropout, linear) with Adam and a
 //                learning-rate scheduler
+//   spec:        byte 0 (modulo 5) picks a grammar, the rest is the spec: 0 the spec reader itself (a positional
+//                item and keys of every getter), 1 a model spec, 2 a synthetic dataset, 3 transforms, 4 a
+//                learning-rate schedule
 Outcome read_input(const std::string& reader, const uint8_t* data, size_t size);
 
 // Small valid inputs for a reader (name, bytes): the fuzzer's starting corpus, and proof that the harness

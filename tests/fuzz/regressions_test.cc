@@ -97,9 +97,11 @@ TEST(FuzzRegressions, Image) { replay_reader("image"); }
 TEST(FuzzRegressions, Packed) { replay_reader("packed"); }
 TEST(FuzzRegressions, Safetensors) { replay_reader("safetensors"); }
 TEST(FuzzRegressions, Checkpoint) { replay_reader("checkpoint"); }
+TEST(FuzzRegressions, Spec) { replay_reader("spec"); }
 
 TEST(FuzzRegressions, EveryReaderHasATestAndTheCasesAreThere) {
-  EXPECT_EQ(reader_names(), (std::vector<std::string>{"idx", "cifar", "image", "packed", "safetensors", "checkpoint"}));
+  EXPECT_EQ(reader_names(),
+            (std::vector<std::string>{"idx", "cifar", "image", "packed", "safetensors", "checkpoint", "spec"}));
   // The folder travels with the test (Bazel data): the hand-made case of the first overflow bug is in it.
   const std::vector<std::string> idx = files_in("tests/fuzz/regressions/idx");
   EXPECT_NE(std::find(idx.begin(), idx.end(), "tests/fuzz/regressions/idx/crafted-dims-wrap-to-zero"), idx.end());

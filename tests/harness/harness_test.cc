@@ -1,14 +1,19 @@
 // The harness's checkers fed the bugs they are for: a backward scaled by 1.01 (by the OpCase gradient check,
 // the tensor-function form and the probing, kink-skipping form), a forward off by 1e-3 and an op that writes
-// its input, and one that leaves an output element unwritten.
+// its input, one that leaves an output element unwritten, and kernels that write an operand their method
+// declares read-only or leave one it declares written untouched.
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
+
+#include "kernels/cpu/cpu_backend.h"
 #include "runtime/base/config.h"
 #include "runtime/tensor/ops.h"
 #include "runtime/tensor/rng.h"
 #include "tests/harness/gradient_check.h"
 #include "tests/harness/op_harness.h"
+#include "tests/harness/write_check.h"
 
 namespace tandem {
 namespace testing {
@@ -99,6 +104,97 @@ TEST(ForwardCheck, OutputElementLeftUnwrittenFails) {
   EXPECT_NONFATAL_FAILURE(check_forward(lazy, DType::F64), "element 11 is");
   EXPECT_NONFATAL_FAILURE(check_forward(lazy, DType::F32), "element 11 is");
   set_fill_fresh_host_memory(was);
+}
+
+// The CPU kernels with two bugs a kernel's own output cannot show: unary also writes the first element of its
+// input x (UnaryArgs declares x read), and softmax writes nothing of its output y.
+class BuggyCpuKernels : public cpu::CpuBackend {
+ public:
+  void unary(const UnaryArgs& args, const Stream& s) override {
+    cpu::CpuBackend::unary(args, s);
+    if (args.n > 0) std::memset(const_cast<void*>(args.x), 0, dtype_size(args.t));
+  }
+  void softmax(const SoftmaxArgs&, const Stream&) override {}
+};
+
+// Registers the buggy kernels for the CPU while in scope (with fresh host memory NaN-filled).
+class BuggyCpu : NonCopyable {
+ public:
+  BuggyCpu() : real_(registered_backend(DeviceType::CPU)), fill_was_(fill_fresh_host_memory()) {
+    register_backend(DeviceType::CPU, &buggy_);
+    set_fill_fresh_host_memory(true);
+  }
+  ~BuggyCpu() {
+    register_backend(DeviceType::CPU, real_);
+    set_fill_fresh_host_memory(fill_was_);
+  }
+
+ private:
+  BuggyCpuKernels buggy_;
+  Backend* real_;
+  bool fill_was_;
+};
+
+// Positive values (relu keeps them) in [0.5, 1.5).
+Tensor fresh_input() {
+  Generator gen(fresh_seed());
+  std::vector<float> v(12);
+  for (float& e : v) e = static_cast<float>(0.5 + gen.uniform());
+  return from_vector<float>(v, {3, 4}, Device::cpu());
+}
+
+TEST(WriteCheck, KernelWritingAnOperandDeclaredReadFails) {
+  BuggyCpu buggy;
+  static Tensor x;
+  x = fresh_input();
+  EXPECT_NONFATAL_FAILURE(
+      {
+        WriteCheck check;
+        relu(x);
+      },
+      "unary: x is declared read-only, but the kernel changed byte 0");
+  // The op's result does not show the bug.
+  Tensor in = fresh_input(), original = in.clone();
+  expect_close(relu(in), original, 0.0, "relu of positive values");
+}
+
+TEST(WriteCheck, KernelLeavingADeclaredOutputUnwrittenFails) {
+  BuggyCpu buggy;
+  static Tensor x;
+  x = fresh_input();
+  EXPECT_NONFATAL_FAILURE(
+      {
+        WriteCheck check;
+        softmax(x, 1);
+      },
+      "softmax: y is declared written, but the kernel left all 48 bytes of it as fresh memory");
+}
+
+TEST(WriteCheck, CorrectKernelsAndInPlaceOpsPass) {
+  WriteCheck check;
+  Tensor x = fresh_input();
+  mul_(x, 2.0);  // unary with x and y the same memory: declared written, so its change is no failure
+  Tensor y = softmax(relu(x), 1);
+  EXPECT_EQ(y.numel(), 12);
+}
+
+// Through the op harness: its forward check wraps the kernels itself and names the method and operand.
+TEST(WriteCheck, OpHarnessNamesTheKernelWritingItsInput) {
+  BuggyCpu buggy;
+  static OpCase c = make_case(
+      "relu_of_positive", {float_in({3, 4}, positive())}, [](const TV& in, DType) { return TV{relu(in[0])}; },
+      [](const HV& in) { return HV{in[0]}; }, false);
+  ::testing::TestPartResultArray failures;
+  {
+    ::testing::ScopedFakeTestPartResultReporter reporter(
+        ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &failures);
+    check_forward(c, DType::F32);
+  }
+  bool named = false;
+  for (int i = 0; i < failures.size(); ++i)
+    named = named || std::string(failures.GetTestPartResult(i).message()).find("unary: x is declared read-only") !=
+                         std::string::npos;
+  EXPECT_TRUE(named) << failures.size() << " failures, none naming unary's operand x";
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "runtime/base/config.h"
 #include "runtime/tensor/autograd.h"
 #include "tests/harness/gradient_check.h"
+#include "tests/harness/write_check.h"
 
 namespace tandem {
 namespace testing {
@@ -259,6 +260,7 @@ std::vector<std::vector<double>> draw_weights(const std::vector<Tensor>& outs, G
 }  // namespace
 
 void check_forward(const OpCase& c, DType dtype) {
+  WriteCheck write_check;
   Generator gen(fresh_seed());
   std::vector<HostTensor> host = draw_inputs(c, gen);
   std::vector<Tensor> in = make_inputs(c, host, dtype, Device::cpu(), false);
@@ -278,6 +280,7 @@ void check_forward(const OpCase& c, DType dtype) {
 
 void check_gradient(const OpCase& c) {
   ASSERT_TRUE(c.grad) << c.name << " has no gradient";
+  WriteCheck write_check;
   Generator gen(fresh_seed());
   std::vector<HostTensor> host = draw_inputs(c, gen);
   std::vector<Tensor> probe = c.run(make_inputs(c, host, DType::F64, Device::cpu(), false), DType::F64);
@@ -328,6 +331,7 @@ void check_gradient(const OpCase& c) {
 
 void check_cuda_matches_cpu(const OpCase& c, DType dtype) {
   NumericsGuard tf32_off(false, deterministic());
+  WriteCheck write_check;
   Generator gen(fresh_seed());
   std::vector<HostTensor> host = draw_inputs(c, gen);
   Device gpu = Device::cuda(0);

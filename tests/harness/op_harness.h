@@ -1,6 +1,7 @@
 // The op test harness: an OpCase describes one op call (inputs, the call, a double-precision reference);
 // the checks run it forward against the reference in f32 and f64, check its gradients by central finite
-// differences in f64 (tests/harness/gradient_check.h), and compare CUDA with the CPU when a GPU is present.
+// differences in f64 (tests/harness/gradient_check.h), and compare CUDA with the CPU when a GPU is present. Every
+// kernel call of each check is held to the operands its method declares (tests/harness/write_check.h).
 #pragma once
 
 #include <functional>

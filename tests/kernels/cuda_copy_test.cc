@@ -37,10 +37,10 @@ void check_copy(const std::string& what, const Tensor& src, DType dst_t, const S
   const StridedDesc sd = broadcast_desc(src, shape);
   Guarded want(dst_t, n, Device::cpu(), dst_shift), got(dst_t, n, Device::cuda(0), dst_shift);
   Tensor want_view = dst_of(want), got_view = dst_of(got);
-  cpu_backend().copy(src.dtype(), src.raw_data(), sd, dst_t, want_view.raw_data(), desc_of(want_view), Stream());
+  cpu_backend().copy({src.dtype(), src.raw_data(), sd, dst_t, want_view.raw_data(), desc_of(want_view)}, Stream());
   Tensor holder;
   const void* src_dev = gpu_mirror(src, holder);
-  gpu_backend().copy(src.dtype(), src_dev, sd, dst_t, got_view.raw_data(), desc_of(got_view), gpu_stream());
+  gpu_backend().copy({src.dtype(), src_dev, sd, dst_t, got_view.raw_data(), desc_of(got_view)}, gpu_stream());
   expect_bitwise_equal(to_host(got.middle()), want.middle(), what);
   got.expect_intact(what);
 }
@@ -82,6 +82,16 @@ TEST(CudaCopy, TransposingCopiesMatchCpuBitwise) {
     check_copy(name + " NHWC to NCHW", random_cpu({3, 9, 7, 40}, t, 0, 100).permute({0, 3, 1, 2}), t, {3, 40, 9, 7}, 1,
                false);
     check_copy(name + " batched", random_cpu({5, 64, 48}, t, 0, 100).transpose(1, 2), t, {5, 48, 64}, 0, false);
+    // Extents and strides that are multiples of the 4-element vectors: vector loads and stores, partial
+    // tiles; then the destination off vector alignment (vector loads, element stores), and the source.
+    check_copy(name + " 2-D vectors", random_cpu({196, 136}, t, 0, 100).t(), t, {136, 196}, 0, false);
+    check_copy(name + " NCHW to NHWC vectors", random_cpu({2, 68, 10, 12}, t, 0, 100).permute({0, 2, 3, 1}), t,
+               {2, 10, 12, 68}, 0, false);
+    check_copy(name + " NHWC to NCHW vectors", random_cpu({3, 8, 9, 32}, t, 0, 100).permute({0, 3, 1, 2}), t,
+               {3, 32, 8, 9}, 0, false);
+    check_copy(name + " 2-D misaligned destination", random_cpu({72, 80}, t, 0, 100).t(), t, {80, 72}, 1, false);
+    check_copy(name + " 2-D misaligned source",
+               random_cpu({1, 72 * 80 + 1}, t, 0, 100).narrow(1, 1, 72 * 80).view({72, 80}).t(), t, {80, 72}, 0, false);
   }
 }
 
@@ -110,13 +120,13 @@ TEST(CudaFill, EveryDtypeContiguousAndStridedMatchesCpuBitwise) {
                                    " n=" + std::to_string(n) + " shift=" + std::to_string(shift);
           Guarded want(t, n, Device::cpu(), shift), got(t, n, Device::cuda(0), shift);
           // Contiguous, then every other element of the same buffer.
-          cpu_backend().fill(t, want.data(), desc_of(want.middle()), value, Stream());
-          gpu_backend().fill(t, got.data(), desc_of(got.middle()), value, gpu_stream());
+          cpu_backend().fill({t, want.data(), desc_of(want.middle()), value}, Stream());
+          gpu_backend().fill({t, got.data(), desc_of(got.middle()), value}, gpu_stream());
           expect_bitwise_equal(to_host(got.middle()), want.middle(), what);
           got.expect_intact(what);
           Tensor want_strided = want.middle().slice(0, 0, n, 2), got_strided = got.middle().slice(0, 0, n, 2);
-          cpu_backend().fill(t, want_strided.raw_data(), desc_of(want_strided), value + 1, Stream());
-          gpu_backend().fill(t, got_strided.raw_data(), desc_of(got_strided), value + 1, gpu_stream());
+          cpu_backend().fill({t, want_strided.raw_data(), desc_of(want_strided), value + 1}, Stream());
+          gpu_backend().fill({t, got_strided.raw_data(), desc_of(got_strided), value + 1}, gpu_stream());
           expect_bitwise_equal(to_host(got.middle()), want.middle(), what + " strided");
           got.expect_intact(what + " strided");
         }

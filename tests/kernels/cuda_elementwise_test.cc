@@ -40,10 +40,10 @@ TEST(CudaElementwise, UnaryMatchesCpu) {
           const std::string what = name_of(op, t, n, shift);
           Tensor x = needs_positive(op) ? random_cpu({n}, t, 0.2, 4.0) : random_cpu({n}, t, -8.0, 8.0);
           Tensor want = empty({n}, t);
-          cpu_backend().unary(op, t, x.raw_data(), want.raw_data(), n, p, Stream());
+          cpu_backend().unary({op, t, x.raw_data(), want.raw_data(), n, p}, Stream());
           Tensor xd = to_gpu(x, shift);
           Guarded out(t, n, Device::cuda(0), shift == 0 ? 0 : 3);
-          gpu_backend().unary(op, t, xd.raw_data(), out.data(), n, p, gpu_stream());
+          gpu_backend().unary({op, t, xd.raw_data(), out.data(), n, p}, gpu_stream());
           expect_close(to_host(out.middle()), want, tolerance(t), what);
           out.expect_intact(what);
         }
@@ -59,17 +59,19 @@ TEST(CudaElementwise, UnaryBackwardMatchesCpu) {
           const std::string what = "backward of " + name_of(op, t, n, shift);
           Tensor x = needs_positive(op) ? random_cpu({n}, t, 0.2, 4.0) : random_cpu({n}, t, -8.0, 8.0);
           Tensor y = empty({n}, t);
-          cpu_backend().unary(op, t, x.raw_data(), y.raw_data(), n, p, Stream());
+          cpu_backend().unary({op, t, x.raw_data(), y.raw_data(), n, p}, Stream());
           Tensor gy = random_cpu({n}, t, -1.0, 1.0);
           // Pass only what the front end would save, so the null-pointer paths run too.
           const bool reads_y = unary_backward_reads_output(op), reads_x = !reads_y && !unary_backward_reads_nothing(op);
           Tensor want = empty({n}, t);
-          cpu_backend().unary_backward(op, t, reads_x ? x.raw_data() : nullptr, reads_y ? y.raw_data() : nullptr,
-                                       gy.raw_data(), want.raw_data(), n, p, Stream());
+          cpu_backend().unary_backward({op, t, reads_x ? x.raw_data() : nullptr, reads_y ? y.raw_data() : nullptr,
+                                        gy.raw_data(), want.raw_data(), n, p},
+                                       Stream());
           Tensor xd = to_gpu(x, shift), yd = to_gpu(y, shift), gd = to_gpu(gy, shift);
           Guarded out(t, n, Device::cuda(0), shift);
-          gpu_backend().unary_backward(op, t, reads_x ? xd.raw_data() : nullptr, reads_y ? yd.raw_data() : nullptr,
-                                       gd.raw_data(), out.data(), n, p, gpu_stream());
+          gpu_backend().unary_backward({op, t, reads_x ? xd.raw_data() : nullptr, reads_y ? yd.raw_data() : nullptr,
+                                        gd.raw_data(), out.data(), n, p},
+                                       gpu_stream());
           expect_close(to_host(out.middle()), want, tolerance(t), what);
           out.expect_intact(what);
         }
@@ -113,12 +115,12 @@ void check_binary(BinaryOp op, DType t, const BinaryCase& c, int64_t out_shift) 
   const int64_t n = shape_numel(c.out_shape);
   StridedDesc ad = broadcast_desc(c.a, c.out_shape), bd = broadcast_desc(c.b, c.out_shape);
   Tensor want = empty(c.out_shape, out_t);
-  cpu_backend().binary(op, t, c.a.raw_data(), ad, c.b.raw_data(), bd, want.raw_data(), desc_of(want), Stream());
+  cpu_backend().binary({op, t, c.a.raw_data(), ad, c.b.raw_data(), bd, want.raw_data(), desc_of(want)}, Stream());
   Tensor a_holder, b_holder;
   const void* ap = gpu_mirror(c.a, a_holder);
   const void* bp = gpu_mirror(c.b, b_holder);
   Guarded out(out_t, n, Device::cuda(0), out_shift);
-  gpu_backend().binary(op, t, ap, ad, bp, bd, out.data(), desc_of(out.view(c.out_shape)), gpu_stream());
+  gpu_backend().binary({op, t, ap, ad, bp, bd, out.data(), desc_of(out.view(c.out_shape))}, gpu_stream());
   Tensor got = to_host(out.middle()).view(c.out_shape);
   if (is_comparison(op) || op == BinaryOp::Maximum || op == BinaryOp::Minimum)
     expect_bitwise_equal(got, want, what);
@@ -162,12 +164,13 @@ TEST(CudaElementwise, WhereMatchesCpuForEveryElementSize) {
     Tensor a = random_cpu({6, 7, 9}, t, 0, 100), b = random_cpu({7, 1}, t, 0, 100);
     StridedDesc cd = broadcast_desc(cond, shape), ad = broadcast_desc(a, shape), bd = broadcast_desc(b, shape);
     Tensor want = empty(shape, t);
-    cpu_backend().where(cond.raw_data(), cd, t, a.raw_data(), ad, b.raw_data(), bd, want.raw_data(), desc_of(want),
+    cpu_backend().where({cond.raw_data(), cd, t, a.raw_data(), ad, b.raw_data(), bd, want.raw_data(), desc_of(want)},
                         Stream());
     Tensor cg = to_gpu(cond), ag = to_gpu(a), bg = to_gpu(b);
     Guarded out(t, shape_numel(shape), Device::cuda(0), 1);
-    gpu_backend().where(cg.raw_data(), cd, t, ag.raw_data(), ad, bg.raw_data(), bd, out.data(),
-                        desc_of(out.view(shape)), gpu_stream());
+    gpu_backend().where(
+        {cg.raw_data(), cd, t, ag.raw_data(), ad, bg.raw_data(), bd, out.data(), desc_of(out.view(shape))},
+        gpu_stream());
     expect_bitwise_equal(to_host(out.middle()).view(shape), want, std::string("where ") + dtype_name(t));
     out.expect_intact("where");
   }

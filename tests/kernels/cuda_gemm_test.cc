@@ -9,6 +9,7 @@
 #include <string>
 
 #include "runtime/base/config.h"
+#include "runtime/memory/cuda_thread.h"
 #include "tests/kernels/kernel_compare.h"
 #include "tests/testing.h"
 
@@ -32,13 +33,15 @@ void check_gemm(DType t, bool ta, bool tb, const GemmCase& g, double tol) {
   Tensor b = random_cpu({(g.broadcast_b ? 1 : g.batch) * b_rows * ldb}, t, -1, 1);
   Tensor c0 = random_cpu({g.batch * sc}, t, -1, 1);
   Tensor want = c0.clone();
-  cpu_backend().gemm(t, ta, tb, g.m, g.n, g.k, g.alpha, a.raw_data(), lda, sa, b.raw_data(), ldb, sb, g.beta,
-                     want.raw_data(), ldc, sc, g.batch, Stream());
+  cpu_backend().gemm({t, ta, tb, g.m, g.n, g.k, g.alpha, a.raw_data(), lda, sa, b.raw_data(), ldb, sb, g.beta,
+                      want.raw_data(), ldc, sc, g.batch},
+                     Stream());
   Tensor ad = to_gpu(a), bd = to_gpu(b);
   Guarded got(t, g.batch * sc, Device::cuda(0));
   got.load(c0);
-  gpu_backend().gemm(t, ta, tb, g.m, g.n, g.k, g.alpha, ad.raw_data(), lda, sa, bd.raw_data(), ldb, sb, g.beta,
-                     got.data(), ldc, sc, g.batch, gpu_stream());
+  gpu_backend().gemm({t, ta, tb, g.m, g.n, g.k, g.alpha, ad.raw_data(), lda, sa, bd.raw_data(), ldb, sb, g.beta,
+                      got.data(), ldc, sc, g.batch},
+                     gpu_stream());
   const std::string what = std::string("gemm ") + dtype_name(t) + (ta ? " A^T" : " A") + (tb ? " B^T" : " B") +
                            " m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) + " k=" + std::to_string(g.k) +
                            " batch=" + std::to_string(g.batch);
@@ -80,14 +83,17 @@ void CUDART_CB wait_for_gate(void* gate) { static_cast<std::shared_future<void>*
 
 // A thread has one cuBLAS handle per GPU and binds it to each call's stream (an executor's single issuing
 // thread queues GEMMs on both lanes of a worker): binding it to another stream must not move, or hold back,
-// a GEMM already queued on the first.
+// a GEMM already queued on the first. The thread is prepared first, as every thread that may block one of its
+// streams must be: making the handle at the first GEMM, while `held` waits for this thread, hung on an H200.
 TEST(CudaGemm, AGemmStaysOnItsStreamWhenTheThreadsHandleMoves) {
   TD_REQUIRE_GPU();
+  prepare_cuda_thread(Device::cuda(0));
   const int64_t m = 16, n = 8, k = 24;
   Tensor a = random_cpu({m, k}, DType::F64, -1, 1), b = random_cpu({k, n}, DType::F64, -1, 1);
   Tensor want = zeros({m, n}, DType::F64);
-  cpu_backend().gemm(DType::F64, false, false, m, n, k, 1.0, a.raw_data(), k, 0, b.raw_data(), n, 0, 0.0,
-                     want.raw_data(), n, 0, 1, Stream());
+  cpu_backend().gemm(
+      {DType::F64, false, false, m, n, k, 1.0, a.raw_data(), k, 0, b.raw_data(), n, 0, 0.0, want.raw_data(), n, 0, 1},
+      Stream());
   Tensor ad = to_gpu(a), bd = to_gpu(b), c_held = to_gpu(zeros({m, n}, DType::F64)),
          c_free = to_gpu(zeros({m, n}, DType::F64));
   const Stream held = Stream::create(Device::cuda(0)), free = Stream::create(Device::cuda(0));
@@ -96,8 +102,9 @@ TEST(CudaGemm, AGemmStaysOnItsStreamWhenTheThreadsHandleMoves) {
   std::shared_future<void> gate = open.get_future().share();
   ASSERT_EQ(cudaLaunchHostFunc(held.cuda(), wait_for_gate, &gate), cudaSuccess);  // `held` waits for the gate
   auto gemm = [&](Tensor& c, const Stream& s) {
-    gpu_backend().gemm(DType::F64, false, false, m, n, k, 1.0, ad.raw_data(), k, 0, bd.raw_data(), n, 0, 0.0,
-                       c.raw_data(), n, 0, 1, s);
+    gpu_backend().gemm(
+        {DType::F64, false, false, m, n, k, 1.0, ad.raw_data(), k, 0, bd.raw_data(), n, 0, 0.0, c.raw_data(), n, 0, 1},
+        s);
   };
   gemm(c_held, held);
   gemm(c_free, free);  // the same thread's handle, now bound to `free`

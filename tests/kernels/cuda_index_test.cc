@@ -41,12 +41,12 @@ TEST(CudaIndex, IndexSelectMatchesCpuForEveryElementSize) {
         Tensor idx = random_indices(l.n_idx, l.n_src);
         const int64_t n = l.outer * l.n_idx * l.inner;
         Tensor want = empty({n}, t);
-        cpu_backend().index_select(t, x.raw_data(), l.outer, l.n_src, l.inner, idx.data<int64_t>(), l.n_idx,
-                                   want.raw_data(), Stream());
+        cpu_backend().index_select(
+            {t, x.raw_data(), l.outer, l.n_src, l.inner, idx.data<int64_t>(), l.n_idx, want.raw_data()}, Stream());
         Tensor xd = to_gpu(x, shift), id = to_gpu(idx);
         Guarded got(t, n, Device::cuda(0), shift);
-        gpu_backend().index_select(t, xd.raw_data(), l.outer, l.n_src, l.inner, id.data<int64_t>(), l.n_idx, got.data(),
-                                   gpu_stream());
+        gpu_backend().index_select(
+            {t, xd.raw_data(), l.outer, l.n_src, l.inner, id.data<int64_t>(), l.n_idx, got.data()}, gpu_stream());
         expect_bitwise_equal(to_host(got.middle()), want, what);
         got.expect_intact(what);
       }
@@ -61,11 +61,11 @@ TEST(CudaIndex, GatherMatchesCpu) {
       const int64_t n = l.outer * l.n_idx * l.inner;
       Tensor idx = random_indices(n, l.n_src);
       Tensor want = empty({n}, t);
-      cpu_backend().gather(t, x.raw_data(), l.outer, l.n_src, l.inner, idx.data<int64_t>(), l.n_idx, want.raw_data(),
+      cpu_backend().gather({t, x.raw_data(), l.outer, l.n_src, l.inner, idx.data<int64_t>(), l.n_idx, want.raw_data()},
                            Stream());
       Tensor xd = to_gpu(x), id = to_gpu(idx);
       Guarded got(t, n, Device::cuda(0), 1);
-      gpu_backend().gather(t, xd.raw_data(), l.outer, l.n_src, l.inner, id.data<int64_t>(), l.n_idx, got.data(),
+      gpu_backend().gather({t, xd.raw_data(), l.outer, l.n_src, l.inner, id.data<int64_t>(), l.n_idx, got.data()},
                            gpu_stream());
       expect_bitwise_equal(to_host(got.middle()), want, what);
       got.expect_intact(what);
@@ -90,15 +90,17 @@ TEST(CudaIndex, IndexAddAndScatterAddMatchCpuBitwise) {
         Guarded got(t, n_dst, Device::cuda(0));
         got.load(dst0);
         if (per_element) {
-          cpu_backend().scatter_add(t, src.raw_data(), l.outer, l.n_idx, l.inner, idx.data<int64_t>(), l.n_src,
-                                    want.raw_data(), Stream());
-          gpu_backend().scatter_add(t, got_src.raw_data(), l.outer, l.n_idx, l.inner, id.data<int64_t>(), l.n_src,
-                                    got.data(), gpu_stream());
+          cpu_backend().scatter_add(
+              {t, src.raw_data(), l.outer, l.n_idx, l.inner, idx.data<int64_t>(), l.n_src, want.raw_data()}, Stream());
+          gpu_backend().scatter_add(
+              {t, got_src.raw_data(), l.outer, l.n_idx, l.inner, id.data<int64_t>(), l.n_src, got.data()},
+              gpu_stream());
         } else {
-          cpu_backend().index_add(t, src.raw_data(), l.outer, l.n_idx, l.inner, idx.data<int64_t>(), l.n_src,
-                                  want.raw_data(), Stream());
-          gpu_backend().index_add(t, got_src.raw_data(), l.outer, l.n_idx, l.inner, id.data<int64_t>(), l.n_src,
-                                  got.data(), gpu_stream());
+          cpu_backend().index_add(
+              {t, src.raw_data(), l.outer, l.n_idx, l.inner, idx.data<int64_t>(), l.n_src, want.raw_data()}, Stream());
+          gpu_backend().index_add(
+              {t, got_src.raw_data(), l.outer, l.n_idx, l.inner, id.data<int64_t>(), l.n_src, got.data()},
+              gpu_stream());
         }
         expect_bitwise_equal(to_host(got.middle()), want, what);
         got.expect_intact(what);
@@ -112,10 +114,10 @@ TEST(CudaIndex, OneHotMatchesCpuForEveryNumericDtype) {
       const int64_t n = 37;
       Tensor labels = random_indices(n, classes);
       Tensor want = empty({n * classes}, t);
-      cpu_backend().one_hot(labels.data<int64_t>(), n, classes, t, want.raw_data(), Stream());
+      cpu_backend().one_hot({labels.data<int64_t>(), n, classes, t, want.raw_data()}, Stream());
       Tensor ld = to_gpu(labels);
       Guarded got(t, n * classes, Device::cuda(0), 1);
-      gpu_backend().one_hot(ld.data<int64_t>(), n, classes, t, got.data(), gpu_stream());
+      gpu_backend().one_hot({ld.data<int64_t>(), n, classes, t, got.data()}, gpu_stream());
       const std::string what = std::string("one_hot ") + dtype_name(t) + " classes=" + std::to_string(classes);
       expect_bitwise_equal(to_host(got.middle()), want, what);
       got.expect_intact(what);
@@ -132,8 +134,8 @@ TEST(CudaIndex, OutOfRangeIndexRaisesAtSynchronizeAndTheContextSurvives) {
     Tensor idx = from_vector(std::vector<int64_t>{0, 3, bad, 9, 1}, {5});
     Tensor id = to_gpu(idx);
     Guarded out(DType::F32, l.outer * l.n_idx * l.inner, Device::cuda(0));
-    gpu_backend().index_select(DType::F32, xd.raw_data(), l.outer, l.n_src, l.inner, id.data<int64_t>(), l.n_idx,
-                               out.data(), s);
+    gpu_backend().index_select(
+        {DType::F32, xd.raw_data(), l.outer, l.n_src, l.inner, id.data<int64_t>(), l.n_idx, out.data()}, s);
     EXPECT_THROW(s.synchronize(), IndexError) << "index " << bad;
     out.expect_intact("index_select with a bad index");
     // Raised once: the flag is cleared, and later work on the same context is correct.
@@ -143,7 +145,7 @@ TEST(CudaIndex, OutOfRangeIndexRaisesAtSynchronizeAndTheContextSurvives) {
     Tensor idx = from_vector(std::vector<int64_t>{1, bad, 2}, {3});
     Tensor id = to_gpu(idx);
     Guarded out(DType::F32, 3 * 10, Device::cuda(0));
-    gpu_backend().one_hot(id.data<int64_t>(), 3, 10, DType::F32, out.data(), s);
+    gpu_backend().one_hot({id.data<int64_t>(), 3, 10, DType::F32, out.data()}, s);
     EXPECT_THROW(s.synchronize(), IndexError) << "label " << bad;
     EXPECT_NO_THROW(s.synchronize());
   }
@@ -152,10 +154,11 @@ TEST(CudaIndex, OutOfRangeIndexRaisesAtSynchronizeAndTheContextSurvives) {
     Tensor idx = from_vector(std::vector<int64_t>(l.outer * 2 * l.inner, 11), {l.outer * 2 * l.inner});
     Tensor id = to_gpu(idx);
     Guarded out(DType::F32, l.outer * 2 * l.inner, Device::cuda(0));
-    gpu_backend().gather(DType::F32, xd.raw_data(), l.outer, l.n_src, l.inner, id.data<int64_t>(), 2, out.data(), s);
+    gpu_backend().gather({DType::F32, xd.raw_data(), l.outer, l.n_src, l.inner, id.data<int64_t>(), 2, out.data()}, s);
     EXPECT_THROW(s.synchronize(), IndexError);
     Guarded dst(DType::F32, l.outer * l.n_src * l.inner, Device::cuda(0));
-    gpu_backend().scatter_add(DType::F32, out.data(), l.outer, 2, l.inner, id.data<int64_t>(), l.n_src, dst.data(), s);
+    gpu_backend().scatter_add({DType::F32, out.data(), l.outer, 2, l.inner, id.data<int64_t>(), l.n_src, dst.data()},
+                              s);
     EXPECT_THROW(s.synchronize(), IndexError);
     dst.expect_intact("scatter_add with bad indices");
   }
@@ -163,10 +166,10 @@ TEST(CudaIndex, OutOfRangeIndexRaisesAtSynchronizeAndTheContextSurvives) {
   Tensor idx = from_vector(std::vector<int64_t>{4, 0, 9}, {3});
   Tensor id = to_gpu(idx);
   Tensor want = empty({l.outer * 3 * l.inner}, DType::F32);
-  cpu_backend().index_select(DType::F32, x.raw_data(), l.outer, l.n_src, l.inner, idx.data<int64_t>(), 3,
-                             want.raw_data(), Stream());
+  cpu_backend().index_select(
+      {DType::F32, x.raw_data(), l.outer, l.n_src, l.inner, idx.data<int64_t>(), 3, want.raw_data()}, Stream());
   Guarded got(DType::F32, l.outer * 3 * l.inner, Device::cuda(0));
-  gpu_backend().index_select(DType::F32, xd.raw_data(), l.outer, l.n_src, l.inner, id.data<int64_t>(), 3, got.data(),
+  gpu_backend().index_select({DType::F32, xd.raw_data(), l.outer, l.n_src, l.inner, id.data<int64_t>(), 3, got.data()},
                              s);
   expect_bitwise_equal(to_host(got.middle()), want, "index_select after errors");
 }

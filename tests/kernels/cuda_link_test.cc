@@ -44,12 +44,12 @@ TEST(CudaBackendLink, KernelsRefuseANonCudaStreamBeforeTouchingTheGpu) {
   d.shape[0] = 4;
   d.strides[0] = 1;
   try {
-    backend.fill(DType::F32, nullptr, d, 0.0, Stream());
+    backend.fill({DType::F32, nullptr, d, 0.0}, Stream());
     FAIL() << "a CUDA kernel accepted the CPU stream";
   } catch (const DeviceError& e) {
     EXPECT_NE(std::string(e.what()).find("stream of cpu"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(backend.reduce(ReduceOp::Sum, DType::F32, nullptr, 1, 4, 1, nullptr, nullptr, Stream()), DeviceError);
+  EXPECT_THROW(backend.reduce({ReduceOp::Sum, DType::F32, nullptr, 1, 4, 1, nullptr, nullptr}, Stream()), DeviceError);
 }
 
 }  // namespace

@@ -23,9 +23,9 @@ TEST(CudaRandom, UniformAndNormalAreBitIdenticalToTheCpu) {
                                      " n=" + std::to_string(n) + " offset=" + std::to_string(offset) +
                                      " shift=" + std::to_string(shift);
             Tensor want = empty({n}, t);
-            cpu_backend().random(t, want.raw_data(), n, seed, offset, spec, Stream());
+            cpu_backend().random({t, want.raw_data(), n, seed, offset, spec}, Stream());
             Guarded got(t, n, Device::cuda(0), shift);
-            gpu_backend().random(t, got.data(), n, seed, offset, spec, gpu_stream());
+            gpu_backend().random({t, got.data(), n, seed, offset, spec}, gpu_stream());
             expect_bitwise_equal(to_host(got.middle()), want, what);
             got.expect_intact(what);
           }

@@ -38,9 +38,9 @@ void check_reduce(ReduceOp op, DType t, const Layout& l, int64_t shift, const Te
   Guarded want_v(t, n, Device::cpu()), want_i(DType::I64, n, Device::cpu());
   Guarded got_v(t, n, Device::cuda(0), shift), got_i(DType::I64, n, Device::cuda(0), shift);
   auto indices_of = [&](Guarded& g) { return with_indices ? static_cast<int64_t*>(g.data()) : nullptr; };
-  cpu_backend().reduce(op, t, x_cpu.raw_data(), l.outer, l.r, l.inner, want_v.data(), indices_of(want_i), Stream());
+  cpu_backend().reduce({op, t, x_cpu.raw_data(), l.outer, l.r, l.inner, want_v.data(), indices_of(want_i)}, Stream());
   Tensor xd = to_gpu(x_cpu, shift);
-  gpu_backend().reduce(op, t, xd.raw_data(), l.outer, l.r, l.inner, got_v.data(), indices_of(got_i), gpu_stream());
+  gpu_backend().reduce({op, t, xd.raw_data(), l.outer, l.r, l.inner, got_v.data(), indices_of(got_i)}, gpu_stream());
   Tensor got_values = to_host(got_v.middle());
   if (op == ReduceOp::Sum) {
     expect_close(got_values, want_v.middle(), tolerance(t), what);
@@ -74,8 +74,8 @@ TEST(CudaReduce, NaNAndTiesPickTheFirstPositionLikeTheCpu) {
   TD_REQUIRE_GPU();
   // Few distinct values (many ties), with NaNs sprinkled in some rows and columns.
   for (DType t : {DType::F32, DType::F64})
-    for (const Layout& l :
-         {Layout{300, 40, 1}, Layout{4, 3000, 1}, Layout{1, 1 << 20, 1}, Layout{6, 50, 9}, Layout{2, 20000, 8}}) {
+    for (const Layout& l : {Layout{300, 40, 1}, Layout{50, 37, 1}, Layout{4, 3000, 1}, Layout{1, 1 << 20, 1},
+                            Layout{6, 50, 9}, Layout{2, 20000, 8}}) {
       Tensor x = random_cpu({l.outer * l.r * l.inner}, DType::F64, 0, 4).to(DType::I32).to(t).contiguous();
       Tensor noise = random_cpu({x.numel()}, DType::F64, 0, 1);
       auto* xv = static_cast<uint8_t*>(x.raw_data());
@@ -93,7 +93,10 @@ TEST(CudaReduce, NaNAndTiesPickTheFirstPositionLikeTheCpu) {
             reinterpret_cast<double*>(xv)[i] = -0.0;
         }
       }
-      for (ReduceOp op : {ReduceOp::Max, ReduceOp::Min}) check_reduce(op, t, l, 0, x);
+      // Aligned rows are read as vectors (a chunk's best first, then against the lane's), misaligned ones
+      // element by element: both must keep the first NaN and the first of equal values.
+      for (ReduceOp op : {ReduceOp::Max, ReduceOp::Min})
+        for (int64_t shift : {0, 1}) check_reduce(op, t, l, shift, x);
     }
 }
 
@@ -106,7 +109,7 @@ TEST(CudaReduce, IsDeterministicAndIndependentOfAlignment) {
     for (int64_t shift : {0, 0, 1, 2}) {
       Tensor xd = to_gpu(x, shift);
       Guarded out(DType::F32, n, Device::cuda(0));
-      gpu_backend().reduce(ReduceOp::Sum, DType::F32, xd.raw_data(), l.outer, l.r, l.inner, out.data(), nullptr,
+      gpu_backend().reduce({ReduceOp::Sum, DType::F32, xd.raw_data(), l.outer, l.r, l.inner, out.data(), nullptr},
                            gpu_stream());
       results.push_back(to_host(out.middle()));
     }
@@ -115,10 +118,11 @@ TEST(CudaReduce, IsDeterministicAndIndependentOfAlignment) {
   }
 }
 
-// Softmax shapes: rows held in registers, rows too long for them, columns short and long.
-const std::vector<Layout> kSoftmaxLayouts = {{1, 1, 1},     {7, 10, 1},    {300, 1000, 1}, {33, 1023, 1},
-                                             {4, 4096, 1},  {3, 10000, 1}, {2, 70001, 1},  {5, 21, 37},
-                                             {2, 64, 1000}, {3, 100, 40},  {1, 3000, 5}};
+// Softmax shapes: rows held in registers (one lane to a block per row), rows too long for them (one block
+// per row, and split over blocks when rows are few: the last two), columns short and long.
+const std::vector<Layout> kSoftmaxLayouts = {
+    {1, 1, 1},     {7, 10, 1},      {300, 1000, 1}, {33, 1023, 1}, {4, 4096, 1},  {3, 8192, 1}, {3, 10000, 1},
+    {2, 70001, 1}, {1, 1 << 17, 1}, {2, 140001, 1}, {5, 21, 37},   {2, 64, 1000}, {3, 100, 40}, {1, 3000, 5}};
 
 void check_softmax(bool log, DType t, const Layout& l, int64_t shift) {
   const std::string what = std::string(log ? "log_softmax " : "softmax ") + dtype_name(t) + " " + layout_name(l) +
@@ -126,21 +130,21 @@ void check_softmax(bool log, DType t, const Layout& l, int64_t shift) {
   const int64_t n = l.outer * l.r * l.inner;
   Tensor x = random_cpu({n}, t, -6.0, 6.0);
   Tensor want = empty({n}, t);
-  cpu_backend().softmax(log, t, x.raw_data(), want.raw_data(), l.outer, l.r, l.inner, Stream());
+  cpu_backend().softmax({log, t, x.raw_data(), want.raw_data(), l.outer, l.r, l.inner}, Stream());
   Tensor xd = to_gpu(x, shift);
   Guarded got(t, n, Device::cuda(0), shift);
-  gpu_backend().softmax(log, t, xd.raw_data(), got.data(), l.outer, l.r, l.inner, gpu_stream());
+  gpu_backend().softmax({log, t, xd.raw_data(), got.data(), l.outer, l.r, l.inner}, gpu_stream());
   expect_close(to_host(got.middle()), want, tolerance(t) * 4, what);
   got.expect_intact(what);
 
   // Backward from the CPU's y and a random upstream gradient.
   Tensor gy = random_cpu({n}, t, -1.0, 1.0);
   Tensor want_gx = empty({n}, t);
-  cpu_backend().softmax_backward(log, t, want.raw_data(), gy.raw_data(), want_gx.raw_data(), l.outer, l.r, l.inner,
+  cpu_backend().softmax_backward({log, t, want.raw_data(), gy.raw_data(), want_gx.raw_data(), l.outer, l.r, l.inner},
                                  Stream());
   Tensor yd = to_gpu(want, shift), gyd = to_gpu(gy, shift);
   Guarded got_gx(t, n, Device::cuda(0), shift);
-  gpu_backend().softmax_backward(log, t, yd.raw_data(), gyd.raw_data(), got_gx.data(), l.outer, l.r, l.inner,
+  gpu_backend().softmax_backward({log, t, yd.raw_data(), gyd.raw_data(), got_gx.data(), l.outer, l.r, l.inner},
                                  gpu_stream());
   // The backward subtracts nearly equal terms: compare with a tolerance scaled by the row sum's size.
   expect_close(to_host(got_gx.middle()), want_gx, tolerance(t) * 64, what + " backward");
@@ -153,6 +157,27 @@ TEST(CudaSoftmax, ForwardAndBackwardMatchCpu) {
     for (const Layout& l : kSoftmaxLayouts)
       for (bool log : {false, true})
         for (int64_t shift : {0, 1}) check_softmax(log, t, l, shift);
+}
+
+TEST(CudaSoftmax, IsDeterministicAndIndependentOfAlignment) {
+  TD_REQUIRE_GPU();
+  // Cached rows (vector and element loads), a block per long row, long rows split over blocks.
+  for (const Layout& l : {Layout{64, 1000, 1}, Layout{6, 12000, 1}, Layout{1, 1 << 17, 1}})
+    for (bool log : {false, true}) {
+      const int64_t n = l.outer * l.r;
+      Tensor x = random_cpu({n}, DType::F32, -8.0, 8.0);
+      std::vector<Tensor> results;
+      for (int64_t shift : {0, 0, 1, 3}) {
+        Tensor xd = to_gpu(x, shift);
+        Guarded y(DType::F32, n, Device::cuda(0), shift);
+        gpu_backend().softmax({log, DType::F32, xd.raw_data(), y.data(), l.outer, l.r, 1}, gpu_stream());
+        results.push_back(to_host(y.middle()));
+      }
+      for (size_t i = 1; i < results.size(); ++i)
+        expect_bitwise_equal(
+            results[i], results[0],
+            std::string(log ? "log_softmax " : "softmax ") + layout_name(l) + " run " + std::to_string(i));
+    }
 }
 
 // EXPECTs that NaNs and infinities (with their signs) sit at the same positions.
@@ -171,22 +196,27 @@ void expect_same_specials(const Tensor& got, const Tensor& want, const std::stri
 
 TEST(CudaSoftmax, InfinitiesAndNaNGiveTheCpuResult) {
   TD_REQUIRE_GPU();
-  // Row 0: a -inf among finite values; row 1: all -inf; row 2: a NaN; row 3: +inf. Long and short rows.
-  for (int64_t len : {int64_t{8}, int64_t{20000}})
+  // Row 0: a -inf among finite values; row 1: all -inf; row 2: a NaN; row 3: +inf; row 4: a NaN among -infs
+  // before finite values (the NaN comes while the running max is still -inf). Short rows (registers), long
+  // rows (a block per row) and rows split over blocks.
+  constexpr int64_t kRows = 5;
+  for (int64_t len : {int64_t{8}, int64_t{20000}, int64_t{1} << 17})
     for (bool log : {false, true}) {
-      Tensor x = random_cpu({4, len}, DType::F32, -3.0, 3.0);
+      Tensor x = random_cpu({kRows, len}, DType::F32, -3.0, 3.0);
       float* xv = x.data<float>();
       xv[3] = -INFINITY;
       for (int64_t j = 0; j < len; ++j) xv[len + j] = -INFINITY;
       xv[2 * len + 5] = NAN;
       xv[3 * len + 1] = INFINITY;
-      Tensor want = empty({4, len}, DType::F32);
-      cpu_backend().softmax(log, DType::F32, x.raw_data(), want.raw_data(), 4, len, 1, Stream());
+      for (int64_t j = 0; j < 4; ++j) xv[4 * len + j] = -INFINITY;
+      xv[4 * len + 2] = NAN;
+      Tensor want = empty({kRows, len}, DType::F32);
+      cpu_backend().softmax({log, DType::F32, x.raw_data(), want.raw_data(), kRows, len, 1}, Stream());
       Tensor xd = to_gpu(x);
-      Guarded got(DType::F32, 4 * len, Device::cuda(0));
-      gpu_backend().softmax(log, DType::F32, xd.raw_data(), got.data(), 4, len, 1, gpu_stream());
+      Guarded got(DType::F32, kRows * len, Device::cuda(0));
+      gpu_backend().softmax({log, DType::F32, xd.raw_data(), got.data(), kRows, len, 1}, gpu_stream());
       const std::string what = std::string(log ? "log_softmax" : "softmax") + " specials len=" + std::to_string(len);
-      Tensor result = to_host(got.middle()).view({4, len});
+      Tensor result = to_host(got.middle()).view({kRows, len});
       expect_close(result, want, 1e-5, what);
       expect_same_specials(result, want, what);
     }

@@ -24,7 +24,11 @@ void copy_bytes(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
 }
 }  // namespace
 
-Guarded::Guarded(DType t, int64_t n, Device device, int64_t shift) : before_(kGuardElements + shift), n_(n) {
+Guarded::Guarded(DType t, int64_t n, Device device, int64_t shift) : n_(n) {
+  // The guard before the middle spans whole 64-byte lines: with shift 0 the middle is as aligned as the
+  // allocation, so kernels take their vector paths.
+  const int64_t elem = static_cast<int64_t>(dtype_size(t));
+  before_ = (kGuardElements * elem + 63) / 64 * 64 / elem + shift;
   const int64_t total = before_ + n + kGuardElements;
   whole_ = empty({total}, TensorOptions(t).with_device(device));
   const size_t bytes = whole_.nbytes();

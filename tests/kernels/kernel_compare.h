@@ -14,9 +14,10 @@ namespace testing {
 constexpr uint8_t kSentinelByte = 0xA5;
 constexpr int64_t kGuardElements = 19;
 
-// A 1-D buffer of n elements of dtype t on `device`, with kGuardElements + `shift` elements before it and
-// kGuardElements after, every byte set to kSentinelByte. A nonzero shift moves the middle off 16-byte
-// alignment, to exercise the kernels' unaligned paths.
+// A 1-D buffer of n elements of dtype t on `device`, with at least kGuardElements (a whole number of 64-byte
+// lines) + `shift` elements before it and kGuardElements after, every byte set to kSentinelByte. With shift 0
+// the middle is 64-byte aligned; a small nonzero shift moves it off 16-byte alignment, to exercise the
+// kernels' unaligned paths.
 class Guarded {
  public:
   Guarded(DType t, int64_t n, Device device, int64_t shift = 0);

@@ -173,7 +173,7 @@ TEST(BatchNorm2d, TrainAndEvalMatchReference) {
   }
   tandem::testing::expect_close(bn.running_mean, from_vector<double>(rm, {3}).to(DType::F32), 1e-5, "running_mean");
   tandem::testing::expect_close(bn.running_var, from_vector<double>(rv, {3}).to(DType::F32), 1e-5, "running_var");
-  EXPECT_EQ(bn.num_batches_tracked.item<int64_t>(), 1);
+  EXPECT_EQ(bn.num_batches_tracked().item<int64_t>(), 1);
   bn.eval();
   Tensor ye = bn.forward(x);
   for (size_t i = 0; i < xv.size(); ++i) {
@@ -181,9 +181,35 @@ TEST(BatchNorm2d, TrainAndEvalMatchReference) {
     ref[i] = (xv[i] - rm[c]) / std::sqrt(rv[c] + bs.eps) * wv[c] + bv[c];
   }
   tandem::testing::expect_close(ye, from_vector<double>(ref, x.shape()).to(DType::F32), 1e-5, "eval output");
-  EXPECT_EQ(bn.num_batches_tracked.item<int64_t>(), 1);
+  EXPECT_EQ(bn.num_batches_tracked().item<int64_t>(), 1);
   EXPECT_EQ(bn.output_shape({2, 3, 4, 4}), (Shape{2, 3, 4, 4}));
   EXPECT_THROW(bn.output_shape({2, 4, 4, 4}), ShapeError);
+}
+
+// num_batches_tracked counts on the host: training steps leave the buffer alone (no write, so no kernel on a GPU)
+// and every way of reading it sees the count, a module moved to another dtype or device included.
+TEST(BatchNorm2d, CountsOnTheHostUntilRead) {
+  Generator gen(fresh_seed());
+  BatchNorm2d bn(3);
+  const Tensor buffer = bn.num_batches_tracked();
+  const uint64_t version = buffer.storage().version();
+  const int steps = 2 + static_cast<int>(gen.integer(5));
+  for (int i = 0; i < steps; ++i) bn.forward(randn({4, 3, 2, 2}, gen));
+  EXPECT_EQ(buffer.storage().version(), version) << "a step wrote the buffer";
+  EXPECT_EQ(bn.num_batches_tracked().item<int64_t>(), steps);
+  EXPECT_EQ(buffer.item<int64_t>(), steps);  // the same buffer, written once
+  bn.forward(randn({4, 3, 2, 2}, gen));
+  EXPECT_EQ(bn.state_dict().back().first, "num_batches_tracked");
+  EXPECT_EQ(bn.state_dict().back().second.item<int64_t>(), steps + 1);
+  bn.forward(randn({4, 3, 2, 2}, gen));
+  EXPECT_EQ(bn.named_buffers().back().second.item<int64_t>(), steps + 2);
+  bn.forward(randn({4, 3, 2, 2}, gen));
+  bn.to(DType::F64);
+  EXPECT_EQ(bn.num_batches_tracked().dtype(), DType::I64);
+  EXPECT_EQ(bn.num_batches_tracked().item<int64_t>(), steps + 3);
+  bn.eval();
+  bn.forward(randn({4, 3, 2, 2}, gen).to(DType::F64));
+  EXPECT_EQ(bn.num_batches_tracked().item<int64_t>(), steps + 3) << "evaluation does not count";
 }
 
 TEST(BatchNorm2d, Gradients) {

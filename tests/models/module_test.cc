@@ -135,14 +135,14 @@ TEST(Module, TrainEvalAndFrozenBatchNorm) {
   ASSERT_NE(bn, nullptr);
   Tensor x = randn({4, 2, 5, 5}, gen, DType::F32) * 3.0 + 1.0;
   net->forward(x);
-  EXPECT_EQ(bn->num_batches_tracked.item<int64_t>(), 1);
+  EXPECT_EQ(bn->num_batches_tracked().item<int64_t>(), 1);
   std::vector<float> running = bn->running_mean.to_vector<float>();
   bn->set_frozen(true);
   EXPECT_FALSE(bn->weight.requires_grad());
   Tensor y = sum(net->forward(x));
   y.backward();
   EXPECT_EQ(bn->running_mean.to_vector<float>(), running) << "a frozen BatchNorm must not update its statistics";
-  EXPECT_EQ(bn->num_batches_tracked.item<int64_t>(), 1);
+  EXPECT_EQ(bn->num_batches_tracked().item<int64_t>(), 1);
   EXPECT_FALSE(bn->weight.grad().defined());
   // Frozen = evaluation statistics: same output as the network in eval mode.
   bn->set_frozen(false);

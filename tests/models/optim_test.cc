@@ -354,15 +354,25 @@ TEST(LrSchedule, ParsesSpecsInEpochs) {
   EXPECT_EQ(w->factor(0), 0.0);
   EXPECT_NEAR(w->factor(5), 1.0, 1e-15);
   EXPECT_NEAR(w->factor(100), 0.1, 1e-15);
-  for (const char* bad : {"", "cosin", "step", "step:x", "multistep:3,1", "warmup:1", "warmup:0+cosine", "cosine:0.1:2",
-                          "warmup:10+cosine"}) {
+  std::vector<std::string> malformed = {
+      "",         "cosin",           "step",         "step:x",          "multistep:3,1",
+      "warmup:1", "warmup:0+cosine", "cosine:0.1:2", "warmup:10+cosine"};
+  // Malformed numbers and items.
+  for (const char* bad : {"step:inf", "step:nan", "step:1e300", "step:-1", "step:2:+0.5", "step: 2", "cosine:nan",
+                          "multistep:1,,3", "multistep:1,3,", "warmup:1:0.1e+cosine", "step:"})
+    malformed.push_back(bad);
+  for (const std::string& bad : malformed) {
     try {
       parse_lr_schedule(bad, 10, 100);
       ADD_FAILURE() << "accepted '" << bad << "'";
     } catch (const ValueError& e) {
-      EXPECT_NE(std::string(e.what()).find("schedule"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("learning-rate schedule '" + bad + "'"), std::string::npos) << e.what();
     }
   }
+  // One error format: the spec, the value and what it should be, and the grammar.
+  tandem::testing::expect_error<ValueError>([] { parse_lr_schedule("step:inf", 10, 100); },
+                                            {"learning-rate schedule 'step:inf': epochs 'inf' is not a finite number",
+                                             "(expected constant | step:EPOCHS[:GAMMA]"});
 }
 
 TEST(LrScheduler, SetsGroupRatesAndRestoresPosition) {

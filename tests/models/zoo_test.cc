@@ -271,6 +271,29 @@ TEST(Registry, BuildsByNameAndRefusesUnknownOnes) {
   EXPECT_EQ(make_model(s.first, s.second)->model_name(), "mobilenet_v2");
   for (const char* bad : {"resnet19", "resnet18:width", "resnet18:width=x", "resnet18:depth=3", "resnet18:cifar=2"})
     EXPECT_THROW(parse_model_spec(bad), ValueError) << bad;
+  // Malformed numbers and items, refused with the spec, the key and what it should be.
+  const std::pair<const char*, const char*> malformed[] = {
+      {"resnet18:width=99999999999999999999", "width '99999999999999999999' is not an integer"},
+      {"resnet18:width=16.0", "width '16.0' is not an integer"},
+      {"resnet18:width=+16", "width '+16' is not an integer"},
+      {"resnet18:seed=1e3", "seed '1e3' is not an integer"},
+      {"mobilenet_v2:width_mult=nan", "width_mult 'nan' is not a finite number"},
+      {"mobilenet_v2:width_mult=1e999", "width_mult '1e999' is not a finite number"},
+      {"resnet18:dropout=inf", "dropout 'inf' is not a finite number"},
+      {"resnet18:dropout=0.5x", "dropout '0.5x' is not a finite number"},
+      {"resnet18:cifar,", "empty item 2"},
+      {"resnet18:", "nothing follows the ':'"},
+      {"resnet18:depth=3",
+       "unknown key 'depth' (known: cifar, separable, width, width_mult, classes, in_channels, "
+       "dropout, supernet, image, seed)"},
+  };
+  for (const auto& m : malformed)
+    tandem::testing::expect_error<ValueError>([&] { parse_model_spec(m.first); },
+                                              {std::string("model spec '") + m.first + "': " + m.second});
+  // The last of repeated keys counts (Pipe-BD appends the student's seed to a spec that may have one).
+  auto twice = parse_model_spec("resnet18:cifar,seed=3,width=8,seed=7,width=16");
+  EXPECT_EQ(twice.second.width, 16);
+  EXPECT_EQ(twice.second.seed, 7u);
   ModelOptions o;
   o.num_classes = 0;
   EXPECT_THROW(make_model("resnet18", o), ValueError);

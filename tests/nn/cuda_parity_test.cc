@@ -157,9 +157,15 @@ TEST(CudaParity, Conv2dBeyondCudnnIntLimitIsAShapeError) {
   big_output.o = 1024;
   for (const Conv2dGeometry& g : {big_input, big_output}) {
     const std::vector<std::function<void()>> passes = {
-        [&] { backend.conv2d_forward(g, nullptr, nullptr, nullptr, nullptr, s); },
-        [&] { backend.conv2d_backward_data(g, nullptr, nullptr, nullptr, s); },
-        [&] { backend.conv2d_backward_weight(g, nullptr, nullptr, nullptr, s); }};
+        [&] {
+          backend.conv2d_forward({g, nullptr, nullptr, nullptr, nullptr}, s);
+        },
+        [&] {
+          backend.conv2d_backward_data({g, nullptr, nullptr, nullptr}, s);
+        },
+        [&] {
+          backend.conv2d_backward_weight({g, nullptr, nullptr, nullptr}, s);
+        }};
     for (const auto& pass : passes) {
       try {
         pass();

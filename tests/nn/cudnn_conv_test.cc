@@ -12,6 +12,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "kernels/cudnn/algo_cache.h"
 #include "kernels/cudnn/conv_algos.h"
@@ -134,6 +135,35 @@ TEST(CudnnConv, HeuristicsByDefaultAndTheSearchOnlyInBenchmarkMode) {
     testing::expect_close(got.dx, want.dx, 1e-5, "input gradient");
     testing::expect_close(got.dw, want.dw, 1e-5, "weight gradient");
   }
+}
+
+// The passes and shapes asked for an algorithm are kept with how often each was asked: a convolution's forward and
+// backward, run k times, are three entries of k calls each, with the convolution's geometry.
+TEST(CudnnConv, KeepsThePassesAndShapesItRan) {
+  TD_REQUIRE_GPU();
+  FreshChoices fresh(false);
+  const Problem p = fresh_problem(DType::F32, 6);
+  const int runs = 1 + static_cast<int>(testing::fresh_seed() % 3);
+  for (int i = 0; i < runs; ++i) conv_and_backward(p.x, p.w, p.dy, gpu(), false);
+  const std::vector<cudnn::SeenConv> seen = cudnn::conv_problems_seen();
+  ASSERT_EQ(seen.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(seen[i].calls, runs) << i;
+    const Conv2dGeometry& g = seen[i].g;
+    EXPECT_EQ(g.n, p.x.shape()[0]);
+    EXPECT_EQ(g.c, p.x.shape()[1]);
+    EXPECT_EQ(g.h, p.x.shape()[2]);
+    EXPECT_EQ(g.w, p.x.shape()[3]);
+    EXPECT_EQ(g.o, p.w.shape()[0]);
+    EXPECT_EQ(g.kh, 3);
+    EXPECT_EQ(g.oh, p.x.shape()[2]);  // 3x3, padding 1, stride 1
+    EXPECT_FALSE(g.channels_last);
+  }
+  // Forward comes first; the backward passes run in the order autograd takes them.
+  EXPECT_EQ(seen[0].pass, cudnn::ConvPass::Forward);
+  EXPECT_NE(seen[1].pass, seen[2].pass);
+  EXPECT_NE(seen[1].pass, cudnn::ConvPass::Forward);
+  EXPECT_NE(seen[2].pass, cudnn::ConvPass::Forward);
 }
 
 std::string read_file(const std::string& path) {

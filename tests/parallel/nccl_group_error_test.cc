@@ -31,7 +31,7 @@ TEST(NcclGroup, AFailureInsideAGroupClosesIt) {
   // (reported by the launch's own check when the kernel has already run, else by the synchronize).
   EXPECT_THROW(
       {
-        backend_for(a).unary(UnaryOp::Neg, DType::F32, elsewhere.raw_data(), elsewhere.raw_data(), 4, UnaryParams(),
+        backend_for(a).unary({UnaryOp::Neg, DType::F32, elsewhere.raw_data(), elsewhere.raw_data(), 4, UnaryParams()},
                              workers[0].compute);
         workers[0].compute.synchronize();
       },

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -15,7 +16,9 @@
 #include "parallel/trace.h"
 #include "parallel/worker.h"
 #include "runtime/base/error.h"
+#include "runtime/base/parallel_for.h"
 #include "runtime/formats/json.h"
+#include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
 #include "runtime/tensor/rng.h"
 #include "tests/testing.h"
@@ -167,6 +170,69 @@ TEST(Trace, JsonHasOneEventPerInstructionAndRelayFlows) {
   EXPECT_EQ(meta, 2 * 3);   // process name + 2 thread names per worker
 }
 
+// Every field of the events against the schedule and times given (written by hand, not from the writer):
+// microseconds from the earliest start, to the nanosecond; labels and worker names with quotes, backslashes
+// and control characters come back as they were.
+TEST(Trace, EventsCarryTheScheduleTimesAndNames) {
+  Schedule s(2);
+  Instr a = make(0, OpKind::Forward, "a \"quoted\" \\ label\n\x01", 0);
+  a.step = 3;
+  a.block = 1;
+  a.stage = 0;
+  a.micro = 2;
+  const int ia = s.add(a);
+  const int send = s.add(comm(0, OpKind::Send, 1, 0));
+  Instr recv = comm(1, OpKind::Recv, 0, 0);
+  recv.bytes = int64_t{1} << 40;
+  const int irecv = s.add(recv);
+  s.validate();
+  const std::vector<InstrTime> times = {
+      {ia, 10.0, 10.0000012344}, {send, 10.5, 10.25}, {irecv, 11.25, 12.5}};  // a send ending early: dur 0
+  const std::vector<std::string> names = {"w\"0\\", "cpu#1"};
+  Json j = parse_json(trace_json(s, times, names));
+  EXPECT_EQ(json_string(json_at(j, "displayTimeUnit"), "unit"), "ms");
+  const Json& events = json_array(json_at(j, "traceEvents"), "traceEvents");
+  std::vector<std::string> process_names;
+  std::map<int, const Json*> complete;
+  std::vector<const Json*> flows;
+  for (const Json& e : events) {
+    const std::string& ph = json_string(json_at(e, "ph"), "ph");
+    if (ph == "M" && json_string(json_at(e, "name"), "name") == "process_name")
+      process_names.push_back(json_string(json_at(json_at(e, "args"), "name"), "args.name"));
+    if (ph == "X") complete[static_cast<int>(json_int(json_at(json_at(e, "args"), "id"), "id"))] = &e;
+    if (ph == "s" || ph == "f") flows.push_back(&e);
+  }
+  EXPECT_EQ(process_names, names);
+  ASSERT_EQ(complete.size(), 3u);
+  const Json& ea = *complete.at(ia);
+  EXPECT_EQ(json_string(json_at(ea, "name"), "name"), "a \"quoted\" \\ label\n\x01");
+  EXPECT_EQ(json_string(json_at(ea, "cat"), "cat"), op_kind_name(OpKind::Forward));
+  EXPECT_EQ(json_int(json_at(ea, "pid"), "pid"), 0);
+  EXPECT_EQ(json_int(json_at(ea, "tid"), "tid"), kComputeLane);
+  EXPECT_EQ(json_number(json_at(ea, "ts"), "ts"), 0.0);
+  EXPECT_NEAR(json_number(json_at(ea, "dur"), "dur"), 1.234, 1e-9);  // 1.2344 us to the nanosecond
+  const Json& args = json_at(ea, "args");
+  EXPECT_EQ(json_int(json_at(args, "step"), "step"), 3);
+  EXPECT_EQ(json_int(json_at(args, "block"), "block"), 1);
+  EXPECT_EQ(json_int(json_at(args, "stage"), "stage"), 0);
+  EXPECT_EQ(json_int(json_at(args, "micro"), "micro"), 2);
+  EXPECT_EQ(json_number(json_at(*complete.at(send), "dur"), "dur"), 0.0);
+  EXPECT_NEAR(json_number(json_at(*complete.at(irecv), "ts"), "ts"), 1.25e6, 1e-6);
+  EXPECT_NEAR(json_number(json_at(*complete.at(irecv), "dur"), "dur"), 1.25e6, 1e-6);
+  EXPECT_EQ(json_int(json_at(json_at(*complete.at(irecv), "args"), "bytes"), "bytes"), int64_t{1} << 40);
+  EXPECT_EQ(json_int(json_at(*complete.at(irecv), "pid"), "pid"), 1);
+  // The relay: an arrow from the send's start on worker 0 to the receive's end on worker 1.
+  ASSERT_EQ(flows.size(), 2u);
+  const Json& from = json_string(json_at(*flows[0], "ph"), "ph") == "s" ? *flows[0] : *flows[1];
+  const Json& to = &from == flows[0] ? *flows[1] : *flows[0];
+  EXPECT_EQ(json_int(json_at(from, "pid"), "pid"), 0);
+  EXPECT_NEAR(json_number(json_at(from, "ts"), "ts"), 0.5e6, 1e-6);
+  EXPECT_EQ(json_int(json_at(to, "pid"), "pid"), 1);
+  EXPECT_NEAR(json_number(json_at(to, "ts"), "ts"), 2.5e6, 1e-6);
+  EXPECT_EQ(json_string(json_at(to, "bp"), "bp"), "e");
+  EXPECT_EQ(json_int(json_at(from, "id"), "id"), json_int(json_at(to, "id"), "id"));
+}
+
 TEST(Executor, RunsProgramsInOrderWithCrossWorkerAndCrossLaneDependencies) {
   auto workers = make_workers("cpu:2");
   auto comms = make_local_group(workers);
@@ -202,6 +268,47 @@ TEST(Executor, RunsProgramsInOrderWithCrossWorkerAndCrossLaneDependencies) {
     if (t.id == w0_first) w0_end = t.end_s;
   for (auto& t : times[1]) w1_start = t.start_s;
   EXPECT_GE(w1_start, w0_end);
+}
+
+// The comm lane's thread works as the compute lane's does: grad mode, memory category and scope, device and
+// stream, intra-op threads, and the run its peers' failures are seen through.
+TEST(Executor, TheCommLaneRunsWithTheCallingThreadsState) {
+  auto workers = make_workers("cpu:1");
+  Schedule s(1);
+  const int first = s.add(make(0, OpKind::Forward, "compute", 0));
+  Instr relay = make(0, OpKind::Other, "comm lane", 0, {first});
+  relay.lane = kCommLane;
+  const int second = s.add(relay);
+  s.validate();
+  struct Seen {
+    std::thread::id thread;
+    bool grad = true;
+    MemoryCategory category = MemoryCategory::Activations;
+    std::vector<std::shared_ptr<MemoryTracker>> scopes;
+    Device device;
+    int threads = 0;
+    bool in_run = false;
+  };
+  std::vector<Seen> seen(2);
+  run_on_workers(workers, [&](Worker& w) {
+    autograd::NoGradGuard no_grad;
+    MemoryCategoryGuard category(MemoryCategory::OptimizerState);
+    Executor ex(s, w, nullptr);
+    ex.run([&](const Instr& i) {
+      seen[i.id] = Seen{std::this_thread::get_id(),    autograd::grad_enabled(), current_memory_category(),
+                        current_memory_scopes(),       current_device(),         intra_op_threads(),
+                        current_run_state() != nullptr};
+    });
+  });
+  const Seen& lane = seen[second];
+  EXPECT_NE(lane.thread, seen[first].thread) << "the comm lane has a thread of its own";
+  EXPECT_FALSE(lane.grad);
+  EXPECT_EQ(lane.category, MemoryCategory::OptimizerState);
+  ASSERT_EQ(lane.scopes.size(), 1u);
+  EXPECT_EQ(lane.scopes[0], workers[0].memory);
+  EXPECT_EQ(lane.device, workers[0].device);
+  EXPECT_EQ(lane.threads, 1);
+  EXPECT_TRUE(lane.in_run);
 }
 
 TEST(Executor, OneIssuerRunsBothLanesOnTheCallingThreadInIdOrder) {

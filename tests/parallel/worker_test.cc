@@ -62,21 +62,26 @@ TEST(WorkerSpec, BestPicksTheDevicePresent) {
 }
 
 TEST(WorkerSpec, BadSpecsSayWhatIsWrong) {
-  expect_spec_error<ValueError>("cpu:0", "1 to");
-  expect_spec_error<ValueError>("cpu:", "1 to");
-  expect_spec_error<ValueError>("cpu:-2", "1 to");
-  expect_spec_error<ValueError>("cpu:99999", "1 to");
-  expect_spec_error<ValueError>("cuda:x", "cannot parse the GPU index");
-  expect_spec_error<ValueError>("cuda:", "cannot parse the GPU index");
-  expect_spec_error<ValueError>("gpu:1", "cannot parse 'gpu:1'");
-  expect_spec_error<ValueError>("cuda:0/0", "partitions");
-  expect_spec_error<ValueError>("cuda:0/x", "partitions");
+  expect_spec_error<ValueError>("cpu:0", "worker spec 'cpu:0': CPU threads '0' is not an integer in [1, 4096]");
+  expect_spec_error<ValueError>("cpu:", "CPU threads '' is not an integer in [1, 4096]");
+  expect_spec_error<ValueError>("cpu:-2", "CPU threads '-2' is not an integer in [1, 4096]");
+  expect_spec_error<ValueError>("cpu:99999", "CPU threads '99999' is not an integer in [1, 4096]");
+  expect_spec_error<ValueError>("cpu:+4", "CPU threads '+4' is not an integer");
+  expect_spec_error<ValueError>("cpu:4.0", "CPU threads '4.0' is not an integer");
+  expect_spec_error<ValueError>("cpu:99999999999999999999", "CPU threads '99999999999999999999' is not an integer");
+  expect_spec_error<ValueError>("cuda:x", "GPU index 'x' is not an integer in [0, 1023]");
+  expect_spec_error<ValueError>("cuda:", "GPU index '' is not an integer");
+  expect_spec_error<ValueError>("cuda:0-1x", "GPU index '1x' is not an integer");
+  expect_spec_error<ValueError>("gpu:1", "cannot parse 'gpu:1' (expected cpu:N, cuda:I");
+  expect_spec_error<ValueError>("cuda:0/0", "partitions '0' is not an integer in [1, 1024]");
+  expect_spec_error<ValueError>("cuda:0/x", "partitions 'x'");
   expect_spec_error<ValueError>("cuda:3-1", "empty GPU range");
   expect_spec_error<ValueError>("", "empty worker spec");
-  expect_spec_error<ValueError>("cpu:2,", "empty item");
+  expect_spec_error<ValueError>("cpu:2,", "empty item 2");
+  expect_spec_error<ValueError>("cpu:2, ,cpu:1", "empty item 2");
   expect_spec_error<ValueError>("cuda:0,cuda:0-1", "GPU 0 more than once");
   expect_spec_error<ValueError>("cpu:2,cuda:0", "mixes CPU and CUDA");
-  expect_spec_error<ValueError>("best:0", "1 to");
+  expect_spec_error<ValueError>("best:0", "workers '0' is not an integer in [1, 1024]");
 }
 
 // One process of a multi-process run (mpirun) uses one worker of the spec: building it must not create the
@@ -103,7 +108,8 @@ TEST(WorkerSpec, OneWorkerIsBuiltAlone) {
       EXPECT_NE(std::string(e.what()).find("5 workers"), std::string::npos) << e.what();
     }
   }
-  expect_spec_error<ValueError>("cpu:0", "1 to");  // count_workers checks the spec as make_workers does
+  // count_workers checks the spec as make_workers does.
+  expect_spec_error<ValueError>("cpu:0", "CPU threads '0' is not an integer in [1, 4096]");
   try {
     count_workers("cpu:2,cuda:0");
     ADD_FAILURE() << "a mixed spec was counted";

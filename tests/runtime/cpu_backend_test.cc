@@ -48,8 +48,9 @@ void check_gemm(DType t, bool ta, bool tb, const GemmCase& g) {
         double& out = want[p * sc + i * ldc + j];
         out = g.alpha * s + (g.beta == 0 ? 0.0 : g.beta * out);
       }
-  cpu().gemm(t, ta, tb, g.m, g.n, g.k, g.alpha, a.raw_data(), lda, sa, b.raw_data(), ldb, sb, g.beta, c.raw_data(), ldc,
-             sc, g.batch, Stream());
+  cpu().gemm({t, ta, tb, g.m, g.n, g.k, g.alpha, a.raw_data(), lda, sa, b.raw_data(), ldb, sb, g.beta, c.raw_data(),
+              ldc, sc, g.batch},
+             Stream());
   std::vector<double> got = c.to_vector<double>();
   double tol = t == DType::F32 ? 1e-5 * std::sqrt(static_cast<double>(g.k) + 1) : 1e-12;
   double worst = 0;
@@ -86,7 +87,8 @@ TEST(CpuGemm, OneDnnAndPlainKernelsOnShapesSplitInPieces) {
 
 TEST(CpuGemm, BetaZeroOverwritesNaN) {
   std::vector<float> a{1, 2}, b{3, 4}, c{std::numeric_limits<float>::quiet_NaN()};
-  cpu().gemm(DType::F32, false, false, 1, 1, 2, 1.0, a.data(), 2, 0, b.data(), 1, 0, 0.0, c.data(), 1, 0, 1, Stream());
+  cpu().gemm({DType::F32, false, false, 1, 1, 2, 1.0, a.data(), 2, 0, b.data(), 1, 0, 0.0, c.data(), 1, 0, 1},
+             Stream());
   EXPECT_EQ(c[0], 11.0f);
 }
 
@@ -96,19 +98,19 @@ TEST(CpuReduce, MinMaxSumWithFirstIndexOfTheExtreme) {
                            0, 0, 0, 0, 0, 0, 4, -2, 3, 4,  -2, 1};
   std::vector<double> out(6);
   std::vector<int64_t> idx(6);
-  cpu().reduce(ReduceOp::Min, DType::F64, x.data(), 2, 4, 3, out.data(), idx.data(), Stream());
+  cpu().reduce({ReduceOp::Min, DType::F64, x.data(), 2, 4, 3, out.data(), idx.data()}, Stream());
   EXPECT_EQ(out, (std::vector<double>{-1, 1, 0, 0, -2, 0}));
   EXPECT_EQ(idx, (std::vector<int64_t>{3, 0, 0, 0, 2, 0}));
-  cpu().reduce(ReduceOp::Max, DType::F64, x.data(), 2, 4, 3, out.data(), idx.data(), Stream());
+  cpu().reduce({ReduceOp::Max, DType::F64, x.data(), 2, 4, 3, out.data(), idx.data()}, Stream());
   EXPECT_EQ(out, (std::vector<double>{5, 9, 7, 4, 0, 3}));
   EXPECT_EQ(idx, (std::vector<int64_t>{0, 3, 1, 2, 0, 2}));
-  cpu().reduce(ReduceOp::Sum, DType::F64, x.data(), 2, 4, 3, out.data(), nullptr, Stream());
+  cpu().reduce({ReduceOp::Sum, DType::F64, x.data(), 2, 4, 3, out.data(), nullptr}, Stream());
   EXPECT_EQ(out, (std::vector<double>{11, 14, 14, 8, -4, 4}));
   // NaN wins, at its first position.
   std::vector<float> n = {1, std::numeric_limits<float>::quiet_NaN(), 3, std::numeric_limits<float>::quiet_NaN()};
   float m = 0;
   int64_t at = -1;
-  cpu().reduce(ReduceOp::Min, DType::F32, n.data(), 1, 4, 1, &m, &at, Stream());
+  cpu().reduce({ReduceOp::Min, DType::F32, n.data(), 1, 4, 1, &m, &at}, Stream());
   EXPECT_TRUE(std::isnan(m));
   EXPECT_EQ(at, 1);
 }
@@ -118,14 +120,14 @@ TEST(CpuIndex, AddAndScatterAccumulateIntoExistingValues) {
   std::vector<double> src = {1, 2, 3, 4, 5, 6};  // [outer 1, n_idx 3, inner 2]
   std::vector<int64_t> idx = {2, 0, 2};
   std::vector<double> dst = {10, 10, 20, 20, 30, 30};  // [1, 3, 2]
-  cpu().index_add(DType::F64, src.data(), 1, 3, 2, idx.data(), 3, dst.data(), Stream());
+  cpu().index_add({DType::F64, src.data(), 1, 3, 2, idx.data(), 3, dst.data()}, Stream());
   EXPECT_EQ(dst, (std::vector<double>{13, 14, 20, 20, 36, 38}));
   std::vector<int64_t> sidx = {1, 0, 1, 1, 0, 2};
   std::vector<double> sdst = {0, 0, 0, 0, 1, 1};
-  cpu().scatter_add(DType::F64, src.data(), 1, 3, 2, sidx.data(), 3, sdst.data(), Stream());
+  cpu().scatter_add({DType::F64, src.data(), 1, 3, 2, sidx.data(), 3, sdst.data()}, Stream());
   EXPECT_EQ(sdst, (std::vector<double>{5, 2, 4, 4, 1, 7}));
   std::vector<int64_t> bad = {0, 3, 1};
-  EXPECT_THROW(cpu().index_add(DType::F64, src.data(), 1, 3, 2, bad.data(), 3, dst.data(), Stream()), IndexError);
+  EXPECT_THROW(cpu().index_add({DType::F64, src.data(), 1, 3, 2, bad.data(), 3, dst.data()}, Stream()), IndexError);
 }
 
 }  // namespace

@@ -95,9 +95,14 @@ TEST(TensorBasics, CloneIsADeepCopy) {
   EXPECT_FALSE(c.storage().same(x.storage()));
   c.fill_(5.0);
   EXPECT_EQ(x.to_vector<float>(), (std::vector<float>{0, 1, 2, 3, 4, 5}));
+  // A dense source's layout is kept (PyTorch's preserve_format); others' clones are contiguous.
   Tensor t = x.t().clone();
-  EXPECT_TRUE(t.is_contiguous());
+  EXPECT_EQ(t.strides(), x.t().strides());
+  EXPECT_FALSE(t.storage().same(x.storage()));
   EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{0, 2, 4, 1, 3, 5}));
+  Tensor s = x.slice(0, 0, 3, 2).clone();
+  EXPECT_TRUE(s.is_contiguous());
+  EXPECT_EQ(s.to_vector<float>(), (std::vector<float>{0, 1, 4, 5}));
 }
 
 template <typename T>

@@ -57,7 +57,7 @@ help() {
 }
 
 train="$1" cyclic="$2" distill="$3" demo="$4" pack="$5" bd_bench="$6" cyclic_bench="$7" models_bench="$8"
-loader_bench="$9" kernels_bench="${10}"
+loader_bench="$9" kernels_bench="${10}" conv_api_bench="${11}"
 
 help "$train" train --model --dataset --epochs --stop-after --batch --lr --optimizer --momentum --weight-decay \
   --label-smoothing --schedule --transform --device --checkpoint --resume --seed --workers --steps-per-epoch \
@@ -114,6 +114,11 @@ expect "$loader_bench" 2 "loader_bench: unknown flag '--colour'" --colour red
 help "$kernels_bench" kernels_bench
 expect "$kernels_bench" 0 "--benchmark_filter" --help
 
+help "$conv_api_bench" conv_api_bench --device --batch --sizes --models --iters --nchw --runtime-compiled --budget
+expect "$conv_api_bench" 2 "conv_api_bench: --iters needs an integer >= 1, got '0'" --iters 0
+expect "$conv_api_bench" 2 "conv_api_bench: --device must be a GPU (cuda or cuda:N)" --device cpu
+expect "$conv_api_bench" 2 "conv_api_bench: unknown flag '--colour'" --colour red
+
 # Every program that can run on a GPU, asked for one where none is (cyclic_bench, loader_bench and pack run on
 # the CPU only and take no device).
 scratch="$(mktemp -d "${TEST_TMPDIR:-/tmp}/cli.XXXXXX")"
@@ -129,6 +134,7 @@ for workload in nas compression; do
 done
 no_device "$models_bench" models_bench --device=cuda:0
 no_device "$kernels_bench" kernels_bench  # GPU 0 always
+no_device "$conv_api_bench" conv_api_bench
 rm -rf "$scratch"
 
 if [ "$failures" -gt 0 ]; then

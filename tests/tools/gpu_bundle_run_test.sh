@@ -3,8 +3,8 @@
 # are scripts that record how they were called. Without a GPU it says so at once and runs nothing. With a
 # (stand-in) GPU it runs every step in order with the bundle's libraries unpacked onto LD_LIBRARY_PATH: the tests
 # in chunks with eager CUDA module loading, the sanitizers (a reported race fails the run), the programs on
-# cuda:0, cuda:0/3 and cuda:0/4, models_bench and speed.py --bf16 on its JSON, kernels_bench, and skips the
-# profile hook; OUTDIR keeps at most 8 files of at most 16 MiB. A step that hangs ends when the budget does.
+# cuda:0, cuda:0/3 and cuda:0/4, models_bench and speed.py --bf16 on its JSON, kernels_bench, conv_api_bench
+# (its table in programs.txt), and skips the profile hook; OUTDIR keeps at most 8 files of at most 16 MiB. A step that hangs ends when the budget does.
 set -u
 source "$1"
 RUN_SH="$2" RUN_CHUNKS="$3"
@@ -67,6 +67,7 @@ done
 echo "model            size  batch mode          ms/iter     images/s"'
 stub "$b/bench/kernels_bench" '[ -n "${STUB_HANG:-}" ] && sleep 600
 echo "relu 82.2%"'
+stub "$b/bench/conv_api_bench" 'echo "conv_api_bench: graph API / legacy, GPU time over the shapes both ran: 0.950 (graph faster in 10 of 18 cases)"'
 stub "$work/stubs/torch-python" 'while [ $# -gt 0 ]; do
   [ "$1" = --out ] && echo "{}" >"$2.json" && echo "x" >"$2.csv"
   shift
@@ -109,6 +110,9 @@ has "models_bench EAGER --device=cuda:0 --batch=256 --sizes=224,32 --models=resn
   "$calls" "the benchmarks' calls"
 has "torch-python EAGER $b/torch/speed.py --tandem $work/out/models_bench.json --bf16" "$calls" "speed.py's call"
 has "kernels_bench EAGER --benchmark_min_time" "$calls" "the benchmarks' calls"
+has "conv_api_bench EAGER --batch 256 --sizes 224,32 --models resnet18,resnet50,mobilenet_v2 --budget 45" "$calls" \
+  "the benchmarks' calls"
+has "graph faster in 10 of 18 cases" "$out" "run.sh (conv_api_bench's last lines)"
 grep -qE '^profile +0  skipped: models_bench has no --profile yet' <<<"$out" || fail "run.sh ran the profile hook"
 has "racecheck" "$(grep -A20 '== Tandem GPU bundle results' <<<"$out" | grep FAILED)" "the results table's failures"
 order="$(grep -oE '^(GPU tests:|memcheck:|== programs|== models_bench|== kernels_bench|== Tandem GPU bundle results)' \

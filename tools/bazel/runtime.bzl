@@ -1,7 +1,7 @@
-"""runtime/'s packages in layer order: each may depend only on those before it (checked here when a BUILD file
-loads) and is visible only to those after it and to the layers above runtime/."""
+"""runtime/'s packages in layer order (RUNTIME_ORDER of layers.bzl): each may depend only on those before it
+(checked here when a BUILD file loads) and is visible only to those after it and to the layers above runtime/."""
 
-RUNTIME_ORDER = ["base", "memory", "tensor", "nn", "formats", "optim", "progress"]
+load(":layers.bzl", "RUNTIME_ORDER")
 
 def runtime_package(deps = [], external_deps = []):
     """The cc_library of the runtime package this BUILD file is in: its *.cc and *.h files.
@@ -12,7 +12,7 @@ def runtime_package(deps = [], external_deps = []):
     """
     name = native.package_name().split("/")[-1]
     if name not in RUNTIME_ORDER:
-        fail("runtime/%s is not in RUNTIME_ORDER (tools/bazel/runtime.bzl)" % name)
+        fail("runtime/%s is not in RUNTIME_ORDER (tools/bazel/layers.bzl)" % name)
     rank = RUNTIME_ORDER.index(name)
     for dep in deps:
         if dep not in RUNTIME_ORDER or RUNTIME_ORDER.index(dep) >= rank:

@@ -125,6 +125,11 @@ std::string reserve_handle(const char* api, size_t bytes, int* device, bool* unu
     *unusable = true;
     return std::string(api) + " during stream capture: " + cudaGetErrorString(e);
   }
+  // The library loads its module into the device's context, which waits for every stream of the device.
+  if (!wait_device_idle(*device, api)) {
+    *unusable = true;
+    return std::string(api) + ": " + cudaGetErrorString(sticky_error(*device));
+  }
   if (!reserve(*device, bytes))
     return std::string(api) + ": cuda:" + std::to_string(*device) + " has not " + std::to_string(bytes) +
            " bytes left for the handle";

@@ -77,7 +77,8 @@ class Live {
 };
 
 // For cublasCreate and cudnnCreate (`api`): reserves `bytes` for a handle on the current device, whose number goes
-// to *device. Returns "" or why it cannot: the device cannot be used (*unusable) or has not the bytes left.
+// to *device, once every stream of the device is idle (wait_device_idle: the library loads its module). Returns ""
+// or why it cannot: the device cannot be used or that wait timed out (*unusable), or it has not the bytes left.
 std::string reserve_handle(const char* api, size_t bytes, int* device, bool* unusable);
 
 // For cublasSetStream and cudnnSetStream (`api`): "" when `stream` (nullptr and cudaStreamLegacy: the legacy

@@ -68,6 +68,7 @@ cudnnStatus_t fail(cudnnStatus_t status, const std::string& why) {
 // Handles and descriptors are created and destroyed through cudasim::Live, which refuses dead ones.
 template <typename T>
 cudnnStatus_t create(T** out, const char* api) {
+  cudasim::count_call(api);
   if (out == nullptr) return fail(CUDNN_STATUS_BAD_PARAM, std::string(api) + ": the output pointer is NULL");
   T* t = new T();
   cudasim::Live<T>::of().add(t);

@@ -269,6 +269,7 @@ cudaError_t pool_alloc(void** out, size_t bytes, PoolState& pool, CUstream_st* s
   size_t capacity = round_up(bytes, 512);
   // In a capture: an allocation node, whose block the graph owns (fixed address, reused by every launch).
   const void* graph = capture_graph(s);
+  bool growth = false;
   {
     std::lock_guard<std::mutex> lock(mu);
     if (graph != nullptr) {
@@ -299,6 +300,7 @@ cudaError_t pool_alloc(void** out, size_t bytes, PoolState& pool, CUstream_st* s
       }
     }
     if (base == nullptr) {
+      growth = true;
       if (!reserve_locked(pool.device, capacity)) {
         trim(pool, 0, capacity);
         if (!reserve_locked(pool.device, capacity)) {
@@ -341,6 +343,7 @@ cudaError_t pool_alloc(void** out, size_t bytes, PoolState& pool, CUstream_st* s
       life->ran_stream = sid;
     });
   }
+  count_call(growth ? "pool growth" : "pool reuse");
   *out = base;
   return cudaSuccess;
 }
@@ -570,6 +573,7 @@ using cudasim::set_error;
 extern "C" {
 
 cudaError_t cudaMalloc(void** ptr, size_t size) {
+  cudasim::count_call("cudaMalloc");
   if (ptr == nullptr) return set_error(cudaErrorInvalidValue);
   const int device = cudasim::current_device();
   if (cudaError_t e = cudasim::check_device(device)) return set_error(e);
@@ -684,6 +688,7 @@ cudaError_t cudaMemPoolTrimTo(cudaMemPool_t handle, size_t keep) {
 }
 
 cudaError_t cudaMallocAsync(void** ptr, size_t size, cudaStream_t stream) {
+  cudasim::count_call("cudaMallocAsync");
   cudaError_t err;
   CUstream_st* s = cudasim::resolve_stream(stream, &err);
   if (s == nullptr) return set_error(err);
@@ -696,6 +701,7 @@ cudaError_t cudaMallocAsync(void** ptr, size_t size, cudaStream_t stream) {
 }
 
 cudaError_t cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPool_t handle, cudaStream_t stream) {
+  cudasim::count_call("cudaMallocFromPoolAsync");
   cudaError_t err;
   CUstream_st* s = cudasim::resolve_stream(stream, &err);
   if (s == nullptr) return set_error(err);

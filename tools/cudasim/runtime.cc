@@ -173,15 +173,17 @@ cudaError_t check_device(int device) {
 
 void set_sticky(int device, const Fault& f) {
   DeviceState& d = device_state(device);
-  int expected = cudaSuccess;
-  if (d.sticky.compare_exchange_strong(expected, static_cast<int>(f.code))) {
-    std::string text = "cuda:" + std::to_string(device) + ": " + f.message;
-    {
-      std::lock_guard<std::mutex> lock(detail_mu);
-      details()[static_cast<int>(f.code)] = intern(text);
-    }
-    std::fprintf(stderr, "cudasim: %s (the device's context is lost: later calls on it fail)\n", text.c_str());
+  const std::string text = "cuda:" + std::to_string(device) + ": " + f.message;
+  {
+    // The detail is written under the same lock as the sticky code is published: a thread that sees the
+    // code (a synchronize woken by the fault) and asks cudaGetErrorString waits for this detail, not an
+    // older one of the same code.
+    std::lock_guard<std::mutex> lock(detail_mu);
+    int expected = cudaSuccess;
+    if (!d.sticky.compare_exchange_strong(expected, static_cast<int>(f.code))) return;
+    details()[static_cast<int>(f.code)] = intern(text);
   }
+  std::fprintf(stderr, "cudasim: %s (the device's context is lost: later calls on it fail)\n", text.c_str());
 }
 
 }  // namespace cudasim
@@ -199,12 +201,14 @@ cudaError_t cudaGetDeviceCount(int* count) {
 }
 
 cudaError_t cudaGetDevice(int* device) {
+  cudasim::count_call("cudaGetDevice");
   if (device == nullptr) return set_error(cudaErrorInvalidValue);
   *device = cudasim::current_device();
   return cudaSuccess;
 }
 
 cudaError_t cudaSetDevice(int device) {
+  cudasim::count_call("cudaSetDevice");
   if (device < 0 || device >= cudasim::device_count())
     return set_error(cudaErrorInvalidDevice, "cudaSetDevice(" + std::to_string(device) + ") on a simulator with " +
                                                  std::to_string(cudasim::device_count()) + " devices");
@@ -355,6 +359,23 @@ cudaError_t cudaDeviceDisablePeerAccess(int peer) {
   cudasim::DeviceState& d = cudasim::device_state(self);
   std::lock_guard<std::mutex> lock(d.mu);
   if (d.peers.erase(peer) == 0) return set_error(cudaErrorPeerAccessNotEnabled);
+  return cudaSuccess;
+}
+
+// The attributes that need a loaded function (maxThreadsPerBlock among them): the kernel is loaded on the current
+// device first, which waits for the device's streams (a program loads its kernels this way before any stream can
+// wait for it). `func` is the function a kernel's launch helper gets.
+cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes* attr, const void* func) {
+  if (attr == nullptr || func == nullptr) return set_error(cudaErrorInvalidValue);
+  const int device = cudasim::current_device();
+  if (cudaError_t e = check_device(device)) return set_error(e);
+  if (!cudasim::load_kernel(device, func, "cudaFuncGetAttributes, which loads the kernel,"))
+    return set_error(cudasim::sticky_error(device));
+  std::memset(attr, 0, sizeof(*attr));
+  attr->maxThreadsPerBlock = cudasim::kMaxThreadsPerBlock;
+  attr->maxDynamicSharedSizeBytes = static_cast<int>(cudasim::kSharedMemPerBlock);
+  attr->ptxVersion = 90;
+  attr->binaryVersion = 90;
   return cudaSuccess;
 }
 

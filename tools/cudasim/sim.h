@@ -43,6 +43,16 @@ struct Fault {
 };
 [[noreturn]] void fault(cudaError_t code, const std::string& message);
 
+// ---- call counts (tandem_cudasim_call_count) ----
+
+// Counts one call of `name`, which tests read with tandem_cudasim_call_count(name) (0 for a name never counted).
+// The names: every API function that creates or destroys a cuDNN handle or descriptor ("cudnnCreate",
+// "cudnnCreateTensorDescriptor", ...), "cudaSetDevice", "cudaGetDevice", "cudaMalloc", "cudaMallocAsync",
+// "cudaMallocFromPoolAsync" (calls, whatever their outcome); the outcome of each stream-ordered allocation of
+// more than 0 bytes: "pool reuse" (a block the pool already held) or "pool growth" (memory newly taken from the
+// device); and "kernel NAME" per kernel launch, NAME as launched (TD_KERNEL's text, e.g. "fill_kernel<T>").
+void count_call(const std::string& name);
+
 // ---- the runtime API's error state ----
 
 // Records `e` as the calling thread's last error (cudaGetLastError) unless it is cudaSuccess, and returns

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -642,9 +643,10 @@ uint64_t warp(WarpOp op, unsigned mask, uint64_t value, int arg, int width, cons
   return f.result;
 }
 
-void launch(const char* kernel, const char* file, int line, dim3 grid, dim3 block, size_t shared_bytes,
-            cudaStream_t stream, Closure* closure) {
+void launch(const char* kernel, const char* file, int line, const void* function, dim3 grid, dim3 block,
+            size_t shared_bytes, cudaStream_t stream, Closure* closure) {
   std::unique_ptr<Closure, void (*)(Closure*)> owned(closure, [](Closure* c) { c->destroy(c); });
+  count_call(std::string("kernel ") + kernel);
   const std::string name = std::string(kernel) + " at " + site(file, line);
   cudaError_t err;
   StreamImpl* s = resolve_stream(stream, &err);
@@ -662,6 +664,10 @@ void launch(const char* kernel, const char* file, int line, dim3 grid, dim3 bloc
   if (!bad.empty()) {
     set_error(shared_bytes > kSharedMemPerBlock ? cudaErrorInvalidValue : cudaErrorInvalidConfiguration,
               "launch of kernel " + name + " with " + bad);
+    return;
+  }
+  if (!load_kernel(stream_device(s), function, "the first launch of kernel " + name + ", which loads it,")) {
+    set_error(sticky_error(stream_device(s)));
     return;
   }
   auto g = std::make_shared<Grid>();
@@ -697,6 +703,21 @@ void launch(const char* kernel, const char* file, int line, dim3 grid, dim3 bloc
 }
 
 }  // namespace simt
+
+bool load_kernel(int device, const void* fn, const std::string& who) {
+  // Never freed: loads may come from threads that outlive static destruction.
+  static std::mutex& mu = *new std::mutex();
+  static std::set<std::pair<int, const void*>>& loaded = *new std::set<std::pair<int, const void*>>();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (loaded.count({device, fn}) != 0) return true;
+  }
+  if (!wait_device_idle(device, who)) return false;
+  std::lock_guard<std::mutex> lock(mu);
+  loaded.insert({device, fn});
+  return true;
+}
+
 }  // namespace cudasim
 
 extern "C" {

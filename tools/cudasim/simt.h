@@ -77,9 +77,10 @@ struct Closure {
   size_t params_bytes;
 };
 // Queues a kernel on `stream` (takes the closure). Invalid configurations are reported as a GPU reports them:
-// cudaGetLastError after the launch names the kernel, file and line.
-void launch(const char* kernel, const char* file, int line, dim3 grid, dim3 block, size_t shared_bytes,
-            cudaStream_t stream, Closure* closure);
+// cudaGetLastError after the launch names the kernel, file and line. `function` identifies the kernel (what
+// cudaFuncGetAttributes is given): its first launch on a device loads it there, which waits for the device.
+void launch(const char* kernel, const char* file, int line, const void* function, dim3 grid, dim3 block,
+            size_t shared_bytes, cudaStream_t stream, Closure* closure);
 
 }  // namespace simt
 
@@ -107,7 +108,7 @@ void launch_kernel(const char* kernel, const char* file, int line, void (*fn)(P.
     l->~Launch();
     std::free(l);
   };
-  simt::launch(kernel, file, line, grid, block, shared_bytes, stream, c);
+  simt::launch(kernel, file, line, reinterpret_cast<const void*>(fn), grid, block, shared_bytes, stream, c);
 }
 
 }  // namespace cudasim

@@ -98,6 +98,15 @@ double now_ms();
 void host_wait(const std::function<bool()>& ready);
 // Waits until every stream of `device` has run what was queued on it so far.
 void synchronize_device(int device);
+// What the driver does before it loads a module into a device's context (creating a cuBLAS or cuDNN handle loads
+// the library's; a kernel's first launch, or cudaFuncGetAttributes, loads the kernel's): waits on the host until
+// every stream of `device` has run what was queued on it so far. A wait longer than config().watchdog_s (a
+// stream blocked by a host function, a kernel or a peer that waits for this very thread) gives the device a
+// sticky fault (cudaErrorLaunchTimeout) naming `who` and the streams it waits for, and returns false.
+bool wait_device_idle(int device, const std::string& who);
+// Loads kernel `fn` (the function its launch helper gets) on `device` unless it is loaded: waits for the device as
+// wait_device_idle does (`who` names the load in the fault). False when that wait timed out.
+bool load_kernel(int device, const void* fn, const std::string& who);
 
 // Memory (memory.cc): bytes held against the device's limit by the simulator's libraries (cuBLAS, cuDNN and
 // NCCL handles). Returns false when the device has not that much memory left.

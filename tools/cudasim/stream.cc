@@ -286,6 +286,44 @@ void synchronize_device(int device) {
   release_pool_memory(device);
 }
 
+bool wait_device_idle(int device, const std::string& who) {
+  DeviceState& d = device_state(device);
+  std::vector<std::pair<std::shared_ptr<CUstream_st>, uint64_t>> targets;
+  {
+    std::lock_guard<std::mutex> lock(d.mu);
+    for (auto& s : d.streams) targets.emplace_back(s, 0);
+  }
+  for (auto& [s, t] : targets) t = tail(*s);
+  auto idle = [&] {
+    for (auto& [s, t] : targets)
+      if (!reached(*s, t)) return false;
+    return true;
+  };
+  std::unique_lock<std::mutex> lock(wait_mu());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(config().watchdog_s);
+  while (!idle()) {
+    if (sticky_error(device) != cudaSuccess) return false;  // a faulted device skips its queued work
+    if (wait_cv().wait_until(lock, deadline) != std::cv_status::timeout || idle()) continue;
+    std::ostringstream os;
+    os << who << " waits for every stream of cuda:" << device << " to become idle, as the driver does to load a "
+       << "module, and waited more than " << config().watchdog_s << " s (TANDEM_CUDASIM_WATCHDOG_S) for";
+    const char* sep = " ";
+    for (auto& [s, t] : targets) {
+      if (reached(*s, t)) continue;
+      std::lock_guard<std::mutex> slock(s->mu);
+      os << sep << stream_name(*s) << " (" << (s->running.empty() ? "waiting" : "running " + s->running) << ", "
+         << t - s->completed << " task(s) left)";
+      sep = ", ";
+    }
+    os << ": on a GPU this hangs when what a stream waits for comes after this call (make handles and load "
+          "kernels before any stream can wait for this thread)";
+    lock.unlock();
+    set_sticky(device, Fault{cudaErrorLaunchTimeout, os.str()});
+    return false;
+  }
+  return true;
+}
+
 }  // namespace cudasim
 
 using cudasim::set_error;

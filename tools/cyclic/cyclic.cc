@@ -30,6 +30,7 @@
 #include "runtime/progress/progress.h"
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
+#include "runtime/tensor/rng.h"
 #include "tools/cyclic/flags.h"
 #include "tools/flags/flags.h"
 
@@ -205,6 +206,20 @@ Json write_recording(const Flags& f, const CyclicTrainer& trainer, const std::ve
   return j;
 }
 
+constexpr int kWarmupRounds = 2;
+
+// kWarmupRounds rounds of a separate trainer (same model, options and workers) on random micro-batches, untimed:
+// every shape of every worker runs once before the real trainer's timed rounds, so that those leave out first-call
+// costs (on a GPU, cuDNN's algorithm search per convolution shape), and the real trainer computes what it would have.
+void warm_up(const ModelFactory& factory, const Shape& micro_input, const TrainerOptions& o,
+             const std::vector<parallel::Worker>& workers) {
+  CyclicTrainer warm(factory, micro_input, o, workers);
+  Generator gen(0x5eed);
+  warm.train(kWarmupRounds, [&](int64_t) {
+    return MicroBatch{randn(micro_input, gen), zeros({micro_input[0]}, TensorOptions(DType::I64))};
+  });
+}
+
 int run(const Flags& f) {
   const Rule rule = parse_rule(f.rule);
   const Mode mode = parse_mode(f.mode);
@@ -262,7 +277,9 @@ int run(const Flags& f) {
   o.nesterov = f.nesterov;
   o.lr_schedule = optim::parse_lr_schedule(f.lr_schedule, rounds_per_epoch, total_rounds);
   const std::string worker_spec = f.workers.empty() ? "cpu:" + std::to_string(workers_needed(mode, N, S)) : f.workers;
-  CyclicTrainer trainer(factory, micro_input, o, parallel::make_workers(worker_spec));
+  std::vector<parallel::Worker> workers = parallel::make_workers(worker_spec);
+  warm_up(factory, micro_input, o, workers);
+  CyclicTrainer trainer(factory, micro_input, o, std::move(workers));
   std::printf("cyclic: %s, %s, %s sync, N = %d micro-batches of %lld, S = %d stages on %s\n", rule_name(rule),
               mode_name(mode), mode == Mode::DpWorkers ? sync_name(o.sync ? *o.sync : default_sync(rule)) : "no", N,
               static_cast<long long>(f.batch), S, worker_spec.c_str());
@@ -279,6 +296,10 @@ int run(const Flags& f) {
     prof = profile_stages(make_stages(model_units(*profiled, sample), trainer.stage_starts()), micro_input, 3);
   }
   trainer.set_costs(costs_from_profile(prof));
+  std::printf(
+      "cyclic: timings exclude a warm-up: %d rounds of a separate trainer on random inputs before the first, "
+      "and an untimed pass of each stage before its profile\n",
+      kWarmupRounds);
   for (int l = 0; l < S; ++l)
     std::printf("cyclic: stage %d: forward %.2f ms, backward %.2f ms, %.2f MiB stored, %.2f MiB parameters\n", l,
                 1e3 * prof.forward_s[l], 1e3 * prof.backward_s[l], prof.stored_bytes[l] / 1048576.0,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gpu-bundle/run.sh [OUTDIR]: the bundle's one call on a GPU machine, within 8 minutes: every GPU test in
 # chunks, compute-sanitizer on the kernel tests, train, cyclic and bd_bench briefly on GPU 0 and its SM
-# partitions, models_bench beside PyTorch (f32 and bf16 autocast), kernels_bench and the profile hook. Each step
+# partitions, models_bench beside PyTorch (f32 and bf16 autocast), kernels_bench, conv_api_bench (cuDNN's legacy
+# convolution calls against its graph API; its table goes to programs.txt) and the profile hook. Each step
 # has its own time limit (and all share an 8-minute budget) and prints its table when it ends, so a cut run
 # keeps what it did. OUTDIR (default $OUT, else gpu-bundle/results) receives at most 8 files of at most 16 MiB:
 # run.log (everything printed), gpu_tests.txt, sanitizers.txt, programs.txt, models_bench.json, speed.json,
@@ -235,12 +236,16 @@ if wanted models; then
   fi
 fi
 
-# 5. kernels_bench: the memory-bound kernels against the device's copy bandwidth.
+# 5. kernels_bench: the memory-bound kernels against the device's copy bandwidth; conv_api_bench: cuDNN's legacy
+# convolution calls (as Tandem makes them) against its graph API for the convolutions of the models_bench cases,
+# which decides the API Tandem keeps (it starts no new shape after 45 s and prints its sums for what it timed).
 if wanted kernels; then
   echo
   echo "== kernels_bench"
   timed "kernels_bench" 45 "$HERE/bench/kernels_bench" --benchmark_min_time=0.05 \
     --benchmark_out="$OUTDIR/kernels_bench.json" --benchmark_out_format=json
+  TAIL_LINES=4 program "conv_api_bench" 60 "$HERE/bench/conv_api_bench" --batch 256 --sizes 224,32 \
+    --models resnet18,resnet50,mobilenet_v2 --budget 45
 fi
 
 # 6. The profiles of one ResNet-50 step, once models_bench has a --profile flag (the speed issue's profiler).

@@ -16,7 +16,7 @@
 #include "models/registry.h"
 #include "runtime/base/checked_math.h"
 #include "runtime/base/error.h"
-#include "runtime/base/parse_count.h"
+#include "runtime/base/parse_number.h"
 #include "runtime/memory/cuda_graph.h"
 #include "runtime/optim/lr_schedule.h"
 #include "runtime/optim/optim.h"

@@ -121,49 +121,45 @@ void backward(const BatchNormGeometry& g, bool training, const T* x, const T* dy
 
 }  // namespace
 
-void CpuNNBackend::batch_norm_forward_train(const BatchNormGeometry& g, const void* x, const void* weight,
-                                            const void* bias, double eps, double momentum, void* running_mean,
-                                            void* running_var, void* y, void* save_mean, void* save_invstd,
-                                            const Stream&) {
+void CpuNNBackend::batch_norm_forward_train(const BatchNormTrainArgs& args, const Stream&) {
   auto f = [](const void* p) { return static_cast<const float*>(p); };
   auto fm = [](void* p) { return static_cast<float*>(p); };
-  if (batch_norm_f32_forward_train(g, f(x), f(weight), f(bias), eps, momentum, fm(running_mean), fm(running_var), fm(y),
-                                   fm(save_mean), fm(save_invstd)))
+  if (batch_norm_f32_forward_train(args.g, f(args.x), f(args.weight), f(args.bias), args.eps, args.momentum,
+                                   fm(args.running_mean), fm(args.running_var), fm(args.y), fm(args.save_mean),
+                                   fm(args.save_invstd)))
     return;
-  TD_DISPATCH_FLOAT(g.dtype, "batch_norm", {
-    forward_train(g, static_cast<const scalar_t*>(x), static_cast<const scalar_t*>(weight),
-                  static_cast<const scalar_t*>(bias), eps, momentum, static_cast<scalar_t*>(running_mean),
-                  static_cast<scalar_t*>(running_var), static_cast<scalar_t*>(y), static_cast<scalar_t*>(save_mean),
-                  static_cast<scalar_t*>(save_invstd));
+  TD_DISPATCH_FLOAT(args.g.dtype, "batch_norm", {
+    forward_train(args.g, static_cast<const scalar_t*>(args.x), static_cast<const scalar_t*>(args.weight),
+                  static_cast<const scalar_t*>(args.bias), args.eps, args.momentum,
+                  static_cast<scalar_t*>(args.running_mean), static_cast<scalar_t*>(args.running_var),
+                  static_cast<scalar_t*>(args.y), static_cast<scalar_t*>(args.save_mean),
+                  static_cast<scalar_t*>(args.save_invstd));
   });
 }
 
-void CpuNNBackend::batch_norm_forward_eval(const BatchNormGeometry& g, const void* x, const void* weight,
-                                           const void* bias, const void* running_mean, const void* running_var,
-                                           double eps, void* y, const Stream&) {
+void CpuNNBackend::batch_norm_forward_eval(const BatchNormEvalArgs& args, const Stream&) {
   auto f = [](const void* p) { return static_cast<const float*>(p); };
-  if (batch_norm_f32_forward_eval(g, f(x), f(weight), f(bias), f(running_mean), f(running_var), eps,
-                                  static_cast<float*>(y)))
+  if (batch_norm_f32_forward_eval(args.g, f(args.x), f(args.weight), f(args.bias), f(args.running_mean),
+                                  f(args.running_var), args.eps, static_cast<float*>(args.y)))
     return;
-  TD_DISPATCH_FLOAT(g.dtype, "batch_norm", {
-    forward_eval(g, static_cast<const scalar_t*>(x), static_cast<const scalar_t*>(weight),
-                 static_cast<const scalar_t*>(bias), static_cast<const scalar_t*>(running_mean),
-                 static_cast<const scalar_t*>(running_var), eps, static_cast<scalar_t*>(y));
+  TD_DISPATCH_FLOAT(args.g.dtype, "batch_norm", {
+    forward_eval(args.g, static_cast<const scalar_t*>(args.x), static_cast<const scalar_t*>(args.weight),
+                 static_cast<const scalar_t*>(args.bias), static_cast<const scalar_t*>(args.running_mean),
+                 static_cast<const scalar_t*>(args.running_var), args.eps, static_cast<scalar_t*>(args.y));
   });
 }
 
-void CpuNNBackend::batch_norm_backward(const BatchNormGeometry& g, bool training, const void* x, const void* dy,
-                                       const void* weight, const void* mean, const void* invstd, void* dx,
-                                       void* dweight, void* dbias, const Stream&) {
+void CpuNNBackend::batch_norm_backward(const BatchNormBackwardArgs& args, const Stream&) {
   auto f = [](const void* p) { return static_cast<const float*>(p); };
   auto fm = [](void* p) { return static_cast<float*>(p); };
-  if (batch_norm_f32_backward(g, training, f(x), f(dy), f(weight), f(mean), f(invstd), fm(dx), fm(dweight), fm(dbias)))
+  if (batch_norm_f32_backward(args.g, args.training, f(args.x), f(args.dy), f(args.weight), f(args.mean),
+                              f(args.invstd), fm(args.dx), fm(args.dweight), fm(args.dbias)))
     return;
-  TD_DISPATCH_FLOAT(g.dtype, "batch_norm backward", {
-    backward(g, training, static_cast<const scalar_t*>(x), static_cast<const scalar_t*>(dy),
-             static_cast<const scalar_t*>(weight), static_cast<const scalar_t*>(mean),
-             static_cast<const scalar_t*>(invstd), static_cast<scalar_t*>(dx), static_cast<scalar_t*>(dweight),
-             static_cast<scalar_t*>(dbias));
+  TD_DISPATCH_FLOAT(args.g.dtype, "batch_norm backward", {
+    backward(args.g, args.training, static_cast<const scalar_t*>(args.x), static_cast<const scalar_t*>(args.dy),
+             static_cast<const scalar_t*>(args.weight), static_cast<const scalar_t*>(args.mean),
+             static_cast<const scalar_t*>(args.invstd), static_cast<scalar_t*>(args.dx),
+             static_cast<scalar_t*>(args.dweight), static_cast<scalar_t*>(args.dbias));
   });
 }
 

@@ -339,36 +339,36 @@ template void nchw_to_nhwc<double>(const double*, double*, int64_t, int64_t, int
 template void nhwc_to_nchw<float>(const float*, float*, int64_t, int64_t, int64_t);
 template void nhwc_to_nchw<double>(const double*, double*, int64_t, int64_t, int64_t);
 
-void CpuNNBackend::conv2d_forward(const Conv2dGeometry& g, const void* x, const void* w, const void* bias, void* y,
-                                  const Stream&) {
-  if (g.dtype == DType::F32 && onednn_conv_forward(g, static_cast<const float*>(x), static_cast<const float*>(w),
-                                                   static_cast<const float*>(bias), static_cast<float*>(y)))
+void CpuNNBackend::conv2d_forward(const Conv2dForwardArgs& args, const Stream&) {
+  if (args.g.dtype == DType::F32 &&
+      onednn_conv_forward(args.g, static_cast<const float*>(args.x), static_cast<const float*>(args.w),
+                          static_cast<const float*>(args.bias), static_cast<float*>(args.y)))
     return;
-  TD_DISPATCH_FLOAT(g.dtype, "conv2d", {
-    conv_forward(g, static_cast<const scalar_t*>(x), static_cast<const scalar_t*>(w),
-                 static_cast<const scalar_t*>(bias), static_cast<scalar_t*>(y));
+  TD_DISPATCH_FLOAT(args.g.dtype, "conv2d", {
+    conv_forward(args.g, static_cast<const scalar_t*>(args.x), static_cast<const scalar_t*>(args.w),
+                 static_cast<const scalar_t*>(args.bias), static_cast<scalar_t*>(args.y));
   });
 }
 
-void CpuNNBackend::conv2d_backward_data(const Conv2dGeometry& g, const void* dy, const void* w, void* dx,
-                                        const Stream&) {
-  if (g.dtype == DType::F32 && onednn_conv_backward_data(g, static_cast<const float*>(dy), static_cast<const float*>(w),
-                                                         static_cast<float*>(dx)))
+void CpuNNBackend::conv2d_backward_data(const Conv2dBackwardDataArgs& args, const Stream&) {
+  if (args.g.dtype == DType::F32 &&
+      onednn_conv_backward_data(args.g, static_cast<const float*>(args.dy), static_cast<const float*>(args.w),
+                                static_cast<float*>(args.dx)))
     return;
-  TD_DISPATCH_FLOAT(g.dtype, "conv2d backward", {
-    conv_backward_data(g, static_cast<const scalar_t*>(dy), static_cast<const scalar_t*>(w),
-                       static_cast<scalar_t*>(dx));
+  TD_DISPATCH_FLOAT(args.g.dtype, "conv2d backward", {
+    conv_backward_data(args.g, static_cast<const scalar_t*>(args.dy), static_cast<const scalar_t*>(args.w),
+                       static_cast<scalar_t*>(args.dx));
   });
 }
 
-void CpuNNBackend::conv2d_backward_weight(const Conv2dGeometry& g, const void* x, const void* dy, void* dw,
-                                          const Stream&) {
-  if (g.dtype == DType::F32 && onednn_conv_backward_weight(g, static_cast<const float*>(x),
-                                                           static_cast<const float*>(dy), static_cast<float*>(dw)))
+void CpuNNBackend::conv2d_backward_weight(const Conv2dBackwardWeightArgs& args, const Stream&) {
+  if (args.g.dtype == DType::F32 &&
+      onednn_conv_backward_weight(args.g, static_cast<const float*>(args.x), static_cast<const float*>(args.dy),
+                                  static_cast<float*>(args.dw)))
     return;
-  TD_DISPATCH_FLOAT(g.dtype, "conv2d backward", {
-    conv_backward_weight(g, static_cast<const scalar_t*>(x), static_cast<const scalar_t*>(dy),
-                         static_cast<scalar_t*>(dw));
+  TD_DISPATCH_FLOAT(args.g.dtype, "conv2d backward", {
+    conv_backward_weight(args.g, static_cast<const scalar_t*>(args.x), static_cast<const scalar_t*>(args.dy),
+                         static_cast<scalar_t*>(args.dw));
   });
 }
 

@@ -2,7 +2,7 @@
 // and optimizer kernels; deterministic whatever the number of threads.
 #pragma once
 
-#include "kernels/nn_backend_overrides.h"
+#include "runtime/nn/nn_backend.h"
 
 namespace tandem {
 namespace cpu {

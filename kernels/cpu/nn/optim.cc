@@ -94,15 +94,16 @@ void adam(int64_t count, void* const* params, const void* const* grads, void* co
 }
 }  // namespace
 
-void CpuNNBackend::sgd_step(DType t, int64_t count, void* const* params, const void* const* grads,
-                            void* const* momentum_buffers, const int64_t* numels, const SgdHyper& h, const Stream&) {
-  TD_DISPATCH_FLOAT(t, "sgd_step_", { sgd<scalar_t>(count, params, grads, momentum_buffers, numels, h); });
+void CpuNNBackend::sgd_step(const SgdStepArgs& args, const Stream&) {
+  TD_DISPATCH_FLOAT(args.t, "sgd_step_", {
+    sgd<scalar_t>(args.count, args.params, args.grads, args.momentum_buffers, args.numels, args.h);
+  });
 }
 
-void CpuNNBackend::adam_step(DType t, int64_t count, void* const* params, const void* const* grads,
-                             void* const* exp_avg, void* const* exp_avg_sq, const int64_t* numels, const AdamHyper& h,
-                             const Stream&) {
-  TD_DISPATCH_FLOAT(t, "adam_step_", { adam<scalar_t>(count, params, grads, exp_avg, exp_avg_sq, numels, h); });
+void CpuNNBackend::adam_step(const AdamStepArgs& args, const Stream&) {
+  TD_DISPATCH_FLOAT(args.t, "adam_step_", {
+    adam<scalar_t>(args.count, args.params, args.grads, args.exp_avg, args.exp_avg_sq, args.numels, args.h);
+  });
 }
 
 }  // namespace cpu

@@ -127,27 +127,28 @@ void avg_backward(const Pool2dGeometry& g, const T* dy, T* dx) {
 
 }  // namespace
 
-void CpuNNBackend::max_pool2d_forward(const Pool2dGeometry& g, const void* x, void* y, int32_t* indices,
-                                      const Stream&) {
-  if (max_pool2d_f32_forward(g, static_cast<const float*>(x), static_cast<float*>(y), indices)) return;
-  TD_DISPATCH_FLOAT(g.dtype, "max_pool2d",
-                    { max_forward(g, static_cast<const scalar_t*>(x), static_cast<scalar_t*>(y), indices); });
+void CpuNNBackend::max_pool2d_forward(const MaxPool2dForwardArgs& args, const Stream&) {
+  if (max_pool2d_f32_forward(args.g, static_cast<const float*>(args.x), static_cast<float*>(args.y), args.indices))
+    return;
+  TD_DISPATCH_FLOAT(args.g.dtype, "max_pool2d", {
+    max_forward(args.g, static_cast<const scalar_t*>(args.x), static_cast<scalar_t*>(args.y), args.indices);
+  });
 }
 
-void CpuNNBackend::max_pool2d_backward(const Pool2dGeometry& g, const void* dy, const int32_t* indices, void* dx,
-                                       const Stream&) {
-  TD_DISPATCH_FLOAT(g.dtype, "max_pool2d backward",
-                    { max_backward(g, static_cast<const scalar_t*>(dy), indices, static_cast<scalar_t*>(dx)); });
+void CpuNNBackend::max_pool2d_backward(const MaxPool2dBackwardArgs& args, const Stream&) {
+  TD_DISPATCH_FLOAT(args.g.dtype, "max_pool2d backward", {
+    max_backward(args.g, static_cast<const scalar_t*>(args.dy), args.indices, static_cast<scalar_t*>(args.dx));
+  });
 }
 
-void CpuNNBackend::avg_pool2d_forward(const Pool2dGeometry& g, const void* x, void* y, const Stream&) {
-  TD_DISPATCH_FLOAT(g.dtype, "avg_pool2d",
-                    { avg_forward(g, static_cast<const scalar_t*>(x), static_cast<scalar_t*>(y)); });
+void CpuNNBackend::avg_pool2d_forward(const AvgPool2dForwardArgs& args, const Stream&) {
+  TD_DISPATCH_FLOAT(args.g.dtype, "avg_pool2d",
+                    { avg_forward(args.g, static_cast<const scalar_t*>(args.x), static_cast<scalar_t*>(args.y)); });
 }
 
-void CpuNNBackend::avg_pool2d_backward(const Pool2dGeometry& g, const void* dy, void* dx, const Stream&) {
-  TD_DISPATCH_FLOAT(g.dtype, "avg_pool2d backward",
-                    { avg_backward(g, static_cast<const scalar_t*>(dy), static_cast<scalar_t*>(dx)); });
+void CpuNNBackend::avg_pool2d_backward(const AvgPool2dBackwardArgs& args, const Stream&) {
+  TD_DISPATCH_FLOAT(args.g.dtype, "avg_pool2d backward",
+                    { avg_backward(args.g, static_cast<const scalar_t*>(args.dy), static_cast<scalar_t*>(args.dx)); });
 }
 
 }  // namespace cpu

@@ -239,75 +239,73 @@ void check_channels(const BatchNormGeometry& g) {
 
 }  // namespace
 
-void CudaNNBackend::batch_norm_forward_train(const BatchNormGeometry& g, const void* x, const void* weight,
-                                             const void* bias, double eps, double momentum, void* running_mean,
-                                             void* running_var, void* y, void* save_mean, void* save_invstd,
-                                             const Stream& s) {
-  if (g.c == 0) return;
-  check_channels(g);
+void CudaNNBackend::batch_norm_forward_train(const BatchNormTrainArgs& args, const Stream& s) {
+  if (args.g.c == 0) return;
+  check_channels(args.g);
   LaunchScope ls(s);
-  const ChannelLayout L = layout_of(g);
+  const ChannelLayout L = layout_of(args.g);
   const Split sp = split_of(L);
-  TD_DISPATCH_FLOAT(g.dtype, "batch_norm", {
+  TD_DISPATCH_FLOAT(args.g.dtype, "batch_norm", {
     using T = scalar_t;
-    Scratch<T> scratch(sp.count * g.c, 2 * g.c, s);
-    T *k = scratch.coef, *b = scratch.coef + g.c;
-    launch_partials(L, sp, StatsOp<T>{static_cast<const T*>(x)}, scratch.partial, ls.stream());
-    launch_kernel(TD_KERNEL(finalize_stats<T>), channel_blocks(g.c), kThreads, 0, ls.stream(), scratch.partial,
-                  sp.count, g.c, static_cast<double>(L.per_channel()), eps, momentum, static_cast<T*>(running_mean),
-                  static_cast<T*>(running_var), static_cast<const T*>(weight), static_cast<const T*>(bias),
-                  static_cast<T*>(save_mean), static_cast<T*>(save_invstd), k, b);
+    Scratch<T> scratch(sp.count * args.g.c, 2 * args.g.c, s);
+    T *k = scratch.coef, *b = scratch.coef + args.g.c;
+    launch_partials(L, sp, StatsOp<T>{static_cast<const T*>(args.x)}, scratch.partial, ls.stream());
+    launch_kernel(TD_KERNEL(finalize_stats<T>), channel_blocks(args.g.c), kThreads, 0, ls.stream(), scratch.partial,
+                  sp.count, args.g.c, static_cast<double>(L.per_channel()), args.eps, args.momentum,
+                  static_cast<T*>(args.running_mean), static_cast<T*>(args.running_var),
+                  static_cast<const T*>(args.weight), static_cast<const T*>(args.bias), static_cast<T*>(args.save_mean),
+                  static_cast<T*>(args.save_invstd), k, b);
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "batch_norm finalize_stats");
-    launch_apply_affine<T>(L, static_cast<const T*>(x), static_cast<const T*>(save_mean), k, b, static_cast<T*>(y), ls);
+    launch_apply_affine<T>(L, static_cast<const T*>(args.x), static_cast<const T*>(args.save_mean), k, b,
+                           static_cast<T*>(args.y), ls);
   });
 }
 
-void CudaNNBackend::batch_norm_forward_eval(const BatchNormGeometry& g, const void* x, const void* weight,
-                                            const void* bias, const void* running_mean, const void* running_var,
-                                            double eps, void* y, const Stream& s) {
-  if (g.c == 0 || g.n * g.hw == 0) return;
+void CudaNNBackend::batch_norm_forward_eval(const BatchNormEvalArgs& args, const Stream& s) {
+  if (args.g.c == 0 || args.g.n * args.g.hw == 0) return;
   LaunchScope ls(s);
-  const ChannelLayout L = layout_of(g);
-  TD_DISPATCH_FLOAT(g.dtype, "batch_norm", {
+  const ChannelLayout L = layout_of(args.g);
+  TD_DISPATCH_FLOAT(args.g.dtype, "batch_norm", {
     using T = scalar_t;
-    Scratch<T> scratch(0, 2 * g.c, s);
-    T *k = scratch.coef, *b = scratch.coef + g.c;
-    launch_kernel(TD_KERNEL(eval_coefficients<T>), channel_blocks(g.c), kThreads, 0, ls.stream(), g.c,
-                  static_cast<const T*>(running_var), static_cast<const T*>(weight), static_cast<const T*>(bias), eps,
-                  k, b);
+    Scratch<T> scratch(0, 2 * args.g.c, s);
+    T *k = scratch.coef, *b = scratch.coef + args.g.c;
+    launch_kernel(TD_KERNEL(eval_coefficients<T>), channel_blocks(args.g.c), kThreads, 0, ls.stream(), args.g.c,
+                  static_cast<const T*>(args.running_var), static_cast<const T*>(args.weight),
+                  static_cast<const T*>(args.bias), args.eps, k, b);
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "batch_norm eval_coefficients");
-    launch_apply_affine<T>(L, static_cast<const T*>(x), static_cast<const T*>(running_mean), k, b, static_cast<T*>(y),
-                           ls);
+    launch_apply_affine<T>(L, static_cast<const T*>(args.x), static_cast<const T*>(args.running_mean), k, b,
+                           static_cast<T*>(args.y), ls);
   });
 }
 
-void CudaNNBackend::batch_norm_backward(const BatchNormGeometry& g, bool training, const void* x, const void* dy,
-                                        const void* weight, const void* mean, const void* invstd, void* dx,
-                                        void* dweight, void* dbias, const Stream& s) {
-  if (g.c == 0) return;
-  check_channels(g);
+void CudaNNBackend::batch_norm_backward(const BatchNormBackwardArgs& args, const Stream& s) {
+  if (args.g.c == 0) return;
+  check_channels(args.g);
   LaunchScope ls(s);
-  const ChannelLayout L = layout_of(g);
+  const ChannelLayout L = layout_of(args.g);
   const Split sp = split_of(L);
-  TD_DISPATCH_FLOAT(g.dtype, "batch_norm backward", {
+  TD_DISPATCH_FLOAT(args.g.dtype, "batch_norm backward", {
     using T = scalar_t;
-    Scratch<T> scratch(sp.count * g.c, 3 * g.c, s);
-    T *k1 = scratch.coef, *k2 = scratch.coef + g.c, *k3 = scratch.coef + 2 * g.c;
-    const T* m = static_cast<const T*>(mean);
-    launch_partials(L, sp, GradOp<T>{static_cast<const T*>(x), static_cast<const T*>(dy), m}, scratch.partial,
+    Scratch<T> scratch(sp.count * args.g.c, 3 * args.g.c, s);
+    T *k1 = scratch.coef, *k2 = scratch.coef + args.g.c, *k3 = scratch.coef + 2 * args.g.c;
+    const T* m = static_cast<const T*>(args.mean);
+    launch_partials(L, sp, GradOp<T>{static_cast<const T*>(args.x), static_cast<const T*>(args.dy), m}, scratch.partial,
                     ls.stream());
-    launch_kernel(TD_KERNEL(finalize_grads<T>), channel_blocks(g.c), kThreads, 0, ls.stream(), scratch.partial,
-                  sp.count, g.c, static_cast<double>(L.per_channel()), training, static_cast<const T*>(weight),
-                  static_cast<const T*>(invstd), static_cast<T*>(dweight), static_cast<T*>(dbias), k1, k2, k3);
+    launch_kernel(TD_KERNEL(finalize_grads<T>), channel_blocks(args.g.c), kThreads, 0, ls.stream(), scratch.partial,
+                  sp.count, args.g.c, static_cast<double>(L.per_channel()), args.training,
+                  static_cast<const T*>(args.weight), static_cast<const T*>(args.invstd), static_cast<T*>(args.dweight),
+                  static_cast<T*>(args.dbias), k1, k2, k3);
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "batch_norm finalize_grads");
-    if (dx != nullptr && L.numel() > 0) {
+    if (args.dx != nullptr && L.numel() > 0) {
       const unsigned grid = grid_for(ceil_div(L.numel(), kThreads), ls.device());
       if (small_index(L))
         launch_kernel(TD_KERNEL(apply_backward<T, uint32_t>), grid, kThreads, 0, ls.stream(), L,
-                      static_cast<const T*>(dy), static_cast<const T*>(x), m, k1, k2, k3, static_cast<T*>(dx));
+                      static_cast<const T*>(args.dy), static_cast<const T*>(args.x), m, k1, k2, k3,
+                      static_cast<T*>(args.dx));
       else
         launch_kernel(TD_KERNEL(apply_backward<T, int64_t>), grid, kThreads, 0, ls.stream(), L,
-                      static_cast<const T*>(dy), static_cast<const T*>(x), m, k1, k2, k3, static_cast<T*>(dx));
+                      static_cast<const T*>(args.dy), static_cast<const T*>(args.x), m, k1, k2, k3,
+                      static_cast<T*>(args.dx));
       TD_CUDA_CHECK_LAUNCH(ls.stream(), "batch_norm apply_backward");
     }
   });

@@ -4,7 +4,7 @@
 // two-pass splits chosen from the shape alone, pooling backward gathers (no atomics).
 #pragma once
 
-#include "kernels/nn_backend_overrides.h"
+#include "runtime/nn/nn_backend.h"
 
 namespace tandem {
 namespace cuda {

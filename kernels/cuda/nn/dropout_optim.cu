@@ -146,74 +146,69 @@ unsigned launch_blocks(int64_t blocks) {
 
 }  // namespace
 
-void CudaNNBackend::dropout_mask(int64_t n, double p, uint64_t seed, uint64_t offset, const uint64_t* offset_delta,
-                                 uint8_t* mask, const Stream& s) {
-  if (n <= 0) return;
+void CudaNNBackend::dropout_mask(const DropoutMaskArgs& args, const Stream& s) {
+  if (args.n <= 0) return;
   LaunchScope ls(s);
-  launch_kernel(TD_KERNEL(dropout_mask_kernel), grid_for(ceil_div(ceil_div(n, 4), kThreads), ls.device()), kThreads, 0,
-                ls.stream(), n, p, seed, offset, offset_delta, mask);
+  launch_kernel(TD_KERNEL(dropout_mask_kernel), grid_for(ceil_div(ceil_div(args.n, 4), kThreads), ls.device()),
+                kThreads, 0, ls.stream(), args.n, args.p, args.seed, args.offset, args.offset_delta, args.mask);
   TD_CUDA_CHECK_LAUNCH(ls.stream(), "dropout_mask");
 }
 
-void CudaNNBackend::masked_scale(DType t, const void* x, const uint8_t* mask, double scale, void* y, int64_t n,
-                                 const Stream& s) {
-  if (n <= 0) return;
+void CudaNNBackend::masked_scale(const MaskedScaleArgs& args, const Stream& s) {
+  if (args.n <= 0) return;
   LaunchScope ls(s);
-  TD_DISPATCH_FLOAT(t, "dropout", {
-    launch_kernel(TD_KERNEL(masked_scale_kernel<scalar_t>), grid_for(ceil_div(n, kThreads), ls.device()), kThreads, 0,
-                  ls.stream(), static_cast<const scalar_t*>(x), mask, static_cast<scalar_t>(scale),
-                  static_cast<scalar_t*>(y), n);
+  TD_DISPATCH_FLOAT(args.t, "dropout", {
+    launch_kernel(TD_KERNEL(masked_scale_kernel<scalar_t>), grid_for(ceil_div(args.n, kThreads), ls.device()), kThreads,
+                  0, ls.stream(), static_cast<const scalar_t*>(args.x), args.mask, static_cast<scalar_t>(args.scale),
+                  static_cast<scalar_t*>(args.y), args.n);
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "masked_scale");
   });
 }
 
-void CudaNNBackend::sgd_step(DType t, int64_t count, void* const* params, const void* const* grads,
-                             void* const* momentum_buffers, const int64_t* numels, const SgdHyper& h, const Stream& s) {
-  if (count <= 0) return;
+void CudaNNBackend::sgd_step(const SgdStepArgs& args, const Stream& s) {
+  if (args.count <= 0) return;
   LaunchScope ls(s);
-  const bool use_momentum = h.momentum != 0;
+  const bool use_momentum = args.h.momentum != 0;
   // Without momentum the buffer list repeats the parameters; the kernel never touches it.
-  const void* const* lists[3] = {params, grads, use_momentum ? momentum_buffers : params};
-  TD_DISPATCH_FLOAT(t, "sgd_step_", {
+  const void* const* lists[3] = {args.params, args.grads, use_momentum ? args.momentum_buffers : args.params};
+  TD_DISPATCH_FLOAT(args.t, "sgd_step_", {
     using T = scalar_t;
-    SgdCoef<T> k{static_cast<T>(h.lr),
-                 static_cast<T>(h.momentum),
-                 static_cast<T>(1.0 - h.dampening),
-                 static_cast<T>(h.weight_decay),
-                 h.weight_decay != 0,
+    SgdCoef<T> k{static_cast<T>(args.h.lr),
+                 static_cast<T>(args.h.momentum),
+                 static_cast<T>(1.0 - args.h.dampening),
+                 static_cast<T>(args.h.weight_decay),
+                 args.h.weight_decay != 0,
                  use_momentum,
-                 h.nesterov,
-                 h.first_step,
-                 h.device_lr};
-    for_each_batch<3>(count, lists, numels, [&](const TensorList<3>& list, int64_t blocks) {
+                 args.h.nesterov,
+                 args.h.first_step,
+                 args.h.device_lr};
+    for_each_batch<3>(args.count, lists, args.numels, [&](const TensorList<3>& list, int64_t blocks) {
       launch_kernel(TD_KERNEL(sgd_kernel<T>), launch_blocks(blocks), kThreads, 0, ls.stream(), list, k);
       TD_CUDA_CHECK_LAUNCH(ls.stream(), "sgd_step_");
     });
   });
 }
 
-void CudaNNBackend::adam_step(DType t, int64_t count, void* const* params, const void* const* grads,
-                              void* const* exp_avg, void* const* exp_avg_sq, const int64_t* numels, const AdamHyper& h,
-                              const Stream& s) {
-  if (count <= 0) return;
+void CudaNNBackend::adam_step(const AdamStepArgs& args, const Stream& s) {
+  if (args.count <= 0) return;
   LaunchScope ls(s);
-  const void* const* lists[4] = {params, grads, exp_avg, exp_avg_sq};
-  const double step = static_cast<double>(h.step);
-  TD_DISPATCH_FLOAT(t, "adam_step_", {
+  const void* const* lists[4] = {args.params, args.grads, args.exp_avg, args.exp_avg_sq};
+  const double step = static_cast<double>(args.h.step);
+  TD_DISPATCH_FLOAT(args.t, "adam_step_", {
     using T = scalar_t;
-    AdamCoef<T> k{static_cast<T>(h.beta1),
-                  static_cast<T>(h.beta2),
-                  static_cast<T>(1.0 - h.beta1),
-                  static_cast<T>(1.0 - h.beta2),
-                  static_cast<T>(h.eps),
-                  static_cast<T>(h.weight_decay),
-                  static_cast<T>(h.lr / (1.0 - std::pow(h.beta1, step))),
-                  static_cast<T>(1.0 - std::pow(h.beta2, step)),
-                  static_cast<T>(1.0 - h.lr * h.weight_decay),
-                  h.weight_decay != 0 && !h.decoupled_weight_decay,
-                  h.weight_decay != 0 && h.decoupled_weight_decay,
-                  h.device_coefs};
-    for_each_batch<4>(count, lists, numels, [&](const TensorList<4>& list, int64_t blocks) {
+    AdamCoef<T> k{static_cast<T>(args.h.beta1),
+                  static_cast<T>(args.h.beta2),
+                  static_cast<T>(1.0 - args.h.beta1),
+                  static_cast<T>(1.0 - args.h.beta2),
+                  static_cast<T>(args.h.eps),
+                  static_cast<T>(args.h.weight_decay),
+                  static_cast<T>(args.h.lr / (1.0 - std::pow(args.h.beta1, step))),
+                  static_cast<T>(1.0 - std::pow(args.h.beta2, step)),
+                  static_cast<T>(1.0 - args.h.lr * args.h.weight_decay),
+                  args.h.weight_decay != 0 && !args.h.decoupled_weight_decay,
+                  args.h.weight_decay != 0 && args.h.decoupled_weight_decay,
+                  args.h.device_coefs};
+    for_each_batch<4>(args.count, lists, args.numels, [&](const TensorList<4>& list, int64_t blocks) {
       launch_kernel(TD_KERNEL(adam_kernel<T>), launch_blocks(blocks), kThreads, 0, ls.stream(), list, k);
       TD_CUDA_CHECK_LAUNCH(ls.stream(), "adam_step_");
     });

@@ -150,48 +150,46 @@ unsigned blocks_for(int64_t total, int device) { return grid_for(ceil_div(total,
 
 }  // namespace
 
-void CudaNNBackend::max_pool2d_forward(const Pool2dGeometry& g, const void* x, void* y, int32_t* indices,
-                                       const Stream& s) {
-  const int64_t total = g.n * g.c * g.oh * g.ow;
+void CudaNNBackend::max_pool2d_forward(const MaxPool2dForwardArgs& args, const Stream& s) {
+  const int64_t total = args.g.n * args.g.c * args.g.oh * args.g.ow;
   if (total == 0) return;
   LaunchScope ls(s);
-  TD_DISPATCH_FLOAT(g.dtype, "max_pool2d", {
-    launch_kernel(TD_KERNEL(max_forward<scalar_t>), blocks_for(total, ls.device()), kThreads, 0, ls.stream(), g,
-                  static_cast<const scalar_t*>(x), static_cast<scalar_t*>(y), indices);
+  TD_DISPATCH_FLOAT(args.g.dtype, "max_pool2d", {
+    launch_kernel(TD_KERNEL(max_forward<scalar_t>), blocks_for(total, ls.device()), kThreads, 0, ls.stream(), args.g,
+                  static_cast<const scalar_t*>(args.x), static_cast<scalar_t*>(args.y), args.indices);
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "max_pool2d forward");
   });
 }
 
-void CudaNNBackend::max_pool2d_backward(const Pool2dGeometry& g, const void* dy, const int32_t* indices, void* dx,
-                                        const Stream& s) {
-  const int64_t total = g.n * g.c * g.h * g.w;
+void CudaNNBackend::max_pool2d_backward(const MaxPool2dBackwardArgs& args, const Stream& s) {
+  const int64_t total = args.g.n * args.g.c * args.g.h * args.g.w;
   if (total == 0) return;
   LaunchScope ls(s);
-  TD_DISPATCH_FLOAT(g.dtype, "max_pool2d backward", {
-    launch_kernel(TD_KERNEL(max_backward<scalar_t>), blocks_for(total, ls.device()), kThreads, 0, ls.stream(), g,
-                  static_cast<const scalar_t*>(dy), indices, static_cast<scalar_t*>(dx));
+  TD_DISPATCH_FLOAT(args.g.dtype, "max_pool2d backward", {
+    launch_kernel(TD_KERNEL(max_backward<scalar_t>), blocks_for(total, ls.device()), kThreads, 0, ls.stream(), args.g,
+                  static_cast<const scalar_t*>(args.dy), args.indices, static_cast<scalar_t*>(args.dx));
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "max_pool2d backward");
   });
 }
 
-void CudaNNBackend::avg_pool2d_forward(const Pool2dGeometry& g, const void* x, void* y, const Stream& s) {
-  const int64_t total = g.n * g.c * g.oh * g.ow;
+void CudaNNBackend::avg_pool2d_forward(const AvgPool2dForwardArgs& args, const Stream& s) {
+  const int64_t total = args.g.n * args.g.c * args.g.oh * args.g.ow;
   if (total == 0) return;
   LaunchScope ls(s);
-  TD_DISPATCH_FLOAT(g.dtype, "avg_pool2d", {
-    launch_kernel(TD_KERNEL(avg_forward<scalar_t>), blocks_for(total, ls.device()), kThreads, 0, ls.stream(), g,
-                  static_cast<const scalar_t*>(x), static_cast<scalar_t*>(y));
+  TD_DISPATCH_FLOAT(args.g.dtype, "avg_pool2d", {
+    launch_kernel(TD_KERNEL(avg_forward<scalar_t>), blocks_for(total, ls.device()), kThreads, 0, ls.stream(), args.g,
+                  static_cast<const scalar_t*>(args.x), static_cast<scalar_t*>(args.y));
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "avg_pool2d forward");
   });
 }
 
-void CudaNNBackend::avg_pool2d_backward(const Pool2dGeometry& g, const void* dy, void* dx, const Stream& s) {
-  const int64_t total = g.n * g.c * g.h * g.w;
+void CudaNNBackend::avg_pool2d_backward(const AvgPool2dBackwardArgs& args, const Stream& s) {
+  const int64_t total = args.g.n * args.g.c * args.g.h * args.g.w;
   if (total == 0) return;
   LaunchScope ls(s);
-  TD_DISPATCH_FLOAT(g.dtype, "avg_pool2d backward", {
-    launch_kernel(TD_KERNEL(avg_backward<scalar_t>), blocks_for(total, ls.device()), kThreads, 0, ls.stream(), g,
-                  static_cast<const scalar_t*>(dy), static_cast<scalar_t*>(dx));
+  TD_DISPATCH_FLOAT(args.g.dtype, "avg_pool2d backward", {
+    launch_kernel(TD_KERNEL(avg_backward<scalar_t>), blocks_for(total, ls.device()), kThreads, 0, ls.stream(), args.g,
+                  static_cast<const scalar_t*>(args.dy), static_cast<scalar_t*>(args.dx));
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "avg_pool2d backward");
   });
 }
