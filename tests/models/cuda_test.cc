@@ -240,6 +240,33 @@ TEST(CudaModels, TrainerLearnsOnCuda) {
   EXPECT_GT(r[0].test_accuracy, 0.9) << log.str();
 }
 
+// train --cuda-graph: the warm-up step eager, the others replays of one captured graph, with losses bitwise those
+// of the eager run (deterministic algorithms; the dropout of MobileNetV2 and BatchNorm's counts included).
+TEST(CudaModels, TrainerWithACudaGraphRepeatsTheEagerLossesBitwise) {
+  TD_REQUIRE_GPU();
+  tandem::testing::NumericsGuard deterministic(false, true);
+  train::TrainOptions o;
+  o.model = "mobilenet_v2:cifar,width_mult=0.25";
+  o.dataset = "synthetic:n=80,h=8,w=8,classes=4";
+  o.epochs = 1;
+  o.batch = 16;
+  o.lr = 0.05;
+  o.device = "cuda";
+  o.log_every = 0;
+  o.evaluate = false;
+  o.seed = tandem::testing::fresh_seed() % 1000;
+  std::ostringstream eager_log, graph_log;
+  auto eager = train::Trainer(o, eager_log).run();
+  o.cuda_graph = true;
+  auto graph = train::Trainer(o, graph_log).run();
+  ASSERT_EQ(eager.size(), 1u);
+  ASSERT_EQ(graph.size(), 1u);
+  ASSERT_GE(eager[0].step_losses.size(), 3u);
+  EXPECT_EQ(graph[0].step_losses, eager[0].step_losses) << graph_log.str();
+  EXPECT_NE(graph_log.str().find("cuda graph: the step is "), std::string::npos) << graph_log.str();
+  EXPECT_EQ(eager_log.str().find("cuda graph"), std::string::npos) << eager_log.str();
+}
+
 }  // namespace
 }  // namespace models
 }  // namespace tandem
