@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
   p.flag("--nchw", &g_config.channels_last, false, "NCHW inputs on the GPU");
   p.flag("--cuda-graph", &g_config.cuda_graph, true,
          "on a GPU: capture each case's iteration as a CUDA graph after the warm-up and time its replays");
-  p.number("--min-time", "S", &g_config.min_time_s, "timed seconds per case at least (default 1)", 0);
+  p.number("--min-time", "S", &g_config.min_time_s, "timed seconds per case at least (default 1; 0: one iteration)", 0);
   p.footer("Google Benchmark's flags follow.");
   std::vector<std::string> rest_args = p.parse_known(argc, argv, [&] {
     char* help[] = {argv[0], const_cast<char*>("--help")};
@@ -203,12 +203,17 @@ int main(int argc, char** argv) {
     benchmark::AddCustomContext("tandem_min_time", std::to_string(g_config.min_time_s));
     for (const auto& m : g_config.models)
       for (int64_t size : g_config.sizes)
-        for (const auto& mode : g_config.modes)
-          benchmark::RegisterBenchmark((m + "/" + std::to_string(size) + "/" + mode).c_str(), tandem::BM_Model, m, size,
-                                       mode)
-              ->UseManualTime()
-              ->Unit(benchmark::kMillisecond)
-              ->MinTime(g_config.min_time_s);
+        for (const auto& mode : g_config.modes) {
+          auto* b = benchmark::RegisterBenchmark((m + "/" + std::to_string(size) + "/" + mode).c_str(),
+                                                 tandem::BM_Model, m, size, mode)
+                        ->UseManualTime()
+                        ->Unit(benchmark::kMillisecond);
+          // Google Benchmark aborts on a minimum time of 0.
+          if (g_config.min_time_s > 0)
+            b->MinTime(g_config.min_time_s);
+          else
+            b->Iterations(1);
+        }
     benchmark::RunSpecifiedBenchmarks();
     tandem::print_table();
     benchmark::Shutdown();

@@ -18,7 +18,7 @@ esac
 grep -q "cuda graph: the step is [0-9]* nodes, replayed with one launch" <<<"$out" ||
   fail "train --cuda-graph did not capture the step: $out"
 
-out="$("$models_bench" --device=cuda:0 --batch=1 --sizes=16 --models=mobilenet_v2 --modes=step --cuda-graph \
+out="$("$models_bench" --device=cuda:0 --batch=2 --sizes=32 --models=mobilenet_v2 --modes=step --cuda-graph \
   --min-time=0 2>&1)" || fail "models_bench --cuda-graph exited $?: $out"
 grep -q "graph_nodes=[0-9]" <<<"$out" || fail "models_bench --cuda-graph reports no graph_nodes: $out"
 echo "PASS"
