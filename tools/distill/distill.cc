@@ -118,7 +118,7 @@ SessionOptions parse(int argc, char** argv) {
   bool cuda_graph = false;
   p.flag("--cuda-graph", &cuda_graph, true, "refused, with the reason: the schedules are not captured (README)");
   p.parse(argc, argv);
-  if (cuda_graph) p.fail(std::string("--cuda-graph: ") + kScheduleCaptureLimits);
+  if (cuda_graph) p.fail(std::string("--cuda-graph: ") + parallel::kScheduleCaptureLimits);
   if (o.workload.teacher.empty()) p.fail("--teacher is required");
   if (o.dataset.empty()) p.fail("--dataset is required");
   if (o.resume && o.out_dir.empty()) p.fail("--resume needs --out DIR (where the checkpoints are)");
