@@ -78,7 +78,7 @@ Flags parse_flags(int argc, char** argv) {
   bool cuda_graph = false;
   p.flag("--cuda-graph", &cuda_graph, true, "refused, with the reason: the schedules are not captured (README)");
   p.parse(argc, argv);
-  if (cuda_graph) p.fail(std::string("--cuda-graph: ") + kScheduleCaptureLimits);
+  if (cuda_graph) p.fail(std::string("--cuda-graph: ") + parallel::kScheduleCaptureLimits);
   return f;
 }
 
