@@ -55,6 +55,7 @@ class Executor {
   std::vector<InstrTime> times_;
   struct CudaTiming;
   std::shared_ptr<CudaTiming> cuda_timing_;
+  class LaneRun;  // one run's state, shared by the lane threads (executor.cc)
 };
 
 // Signal messages use tags from here on (user tags must stay below).

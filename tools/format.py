@@ -11,11 +11,12 @@ FILEs default to the tracked *.h, *.cc, *.cu and *.cuh files outside third_party
 """
 import argparse
 import difflib
-import json
 import os
 import shutil
 import subprocess
 import sys
+
+from test_summary import write_result
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCE_ENDINGS = (".h", ".cc", ".cu", ".cuh")
@@ -85,10 +86,8 @@ def main():
     if args.summary:
         notes = errors + (["%d files differ from .clang-format (tools/tandem format rewrites them): %s" %
                            (len(differing), " ".join(differing))] if args.check and differing else [])
-        with open(args.summary, "w") as f:
-            json.dump({"name": "format (clang-format, %d files)" % len(files),
-                       "cases": {"//:.clang-format (check)": "failed" if failed else "passed"},
-                       "notes": notes, "reasons": {}}, f)
+        write_result(args.summary, "format (clang-format, %d files)" % len(files),
+                     {"//:.clang-format (check)": "failed" if failed else "passed"}, notes)
     return 1 if failed else 0
 
 

@@ -10,13 +10,21 @@ case failed if it failed in any build, passed if it passed in one and failed in 
 was skipped wherever it ran (e.g. a CUDA test skips in the build against NVIDIA's libraries on a machine
 without a GPU, and runs in the simulated-GPU build). A target that Bazel reports as failed (a crash or a
 timeout after its cases passed, a build error) is a failure even when every case it wrote passed.
-`tools/fuzz.py --summary` writes a RESULT_JSON of the same form, one case per fuzz target.
+`tools/fuzz.py --summary` writes a RESULT_JSON of the same form, one case per fuzz target; `tools/format.py
+--summary` and `tools/function_length.py --summary` one case each.
 """
 import collections
 import json
 import os
 import sys
 import xml.etree.ElementTree as ET
+
+
+def write_result(path, name, cases, notes):
+    """Writes a RESULT_JSON for `report` from a check that runs outside Bazel (tools/format.py,
+    tools/function_length.py): `cases` maps each case to "passed", "failed" or "skipped"."""
+    with open(path, "w") as f:
+        json.dump({"name": name, "cases": cases, "notes": notes, "reasons": {}}, f)
 
 
 def target_statuses(bep_path):

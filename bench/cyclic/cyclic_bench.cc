@@ -65,119 +65,150 @@ void add_config(const std::string& c, std::vector<Config>& list) {
   list.push_back({n, s, Mode::DpWorkers, true});
 }
 
-int run(int argc, char** argv) {
+struct BenchFlags {
   std::string model = "resnet18:cifar,width=8";
   int64_t batch = 16, size = 32, rounds = 16, reps = 3;
-  std::vector<Config> list;
+  std::vector<Config> configs;
+};
+
+BenchFlags parse_flags(int argc, char** argv) {
+  BenchFlags f;
   flags::Parser p("cyclic_bench",
                   "cyclic_bench [--model SPEC] [--batch B] [--size HW] [--rounds K] [--reps R] "
                   "[--configs NxS,...]",
                   "");
-  p.text("--model", "SPEC", &model, "default resnet18:cifar,width=8");
-  p.integer("--batch", "B", &batch, "micro-batch (default 16)", 1);
-  p.integer("--size", "HW", &size, "HWxHW inputs (default 32x32)", 1);
-  p.integer("--rounds", "K", &rounds, "timed rounds (default 16)", 1);
-  p.integer("--reps", "R", &reps, "repetitions (default 3)", 1);
+  p.text("--model", "SPEC", &f.model, "default resnet18:cifar,width=8");
+  p.integer("--batch", "B", &f.batch, "micro-batch (default 16)", 1);
+  p.integer("--size", "HW", &f.size, "HWxHW inputs (default 32x32)", 1);
+  p.integer("--rounds", "K", &f.rounds, "timed rounds (default 16)", 1);
+  p.integer("--reps", "R", &f.reps, "repetitions (default 3)", 1);
   p.custom(
       "--configs", "NxS,...",
       [&](const std::string& v) {
-        list.clear();
+        f.configs.clear();
         std::stringstream items(v);
-        for (std::string c; std::getline(items, c, ',');) add_config(c, list);
+        for (std::string c; std::getline(items, c, ',');) add_config(c, f.configs);
       },
       "micro-batches x stages (default 2x2,4x4)");
   p.parse(argc, argv);
-  if (list.empty())
-    for (const char* c : {"2x2", "4x4"}) add_config(c, list);
-  auto spec = models::parse_model_spec(model);
+  if (f.configs.empty())
+    for (const char* c : {"2x2", "4x4"}) add_config(c, f.configs);
+  return f;
+}
+
+const std::vector<Rule> kRules{Rule::Dp, Rule::CdpV1, Rule::CdpV2};
+
+// One config's trainers (one per rule, warmed up) and the stage sizes the memory model predicts from.
+struct Trainers {
+  std::map<Rule, std::unique_ptr<CyclicTrainer>> of;
+  std::vector<double> stage_bytes;
+  Transients transient;
+};
+
+Trainers make_trainers(const Config& c, const ModelFactory& factory, const Shape& input, const MicroBatchFn& batches) {
+  Trainers t;
+  std::vector<size_t> memory_starts;
+  for (Rule r : kRules) {
+    TrainerOptions o;
+    o.rule = r;
+    o.mode = c.mode;
+    o.micro_batches = c.n;
+    o.stages = c.s;
+    auto workers = parallel::make_workers("cpu:" + std::to_string(workers_needed(c.mode, c.n, c.s)));
+    if (c.memory_split) {
+      DeviceGuard on_device(workers[0].device);
+      if (memory_starts.empty()) memory_starts = memory_balanced_split(factory, input, c.s);
+      o.stage_starts = memory_starts;
+    }
+    t.of[r].reset(new CyclicTrainer(factory, input, o, std::move(workers)));
+    if (t.stage_bytes.empty()) {
+      DeviceGuard on_device(t.of[r]->workers()[0].device);
+      Shape sample = input;
+      sample[0] = 1;
+      StageProfile p = profile_stages(make_stages(model_units(*factory(), sample), t.of[r]->stage_starts()), input);
+      for (int64_t b : p.stored_bytes) t.stage_bytes.push_back(static_cast<double>(b));
+      for (int64_t b : p.forward_extra_bytes) t.transient.forward_extra.push_back(static_cast<double>(b));
+      for (int64_t b : p.backward_extra_bytes) t.transient.backward_extra.push_back(static_cast<double>(b));
+    }
+    // Timelines ordered by the figure's time steps: CDP's offsets are then P/N of a round of equal stages.
+    t.of[r]->set_costs(StageCosts::unit(c.s));
+    t.of[r]->train(2, batches);  // warm-up: every shape once, untimed (first calls cost more)
+  }
+  return t;
+}
+
+// Each rule's steady and wall round times over the repetitions (rules alternating), then its peak activation
+// memory over 6 recorded rounds, measured and predicted.
+std::map<Rule, Row> measure(Trainers& t, const BenchFlags& f, const MicroBatchFn& batches) {
+  std::map<Rule, Row> rows;
+  for (int64_t rep = 0; rep < f.reps; ++rep)
+    for (Rule r : kRules) {
+      double t0 = host_time_s();
+      t.of[r]->train(f.rounds, batches);
+      rows[r].wall.push_back((host_time_s() - t0) / static_cast<double>(f.rounds));
+      rows[r].steady.push_back(steady_round_s(t.of[r]->last_run()));
+    }
+  for (Rule r : kRules) {
+    CyclicTrainer& trainer = *t.of[r];
+    trainer.set_recording(true, false);
+    trainer.train(6, batches);
+    trainer.set_recording(false, false);
+    const RunRecord& run = trainer.last_run();
+    parallel::SimResult sim = parallel::simulate(run.timeline.schedule);
+    rows[r].measured_peak =
+        aligned_activations(run.timeline, sim.times, run.times, run.memory, run.memory_base).total.peak();
+    rows[r].predicted_peak = stored_activations(run.timeline, sim.times, t.stage_bytes, t.transient).total.peak();
+  }
+  return rows;
+}
+
+void print_rows(const Config& c, std::map<Rule, Row>& rows) {
+  const double dp_steady = median(rows[Rule::Dp].steady);
+  for (Rule r : kRules) {
+    const Row& row = rows[r];
+    const double steady = median(row.steady);
+    std::printf("%dx%-4d %-7s %-7s %-10s %10.4f %8.1f%% %10.4f %11.2f", c.n, c.s, c.memory_split ? "memory" : "flops",
+                rule_name(r), sync_name(default_sync(r)), steady, 100.0 * (steady / dp_steady - 1), median(row.wall),
+                row.measured_peak / (1 << 20));
+    if (r == Rule::Dp) {
+      std::printf("\n");
+      continue;
+    }
+    const double measured = rows[Rule::Dp].measured_peak / row.measured_peak;
+    const double predicted = rows[Rule::Dp].predicted_peak / row.predicted_peak;
+    std::printf(" %11.3f %9.3f %9.3f %9.3f\n", measured, predicted, 2.0 * c.s / (c.s + 1), measured / predicted);
+  }
+}
+
+int run(int argc, char** argv) {
+  const BenchFlags f = parse_flags(argc, argv);
+  auto spec = models::parse_model_spec(f.model);
   spec.second.num_classes = 10;
   ModelFactory factory = [spec] {
     return std::static_pointer_cast<models::Sequential>(models::make_model(spec.first, spec.second));
   };
-  const Shape input{batch, spec.second.in_channels, size, size};
+  const int64_t batch = f.batch;
+  const Shape input{batch, spec.second.in_channels, f.size, f.size};
   std::printf(
       "cyclic_bench: %s, micro-batch %lld x %lldx%lld, %lld timed rounds x %lld repetitions, load average "
       "%.1f on this machine\n\n",
-      model.c_str(), static_cast<long long>(batch), static_cast<long long>(size), static_cast<long long>(size),
-      static_cast<long long>(rounds), static_cast<long long>(reps), load_average());
+      f.model.c_str(), static_cast<long long>(batch), static_cast<long long>(f.size), static_cast<long long>(f.size),
+      static_cast<long long>(f.rounds), static_cast<long long>(f.reps), load_average());
   std::printf("%-6s %-7s %-7s %-10s %10s %9s %10s %11s %9s %9s %9s %9s\n", "N x S", "split", "rule", "sync", "s/round",
               "vs DP", "wall s/rd", "peak MiB", "DP/CDP", "predicted", "2S/(S+1)", "meas/pred");
-  for (const Config& c : list) {
-    auto batches = [&](int64_t index) {
-      Generator g(7, static_cast<uint64_t>(index) << 32);
-      MicroBatch b;
-      b.images = randn(input, g);
-      std::vector<int64_t> labels(static_cast<size_t>(batch));
-      for (auto& l : labels) l = static_cast<int64_t>(g.integer(10));
-      b.labels = from_vector<int64_t>(labels, {batch});
-      return b;
-    };
-    const std::vector<Rule> rules{Rule::Dp, Rule::CdpV1, Rule::CdpV2};
-    std::map<Rule, Row> rows;
-    std::map<Rule, std::unique_ptr<CyclicTrainer>> trainers;
-    std::vector<double> stage_bytes;
-    Transients transient;
-    std::vector<size_t> memory_starts;
-    for (Rule r : rules) {
-      TrainerOptions o;
-      o.rule = r;
-      o.mode = c.mode;
-      o.micro_batches = c.n;
-      o.stages = c.s;
-      auto workers = parallel::make_workers("cpu:" + std::to_string(workers_needed(c.mode, c.n, c.s)));
-      if (c.memory_split) {
-        DeviceGuard on_device(workers[0].device);
-        if (memory_starts.empty()) memory_starts = memory_balanced_split(factory, input, c.s);
-        o.stage_starts = memory_starts;
-      }
-      trainers[r].reset(new CyclicTrainer(factory, input, o, std::move(workers)));
-      if (stage_bytes.empty()) {
-        DeviceGuard on_device(trainers[r]->workers()[0].device);
-        Shape sample = input;
-        sample[0] = 1;
-        StageProfile p =
-            profile_stages(make_stages(model_units(*factory(), sample), trainers[r]->stage_starts()), input);
-        for (int64_t b : p.stored_bytes) stage_bytes.push_back(static_cast<double>(b));
-        for (int64_t b : p.forward_extra_bytes) transient.forward_extra.push_back(static_cast<double>(b));
-        for (int64_t b : p.backward_extra_bytes) transient.backward_extra.push_back(static_cast<double>(b));
-      }
-      // Timelines ordered by the figure's time steps: CDP's offsets are then P/N of a round of equal stages.
-      trainers[r]->set_costs(StageCosts::unit(c.s));
-      trainers[r]->train(2, batches);  // warm-up: every shape once, untimed (first calls cost more)
-    }
-    for (int64_t rep = 0; rep < reps; ++rep)
-      for (Rule r : rules) {
-        double t0 = host_time_s();
-        trainers[r]->train(rounds, batches);
-        rows[r].wall.push_back((host_time_s() - t0) / static_cast<double>(rounds));
-        rows[r].steady.push_back(steady_round_s(trainers[r]->last_run()));
-      }
-    for (Rule r : rules) {
-      CyclicTrainer& t = *trainers[r];
-      t.set_recording(true, false);
-      t.train(6, batches);
-      t.set_recording(false, false);
-      const RunRecord& run = t.last_run();
-      parallel::SimResult sim = parallel::simulate(run.timeline.schedule);
-      rows[r].measured_peak =
-          aligned_activations(run.timeline, sim.times, run.times, run.memory, run.memory_base).total.peak();
-      rows[r].predicted_peak = stored_activations(run.timeline, sim.times, stage_bytes, transient).total.peak();
-    }
-    const double dp_steady = median(rows[Rule::Dp].steady);
-    for (Rule r : rules) {
-      const Row& row = rows[r];
-      const double steady = median(row.steady);
-      std::printf("%dx%-4d %-7s %-7s %-10s %10.4f %8.1f%% %10.4f %11.2f", c.n, c.s, c.memory_split ? "memory" : "flops",
-                  rule_name(r), sync_name(default_sync(r)), steady, 100.0 * (steady / dp_steady - 1), median(row.wall),
-                  row.measured_peak / (1 << 20));
-      if (r == Rule::Dp) {
-        std::printf("\n");
-        continue;
-      }
-      const double measured = rows[Rule::Dp].measured_peak / row.measured_peak;
-      const double predicted = rows[Rule::Dp].predicted_peak / row.predicted_peak;
-      std::printf(" %11.3f %9.3f %9.3f %9.3f\n", measured, predicted, 2.0 * c.s / (c.s + 1), measured / predicted);
-    }
+  const MicroBatchFn batches = [&](int64_t index) {
+    Generator g(7, static_cast<uint64_t>(index) << 32);
+    MicroBatch b;
+    b.images = randn(input, g);
+    std::vector<int64_t> labels(static_cast<size_t>(batch));
+    for (auto& l : labels) l = static_cast<int64_t>(g.integer(10));
+    b.labels = from_vector<int64_t>(labels, {batch});
+    return b;
+  };
+  for (const Config& c : f.configs) {
+    Trainers trainers = make_trainers(c, factory, input, batches);
+    std::map<Rule, Row> rows = measure(trainers, f, batches);
+    print_rows(c, rows);
   }
   std::printf(
       "\nsplit: stages balanced by FLOPs (the default) or by the units' stored activation bytes;\n"

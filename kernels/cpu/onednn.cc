@@ -21,14 +21,15 @@ namespace {
 constexpr int64_t kSplitWork = 1 << 20;
 }  // namespace
 
-float* thread_scratch(int slot, size_t bytes) {
+float* thread_scratch(ScratchSlot slot, size_t bytes) {
   struct Buffer {
     std::unique_ptr<float[]> data;
     size_t floats = 0;
   };
-  thread_local Buffer bufs[6];
-  TD_CHECK(slot >= 0 && slot < 6, "thread_scratch: slot ", slot, " is not 0 to 5");
-  Buffer& b = bufs[slot];
+  thread_local Buffer bufs[kScratchSlots];
+  const int i = static_cast<int>(slot);
+  TD_ASSERT(i >= 0 && i < kScratchSlots, "thread_scratch: slot ", i, " is not 0 to ", kScratchSlots - 1);
+  Buffer& b = bufs[i];
   const size_t need = (bytes + sizeof(float) - 1) / sizeof(float);
   if (need > b.floats) b.data.reset(new float[need]), b.floats = need;
   return b.data.get();

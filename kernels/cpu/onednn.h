@@ -12,11 +12,23 @@ namespace cpu {
 // pieces fixed by the shapes keep results independent of the thread count.
 void onednn_single_threaded();
 
-// Scratch of the calling thread in slot `slot` (0 to 5), at least `bytes` long, grown as needed and reused
-// across calls, never zero-filled (its users write before they read): oneDNN's reorder buffers in
-// conv_onednn.cc (slots 0-5) and the unfolded columns of conv_gemm.cc (slots 0 and 1; the two paths never run
-// inside each other).
-float* thread_scratch(int slot, size_t bytes);
+// The calling thread's scratch buffers, by use. The GEMM convolution (conv_gemm.cc) and oneDNN's
+// (conv_onednn.cc) never run inside each other, so the GEMM's two buffers share oneDNN's first two slots.
+enum class ScratchSlot {
+  first_input = 0,      // conv_onednn.cc: a primitive's first input, reordered to its layout
+  second_input = 1,     // conv_onednn.cc: its second input, reordered to its layout
+  columns = 0,          // conv_gemm.cc: a chunk's unfolded input (or its gradient)
+  output_matrix = 1,    // conv_gemm.cc: a chunk's output (or its gradient) as a matrix
+  output = 2,           // conv_onednn.cc: a primitive's output in its layout, before the reorder to the caller's
+  primitive = 3,        // conv_onednn.cc: a primitive's own scratchpad
+  shared_weights = 4,   // conv_onednn.cc: the weights, reordered once for every piece of a call
+  piece_gradients = 5,  // conv_onednn.cc: one weight gradient per piece, summed in piece order
+};
+constexpr int kScratchSlots = 6;
+
+// The calling thread's scratch in `slot`, at least `bytes` long, grown as needed and reused across calls, never
+// zero-filled (its users write before they read).
+float* thread_scratch(ScratchSlot slot, size_t bytes);
 
 // f32 C = alpha * op(A) * op(B) + beta * C through oneDNN's GEMM (row-major, as gemm_cpu), in pieces of C
 // fixed by the shapes. False, having done nothing, where oneDNN is switched off (cpu_onednn()) or the case is

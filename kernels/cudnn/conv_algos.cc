@@ -15,6 +15,7 @@
 
 #include "kernels/cudnn/algo_cache.h"
 #include "runtime/base/cuda_check.h"
+#include "runtime/base/lru_cache.h"
 
 namespace tandem {
 namespace cudnn {
@@ -62,8 +63,8 @@ AlgoContext context_of(int device) {
 
 struct Caches {
   std::mutex mu;
-  std::map<Key, std::optional<ConvChoice>> chosen;  // this process's choices, "none" included
-  std::map<Key, size_t> seen_at;                    // the index in `seen` of each key asked
+  LruCache<Key, std::optional<ConvChoice>> chosen{kConvAlgoShapes};  // this process's choices, "none" included
+  std::map<Key, size_t> seen_at;                                     // the index in `seen` of each key recorded
   std::vector<SeenConv> seen;
   std::shared_ptr<AlgoDiskCache> disk = std::make_shared<AlgoDiskCache>(default_algo_cache_path());
 };
@@ -86,11 +87,13 @@ std::optional<ConvChoice> choose_conv(const ConvProblem& p, const WorkspaceQuery
   const Key key = key_of(p);
   {
     std::lock_guard<std::mutex> lock(c.mu);
-    auto at = c.seen_at.emplace(key, c.seen.size());
-    if (at.second) c.seen.push_back({p.pass, p.g, 0});
-    ++c.seen[at.first->second].calls;
-    auto it = c.chosen.find(key);
-    if (it != c.chosen.end()) return it->second;
+    auto at = c.seen_at.find(key);
+    if (at == c.seen_at.end() && c.seen.size() < kConvAlgoShapes) {
+      at = c.seen_at.emplace(key, c.seen.size()).first;
+      c.seen.push_back({p.pass, p.g, 0});
+    }
+    if (at != c.seen_at.end()) ++c.seen[at->second].calls;
+    if (const std::optional<ConvChoice>* kept = c.chosen.find(key)) return *kept;
   }
   // Outside the lock: a search takes a while; two threads searching the same shape at once is harmless.
   const AlgoContext context = context_of(p.device);
@@ -112,7 +115,8 @@ std::optional<ConvChoice> choose_conv(const ConvProblem& p, const WorkspaceQuery
     if (choice) disk()->store(context, problem, {choice->algo, static_cast<int>(choice->math)});
   }
   std::lock_guard<std::mutex> lock(c.mu);
-  return c.chosen.emplace(key, choice).first->second;
+  if (const std::optional<ConvChoice>* kept = c.chosen.find(key)) return *kept;  // another thread's, first
+  return c.chosen.put(key, choice);
 }
 
 ConvAlgoStats conv_algo_stats() {
@@ -134,7 +138,7 @@ std::vector<SeenConv> conv_problems_seen() {
 void set_conv_algo_cache_path(const std::string& path) {
   std::lock_guard<std::mutex> lock(caches().mu);
   caches().disk = std::make_shared<AlgoDiskCache>(path);
-  caches().chosen.clear();
+  caches().chosen = LruCache<Key, std::optional<ConvChoice>>(kConvAlgoShapes);
   caches().seen_at.clear();
   caches().seen.clear();
 }

@@ -1,5 +1,6 @@
-// How the CUDA backend picks a cuDNN algorithm for a convolution pass: once per shape and process, from the disk
-// cache of earlier runs (algo_cache.h) where cuDNN still runs that choice, else from cuDNN's heuristics
+// How the CUDA backend picks a cuDNN algorithm for a convolution pass: once per shape and process (for the
+// kConvAlgoShapes most recently used), from the disk cache of earlier runs (algo_cache.h) where cuDNN still runs
+// that choice, else from cuDNN's heuristics
 // (cudnnGetConvolution*Algorithm_v7: no GPU work, what PyTorch does by default) or, in benchmark mode
 // (TANDEM_CUDNN_BENCHMARK=1, runtime/base/config.h), its exhaustive timed search (cudnnFind*AlgorithmEx:
 // seconds per network, the pick of the fastest).
@@ -21,6 +22,10 @@ namespace cudnn {
 
 // The most workspace an algorithm may use: a slower algorithm within it beats a faster one beyond it.
 constexpr size_t kMaxConvWorkspace = size_t{512} << 20;
+
+// Choices this process keeps (the most recently used; a dropped one is found again, in the disk cache), and
+// problems conv_problems_seen records (the first ones): bounds for a long run through ever new shapes.
+constexpr size_t kConvAlgoShapes = 4096;
 
 // What a choice depends on: the pass and shape, the device, and the switches in force.
 struct ConvProblem {
@@ -54,7 +59,8 @@ struct SeenConv {
   Conv2dGeometry g;
   int64_t calls = 0;
 };
-// In the order first asked; one entry per pass, shape and switches in force (deterministic, TF32, benchmark).
+// In the order first asked; one entry per pass, shape and switches in force (deterministic, TF32, benchmark),
+// for the first kConvAlgoShapes of them.
 std::vector<SeenConv> conv_problems_seen();
 
 // Points the disk cache at `path` ("" keeps nothing; the default is default_algo_cache_path()) and forgets this

@@ -54,6 +54,162 @@ std::string device_summary(int count, const Worker& one) {
   return std::to_string(count) + " x " + name;
 }
 
+// The training split, cut to the options' subset.
+std::shared_ptr<const data::Dataset> open_training_set(const SessionOptions& o) {
+  std::shared_ptr<const data::Dataset> dataset = data::open_dataset(o.dataset, true);
+  TD_CHECK(o.subset >= 0, "the data subset must be a sample count, got ", o.subset);
+  if (o.subset > 0 && o.subset < dataset->size()) dataset = std::make_shared<Subset>(dataset, o.subset);
+  return dataset;
+}
+
+// The options' workload; when it gives no sample shape, the shape the training transform makes of the first
+// image.
+WorkloadSpec workload_spec(const SessionOptions& o, const data::Dataset& dataset) {
+  WorkloadSpec spec = o.workload;
+  if (spec.sample.empty()) {
+    const data::Image first = dataset.get(0).image;
+    spec.sample = data::Pipeline::parse(o.train.augment).output_shape(first.height, first.width, first.channels);
+  }
+  return spec;
+}
+
+// The strategies and the memory limit fit `workers` workers and a teacher of `blocks` blocks.
+void check_strategies(const SessionOptions& o, int workers, int blocks) {
+  for (Strategy s : o.strategies) {
+    if (s == Strategy::TR || s == Strategy::DPU)
+      TD_CHECK(workers <= blocks, strategy_title(s), " runs one pipeline stage per worker: ", workers,
+               " workers need at least ", workers, " blocks, the teacher has ", blocks,
+               " (use fewer workers, or TR+DPU+AHD, which replicates stages)");
+    if (s == Strategy::DP)
+      TD_CHECK(o.train.batch % workers == 0, "DP shards each batch evenly: a batch of ", o.train.batch,
+               " rows does not split over ", workers, " workers");
+  }
+  TD_CHECK(o.memory_limit == 0 || o.plan_model == PlanModel::Tandem,
+           "a memory limit needs the tandem plan model: the pipe-bd model (the paper's planner) has none");
+}
+
+// What every rank of a session starts from: the options, the context of its runs, and the profile and plan
+// given by file (empty when none).
+struct SessionInputs {
+  const SessionOptions& o;
+  const RunContext& ctx;
+  int workers = 0, blocks = 0;
+  BlockProfile given_profile;
+  Plan given_plan;
+};
+
+// What a rank planned and ran.
+struct RankOutcome {
+  BlockProfile profile;
+  Plan pipeline, hybrid;
+  std::vector<StrategyResult> results;
+};
+
+void say(const RunContext& my, const std::string& line) {
+  if (my.log) my.log(line);
+}
+
+// The hybrid plan: planned on the profile, or the given one with its modelled time and memory on the profile.
+Plan hybrid_plan(const SessionInputs& in, const BlockProfile& profile) {
+  const SessionOptions& o = in.o;
+  if (o.plan_path.empty()) return plan_hybrid(profile, in.workers, o.memory_limit, o.plan_model);
+  Plan hybrid = in.given_plan;
+  hybrid.bottleneck_s = plan_time(profile, hybrid, o.plan_model);
+  hybrid.peak_memory = 0;
+  for (const Stage& s : hybrid.stages) hybrid.peak_memory = std::max(hybrid.peak_memory, stage_memory(profile, s));
+  TD_CHECK(o.memory_limit == 0 || hybrid.peak_memory <= o.memory_limit, "the plan ", o.plan_path, " needs about ",
+           hybrid.peak_memory, " bytes per worker, over the memory limit of ", o.memory_limit);
+  return hybrid;
+}
+
+// The profile (measured by all ranks together unless given) and the plans; rank 0 writes and tells them.
+void plan_rank(const SessionInputs& in, RunContext& my, Worker& worker, Communicator& world, RankOutcome& out) {
+  const SessionOptions& o = in.o;
+  out.profile = in.given_profile;
+  if (o.profile_path.empty()) {
+    say(my, "profiling " + std::to_string(in.blocks) + " blocks at per-worker batches B/g, g = 1.." +
+                std::to_string(o.profile.max_replicas > 0 ? o.profile.max_replicas : in.workers) +
+                " (every shape run once untimed first) ...");
+    out.profile = profile_blocks(my, o.profile, worker, world);
+  }
+  if (in.workers <= in.blocks) out.pipeline = plan_pipeline(out.profile, in.workers, o.memory_limit, o.plan_model);
+  out.hybrid = hybrid_plan(in, out.profile);
+  if (world.rank() == 0 && !o.out_dir.empty()) {
+    write_text(o.out_dir + "/profile.json", dump_json(out.profile.to_json(), 1));
+    write_text(o.out_dir + "/plan.json", dump_json(out.hybrid.to_json(), 1));
+  }
+  if (!out.pipeline.stages.empty()) say(my, "pipeline plan (TR, TR+DPU): " + out.pipeline.describe());
+  say(my, std::string("hybrid plan (TR+DPU+AHD)") + (o.plan_path.empty() ? "" : " from " + o.plan_path) + ", " +
+              plan_model_name(o.plan_model) + " model: " + out.hybrid.describe());
+}
+
+// One strategy on this rank, with the layout its plan gives; its files go to a folder of its own.
+StrategyResult run_planned(const SessionInputs& in, Strategy s, const RankOutcome& plans, RunContext& my,
+                           Worker& worker, Communicator& world, Communicator* signals) {
+  const int k = in.blocks, w_count = in.workers;
+  Layout layout = s == Strategy::DP    ? dp_layout(k, w_count)
+                  : s == Strategy::LS  ? ls_layout(plans.profile, w_count)
+                  : s == Strategy::AHD ? pipeline_layout(s, plans.hybrid, k, w_count)
+                                       : pipeline_layout(s, plans.pipeline, k, w_count);
+  say(my, "running " + layout.describe());
+  if (!in.o.out_dir.empty()) {
+    my.out_dir = in.o.out_dir + "/" + strategy_name(s);
+    if (world.rank() == 0) make_dirs(my.out_dir);
+    world.barrier();
+  }
+  StrategyResult result = run_strategy(my, layout, &plans.profile, worker, world, signals);
+  char line[200];
+  std::snprintf(line, sizeof line, "%s done: %.2f s per epoch (simulated %.2f s)", strategy_title(s), result.epoch_s,
+                result.epochs_run > 0 ? result.simulated_s / result.epochs_run : 0.0);
+  say(my, line);
+  return result;
+}
+
+// A rank's session: plan, then run each strategy. `signals`: the executor's dependency signals when `world`
+// pairs messages in issue order (see run_strategy).
+RankOutcome run_rank(const SessionInputs& in, const std::function<void(const std::string&)>& log, Worker& worker,
+                     Communicator& world, Communicator* signals) {
+  RunContext my = in.ctx;
+  my.log = world.rank() == 0 ? log : nullptr;
+  RankOutcome out;
+  plan_rank(in, my, worker, world, out);
+  for (Strategy s : in.o.strategies) out.results.push_back(run_planned(in, s, out, my, worker, world, signals));
+  return out;
+}
+
+using RankMain = std::function<void(Worker&, Communicator& world, Communicator* signals)>;
+
+// One worker per MPI process: NCCL between GPU workers (MPI carrying the executor's signals), else MPI.
+void run_mpi_ranks(const SessionOptions& o, int w_count, SessionReport& report, const RankMain& rank_main) {
+  std::shared_ptr<Communicator> world = make_mpi_communicator();
+  TD_CHECK(world->size() == w_count, "the worker spec '", o.workers, "' names ", w_count, " workers but ",
+           world->size(), " MPI processes run (one worker per process)");
+  std::vector<Worker> mine = {make_worker(o.workers, world->rank())};
+  report.device = device_summary(w_count, mine[0]);
+  const bool cuda = mine[0].device.is_cuda();
+  std::shared_ptr<Communicator> mpi_world = world;
+  if (cuda) world = make_nccl_communicator_mpi(mine[0]);
+  run_on_workers(mine, [&](Worker& w) { rank_main(w, *world, cuda ? mpi_world.get() : nullptr); });
+}
+
+// Every worker in this process, one thread each, over the options' communicator.
+void run_local_ranks(const SessionOptions& o, int w_count, SessionReport& report, const RankMain& rank_main) {
+  std::vector<Worker> workers = make_workers(o.workers);
+  report.device = device_summary(w_count, workers[0]);
+  // local-ordered: the local backend pairing messages in issue order as NCCL does, to check on CPU workers
+  // that a run's message order suits NCCL.
+  std::vector<std::shared_ptr<Communicator>> comms = o.comm == "nccl" ? make_nccl_group(workers)
+                                                     : o.comm == "local-ordered"
+                                                         ? make_local_group(workers, MessageMatching::InIssueOrder)
+                                                         : make_local_group(workers);
+  std::vector<std::shared_ptr<Communicator>> signals;
+  if (comms[0]->needs_one_issuer()) signals = make_local_group(workers);
+  run_on_workers(workers, [&](Worker& w) {
+    const size_t r = static_cast<size_t>(w.rank);
+    rank_main(w, *comms[r], signals.empty() ? nullptr : signals[r].get());
+  });
+}
+
 }  // namespace
 
 bool launched_by_mpi() {
@@ -71,15 +227,8 @@ SessionReport run_session(const SessionOptions& o, const std::function<void(cons
   const int w_count = count_workers(o.workers);
   const bool mpi =
       o.comm == "mpi" || (o.comm == "auto" && launched_by_mpi()) || (o.comm == "nccl" && launched_by_mpi());
-  std::shared_ptr<const data::Dataset> dataset = data::open_dataset(o.dataset, true);
-  TD_CHECK(o.subset >= 0, "the data subset must be a sample count, got ", o.subset);
-  if (o.subset > 0 && o.subset < dataset->size()) dataset = std::make_shared<Subset>(dataset, o.subset);
-  WorkloadSpec spec = o.workload;
-  if (spec.sample.empty()) {
-    const data::Image first = dataset->get(0).image;
-    spec.sample = data::Pipeline::parse(o.train.augment).output_shape(first.height, first.width, first.channels);
-  }
-  const Workload workload(spec);
+  std::shared_ptr<const data::Dataset> dataset = open_training_set(o);
+  const Workload workload(workload_spec(o, *dataset));
   const int k = workload.blocks();
   RunContext ctx;
   ctx.workload = &workload;
@@ -88,25 +237,14 @@ SessionReport run_session(const SessionOptions& o, const std::function<void(cons
   ctx.resume = o.resume;
   ctx.live_progress = o.live_progress;
   const int64_t spe = steps_per_epoch(ctx);
-  for (Strategy s : o.strategies) {
-    if (s == Strategy::TR || s == Strategy::DPU)
-      TD_CHECK(w_count <= k, strategy_title(s), " runs one pipeline stage per worker: ", w_count,
-               " workers need at least ", w_count, " blocks, the teacher has ", k,
-               " (use fewer workers, or TR+DPU+AHD, which replicates stages)");
-    if (s == Strategy::DP)
-      TD_CHECK(o.train.batch % w_count == 0, "DP shards each batch evenly: a batch of ", o.train.batch,
-               " rows does not split over ", w_count, " workers");
-  }
-  TD_CHECK(o.memory_limit == 0 || o.plan_model == PlanModel::Tandem,
-           "a memory limit needs the tandem plan model: the pipe-bd model (the paper's planner) has none");
-  BlockProfile given_profile;
+  check_strategies(o, w_count, k);
+  SessionInputs in{o, ctx, w_count, k, {}, {}};
   if (!o.profile_path.empty()) {
-    given_profile = BlockProfile::from_json(parse_json(read_text(o.profile_path)));
-    TD_CHECK(given_profile.blocks() == k, "the profile ", o.profile_path, " has ", given_profile.blocks(),
+    in.given_profile = BlockProfile::from_json(parse_json(read_text(o.profile_path)));
+    TD_CHECK(in.given_profile.blocks() == k, "the profile ", o.profile_path, " has ", in.given_profile.blocks(),
              " blocks but the teacher has ", k);
   }
-  Plan given_plan;
-  if (!o.plan_path.empty()) given_plan = Plan::from_json(parse_json(read_text(o.plan_path)), k, w_count);
+  if (!o.plan_path.empty()) in.given_plan = Plan::from_json(parse_json(read_text(o.plan_path)), k, w_count);
   if (!o.out_dir.empty()) make_dirs(o.out_dir);
 
   SessionReport report;
@@ -115,95 +253,21 @@ SessionReport run_session(const SessionOptions& o, const std::function<void(cons
   report.data = dataset->describe();
   report.steps_per_epoch = spe;
   std::mutex report_mu;
-
-  // `signals`: the executor's dependency signals when `world` pairs messages in issue order (see run_strategy).
-  auto rank_main = [&](Worker& worker, Communicator& world, Communicator* signals) {
-    const bool root = world.rank() == 0;
-    auto say = [&](const std::string& line) {
-      if (root && log) log(line);
-    };
-    RunContext my = ctx;
-    my.log = root ? log : nullptr;
-    BlockProfile profile = given_profile;
-    if (o.profile_path.empty()) {
-      say("profiling " + std::to_string(k) + " blocks at per-worker batches B/g, g = 1.." +
-          std::to_string(o.profile.max_replicas > 0 ? o.profile.max_replicas : w_count) +
-          " (every shape run once untimed first) ...");
-      profile = profile_blocks(my, o.profile, worker, world);
-    }
-    Plan pipeline;
-    if (w_count <= k) pipeline = plan_pipeline(profile, w_count, o.memory_limit, o.plan_model);
-    Plan hybrid = o.plan_path.empty() ? plan_hybrid(profile, w_count, o.memory_limit, o.plan_model) : given_plan;
-    if (!o.plan_path.empty()) {  // the modelled times and memory of the given plan on this profile
-      hybrid.bottleneck_s = plan_time(profile, hybrid, o.plan_model);
-      hybrid.peak_memory = 0;
-      for (const Stage& s : hybrid.stages) hybrid.peak_memory = std::max(hybrid.peak_memory, stage_memory(profile, s));
-      TD_CHECK(o.memory_limit == 0 || hybrid.peak_memory <= o.memory_limit, "the plan ", o.plan_path, " needs about ",
-               hybrid.peak_memory, " bytes per worker, over the memory limit of ", o.memory_limit);
-    }
-    if (root && !o.out_dir.empty()) {
-      write_text(o.out_dir + "/profile.json", dump_json(profile.to_json(), 1));
-      write_text(o.out_dir + "/plan.json", dump_json(hybrid.to_json(), 1));
-    }
-    if (!pipeline.stages.empty()) say("pipeline plan (TR, TR+DPU): " + pipeline.describe());
-    say(std::string("hybrid plan (TR+DPU+AHD)") + (o.plan_path.empty() ? "" : " from " + o.plan_path) + ", " +
-        plan_model_name(o.plan_model) + " model: " + hybrid.describe());
-    std::vector<StrategyResult> results;
-    for (Strategy s : o.strategies) {
-      Layout layout = s == Strategy::DP    ? dp_layout(k, w_count)
-                      : s == Strategy::LS  ? ls_layout(profile, w_count)
-                      : s == Strategy::AHD ? pipeline_layout(s, hybrid, k, w_count)
-                                           : pipeline_layout(s, pipeline, k, w_count);
-      say("running " + layout.describe());
-      if (!o.out_dir.empty()) {
-        my.out_dir = o.out_dir + "/" + strategy_name(s);
-        if (root) make_dirs(my.out_dir);
-        world.barrier();
-      }
-      results.push_back(run_strategy(my, layout, &profile, worker, world, signals));
-      char line[200];
-      std::snprintf(line, sizeof line, "%s done: %.2f s per epoch (simulated %.2f s)", strategy_title(s),
-                    results.back().epoch_s,
-                    results.back().epochs_run > 0 ? results.back().simulated_s / results.back().epochs_run : 0.0);
-      say(line);
-    }
-    if (root) {
-      std::lock_guard<std::mutex> lock(report_mu);
-      report.root = true;
-      report.profile = profile;
-      report.pipeline_plan = pipeline;
-      report.hybrid_plan = hybrid;
-      report.plan_model = o.plan_model;
-      report.results = std::move(results);
-    }
+  const RankMain rank_main = [&](Worker& worker, Communicator& world, Communicator* signals) {
+    RankOutcome out = run_rank(in, log, worker, world, signals);
+    if (world.rank() != 0) return;
+    std::lock_guard<std::mutex> lock(report_mu);
+    report.root = true;
+    report.profile = std::move(out.profile);
+    report.pipeline_plan = std::move(out.pipeline);
+    report.hybrid_plan = std::move(out.hybrid);
+    report.plan_model = o.plan_model;
+    report.results = std::move(out.results);
   };
-
-  if (mpi) {
-    std::shared_ptr<Communicator> world = make_mpi_communicator();
-    TD_CHECK(world->size() == w_count, "the worker spec '", o.workers, "' names ", w_count, " workers but ",
-             world->size(), " MPI processes run (one worker per process)");
-    std::vector<Worker> mine = {make_worker(o.workers, world->rank())};
-    report.device = device_summary(w_count, mine[0]);
-    const bool cuda = mine[0].device.is_cuda();
-    std::shared_ptr<Communicator> mpi_world = world;
-    if (cuda) world = make_nccl_communicator_mpi(mine[0]);
-    run_on_workers(mine, [&](Worker& w) { rank_main(w, *world, cuda ? mpi_world.get() : nullptr); });
-  } else {
-    std::vector<Worker> workers = make_workers(o.workers);
-    report.device = device_summary(w_count, workers[0]);
-    // local-ordered: the local backend pairing messages in issue order as NCCL does, to check on CPU workers
-    // that a run's message order suits NCCL.
-    std::vector<std::shared_ptr<Communicator>> comms = o.comm == "nccl" ? make_nccl_group(workers)
-                                                       : o.comm == "local-ordered"
-                                                           ? make_local_group(workers, MessageMatching::InIssueOrder)
-                                                           : make_local_group(workers);
-    std::vector<std::shared_ptr<Communicator>> signals;
-    if (comms[0]->needs_one_issuer()) signals = make_local_group(workers);
-    run_on_workers(workers, [&](Worker& w) {
-      const size_t r = static_cast<size_t>(w.rank);
-      rank_main(w, *comms[r], signals.empty() ? nullptr : signals[r].get());
-    });
-  }
+  if (mpi)
+    run_mpi_ranks(o, w_count, report, rank_main);
+  else
+    run_local_ranks(o, w_count, report, rank_main);
   if (report.root && !o.out_dir.empty()) write_text(o.out_dir + "/summary.json", dump_json(report_json(report), 1));
   return report;
 }

@@ -1,15 +1,15 @@
-// The cyclic-DP trainer: per-worker state, and what each timeline action does on a worker.
+// The cyclic-DP trainer: per-worker state, what each compute action does on a worker (trainer_comm.cc: the
+// communication actions), and checkpoints.
 #include "parallel/cyclic/trainer.h"
 
 #include <algorithm>
 #include <iterator>
 #include <map>
 #include <mutex>
-#include <set>
-#include <tuple>
 
 #include "models/losses.h"
 #include "parallel/cyclic/profile.h"
+#include "parallel/cyclic/trainer_impl.h"
 #include "parallel/local_comm.h"
 #include "parallel/nccl_comm.h"
 #include "runtime/base/error.h"
@@ -22,9 +22,9 @@ namespace tandem {
 namespace parallel {
 namespace cyclic {
 
-namespace {
+using namespace trainer_detail;
 
-using Key3 = std::tuple<int64_t, int, int>;  // (round, micro, stage)
+namespace {
 
 // Points the module's parameter tensors at consecutive slices of `flat` (mp's versions, zero's working copies):
 // the module computes with whatever the buffer holds. Autograd's saved copies keep the storage they saw, so a
@@ -59,34 +59,6 @@ int64_t total_numel(const std::vector<Tensor>& ts) {
   return n;
 }
 
-Tensor flat_empty(int64_t numel, Device device, MemoryCategory category) {
-  MemoryCategoryGuard guard(category);
-  return empty({numel}, TensorOptions(DType::F32).with_device(device));
-}
-
-// The tensors concatenated into a new flat buffer of `category`.
-Tensor flat_copy(const std::vector<Tensor>& ts, Device device, MemoryCategory category) {
-  autograd::NoGradGuard no_grad;
-  Tensor flat = flat_empty(total_numel(ts), device, category);
-  std::vector<Tensor> v = views(flat, ts);
-  for (size_t i = 0; i < ts.size(); ++i) v[i].copy_(ts[i]);
-  return flat;
-}
-
-// Every buffer that crosses between a worker's lanes passes through these maps, so the taker's stream is
-// recorded on it here: the stream-ordered allocator then hands the memory out again on the allocating lane only
-// after the taking lane's work on it (the executor's cross-lane events order the taker's reads after the
-// producer, not the producer's next allocations after the taker).
-template <typename K>
-Tensor take(std::map<K, Tensor>& m, const K& key, const char* what) {
-  auto it = m.find(key);
-  TD_ASSERT(it != m.end(), "cyclic trainer: missing ", what, " (the timeline ordered an action before its input)");
-  Tensor t = it->second;
-  m.erase(it);
-  t.storage().record_stream(current_stream(t.device()));
-  return t;
-}
-
 // dst = scale * (the sources summed in order), in the arithmetic of Communicator::all_reduce; all contiguous and
 // of dst's shape. The kernel reads the sources directly, and a GPU may not read another GPU's pool memory (no
 // peer access to pools is set up): a source on another device is a DeviceError.
@@ -100,7 +72,23 @@ void sum_into(const Tensor& dst, const std::vector<Tensor>& srcs, double scale, 
   detail::rank_order_sum(ptrs, dst.raw_data(), dst.numel(), dst.dtype(), scale, current_stream(dst.device()), what);
 }
 
-// dst = scale * (a + b) (b may be undefined: dst = scale * a).
+}  // namespace
+
+namespace trainer_detail {
+
+Tensor flat_empty(int64_t numel, Device device, MemoryCategory category) {
+  MemoryCategoryGuard guard(category);
+  return empty({numel}, TensorOptions(DType::F32).with_device(device));
+}
+
+Tensor flat_copy(const std::vector<Tensor>& ts, Device device, MemoryCategory category) {
+  autograd::NoGradGuard no_grad;
+  Tensor flat = flat_empty(total_numel(ts), device, category);
+  std::vector<Tensor> v = views(flat, ts);
+  for (size_t i = 0; i < ts.size(); ++i) v[i].copy_(ts[i]);
+  return flat;
+}
+
 void rank_sum(const Tensor& dst, const Tensor& a, const Tensor& b, double scale) {
   std::vector<Tensor> srcs{a};
   if (b.defined()) srcs.push_back(b);
@@ -108,77 +96,7 @@ void rank_sum(const Tensor& dst, const Tensor& a, const Tensor& b, double scale)
   dst.storage().bump_version();
 }
 
-struct Flight {
-  Tensor input;   // the stage's input (a leaf requiring grad, except at stage 0)
-  Tensor output;  // its output, or the loss at the last stage
-};
-
-struct Stage {
-  std::shared_ptr<models::Sequential> module;  // null where the worker does not run the stage (mp)
-  std::vector<Tensor> params;                  // the module's parameter tensors
-  std::vector<std::string> names;              // their state_dict names
-  int64_t numel = 0;
-  Tensor momentum;  // flat, when momentum != 0 and this worker updates the stage
-  bool momentum_started = false;
-  std::map<int64_t, Tensor> versions;  // mp: version -> flat parameters
-  Tensor master;                       // zero: the owner's parameters
-  int64_t master_version = 0;
-  std::map<int64_t, Tensor> mean_grad;  // round -> ḡ (pending updates)
-  std::map<int64_t, Tensor> own_grad;   // round -> this worker's gradient (dp-workers, zero)
-  Tensor partial;                       // mp: running sum over the round's micro-batches
-  int next_micro = 0;
-  std::map<int64_t, Tensor> working, relay, chain_in;  // zero (chain_in also dp-workers' chain), by round
-  std::map<int64_t, Tensor> mean_relay;                // dp-workers' chain: the mean to pass on, by round
-};
-
-struct WorkerState {
-  std::mutex mu;  // guards the maps below and the Stage maps (both lanes use them)
-  std::shared_ptr<models::Sequential> model;
-  std::vector<Stage> stages;
-  std::map<Key3, Flight> flight;
-  std::map<Key3, Tensor> act_in, grad_in, grad_out;
-  std::vector<Request> pending;
-  struct Metric {
-    int64_t round;
-    Tensor loss, correct;
-    int64_t samples;
-  };
-  std::vector<Metric> metrics;
-};
-
-}  // namespace
-
-struct CyclicTrainer::Impl {
-  TrainerOptions o;
-  Shape micro_input;
-  int N = 0, S = 0;
-  std::vector<Worker> workers;
-  std::vector<Unit> units;
-  std::vector<size_t> starts;
-  std::vector<Shape> stage_out;  // output of each stage for one micro-batch
-  StageCosts costs;
-  std::vector<std::unique_ptr<WorkerState>> ws;
-  std::vector<std::shared_ptr<Communicator>> signal_comms, data_comms;
-  int64_t round = 0;
-  RunRecord last;
-  std::vector<MicroBatch> batches;  // the running timeline's, by (round - first) * N + micro
-  std::vector<std::set<std::pair<int64_t, int>>>
-      relays_of;  // per worker, (round, stage) whose parameters (zero) or mean gradient (chain) it passes on
-
-  bool runs_stage(int w, int l) const { return o.mode != Mode::ModelParallel || w == l; }
-  bool updates_stage(int w, int l) const { return o.mode == Mode::Zero ? stage_owner(l, N) == w : runs_stage(w, l); }
-  double lr_at(int64_t iteration) const { return o.lr * (o.lr_schedule ? o.lr_schedule->factor(iteration) : 1.0); }
-  const MicroBatch& batch(int64_t k, int r) const {
-    return batches.at(static_cast<size_t>((k - last.timeline.spec.first_round) * N + r));
-  }
-
-  void setup(int w, const ModelFactory& factory);
-  void perform(int w, const Action& a);
-  void forward(int w, const Action& a);
-  void backward(int w, const Action& a);
-  void update(int w, const Action& a);
-  void sgd(Stage& st, const std::vector<Tensor>& params, const Tensor& grad, int64_t iteration);
-};
+}  // namespace trainer_detail
 
 void CyclicTrainer::Impl::setup(int w, const ModelFactory& factory) {
   WorkerState& s = *ws[w];
@@ -372,126 +290,22 @@ void CyclicTrainer::Impl::update(int w, const Action& a) {
 }
 
 void CyclicTrainer::Impl::perform(int w, const Action& a) {
-  WorkerState& s = *ws[w];
-  const Device device = workers[w].device;
-  Communicator& comm = *data_comms[w];
-  auto keep = [&](Request r) {
-    // An NCCL send holds the comm stream until received; in-order local groups model that by waiting here.
-    if (comm.needs_one_issuer()) return r.wait();
-    std::lock_guard<std::mutex> lock(s.mu);
-    s.pending.push_back(std::move(r));
-  };
-  // take() under the worker's lock: the other lane fills these maps.
-  auto take_locked = [&](auto& m, const auto& key, const char* what) {
-    std::lock_guard<std::mutex> lock(s.mu);
-    return take(m, key, what);
-  };
-  // Receives stage a.stage's flat tensor from a.peer into `into` at a.round, and into `relay` too where this
-  // worker passes it on (never when relay is null).
-  auto recv_stage = [&](MemoryCategory category, std::map<int64_t, Tensor>& into, std::map<int64_t, Tensor>* relay) {
-    Tensor buf = flat_empty(s.stages[a.stage].numel, device, category);
-    comm.recv(buf, a.peer);
-    std::lock_guard<std::mutex> lock(s.mu);
-    into[a.round] = buf;
-    if (relay != nullptr && relays_of[w].count({a.round, a.stage})) (*relay)[a.round] = buf;
-  };
   switch (a.kind) {
     case ActionKind::Forward: forward(w, a); return;
     case ActionKind::Backward: backward(w, a); return;
     case ActionKind::Update: update(w, a); return;
-    case ActionKind::AllReduce: {
-      Stage& st = s.stages[a.stage];
-      Tensor flat = take_locked(st.own_grad, a.round, "stage gradient");
-      comm.all_reduce(flat, 1.0 / N);
-      std::lock_guard<std::mutex> lock(s.mu);
-      st.mean_grad[a.round] = flat;
-      return;
-    }
-    case ActionKind::SendAct: {
-      Tensor out;
-      {
-        std::lock_guard<std::mutex> lock(s.mu);
-        out = s.flight.at(Key3{a.round, a.micro, a.stage}).output.detach();
-      }
-      keep(comm.isend(out, a.peer));
-      return;
-    }
+    case ActionKind::AllReduce: all_reduce(w, a); return;
+    case ActionKind::SendAct: send_activation(w, a); return;
     case ActionKind::RecvAct:
-    case ActionKind::RecvGrad: {
-      const int producer = a.kind == ActionKind::RecvAct ? a.stage - 1 : a.stage;
-      Tensor buf = empty(stage_out[producer], TensorOptions(DType::F32).with_device(device));
-      comm.recv(buf, a.peer);
-      std::lock_guard<std::mutex> lock(s.mu);
-      (a.kind == ActionKind::RecvAct ? s.act_in : s.grad_in)[Key3{a.round, a.micro, a.stage}] = buf;
-      return;
-    }
-    case ActionKind::SendGrad: {
-      keep(comm.isend(take_locked(s.grad_out, Key3{a.round, a.micro, a.stage}, "input gradient"), a.peer));
-      return;
-    }
-    case ActionKind::IssueParams: {
-      Stage& st = s.stages[a.stage];
-      TD_ASSERT(st.master_version == a.version, "zero: the owner of stage ", a.stage, " holds version ",
-                st.master_version, " but round ", a.round, " needs ", a.version);
-      Tensor copy = flat_copy({st.master}, device, MemoryCategory::Parameters);
-      if (a.peer < 0) {
-        std::lock_guard<std::mutex> lock(s.mu);
-        st.working[a.round] = copy;
-      } else {
-        keep(comm.isend(copy, a.peer));
-      }
-      return;
-    }
-    case ActionKind::RecvParams: {
-      Stage& st = s.stages[a.stage];
-      recv_stage(MemoryCategory::Parameters, st.working, &st.relay);
-      return;
-    }
-    case ActionKind::RelayParams: {
-      Stage& st = s.stages[a.stage];
-      keep(comm.isend(take_locked(st.relay, a.round, "parameters to relay"), a.peer));
-      return;
-    }
-    case ActionKind::ChainSend: {
-      Stage& st = s.stages[a.stage];
-      Tensor own, partial;
-      {
-        std::lock_guard<std::mutex> lock(s.mu);
-        own = take(st.own_grad, a.round, "stage gradient");
-        if (a.micro > 0) partial = take(st.chain_in, a.round, "partial gradient sum");
-      }
-      const double scale = a.final_sum ? 1.0 / N : 1.0;
-      Tensor acc = own;
-      if (partial.defined()) {
-        rank_sum(partial, partial, own, scale);
-        acc = partial;
-      } else if (a.final_sum) {
-        rank_sum(acc, acc, Tensor(), scale);
-      }
-      if (a.peer < 0) {
-        std::lock_guard<std::mutex> lock(s.mu);
-        st.mean_grad[a.round] = acc;
-        if (o.mode == Mode::DpWorkers && N > 1) st.mean_relay[a.round] = acc;  // N-1 starts the relay
-      } else {
-        keep(comm.isend(acc, a.peer));
-      }
-      return;
-    }
-    case ActionKind::MeanSend: {
-      Stage& st = s.stages[a.stage];
-      keep(comm.isend(take_locked(st.mean_relay, a.round, "mean gradient to relay"), a.peer));
-      return;
-    }
-    case ActionKind::MeanRecv: {
-      Stage& st = s.stages[a.stage];
-      recv_stage(MemoryCategory::Gradients, st.mean_grad, &st.mean_relay);
-      return;
-    }
-    case ActionKind::ChainRecv: {
-      Stage& st = s.stages[a.stage];
-      recv_stage(MemoryCategory::Gradients, a.final_sum ? st.mean_grad : st.chain_in, nullptr);
-      return;
-    }
+    case ActionKind::RecvGrad: recv_from_neighbour(w, a); return;
+    case ActionKind::SendGrad: send_input_gradient(w, a); return;
+    case ActionKind::IssueParams: issue_params(w, a); return;
+    case ActionKind::RecvParams: recv_params(w, a); return;
+    case ActionKind::RelayParams: relay_params(w, a); return;
+    case ActionKind::ChainSend: chain_send(w, a); return;
+    case ActionKind::ChainRecv: chain_recv(w, a); return;
+    case ActionKind::MeanSend: mean_send(w, a); return;
+    case ActionKind::MeanRecv: mean_recv(w, a); return;
   }
 }
 

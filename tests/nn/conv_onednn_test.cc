@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/nn/conv_gemm.h"
 #include "kernels/cpu/nn/conv_onednn.h"
+#include "kernels/cpu/nn/conv_path.h"
 #include "runtime/base/config.h"
 #include "runtime/base/parallel_for.h"
 #include "runtime/nn/nn_ops.h"
@@ -141,23 +142,36 @@ Conv2dGeometry geometry(const Case& k) {
   return g;
 }
 
-// oneDNN really ran each case (no quiet fall-back to the plain kernels behind the comparison above).
+// oneDNN (or the GEMM path) is the path of every case and pass (no quiet fall-back to the plain kernels behind
+// the comparison above), and each runs directly; switched off, or in f64, the plain kernels take every case:
+// the direct one exactly where each output channel reads one input channel.
 TEST(Conv2dOneDnn, RunsEveryCase) {
+  using cpu::ConvPass;
+  using cpu::CpuConvPath;
+  const ConvPass passes[] = {ConvPass::forward, ConvPass::backward_data, ConvPass::backward_weight};
   for (const Case& k : cases()) {
     SCOPED_TRACE(k.what);
-    const Conv2dGeometry g = geometry(k);
+    Conv2dGeometry g = geometry(k);
+    for (ConvPass pass : passes) {
+      const CpuConvPath path = cpu::select_cpu_conv_path(g, pass, k.bias);
+      EXPECT_TRUE(path == CpuConvPath::onednn || path == CpuConvPath::gemm)
+          << "pass " << static_cast<int>(pass) << ": " << cpu::cpu_conv_path_name(path);
+    }
     std::vector<float> x(k.n * k.c * k.h * k.w, 1.f), w(k.o * (k.c / k.groups) * k.k * k.k, 1.f);
     std::vector<float> y(k.n * k.o * g.oh * g.ow), b(k.o, 0.5f);
-    EXPECT_TRUE(cpu::onednn_conv_forward(g, x.data(), w.data(), k.bias ? b.data() : nullptr, y.data()));
-    EXPECT_TRUE(cpu::onednn_conv_backward_data(g, y.data(), w.data(), x.data()));
-    EXPECT_TRUE(cpu::onednn_conv_backward_weight(g, x.data(), y.data(), w.data()));
+    if (cpu::select_cpu_conv_path(g, ConvPass::forward, k.bias) == CpuConvPath::onednn)
+      cpu::onednn_conv_forward(g, x.data(), w.data(), k.bias ? b.data() : nullptr, y.data());
+    if (cpu::select_cpu_conv_path(g, ConvPass::backward_data, false) == CpuConvPath::onednn)
+      cpu::onednn_conv_backward_data(g, y.data(), w.data(), x.data());
+    if (cpu::select_cpu_conv_path(g, ConvPass::backward_weight, false) == CpuConvPath::onednn)
+      cpu::onednn_conv_backward_weight(g, x.data(), y.data(), w.data());
+    const CpuConvPath plain = k.groups == k.c ? CpuConvPath::direct : CpuConvPath::im2col;
+    set_cpu_onednn(false);
+    for (ConvPass pass : passes) EXPECT_EQ(cpu::select_cpu_conv_path(g, pass, k.bias), plain);
+    set_cpu_onednn(true);
+    g.dtype = DType::F64;
+    for (ConvPass pass : passes) EXPECT_EQ(cpu::select_cpu_conv_path(g, pass, k.bias), plain);
   }
-  set_cpu_onednn(false);
-  Conv2dGeometry g;
-  g.n = g.c = g.h = g.w = g.o = g.kh = g.kw = g.oh = g.ow = 1;
-  float one = 1.f, out = 0.f;
-  EXPECT_FALSE(cpu::onednn_conv_forward(g, &one, &one, nullptr, &out));  // switched off: the plain kernels run
-  set_cpu_onednn(true);
 }
 
 // The rule of conv_gemm.h, pass by pass, on the shapes it was measured on and the ones it leaves out.

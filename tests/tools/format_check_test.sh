@@ -6,12 +6,14 @@
 set -euo pipefail
 FORMAT="$(realpath "$1")"
 STYLE="$(realpath "$2")"
+SUMMARY="$(realpath "$3")"
 work="$(mktemp -d "${TEST_TMPDIR:-/tmp}/format.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 mkdir -p "$work/tools" "$work/lib" "$work/third_party"
 cp "$FORMAT" "$work/tools/format.py"
+cp "$SUMMARY" "$work/tools/test_summary.py"
 cp "$STYLE" "$work/.clang-format"
 printf 'int twice(int x) { return 2 * x; }\n' >"$work/lib/good.cc"
 printf 'int   thrice( int x ){return 3*x;}\n' >"$work/lib/bad.cc"

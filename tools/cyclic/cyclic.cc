@@ -220,6 +220,282 @@ void warm_up(const ModelFactory& factory, const Shape& micro_input, const Traine
   });
 }
 
+// The training and test sets (cut to --subset and --test-subset).
+struct Datasets {
+  std::shared_ptr<data::Dataset> train, test;
+};
+
+Datasets open_datasets(const Flags& f) {
+  Datasets d{data::open_dataset(f.dataset, true), data::open_dataset(f.dataset, false)};
+  if (f.subset > 0) d.train = std::make_shared<Subset>(d.train, f.subset);
+  if (f.test_subset > 0) d.test = std::make_shared<Subset>(d.test, f.test_subset);
+  return d;
+}
+
+// The model of a --model spec with the training set's classes and channels, and --seed.
+ModelFactory model_factory(std::pair<std::string, models::ModelOptions> spec, const data::Dataset& train_set,
+                           uint64_t seed) {
+  spec.second.num_classes = train_set.num_classes();
+  spec.second.in_channels = train_set.get(0).image.channels;
+  spec.second.seed = seed;
+  const std::string model_name = spec.first;
+  const models::ModelOptions model_options = spec.second;
+  return [model_name, model_options] {
+    return std::static_pointer_cast<models::Sequential>(models::make_model(model_name, model_options));
+  };
+}
+
+data::Pipeline pipeline(const Flags& f, bool train) {
+  const std::string& given = train ? f.train_transform : f.test_transform;
+  return data::Pipeline::parse(given.empty() ? default_transform(f.dataset, train) : given);
+}
+
+// How long the run trains: whole rounds of N micro-batches per epoch, and the rounds in all.
+struct Rounds {
+  int64_t per_epoch = 0, total = 0;
+};
+
+Rounds count_rounds(const Flags& f, const data::Loader& loader, const data::Dataset& train_set) {
+  Rounds r;
+  r.per_epoch = loader.batches_per_epoch() / f.micro_batches;
+  if (r.per_epoch < 1)
+    flags::usage_error("the training set (" + std::to_string(train_set.size()) + " samples) is too small for " +
+                       std::to_string(f.micro_batches) + " micro-batches of " + std::to_string(f.batch));
+  r.total = static_cast<int64_t>(std::ceil(f.epochs * static_cast<double>(r.per_epoch)));
+  if (f.max_rounds > 0) r.total = std::min(r.total, f.max_rounds);
+  if (r.total < 1) flags::usage_error("nothing to train: --epochs gives no round");
+  return r;
+}
+
+TrainerOptions trainer_options(const Flags& f, Rule rule, Mode mode, const std::vector<Unit>& units,
+                               const Rounds& rounds) {
+  TrainerOptions o;
+  o.rule = rule;
+  o.mode = mode;
+  o.micro_batches = f.micro_batches;
+  o.stages = f.stages;
+  if (!f.split.empty()) o.stage_starts = parse_split(f.split, units);
+  if (f.sync != "auto") o.sync = parse_sync(f.sync);
+  o.lr = f.lr;
+  o.momentum = f.momentum;
+  o.weight_decay = f.weight_decay;
+  o.nesterov = f.nesterov;
+  o.lr_schedule = optim::parse_lr_schedule(f.lr_schedule, rounds.per_epoch, rounds.total);
+  return o;
+}
+
+// The stages' measured sizes, from which memory is predicted.
+struct StageSizes {
+  std::vector<double> stored;
+  Transients transient;
+};
+
+// Orders the trainer's timelines by measured stage times (on the first worker's device), prints them, and
+// returns the stages' measured sizes.
+StageSizes measure_stages(const ModelFactory& factory, const Shape& micro_input, const Shape& sample, int stages,
+                          CyclicTrainer& trainer) {
+  StageProfile prof;
+  {
+    DeviceGuard on_device(trainer.workers()[0].device);
+    auto profiled = factory();
+    prof = profile_stages(make_stages(model_units(*profiled, sample), trainer.stage_starts()), micro_input, 3);
+  }
+  trainer.set_costs(costs_from_profile(prof));
+  std::printf(
+      "cyclic: timings exclude a warm-up: %d rounds of a separate trainer on random inputs before the first, "
+      "and an untimed pass of each stage before its profile\n",
+      kWarmupRounds);
+  for (int l = 0; l < stages; ++l)
+    std::printf("cyclic: stage %d: forward %.2f ms, backward %.2f ms, %.2f MiB stored, %.2f MiB parameters\n", l,
+                1e3 * prof.forward_s[l], 1e3 * prof.backward_s[l], prof.stored_bytes[l] / 1048576.0,
+                prof.param_bytes[l] / 1048576.0);
+  StageSizes sizes;
+  sizes.stored.assign(prof.stored_bytes.begin(), prof.stored_bytes.end());
+  sizes.transient.forward_extra.assign(prof.forward_extra_bytes.begin(), prof.forward_extra_bytes.end());
+  sizes.transient.backward_extra.assign(prof.backward_extra_bytes.begin(), prof.backward_extra_bytes.end());
+  return sizes;
+}
+
+// --checkpoint (if given): the model and the trainer's state, with the run's configuration as metadata.
+void save_checkpoint(const Flags& f, const CyclicTrainer& trainer, Rule rule, Mode mode) {
+  if (f.checkpoint.empty()) return;
+  NamedTensors all = trainer.model_state();
+  for (auto& kv : trainer.checkpoint_state()) all.push_back(kv);
+  save_safetensors(f.checkpoint, all,
+                   {{"format", "pt"},
+                    {"tandem.checkpoint", "cyclic"},
+                    {"cyclic.rule", rule_name(rule)},
+                    {"cyclic.mode", mode_name(mode)},
+                    {"cyclic.model", f.model}});
+}
+
+// The training loop: chunks of rounds (a timeline each) from the loader, a log line per chunk, a checkpoint
+// per epoch, evaluations, and the first chunk's recording when --out is given.
+class TrainingLoop {
+ public:
+  TrainingLoop(const Flags& f, const TrainerOptions& o, const Rounds& rounds, CyclicTrainer& trainer,
+               data::Loader& loader, std::shared_ptr<data::Dataset> test_set, const data::Pipeline& test_pipe,
+               ModelFactory factory, const StageSizes& sizes)
+      : f_(f),
+        o_(o),
+        rounds_(rounds),
+        trainer_(trainer),
+        loader_(loader),
+        test_set_(std::move(test_set)),
+        test_pipe_(test_pipe),
+        factory_(std::move(factory)),
+        sizes_(sizes),
+        recorded_(f.out.empty()),
+        last_eval_epoch_(static_cast<double>(trainer.round()) / rounds.per_epoch) {}
+
+  // Trains to the last round; returns what summary.json records of the run.
+  Json run() {
+    open_logs();
+    ProgressTask task;
+    task.label = rule_name(o_.rule);
+    task.unit = "round";
+    task.total = rounds_.total;
+    task.done = std::min(trainer_.round(), rounds_.total);
+    task.items_per_step = f_.micro_batches * f_.batch;
+    Progress live(task);
+    while (trainer_.round() < rounds_.total) {
+      const int64_t chunk = next_chunk();
+      const bool record = !recorded_;
+      trainer_.set_recording(record, record);
+      const double t0 = host_time_s();
+      std::vector<RoundStats> stats = trainer_.train(chunk, [&](int64_t) {
+        std::optional<data::Batch> b = loader_.next();
+        TD_ASSERT(b.has_value(), "the loader ran out of batches inside an epoch");
+        return MicroBatch{b->images, b->labels};
+      });
+      const double wall = (host_time_s() - t0) / static_cast<double>(chunk);
+      loader_round_ += chunk;
+      const double steady = steady_round_s(trainer_.last_run());
+      if (steady > 0) {
+        steady_sum_ += steady;
+        ++steady_count_;
+      }
+      if (record) {
+        summary_["recording"] = write_recording(f_, trainer_, sizes_.stored, sizes_.transient);
+        recorded_ = true;
+      }
+      log_chunk(live, chunk, stats, wall, steady);
+      after_chunk(live);
+    }
+    save_checkpoint(f_, trainer_, o_.rule, o_.mode);
+    return summary();
+  }
+
+ private:
+  void open_logs() {
+    if (f_.out.empty()) return;
+    log_.emplace(open_out(f_.out, "log.csv"));
+    *log_ << "round,epoch,loss,train_accuracy,lr,seconds_per_round,steady_seconds_per_round\n";
+    evals_.emplace(open_out(f_.out, "eval.csv"));
+    *evals_ << "round,epoch,test_accuracy,test_loss\n";
+  }
+
+  // Positions the loader at the current round (after a resume or an epoch's end) and returns the rounds of
+  // the next chunk: up to --log-every, within the epoch (the first recorded chunk: up to --record-rounds).
+  int64_t next_chunk() {
+    const int64_t round = trainer_.round();
+    const int64_t epoch = round / rounds_.per_epoch, pos = round % rounds_.per_epoch;
+    if (loader_round_ != round) {
+      loader_.set_epoch(epoch);
+      for (int64_t i = 0; i < pos * f_.micro_batches; ++i) loader_.next();
+      loader_round_ = round;
+    }
+    int64_t chunk = std::min({f_.log_every, rounds_.per_epoch - pos, rounds_.total - round});
+    if (!recorded_) chunk = std::min(chunk, f_.record_rounds > 0 ? f_.record_rounds : f_.log_every);
+    return chunk;
+  }
+
+  double epoch_f() const { return static_cast<double>(trainer_.round()) / rounds_.per_epoch; }
+
+  // The chunk's log line (stdout and log.csv): loss and accuracy over its rounds, time per round.
+  void log_chunk(Progress& live, int64_t chunk, const std::vector<RoundStats>& stats, double wall, double steady) {
+    double loss = 0;
+    int64_t correct = 0, samples = 0;
+    for (const RoundStats& s : stats) {
+      loss += s.loss / static_cast<double>(stats.size());
+      correct += s.correct;
+      samples += s.samples;
+    }
+    const double lr = f_.lr * o_.lr_schedule->factor(trainer_.round() - 1);
+    const double epoch = epoch_f();
+    live.step(chunk);
+    live.print_above([&] {
+      std::printf("round %6lld  epoch %6.2f  loss %.4f  train acc %.4f  lr %.4g  %.4f s/round (steady %.4f)\n",
+                  static_cast<long long>(trainer_.round()), epoch, loss,
+                  samples ? static_cast<double>(correct) / samples : 0.0, lr, wall, steady);
+      std::fflush(stdout);
+    });
+    if (log_)
+      *log_ << trainer_.round() << "," << epoch << "," << loss << "," << (samples ? double(correct) / samples : 0.0)
+            << "," << lr << "," << wall << "," << steady << "\n"
+            << std::flush;
+  }
+
+  // At an epoch's end: drains the loader and saves a checkpoint; evaluates every --eval-every epochs and at
+  // the end.
+  void after_chunk(Progress& live) {
+    const bool epoch_end = trainer_.round() % rounds_.per_epoch == 0;
+    const bool last = trainer_.round() >= rounds_.total;
+    const double epoch = epoch_f();
+    if (epoch_end) {
+      while (loader_.next()) {  // the batches left over after the epoch's whole rounds
+      }
+      loader_round_ = -1;
+      save_checkpoint(f_, trainer_, o_.rule, o_.mode);
+    }
+    if ((epoch_end && f_.eval_every > 0 && epoch - last_eval_epoch_ + 1e-9 >= f_.eval_every) || last) {
+      last_eval_ = evaluate(factory_, trainer_.model_state(), test_set_, test_pipe_, f_.loader_threads,
+                            trainer_.workers()[0].device);
+      last_eval_epoch_ = epoch;
+      live.print_above([&] {
+        std::printf("eval  round %6lld  epoch %6.2f  test acc %.4f  test loss %.4f\n",
+                    static_cast<long long>(trainer_.round()), epoch, last_eval_.accuracy, last_eval_.loss);
+        std::fflush(stdout);
+      });
+      if (evals_)
+        *evals_ << trainer_.round() << "," << epoch << "," << last_eval_.accuracy << "," << last_eval_.loss << "\n"
+                << std::flush;
+    }
+  }
+
+  Json summary() {
+    summary_["rule"] = Json(rule_name(o_.rule));
+    summary_["mode"] = Json(mode_name(o_.mode));
+    summary_["micro_batches"] = Json(f_.micro_batches);
+    summary_["stages"] = Json(f_.stages);
+    summary_["model"] = Json(f_.model);
+    summary_["dataset"] = Json(f_.dataset);
+    summary_["rounds"] = Json(trainer_.round());
+    summary_["test_accuracy"] = Json(last_eval_.accuracy);
+    summary_["test_loss"] = Json(last_eval_.loss);
+    summary_["steady_seconds_per_round"] = Json(steady_count_ ? steady_sum_ / steady_count_ : 0.0);
+    return summary_;
+  }
+
+  const Flags& f_;
+  const TrainerOptions& o_;
+  const Rounds rounds_;
+  CyclicTrainer& trainer_;
+  data::Loader& loader_;
+  const std::shared_ptr<data::Dataset> test_set_;
+  const data::Pipeline& test_pipe_;
+  const ModelFactory factory_;
+  const StageSizes& sizes_;
+  std::optional<std::ofstream> log_, evals_;
+  Json summary_ = Json::object();
+  int64_t loader_round_ = -1;  // the round the loader's next batch belongs to
+  bool recorded_;
+  double last_eval_epoch_;
+  EvalResult last_eval_;
+  double steady_sum_ = 0;
+  int steady_count_ = 0;
+};
+
 int run(const Flags& f) {
   const Rule rule = parse_rule(f.rule);
   const Mode mode = parse_mode(f.mode);
@@ -230,52 +506,21 @@ int run(const Flags& f) {
     return 0;
   }
   auto spec = models::parse_model_spec(f.model);
-  auto train_set = data::open_dataset(f.dataset, true);
-  auto test_set = data::open_dataset(f.dataset, false);
-  if (f.subset > 0) train_set = std::make_shared<Subset>(train_set, f.subset);
-  if (f.test_subset > 0) test_set = std::make_shared<Subset>(test_set, f.test_subset);
-  spec.second.num_classes = train_set->num_classes();
-  spec.second.in_channels = train_set->get(0).image.channels;
-  spec.second.seed = f.seed;
-  const std::string model_name = spec.first;
-  const models::ModelOptions model_options = spec.second;
-  ModelFactory factory = [model_name, model_options] {
-    return std::static_pointer_cast<models::Sequential>(models::make_model(model_name, model_options));
-  };
-  data::Pipeline train_pipe =
-      data::Pipeline::parse(f.train_transform.empty() ? default_transform(f.dataset, true) : f.train_transform);
-  data::Pipeline test_pipe =
-      data::Pipeline::parse(f.test_transform.empty() ? default_transform(f.dataset, false) : f.test_transform);
+  const Datasets sets = open_datasets(f);
+  const ModelFactory factory = model_factory(std::move(spec), *sets.train, f.seed);
+  const data::Pipeline train_pipe = pipeline(f, true), test_pipe = pipeline(f, false);
   data::LoaderOptions lo;
   lo.batch_size = f.batch;
   lo.seed = f.seed;
   lo.num_workers = f.loader_threads;
-  data::Loader loader(train_set, train_pipe, lo);
-  const int N = f.micro_batches, S = f.stages;
-  const int64_t rounds_per_epoch = loader.batches_per_epoch() / N;
-  if (rounds_per_epoch < 1)
-    flags::usage_error("the training set (" + std::to_string(train_set->size()) + " samples) is too small for " +
-                       std::to_string(N) + " micro-batches of " + std::to_string(f.batch));
-  int64_t total_rounds = static_cast<int64_t>(std::ceil(f.epochs * static_cast<double>(rounds_per_epoch)));
-  if (f.max_rounds > 0) total_rounds = std::min(total_rounds, f.max_rounds);
-  if (total_rounds < 1) flags::usage_error("nothing to train: --epochs gives no round");
+  data::Loader loader(sets.train, train_pipe, lo);
+  const Rounds rounds = count_rounds(f, loader, *sets.train);
 
   Shape image = loader.image_shape();
   Shape micro_input{f.batch, image[0], image[1], image[2]};
   Shape sample{1, image[0], image[1], image[2]};
-  std::vector<Unit> units = model_units(*factory(), sample);
-  TrainerOptions o;
-  o.rule = rule;
-  o.mode = mode;
-  o.micro_batches = N;
-  o.stages = S;
-  if (!f.split.empty()) o.stage_starts = parse_split(f.split, units);
-  if (f.sync != "auto") o.sync = parse_sync(f.sync);
-  o.lr = f.lr;
-  o.momentum = f.momentum;
-  o.weight_decay = f.weight_decay;
-  o.nesterov = f.nesterov;
-  o.lr_schedule = optim::parse_lr_schedule(f.lr_schedule, rounds_per_epoch, total_rounds);
+  const TrainerOptions o = trainer_options(f, rule, mode, model_units(*factory(), sample), rounds);
+  const int N = f.micro_batches, S = f.stages;
   const std::string worker_spec = f.workers.empty() ? "cpu:" + std::to_string(workers_needed(mode, N, S)) : f.workers;
   std::vector<parallel::Worker> workers = parallel::make_workers(worker_spec);
   warm_up(factory, micro_input, o, workers);
@@ -283,152 +528,17 @@ int run(const Flags& f) {
   std::printf("cyclic: %s, %s, %s sync, N = %d micro-batches of %lld, S = %d stages on %s\n", rule_name(rule),
               mode_name(mode), mode == Mode::DpWorkers ? sync_name(o.sync ? *o.sync : default_sync(rule)) : "no", N,
               static_cast<long long>(f.batch), S, worker_spec.c_str());
-  std::printf("cyclic: %s; split %s\n", train_set->describe().c_str(),
+  std::printf("cyclic: %s; split %s\n", sets.train->describe().c_str(),
               describe_split(trainer.units(), trainer.stage_starts()).c_str());
-
-  // Order the timelines by measured stage times (on the first worker's device), and predict memory from measured
-  // stage sizes.
-  const Device device = trainer.workers()[0].device;
-  StageProfile prof;
-  {
-    DeviceGuard on_device(device);
-    auto profiled = factory();
-    prof = profile_stages(make_stages(model_units(*profiled, sample), trainer.stage_starts()), micro_input, 3);
-  }
-  trainer.set_costs(costs_from_profile(prof));
-  std::printf(
-      "cyclic: timings exclude a warm-up: %d rounds of a separate trainer on random inputs before the first, "
-      "and an untimed pass of each stage before its profile\n",
-      kWarmupRounds);
-  for (int l = 0; l < S; ++l)
-    std::printf("cyclic: stage %d: forward %.2f ms, backward %.2f ms, %.2f MiB stored, %.2f MiB parameters\n", l,
-                1e3 * prof.forward_s[l], 1e3 * prof.backward_s[l], prof.stored_bytes[l] / 1048576.0,
-                prof.param_bytes[l] / 1048576.0);
-  std::vector<double> stage_bytes(prof.stored_bytes.begin(), prof.stored_bytes.end());
-  Transients transient;
-  transient.forward_extra.assign(prof.forward_extra_bytes.begin(), prof.forward_extra_bytes.end());
-  transient.backward_extra.assign(prof.backward_extra_bytes.begin(), prof.backward_extra_bytes.end());
+  const StageSizes sizes = measure_stages(factory, micro_input, sample, S, trainer);
 
   if (!f.resume.empty()) {
     SafetensorsContents ck = load_safetensors(f.resume);
     trainer.load_checkpoint_state(ck.tensors);
     std::printf("cyclic: resumed from %s at round %lld\n", f.resume.c_str(), static_cast<long long>(trainer.round()));
   }
-  auto save = [&] {
-    if (f.checkpoint.empty()) return;
-    NamedTensors all = trainer.model_state();
-    for (auto& kv : trainer.checkpoint_state()) all.push_back(kv);
-    save_safetensors(f.checkpoint, all,
-                     {{"format", "pt"},
-                      {"tandem.checkpoint", "cyclic"},
-                      {"cyclic.rule", rule_name(rule)},
-                      {"cyclic.mode", mode_name(mode)},
-                      {"cyclic.model", f.model}});
-  };
-
-  std::optional<std::ofstream> log, evals;
+  const Json summary = TrainingLoop(f, o, rounds, trainer, loader, sets.test, test_pipe, factory, sizes).run();
   if (!f.out.empty()) {
-    log.emplace(open_out(f.out, "log.csv"));
-    *log << "round,epoch,loss,train_accuracy,lr,seconds_per_round,steady_seconds_per_round\n";
-    evals.emplace(open_out(f.out, "eval.csv"));
-    *evals << "round,epoch,test_accuracy,test_loss\n";
-  }
-  Json summary = Json::object();
-  int64_t loader_round = -1;  // the round the loader's next batch belongs to
-  bool recorded = f.out.empty();
-  double last_eval_epoch = static_cast<double>(trainer.round()) / rounds_per_epoch;
-  EvalResult last_eval;
-  double steady_sum = 0;
-  int steady_count = 0;
-  ProgressTask task;
-  task.label = rule_name(rule);
-  task.unit = "round";
-  task.total = total_rounds;
-  task.done = std::min(trainer.round(), total_rounds);
-  task.items_per_step = N * f.batch;
-  Progress live(task);
-  while (trainer.round() < total_rounds) {
-    const int64_t round = trainer.round();
-    const int64_t epoch = round / rounds_per_epoch, pos = round % rounds_per_epoch;
-    if (loader_round != round) {
-      loader.set_epoch(epoch);
-      for (int64_t i = 0; i < pos * N; ++i) loader.next();
-      loader_round = round;
-    }
-    int64_t chunk = std::min({f.log_every, rounds_per_epoch - pos, total_rounds - round});
-    const bool record = !recorded;
-    if (record) chunk = std::min(chunk, f.record_rounds > 0 ? f.record_rounds : f.log_every);
-    trainer.set_recording(record, record);
-    const double t0 = host_time_s();
-    std::vector<RoundStats> stats = trainer.train(chunk, [&](int64_t) {
-      std::optional<data::Batch> b = loader.next();
-      TD_ASSERT(b.has_value(), "the loader ran out of batches inside an epoch");
-      return MicroBatch{b->images, b->labels};
-    });
-    const double wall = (host_time_s() - t0) / static_cast<double>(chunk);
-    loader_round += chunk;
-    const double steady = steady_round_s(trainer.last_run());
-    if (steady > 0) {
-      steady_sum += steady;
-      ++steady_count;
-    }
-    if (record) {
-      summary["recording"] = write_recording(f, trainer, stage_bytes, transient);
-      recorded = true;
-    }
-    double loss = 0;
-    int64_t correct = 0, samples = 0;
-    for (const RoundStats& s : stats) {
-      loss += s.loss / static_cast<double>(stats.size());
-      correct += s.correct;
-      samples += s.samples;
-    }
-    const double lr = f.lr * o.lr_schedule->factor(trainer.round() - 1);
-    const double epoch_f = static_cast<double>(trainer.round()) / rounds_per_epoch;
-    live.step(chunk);
-    live.print_above([&] {
-      std::printf("round %6lld  epoch %6.2f  loss %.4f  train acc %.4f  lr %.4g  %.4f s/round (steady %.4f)\n",
-                  static_cast<long long>(trainer.round()), epoch_f, loss,
-                  samples ? static_cast<double>(correct) / samples : 0.0, lr, wall, steady);
-      std::fflush(stdout);
-    });
-    if (log)
-      *log << trainer.round() << "," << epoch_f << "," << loss << "," << (samples ? double(correct) / samples : 0.0)
-           << "," << lr << "," << wall << "," << steady << "\n"
-           << std::flush;
-    const bool epoch_end = trainer.round() % rounds_per_epoch == 0;
-    const bool last = trainer.round() >= total_rounds;
-    if (epoch_end) {
-      while (loader.next()) {  // the batches left over after the epoch's whole rounds
-      }
-      loader_round = -1;
-      save();
-    }
-    if ((epoch_end && f.eval_every > 0 && epoch_f - last_eval_epoch + 1e-9 >= f.eval_every) || last) {
-      last_eval = evaluate(factory, trainer.model_state(), test_set, test_pipe, f.loader_threads, device);
-      last_eval_epoch = epoch_f;
-      live.print_above([&] {
-        std::printf("eval  round %6lld  epoch %6.2f  test acc %.4f  test loss %.4f\n",
-                    static_cast<long long>(trainer.round()), epoch_f, last_eval.accuracy, last_eval.loss);
-        std::fflush(stdout);
-      });
-      if (evals)
-        *evals << trainer.round() << "," << epoch_f << "," << last_eval.accuracy << "," << last_eval.loss << "\n"
-               << std::flush;
-    }
-  }
-  save();
-  if (!f.out.empty()) {
-    summary["rule"] = Json(rule_name(rule));
-    summary["mode"] = Json(mode_name(mode));
-    summary["micro_batches"] = Json(N);
-    summary["stages"] = Json(S);
-    summary["model"] = Json(f.model);
-    summary["dataset"] = Json(f.dataset);
-    summary["rounds"] = Json(trainer.round());
-    summary["test_accuracy"] = Json(last_eval.accuracy);
-    summary["test_loss"] = Json(last_eval.loss);
-    summary["steady_seconds_per_round"] = Json(steady_count ? steady_sum / steady_count : 0.0);
     std::ofstream js = open_out(f.out, "summary.json");
     js << dump_json(summary, 2) << "\n";
   }

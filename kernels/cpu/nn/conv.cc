@@ -1,12 +1,15 @@
-// CPU convolution: im2col + GEMM per group over chunks of images; a direct path when every output channel
-// reads a single input channel (depthwise, or one input channel); NHWC through NCHW scratch copies.
-// Results never depend on the number of threads: work is split into chunks fixed by the shapes alone.
-// f32 goes to oneDNN first (conv_onednn.h); these kernels run the rest and are the reference it is tested against.
+// CPU convolution: the path select_cpu_conv_path chooses (conv_path.h), and the plain kernels: im2col + GEMM per
+// group over chunks of images; a direct path when every output channel reads a single input channel (depthwise,
+// or one input channel); NHWC through NCHW scratch copies. Results never depend on the number of threads: work is
+// split into chunks fixed by the shapes alone. The plain kernels are the reference the other paths are tested
+// against.
 #include <algorithm>
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/nn/conv_gemm.h"
 #include "kernels/cpu/nn/conv_onednn.h"
+#include "kernels/cpu/nn/conv_path.h"
 #include "kernels/cpu/nn/cpu_nn_backend.h"
 #include "kernels/cpu/nn/im2col.h"
 #include "kernels/dispatch.h"
@@ -249,8 +252,6 @@ void backward_weight_direct(const Conv2dGeometry& g, const T* x, const T* dy, T*
   });
 }
 
-bool is_direct(const Conv2dGeometry& g) { return g.c == g.groups; }
-
 // Runs an NCHW kernel on channels-last operands through NCHW copies of them.
 struct Scratch {
   Conv2dGeometry g;  // the NCHW geometry
@@ -264,51 +265,51 @@ Scratch nchw_scratch(const Conv2dGeometry& g) {
 }
 
 template <typename T>
-void conv_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* y) {
+void plain_forward(const Conv2dGeometry& g, CpuConvPath path, const T* x, const T* w, const T* bias, T* y) {
   if (g.channels_last) {
     Scratch s = nchw_scratch(g);
     std::vector<T> xs(s.x_size), ws(s.w_size), ys(s.y_size);
     nhwc_to_nchw(x, xs.data(), g.n, g.c, g.h * g.w);
     nhwc_to_nchw(w, ws.data(), g.o, g.c / g.groups, g.kh * g.kw);
-    conv_forward(s.g, xs.data(), ws.data(), bias, ys.data());
+    plain_forward(s.g, path, xs.data(), ws.data(), bias, ys.data());
     nchw_to_nhwc(ys.data(), y, g.n, g.o, g.oh * g.ow);
     return;
   }
-  if (is_direct(g))
+  if (path == CpuConvPath::direct)
     forward_direct(g, x, w, bias, y);
   else
     forward_gemm(g, x, w, bias, y);
 }
 
 template <typename T>
-void conv_backward_data(const Conv2dGeometry& g, const T* dy, const T* w, T* dx) {
+void plain_backward_data(const Conv2dGeometry& g, CpuConvPath path, const T* dy, const T* w, T* dx) {
   if (g.channels_last) {
     Scratch s = nchw_scratch(g);
     std::vector<T> dys(s.y_size), ws(s.w_size), dxs(s.x_size);
     nhwc_to_nchw(dy, dys.data(), g.n, g.o, g.oh * g.ow);
     nhwc_to_nchw(w, ws.data(), g.o, g.c / g.groups, g.kh * g.kw);
-    conv_backward_data(s.g, dys.data(), ws.data(), dxs.data());
+    plain_backward_data(s.g, path, dys.data(), ws.data(), dxs.data());
     nchw_to_nhwc(dxs.data(), dx, g.n, g.c, g.h * g.w);
     return;
   }
-  if (is_direct(g))
+  if (path == CpuConvPath::direct)
     backward_data_direct(g, dy, w, dx);
   else
     backward_data_gemm(g, dy, w, dx);
 }
 
 template <typename T>
-void conv_backward_weight(const Conv2dGeometry& g, const T* x, const T* dy, T* dw) {
+void plain_backward_weight(const Conv2dGeometry& g, CpuConvPath path, const T* x, const T* dy, T* dw) {
   if (g.channels_last) {
     Scratch s = nchw_scratch(g);
     std::vector<T> xs(s.x_size), dys(s.y_size), dws(s.w_size);
     nhwc_to_nchw(x, xs.data(), g.n, g.c, g.h * g.w);
     nhwc_to_nchw(dy, dys.data(), g.n, g.o, g.oh * g.ow);
-    conv_backward_weight(s.g, xs.data(), dys.data(), dws.data());
+    plain_backward_weight(s.g, path, xs.data(), dys.data(), dws.data());
     nchw_to_nhwc(dws.data(), dw, g.o, g.c / g.groups, g.kh * g.kw);
     return;
   }
-  if (is_direct(g))
+  if (path == CpuConvPath::direct)
     backward_weight_direct(g, x, dy, dw);
   else
     backward_weight_gemm(g, x, dy, dw);
@@ -340,36 +341,54 @@ template void nhwc_to_nchw<float>(const float*, float*, int64_t, int64_t, int64_
 template void nhwc_to_nchw<double>(const double*, double*, int64_t, int64_t, int64_t);
 
 void CpuNNBackend::conv2d_forward(const Conv2dForwardArgs& args, const Stream&) {
-  if (args.g.dtype == DType::F32 &&
-      onednn_conv_forward(args.g, static_cast<const float*>(args.x), static_cast<const float*>(args.w),
-                          static_cast<const float*>(args.bias), static_cast<float*>(args.y)))
-    return;
-  TD_DISPATCH_FLOAT(args.g.dtype, "conv2d", {
-    conv_forward(args.g, static_cast<const scalar_t*>(args.x), static_cast<const scalar_t*>(args.w),
-                 static_cast<const scalar_t*>(args.bias), static_cast<scalar_t*>(args.y));
-  });
+  const Conv2dGeometry& g = args.g;
+  const CpuConvPath path = select_cpu_conv_path(g, ConvPass::forward, args.bias != nullptr);
+  auto f = [](const void* p) { return static_cast<const float*>(p); };
+  switch (path) {
+    case CpuConvPath::gemm:
+      return conv_gemm_forward(g, f(args.x), f(args.w), f(args.bias), static_cast<float*>(args.y));
+    case CpuConvPath::onednn:
+      return onednn_conv_forward(g, f(args.x), f(args.w), f(args.bias), static_cast<float*>(args.y));
+    case CpuConvPath::direct:
+    case CpuConvPath::im2col:
+      TD_DISPATCH_FLOAT(g.dtype, "conv2d", {
+        plain_forward(g, path, static_cast<const scalar_t*>(args.x), static_cast<const scalar_t*>(args.w),
+                      static_cast<const scalar_t*>(args.bias), static_cast<scalar_t*>(args.y));
+      });
+  }
 }
 
 void CpuNNBackend::conv2d_backward_data(const Conv2dBackwardDataArgs& args, const Stream&) {
-  if (args.g.dtype == DType::F32 &&
-      onednn_conv_backward_data(args.g, static_cast<const float*>(args.dy), static_cast<const float*>(args.w),
-                                static_cast<float*>(args.dx)))
-    return;
-  TD_DISPATCH_FLOAT(args.g.dtype, "conv2d backward", {
-    conv_backward_data(args.g, static_cast<const scalar_t*>(args.dy), static_cast<const scalar_t*>(args.w),
-                       static_cast<scalar_t*>(args.dx));
-  });
+  const Conv2dGeometry& g = args.g;
+  const CpuConvPath path = select_cpu_conv_path(g, ConvPass::backward_data, false);
+  auto f = [](const void* p) { return static_cast<const float*>(p); };
+  switch (path) {
+    case CpuConvPath::gemm: return conv_gemm_backward_data(g, f(args.dy), f(args.w), static_cast<float*>(args.dx));
+    case CpuConvPath::onednn: return onednn_conv_backward_data(g, f(args.dy), f(args.w), static_cast<float*>(args.dx));
+    case CpuConvPath::direct:
+    case CpuConvPath::im2col:
+      TD_DISPATCH_FLOAT(g.dtype, "conv2d backward", {
+        plain_backward_data(g, path, static_cast<const scalar_t*>(args.dy), static_cast<const scalar_t*>(args.w),
+                            static_cast<scalar_t*>(args.dx));
+      });
+  }
 }
 
 void CpuNNBackend::conv2d_backward_weight(const Conv2dBackwardWeightArgs& args, const Stream&) {
-  if (args.g.dtype == DType::F32 &&
-      onednn_conv_backward_weight(args.g, static_cast<const float*>(args.x), static_cast<const float*>(args.dy),
-                                  static_cast<float*>(args.dw)))
-    return;
-  TD_DISPATCH_FLOAT(args.g.dtype, "conv2d backward", {
-    conv_backward_weight(args.g, static_cast<const scalar_t*>(args.x), static_cast<const scalar_t*>(args.dy),
-                         static_cast<scalar_t*>(args.dw));
-  });
+  const Conv2dGeometry& g = args.g;
+  const CpuConvPath path = select_cpu_conv_path(g, ConvPass::backward_weight, false);
+  auto f = [](const void* p) { return static_cast<const float*>(p); };
+  switch (path) {
+    case CpuConvPath::gemm: return conv_gemm_backward_weight(g, f(args.x), f(args.dy), static_cast<float*>(args.dw));
+    case CpuConvPath::onednn:
+      return onednn_conv_backward_weight(g, f(args.x), f(args.dy), static_cast<float*>(args.dw));
+    case CpuConvPath::direct:
+    case CpuConvPath::im2col:
+      TD_DISPATCH_FLOAT(g.dtype, "conv2d backward", {
+        plain_backward_weight(g, path, static_cast<const scalar_t*>(args.x), static_cast<const scalar_t*>(args.dy),
+                              static_cast<scalar_t*>(args.dw));
+      });
+  }
 }
 
 }  // namespace cpu

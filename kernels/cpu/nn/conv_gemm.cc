@@ -116,8 +116,8 @@ template <typename Fn>
 void for_each_chunk(const Conv2dGeometry& g, const Sizes& s, Fn fn) {
   for (int64_t n0 = 0; n0 < g.n; n0 += s.per_chunk) {
     const int64_t nb = std::min(s.per_chunk, g.n - n0), cols = nb * s.pixels;
-    fn(Chunk{n0, nb, cols, thread_scratch(0, s.rows * cols * sizeof(float)),
-             thread_scratch(1, g.o * cols * sizeof(float))});
+    fn(Chunk{n0, nb, cols, thread_scratch(ScratchSlot::columns, s.rows * cols * sizeof(float)),
+             thread_scratch(ScratchSlot::output_matrix, g.o * cols * sizeof(float))});
   }
 }
 

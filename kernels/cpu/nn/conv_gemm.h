@@ -4,16 +4,15 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/nn/conv_path.h"
 #include "runtime/nn/nn_backend.h"
 
 namespace tandem {
 namespace cpu {
 
-enum class ConvPass { forward, backward_data, backward_weight };
-
-// Whether the GEMM path runs this pass of g: a fixed rule on the shapes (never on timings, so results do not
-// change from run to run), measured on the zoo's layers at batches 8 and 64 (kernels/cpu/nn/conv_gemm.cc). Only
-// f32 NCHW without groups.
+// Whether the GEMM path suits this pass of g (select_cpu_conv_path asks): a fixed rule on the shapes (never on timings,
+// so results do not change from run to run), measured on the zoo's layers at batches 8 and 64
+// (kernels/cpu/nn/conv_gemm.cc). Only f32 NCHW without groups.
 bool conv_gemm_applies(const Conv2dGeometry& g, ConvPass pass);
 
 // Columns of im2col per chunk of images at most (floats): images go through in chunks of a size fixed by the

@@ -1,6 +1,6 @@
-// oneDNN convolution for the CPU backend: a primitive per shape, built once and cached, run single-threaded on
-// pieces of the work fixed by the shapes (images, or output or input channels), the pieces spread over Tandem's
-// pool.
+// oneDNN convolution for the CPU backend: a primitive per shape, built once and cached (the kPlans most recently
+// used), run single-threaded on pieces of the work fixed by the shapes (images, or output or input channels), the
+// pieces spread over Tandem's pool.
 // Why oneDNN: measured side by side, its JIT kernels (AVX-512 on this CPU) are several times faster than im2col
 // + Tandem's GEMM, and they are what PyTorch's CPU convolutions run. Why single-threaded calls: oneDNN's own
 // threads (OpenMP in Debian's build) would make its reductions depend on the thread count and spin beside
@@ -9,15 +9,15 @@
 
 #include <algorithm>
 #include <dnnl.hpp>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
-#include "kernels/cpu/nn/conv_gemm.h"
 #include "kernels/cpu/onednn.h"
-#include "runtime/base/config.h"
+#include "runtime/base/error.h"
+#include "runtime/base/lru_cache.h"
 #include "runtime/base/parallel_for.h"
 
 namespace tandem {
@@ -32,8 +32,9 @@ using Dims = memory::dims;
 constexpr int64_t kPieces = 2;
 // Channels of a piece come in multiples of this (oneDNN's blocks of 16 floats).
 constexpr int64_t kChannelBlock = 16;
-
-enum class Op { forward, backward_data, backward_weight };
+// Plans kept (the most recently used): a model's layers need a few per shape (passes, pieces, bias or not), so
+// this only drops plans in a long run through many shapes, where it bounds the memory their JIT code holds.
+constexpr size_t kPlans = 1024;
 
 dnnl::engine& engine() {
   static dnnl::engine e(dnnl::engine::kind::cpu, 0);
@@ -114,7 +115,7 @@ void set_primitive(Plan& plan, const typename Primitive::primitive_desc& pd, con
 }
 
 // The plan for piece p of g, or null where oneDNN has no implementation for it.
-std::shared_ptr<Plan> make_plan(const Conv2dGeometry& g, const Piece& p, Op op, bool bias) {
+std::shared_ptr<Plan> make_plan(const Conv2dGeometry& g, const Piece& p, ConvPass pass, bool bias) {
   const memory::desc x = activation_md(g, p.n, p.c, g.c, g.h, g.w);
   const memory::desc y = activation_md(g, p.n, p.o, g.o, g.oh, g.ow);
   const memory::desc w = weight_md(g, p);
@@ -134,11 +135,11 @@ std::shared_ptr<Plan> make_plan(const Conv2dGeometry& g, const Piece& p, Op op, 
                                     strides, dilates, pad_l, pad_r);
     Fwd::primitive_desc fpd(fd, attr, engine());
     auto plan = std::make_shared<Plan>();
-    if (op == Op::forward) {
+    if (pass == ConvPass::forward) {
       set_primitive<Fwd>(*plan, fpd, {x, fpd.src_desc(), DNNL_ARG_SRC}, {w, fpd.weights_desc(), DNNL_ARG_WEIGHTS},
                          {y, fpd.dst_desc(), DNNL_ARG_DST});
       plan->bias = b;
-    } else if (op == Op::backward_data) {
+    } else if (pass == ConvPass::backward_data) {
       using Bwd = dnnl::convolution_backward_data;
       Bwd::primitive_desc pd(Bwd::desc(alg, any_like(x), any_like(w), any_like(y), strides, dilates, pad_l, pad_r),
                              attr, engine(), fpd);
@@ -157,42 +158,44 @@ std::shared_ptr<Plan> make_plan(const Conv2dGeometry& g, const Piece& p, Op op, 
   }
 }
 
-// Plans by shape, built once: building one costs far more than running it.
-std::shared_ptr<Plan> plan_for(const Conv2dGeometry& g, const Piece& p, Op op, bool bias) {
+// Plans by shape (null where oneDNN has no kernel), built once while kept: building one costs far more than
+// running it.
+std::shared_ptr<Plan> plan_for(const Conv2dGeometry& g, const Piece& p, ConvPass pass, bool bias) {
   static std::mutex mu;
-  static std::map<std::vector<int64_t>, std::shared_ptr<Plan>> cache;
-  std::vector<int64_t> key{static_cast<int64_t>(op), bias, p.n, p.c, p.o};
+  static LruCache<std::vector<int64_t>, std::shared_ptr<Plan>> cache(kPlans);
+  std::vector<int64_t> key{static_cast<int64_t>(pass), bias, p.n, p.c, p.o};
   const Conv2dKey shape = conv2d_key(g);
   key.insert(key.end(), shape.begin(), shape.end());
   {
     std::lock_guard<std::mutex> lock(mu);
-    auto it = cache.find(key);
-    if (it != cache.end()) return it->second;
+    if (std::shared_ptr<Plan>* kept = cache.find(key)) return *kept;
   }
   this_thread_stream();  // the building thread's OpenMP setting decides the plan's threads
-  auto plan = make_plan(g, p, op, bias);
+  auto plan = make_plan(g, p, pass, bias);
   std::lock_guard<std::mutex> lock(mu);
-  return cache.emplace(key, plan).first->second;
+  return cache.put(key, std::move(plan));
 }
 
 // Runs the plan: in0, in1 and out in Tandem's layout, or in1 already in the primitive's when in1_prim is set.
 void run(const Plan& p, const float* in0, const float* in1, const float* in1_prim, const float* bias, float* out) {
   dnnl::stream& s = this_thread_stream();
-  auto bind = [&](const Operand& o, const float* user, int slot) {
+  auto bind = [&](const Operand& o, const float* user, ScratchSlot slot) {
     memory u(o.user, engine(), const_cast<float*>(user));
     if (o.same()) return u;
     memory m(o.prim, engine(), thread_scratch(slot, o.prim.get_size()));
     o.reorder.execute(s, u, m);
     return m;
   };
-  memory a = bind(p.in0, in0, 0);
-  memory b = in1_prim ? memory(p.in1.prim, engine(), const_cast<float*>(in1_prim)) : bind(p.in1, in1, 1);
+  memory a = bind(p.in0, in0, ScratchSlot::first_input);
+  memory b = in1_prim ? memory(p.in1.prim, engine(), const_cast<float*>(in1_prim))
+                      : bind(p.in1, in1, ScratchSlot::second_input);
   memory out_user(p.out.user, engine(), out);
-  memory o = p.out.same() ? out_user : memory(p.out.prim, engine(), thread_scratch(2, p.out.prim.get_size()));
+  memory o = p.out.same() ? out_user
+                          : memory(p.out.prim, engine(), thread_scratch(ScratchSlot::output, p.out.prim.get_size()));
   std::unordered_map<int, memory> args{{p.in0_arg, a}, {p.in1_arg, b}, {p.out_arg, o}};
   if (p.scratch_bytes) {
     memory::desc md({static_cast<int64_t>(p.scratch_bytes)}, memory::data_type::u8, memory::format_tag::x);
-    args.emplace(DNNL_ARG_SCRATCHPAD, memory(md, engine(), thread_scratch(3, p.scratch_bytes)));
+    args.emplace(DNNL_ARG_SCRATCHPAD, memory(md, engine(), thread_scratch(ScratchSlot::primitive, p.scratch_bytes)));
   }
   if (bias) args.emplace(DNNL_ARG_BIAS, memory(p.bias, engine(), const_cast<float*>(bias)));
   p.prim.execute(s, args);
@@ -238,21 +241,37 @@ int64_t weight_offset(const Conv2dGeometry& g, const Piece& p) {
   return p.o0 * cg * taps + p.c0 * (g.channels_last ? 1 : taps);
 }
 
-// Runs op over the pieces, piece i writing to outs[i] when outs is given.
-bool run_pieces(const Conv2dGeometry& g, Op op, const std::vector<Piece>& pieces, const float* x, const float* w,
-                const float* y, const float* bias, float* out, float* const* outs) {
+// The pieces of `pass` of g. Forward and backward data split by channels where the weights outweigh the
+// activations (each piece then reads all the activations and its share of the weights), else by images; the
+// weight gradient by output channels (each piece a slice of dw) where it can, else by images (one gradient per
+// piece, summed in piece order).
+std::vector<Piece> pieces_for(const Conv2dGeometry& g, ConvPass pass) {
+  switch (pass) {
+    case ConvPass::forward:
+      return pieces_of(g, channel_splittable(g, g.o) && w_size(g) > x_size(g) ? Split::out_channels : Split::images);
+    case ConvPass::backward_data:
+      return pieces_of(g, channel_splittable(g, g.c) && w_size(g) > y_size(g) ? Split::in_channels : Split::images);
+    case ConvPass::backward_weight:
+      return pieces_of(g, channel_splittable(g, g.o) ? Split::out_channels : Split::images);
+  }
+  TD_THROW(InternalError, "unknown convolution pass");
+}
+
+// Runs `pass` over the pieces, piece i writing to outs[i] when outs is given.
+void run_pieces(const Conv2dGeometry& g, ConvPass pass, const std::vector<Piece>& pieces, const float* x,
+                const float* w, const float* y, const float* bias, float* out, float* const* outs) {
   std::vector<std::shared_ptr<Plan>> plans;
   for (const Piece& p : pieces) {
-    plans.push_back(plan_for(g, p, op, bias != nullptr));
-    if (!plans.back()) return false;
+    plans.push_back(plan_for(g, p, pass, bias != nullptr));
+    TD_ASSERT(plans.back() != nullptr, "oneDNN convolution: no kernel for a piece (select_cpu_conv_path checks)");
   }
   const int64_t hw = g.h * g.w, ohw = g.oh * g.ow;
   // Weights shared whole by every piece go to the primitive's layout once.
   const float* shared = nullptr;
   const Plan& first = *plans[0];
-  if (op != Op::backward_weight && pieces[0].o == g.o && pieces[0].c == g.c && !first.in1.same()) {
+  if (pass != ConvPass::backward_weight && pieces[0].o == g.o && pieces[0].c == g.c && !first.in1.same()) {
     dnnl::stream& s = this_thread_stream();
-    float* buf = thread_scratch(4, first.in1.prim.get_size());
+    float* buf = thread_scratch(ScratchSlot::shared_weights, first.in1.prim.get_size());
     memory u(first.in1.user, engine(), const_cast<float*>(w));
     memory m(first.in1.prim, engine(), buf);
     first.in1.reorder.execute(s, u, m);
@@ -269,52 +288,44 @@ bool run_pieces(const Conv2dGeometry& g, Op op, const std::vector<Piece>& pieces
       const float* wp = w ? w + weight_offset(g, p) : nullptr;
       const float* w_prim = shared && plan.in1.prim == first.in1.prim ? shared : nullptr;
       float* o = outs ? outs[i] : out;
-      if (op == Op::forward)
+      if (pass == ConvPass::forward)
         run(plan, xp, wp, w_prim, bias ? bias + p.o0 : nullptr, o + activation_offset(g, p.n0, p.o0, g.o, ohw));
-      else if (op == Op::backward_data)
+      else if (pass == ConvPass::backward_data)
         run(plan, yp, wp, w_prim, nullptr, o + activation_offset(g, p.n0, p.c0, g.c, hw));
       else
         run(plan, xp, yp, nullptr, nullptr, outs ? o : o + weight_offset(g, p));
     }
   });
-  return true;
 }
 
 }  // namespace
 
-// Forward and backward data split by channels where the weights outweigh the activations (each piece then
-// reads all the activations and its share of the weights), else by images.
-bool onednn_conv_forward(const Conv2dGeometry& g, const float* x, const float* w, const float* bias, float* y) {
-  if (!cpu_onednn()) return false;
-  if (conv_gemm_applies(g, ConvPass::forward)) return conv_gemm_forward(g, x, w, bias, y), true;
-  const Split split = channel_splittable(g, g.o) && w_size(g) > x_size(g) ? Split::out_channels : Split::images;
-  return run_pieces(g, Op::forward, pieces_of(g, split), x, w, nullptr, bias, y, nullptr);
+bool onednn_conv_supports(const Conv2dGeometry& g, ConvPass pass, bool bias) {
+  for (const Piece& p : pieces_for(g, pass))
+    if (!plan_for(g, p, pass, bias)) return false;
+  return true;
 }
 
-bool onednn_conv_backward_data(const Conv2dGeometry& g, const float* dy, const float* w, float* dx) {
-  if (!cpu_onednn()) return false;
-  if (conv_gemm_applies(g, ConvPass::backward_data)) return conv_gemm_backward_data(g, dy, w, dx), true;
-  const Split split = channel_splittable(g, g.c) && w_size(g) > y_size(g) ? Split::in_channels : Split::images;
-  return run_pieces(g, Op::backward_data, pieces_of(g, split), nullptr, w, dy, nullptr, dx, nullptr);
+void onednn_conv_forward(const Conv2dGeometry& g, const float* x, const float* w, const float* bias, float* y) {
+  run_pieces(g, ConvPass::forward, pieces_for(g, ConvPass::forward), x, w, nullptr, bias, y, nullptr);
 }
 
-// Split by output channels, each piece a slice of dw; else by images, one gradient per piece summed in piece
-// order.
-bool onednn_conv_backward_weight(const Conv2dGeometry& g, const float* x, const float* dy, float* dw) {
-  if (!cpu_onednn()) return false;
-  if (conv_gemm_applies(g, ConvPass::backward_weight)) return conv_gemm_backward_weight(g, x, dy, dw), true;
-  const std::vector<Piece> pieces = pieces_of(g, channel_splittable(g, g.o) ? Split::out_channels : Split::images);
+void onednn_conv_backward_data(const Conv2dGeometry& g, const float* dy, const float* w, float* dx) {
+  run_pieces(g, ConvPass::backward_data, pieces_for(g, ConvPass::backward_data), nullptr, w, dy, nullptr, dx, nullptr);
+}
+
+void onednn_conv_backward_weight(const Conv2dGeometry& g, const float* x, const float* dy, float* dw) {
+  const std::vector<Piece> pieces = pieces_for(g, ConvPass::backward_weight);
   if (pieces.size() == 1 || pieces[0].o < g.o)
-    return run_pieces(g, Op::backward_weight, pieces, x, nullptr, dy, nullptr, dw, nullptr);
+    return run_pieces(g, ConvPass::backward_weight, pieces, x, nullptr, dy, nullptr, dw, nullptr);
   const int64_t wsize = w_size(g);
-  float* parts = thread_scratch(5, pieces.size() * wsize * sizeof(float));
+  float* parts = thread_scratch(ScratchSlot::piece_gradients, pieces.size() * wsize * sizeof(float));
   std::vector<float*> outs;
   for (size_t i = 0; i < pieces.size(); ++i) outs.push_back(parts + i * wsize);
-  if (!run_pieces(g, Op::backward_weight, pieces, x, nullptr, dy, nullptr, dw, outs.data())) return false;
+  run_pieces(g, ConvPass::backward_weight, pieces, x, nullptr, dy, nullptr, dw, outs.data());
   std::copy(parts, parts + wsize, dw);
   for (size_t i = 1; i < pieces.size(); ++i)
     for (int64_t j = 0; j < wsize; ++j) dw[j] += parts[i * wsize + j];
-  return true;
 }
 
 }  // namespace cpu
