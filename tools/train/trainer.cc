@@ -68,6 +68,78 @@ int64_t metadata_int(const SafetensorsMetadata& m, const std::string& key, const
   return v;
 }
 
+// One training step's loss and count of correct rows, left on the device.
+struct StepResult {
+  Tensor loss, correct;
+};
+
+// The training step, eager or (with --cuda-graph) replayed from a captured CUDA graph. The graph reads static
+// input tensors and writes static outputs (made before the capture); each replay's inputs are copied into them
+// first, and its outputs copied out after. A batch of another shape (a smaller last one) runs eagerly.
+class StepRunner {
+ public:
+  StepRunner(const TrainOptions& o, Device device, models::Network& model, optim::Optimizer& optimizer,
+             std::ostream& log)
+      : o_(o), device_(device), model_(model), optimizer_(optimizer), log_(log) {}
+
+  // `warm_up`: the run's first step, which runs eagerly even with --cuda-graph so that gradients, optimizer
+  // state, handles and algorithms exist before a capture.
+  StepResult run(const data::Batch& batch, bool warm_up) {
+    if (o_.cuda_graph && (!x_.defined() || batch.images.shape() == x_.shape())) return graphed(batch, warm_up);
+    if (o_.cuda_graph)
+      log_ << "cuda graph: a batch of another shape (" << shape_str(batch.images.shape()) << ") runs eagerly"
+           << std::endl;
+    optimizer_.zero_grad(!o_.cuda_graph);
+    Tensor logits = model_.forward(batch.images);
+    Tensor loss = models::cross_entropy(logits, batch.labels, o_.label_smoothing);
+    loss.backward();
+    optimizer_.step();
+    return {loss, correct_rows(logits, batch.labels)};
+  }
+
+ private:
+  StepResult graphed(const data::Batch& batch, bool warm_up) {
+    if (!x_.defined()) {
+      x_ = empty_like(batch.images);
+      y_ = empty_like(batch.labels);
+      loss_ = empty({}, TensorOptions().with_device(device_));
+      correct_ = empty({}, TensorOptions(DType::F64).with_device(device_));
+    }
+    x_.copy_(batch.images);
+    y_.copy_(batch.labels);
+    if (graph_.captured()) {
+      graph_.replay();
+    } else if (warm_up) {
+      static_step();
+    } else {
+      graph_.capture(current_stream(device_), [this] { static_step(); });
+      log_ << "cuda graph: the step is " << graph_.nodes() << " nodes, replayed with one launch" << std::endl;
+      graph_.replay();
+    }
+    return {loss_.clone(), correct_.clone()};
+  }
+
+  // The step on the static tensors: what the graph captures.
+  void static_step() {
+    optimizer_.zero_grad(false);
+    Tensor logits = model_.forward(x_);
+    Tensor loss = models::cross_entropy(logits, y_, o_.label_smoothing);
+    loss.backward();
+    optimizer_.step();
+    autograd::NoGradGuard ng;
+    loss_.copy_(loss.detach());
+    correct_.copy_(correct_rows(logits, y_));
+  }
+
+  const TrainOptions& o_;
+  Device device_;
+  models::Network& model_;
+  optim::Optimizer& optimizer_;
+  std::ostream& log_;
+  CudaGraph graph_;
+  Tensor x_, y_, loss_, correct_;
+};
+
 }  // namespace
 
 struct Trainer::State {
@@ -187,20 +259,7 @@ std::vector<EpochResult> Trainer::run() {
       task.items_per_step = s.o.batch;
       live.emplace(task);
     }
-    // With --cuda-graph: the step reads static input tensors and writes static outputs (made before the capture);
-    // each replay's inputs are copied into them first, and its outputs copied out after.
-    CudaGraph graph;
-    Tensor x_static, y_static, loss_static, correct_static;
-    auto graph_step = [&] {
-      s.optimizer->zero_grad(false);
-      Tensor logits = s.model->forward(x_static);
-      Tensor loss = models::cross_entropy(logits, y_static, s.o.label_smoothing);
-      loss.backward();
-      s.optimizer->step();
-      autograd::NoGradGuard ng;
-      loss_static.copy_(loss.detach());
-      correct_static.copy_(correct_rows(logits, y_static));
-    };
+    StepRunner runner(s.o, s.device, *s.model, *s.optimizer, s.log);
     auto read_losses = [&] {
       if (pending.empty()) return;
       for (Tensor& l : pending) l = l.reshape({1});
@@ -217,42 +276,11 @@ std::vector<EpochResult> Trainer::run() {
       std::optional<data::Batch> batch = s.train_loader->next();
       TD_ASSERT(batch.has_value(), "the loader ended epoch ", epoch, " after ", step, " of ", s.steps_per_epoch,
                 " batches");
-      Tensor loss, c;
-      if (s.o.cuda_graph && (!x_static.defined() || batch->images.shape() == x_static.shape())) {
-        if (!x_static.defined()) {
-          x_static = empty_like(batch->images);
-          y_static = empty_like(batch->labels);
-          loss_static = empty({}, TensorOptions().with_device(s.device));
-          correct_static = empty({}, TensorOptions(DType::F64).with_device(s.device));
-        }
-        x_static.copy_(batch->images);
-        y_static.copy_(batch->labels);
-        if (graph.captured()) {
-          graph.replay();
-        } else if (step == 0 && epoch == s.first_epoch) {
-          graph_step();  // the warm-up: gradients, optimizer state, handles and algorithms exist after it
-        } else {
-          graph.capture(current_stream(s.device), graph_step);
-          s.log << "cuda graph: the step is " << graph.nodes() << " nodes, replayed with one launch" << std::endl;
-          graph.replay();
-        }
-        loss = loss_static.clone();
-        c = correct_static.clone();
-      } else {
-        if (s.o.cuda_graph)
-          s.log << "cuda graph: a batch of another shape (" << shape_str(batch->images.shape()) << ") runs eagerly"
-                << std::endl;
-        s.optimizer->zero_grad(!s.o.cuda_graph);
-        Tensor logits = s.model->forward(batch->images);
-        loss = models::cross_entropy(logits, batch->labels, s.o.label_smoothing);
-        loss.backward();
-        s.optimizer->step();
-        c = correct_rows(logits, batch->labels);
-      }
+      StepResult step_result = runner.run(*batch, step == 0 && epoch == s.first_epoch);
       s.scheduler->step();
-      pending.push_back(loss.detach());
+      pending.push_back(step_result.loss.detach());
       int64_t n = batch->images.size(0);
-      correct = correct.defined() ? add(correct, c) : c;
+      correct = correct.defined() ? add(correct, step_result.correct) : step_result.correct;
       seen += n;
       window_images += n;
       if (step == 0) {
