@@ -16,6 +16,7 @@
 #include "runtime/memory/stream_fork.h"
 
 namespace tandem {
+namespace parallel {
 
 const char* const kScheduleCaptureLimits =
     "the schedules of Pipe-BD and Cyclic DP are not captured as CUDA graphs: their executor orders each worker's "
@@ -24,7 +25,6 @@ const char* const kScheduleCaptureLimits =
     "reads losses back (.item()) and Pipe-BD's relay waits for its sends; a graph cannot hold those host decisions. "
     "NCCL's collectives can be captured on a GPU, but the simulated NCCL cannot, and capturing each worker's "
     "compute segments alone is not done yet";
-namespace parallel {
 
 struct Executor::CudaTiming {
   Event base{true};
