@@ -373,6 +373,17 @@ CUgraphExec_st* exec_of(cudaGraphExec_t e) {
   return it == cudasim::execs().end() ? nullptr : it->second.get();
 }
 
+// Takes a live handle's object out of its registry (under g_mu): a destroyed handle is no longer live. Empty when
+// the handle was not live.
+template <typename Registry, typename Handle>
+typename Registry::mapped_type take_live(Registry& live, Handle h) {
+  auto it = live.find(h);
+  if (it == live.end()) return nullptr;
+  typename Registry::mapped_type o = std::move(it->second);
+  live.erase(it);
+  return o;
+}
+
 bool legacy(cudaStream_t s) { return s == nullptr || s == cudaStreamLegacy; }
 
 // Whether a blocking stream of the current device is capturing (the legacy stream's capture queries then fail).
@@ -635,10 +646,8 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec) {
   std::unique_ptr<CUgraphExec_st> e;
   {
     std::lock_guard<std::mutex> lock(cudasim::g_mu);
-    auto it = cudasim::execs().find(graphExec);
-    if (it == cudasim::execs().end()) return set_error(cudaErrorInvalidValue, "cudaGraphExecDestroy: not live");
-    e = std::move(it->second);
-    cudasim::execs().erase(it);
+    e = take_live(cudasim::execs(), graphExec);
+    if (!e) return set_error(cudaErrorInvalidValue, "cudaGraphExecDestroy: not live");
     e->owner->execs--;
   }
   return cudaSuccess;  // the graphs it held go (and their memory) once queued launches no longer hold them
@@ -648,12 +657,9 @@ cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
   std::shared_ptr<CUgraph_st> g;
   {
     std::lock_guard<std::mutex> lock(cudasim::g_mu);
-    auto it = cudasim::graphs().find(graph);
-    if (it == cudasim::graphs().end()) return set_error(cudaErrorInvalidValue, "cudaGraphDestroy: not live");
-    g = std::move(it->second);
-    cudasim::graphs().erase(it);
+    g = take_live(cudasim::graphs(), graph);
   }
-  return cudaSuccess;
+  return g ? cudaSuccess : set_error(cudaErrorInvalidValue, "cudaGraphDestroy: not live");
 }
 
 cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* numNodes) {
