@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <sstream>
+#include <string>
 
 #include "models/blocks.h"
 #include "models/layers.h"
@@ -222,17 +223,23 @@ TEST(CudaModels, OptimizersMatchCpu) {
   }
 }
 
-TEST(CudaModels, TrainerLearnsOnCuda) {
-  TD_REQUIRE_GPU();
+// One epoch of `model` on `dataset` in batches of 16 on the GPU, without log lines.
+train::TrainOptions one_cuda_epoch(const std::string& model, const std::string& dataset) {
   train::TrainOptions o;
-  // The data and model of train_test's CPU run, which reaches more than 90% there.
-  o.model = "resnet18:cifar,width=8";
-  o.dataset = "synthetic:n=384,h=12,w=12,classes=4,noise=96";
+  o.model = model;
+  o.dataset = dataset;
   o.epochs = 1;
   o.batch = 16;
   o.lr = 0.05;
   o.device = "cuda";
   o.log_every = 0;
+  return o;
+}
+
+TEST(CudaModels, TrainerLearnsOnCuda) {
+  TD_REQUIRE_GPU();
+  // The data and model of train_test's CPU run, which reaches more than 90% there.
+  train::TrainOptions o = one_cuda_epoch("resnet18:cifar,width=8", "synthetic:n=384,h=12,w=12,classes=4,noise=96");
   std::ostringstream log;
   auto r = train::Trainer(o, log).run();
   ASSERT_EQ(r.size(), 1u);
@@ -245,14 +252,7 @@ TEST(CudaModels, TrainerLearnsOnCuda) {
 TEST(CudaModels, TrainerWithACudaGraphRepeatsTheEagerLossesBitwise) {
   TD_REQUIRE_GPU();
   tandem::testing::NumericsGuard deterministic(false, true);
-  train::TrainOptions o;
-  o.model = "resnet18:cifar,width=4";
-  o.dataset = "synthetic:n=48,h=8,w=8,classes=4";
-  o.epochs = 1;
-  o.batch = 16;
-  o.lr = 0.05;
-  o.device = "cuda";
-  o.log_every = 0;
+  train::TrainOptions o = one_cuda_epoch("resnet18:cifar,width=4", "synthetic:n=48,h=8,w=8,classes=4");
   o.evaluate = false;
   o.seed = tandem::testing::fresh_seed() % 1000;
   std::ostringstream eager_log, graph_log;
