@@ -16,6 +16,7 @@
 
 #include "runtime/base/device.h"
 #include "runtime/base/error.h"
+#include "runtime/memory/cuda_graph.h"
 #include "runtime/memory/storage.h"
 #include "runtime/memory/stream.h"
 #include "runtime/memory/stream_check.h"
@@ -76,6 +77,10 @@ Handle thread_handle(int device, Status* status, const char* library, bool at_se
              "of which may wait for this thread (a hang on a GPU); prepare the thread when it starts "
              "(prepare_cuda_thread; run_on_workers does)");
   if ((v[device] = HandlePool<Handle>::get().take(device)) != nullptr) return v[device];
+  TD_CHECK_T(GraphCaptureError, active_capture() == nullptr, "a ", library, " handle for cuda:", device,
+             " would be created during the capture of a CUDA graph (creating one allocates device memory, which a "
+             "capture forbids): prepare the thread before capturing (prepare_cuda_thread) or run the step once "
+             "eagerly on it");
   *status = Create(&v[device]);
   if (*status == AllocFailed) {
     release_cached_memory(Device::cuda(device));

@@ -8,6 +8,7 @@
 #include "models/init.h"
 #include "models/sequential.h"
 #include "runtime/base/error.h"
+#include "runtime/memory/cuda_graph.h"
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
 
@@ -136,7 +137,13 @@ BatchNorm2d::BatchNorm2d(int64_t channels, const BatchNormSpec& spec)
 
 Tensor BatchNorm2d::forward(const Tensor& x) {
   bool batch_stats = is_training() && !frozen_;
-  if (batch_stats) ++batches_;
+  GraphCapture* capture = active_capture();
+  if (batch_stats && capture != nullptr && capture->stream().device() == running_mean.device()) {
+    // A capture runs nothing: each replay counts, as an eager step would.
+    capture->on_replay([count = &batches_] { ++*count; });
+  } else if (batch_stats) {
+    ++batches_;
+  }
   return batch_norm(x, weight, bias, running_mean, running_var, batch_stats, spec_.momentum, spec_.eps);
 }
 

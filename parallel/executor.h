@@ -19,6 +19,9 @@ struct InstrTime {
   double end_s = 0;
 };
 
+// Why the papers' schedules are not captured as CUDA graphs (tools:distill and tools:cyclic --cuda-graph say it).
+extern const char* const kScheduleCaptureLimits;
+
 class Executor {
  public:
   // `comm` realizes dependencies on other workers' instructions that no Send->Recv pair already carries

@@ -17,6 +17,7 @@
 //   that GPU (per op and per step), from ops recorded on the simulated GPU (tools/costmodel).
 //   --no-bn-fusion (batch norm, residual add and ReLU as separate ops, to compare with the fused batch_norm_act)
 //   --precision=f32|bf16 (the precision policy of runtime/tensor/precision.h; default f32)
+//   --cuda-graph (on a GPU: each case's iteration captured as a CUDA graph after the warm-up, its replays timed)
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -37,6 +38,7 @@
 #include "runtime/base/files.h"
 #include "runtime/base/parallel_for.h"
 #include "runtime/formats/chrome_trace.h"
+#include "runtime/memory/cuda_graph.h"
 #include "runtime/memory/stream.h"
 #include "runtime/tensor/precision.h"
 #include "runtime/tensor/profile_table.h"
@@ -57,6 +59,7 @@ struct Config {
   std::vector<std::string> models = {"resnet18", "resnet50", "mobilenet_v2"};
   std::vector<std::string> modes = {"fwd", "fwd_bwd", "step"};
   bool channels_last = true;
+  bool cuda_graph = false;
   double min_time_s = 1.0;
   bool profile = false;
   std::string profile_trace;  // a folder; empty: no traces (set: profile)
@@ -106,15 +109,28 @@ void BM_Model(benchmark::State& state, std::string name, int64_t size, std::stri
   k.set_inputs(batch, size);
 
   Stream s = current_stream(device);
-  for (int i = 0; i < 3; ++i) k.run();  // warm-up: algorithm selection, allocator pools
+  const bool graphed = c.cuda_graph && device.is_cuda();
+  for (int i = 0; i < 3; ++i) k.run(graphed);  // warm-up: algorithm selection, allocator pools
   s.synchronize();
   if (c.profile || !c.profile_trace.empty()) profile_case(k, name + "/" + std::to_string(size) + "/" + mode);
+  // --cuda-graph: the iteration captured once after the warm-up, then replayed.
+  CudaGraph graph;
+  if (graphed) {
+    graph.capture(s, [&] { k.run(true); });
+    state.counters["graph_nodes"] = static_cast<double>(graph.nodes());
+  }
+  auto iteration = [&] {
+    if (graph.captured())
+      graph.replay();
+    else
+      k.run();
+  };
   double total_s = 0;
   for (auto _ : state) {
     if (device.is_cuda()) {
       Event start(true), stop(true);
       start.record(s);
-      k.run();
+      iteration();
       stop.record(s);
       stop.synchronize();
       double sec = start.elapsed_ms(stop) * 1e-3;
@@ -122,7 +138,7 @@ void BM_Model(benchmark::State& state, std::string name, int64_t size, std::stri
       total_s += sec;
     } else {
       auto t0 = std::chrono::steady_clock::now();
-      k.run();
+      iteration();
       double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       state.SetIterationTime(sec);
       total_s += sec;
@@ -218,8 +234,8 @@ int main(int argc, char** argv) {
   tandem::flags::Parser p(
       "models_bench",
       "models_bench [--device=DEV] [--batch=N] [--sizes=32,224] [--models=A,B] [--modes=M,...] [--nchw]\n"
-      "                    [--min-time=S] [--precision=P] [--no-bn-fusion] [--profile [--profile-trace=DIR]]\n"
-      "                    [Google Benchmark flags]",
+      "                    [--min-time=S] [--cuda-graph] [--precision=P] [--no-bn-fusion]\n"
+      "                    [--profile [--profile-trace=DIR]] [Google Benchmark flags]",
       "Images/s of zoo models (default resnet18,resnet50,mobilenet_v2) per mode: fwd (eval forward, no\n"
       "autograd), fwd_bwd (training forward, cross-entropy, backward), step (fwd_bwd + SGD step).\n"
       "--benchmark_out=FILE.json feeds bench/torch/speed.py, which times the same cases in PyTorch\n"
@@ -233,7 +249,9 @@ int main(int argc, char** argv) {
   p.words("--models", "A,B", &g_config.models, "zoo models (default resnet18,resnet50,mobilenet_v2)");
   p.words("--modes", "M,...", &g_config.modes, "fwd, fwd_bwd, step (default all three)");
   p.flag("--nchw", &g_config.channels_last, false, "NCHW inputs on the GPU");
-  p.number("--min-time", "S", &g_config.min_time_s, "timed seconds per case at least (default 1)", 0);
+  p.flag("--cuda-graph", &g_config.cuda_graph, true,
+         "on a GPU: capture each case's iteration as a CUDA graph after the warm-up and time its replays");
+  p.number("--min-time", "S", &g_config.min_time_s, "timed seconds per case at least (default 1; 0: one iteration)", 0);
   p.flag("--profile", &g_config.profile, true,
          "after each case's warm-up, profile one iteration: time per op and per kernel\n"
          "(CUPTI on a GPU when libcupti loads, else host timers around each kernel)");
@@ -293,12 +311,17 @@ int main(int argc, char** argv) {
     benchmark::AddCustomContext("tandem_bn_fusion", g_config.bn_fusion ? "1" : "0");
     for (const auto& m : g_config.models)
       for (int64_t size : g_config.sizes)
-        for (const auto& mode : g_config.modes)
-          benchmark::RegisterBenchmark((m + "/" + std::to_string(size) + "/" + mode).c_str(), tandem::BM_Model, m, size,
-                                       mode)
-              ->UseManualTime()
-              ->Unit(benchmark::kMillisecond)
-              ->MinTime(g_config.min_time_s);
+        for (const auto& mode : g_config.modes) {
+          auto* b = benchmark::RegisterBenchmark((m + "/" + std::to_string(size) + "/" + mode).c_str(),
+                                                 tandem::BM_Model, m, size, mode)
+                        ->UseManualTime()
+                        ->Unit(benchmark::kMillisecond);
+          // Google Benchmark aborts on a minimum time of 0.
+          if (g_config.min_time_s > 0)
+            b->MinTime(g_config.min_time_s);
+          else
+            b->Iterations(1);
+        }
     benchmark::RunSpecifiedBenchmarks();
     tandem::print_table();
     benchmark::Shutdown();

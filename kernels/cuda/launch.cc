@@ -10,6 +10,7 @@
 #include "runtime/base/cuda_check.h"
 #include "runtime/base/error.h"
 #include "runtime/base/lru_cache.h"
+#include "runtime/memory/cuda_graph.h"
 #include "runtime/memory/cuda_thread.h"
 #include "runtime/memory/memory.h"
 
@@ -87,6 +88,10 @@ Storage scratch(size_t nbytes, const Stream& s) {
 Storage workspace(size_t nbytes, const Stream& s) {
   thread_local LruCache<uint64_t, Storage> buffers(kWorkspaceStreams);  // by stream id
   if (nbytes == 0) return Storage();
+  // During a capture the cache is left alone: its buffers lie outside the graph's memory, so a replay would use one
+  // the eager work may since have grown (freed), and growing one in the capture would free it there. The graph gets
+  // a buffer of its own, freed inside it.
+  if (active_capture() != nullptr) return scratch(nbytes, s);
   Storage* held = buffers.find(s.id());
   if (held != nullptr && held->use_count() > 1) return scratch(nbytes, s);  // lent to an op still running
   if (held != nullptr && held->nbytes() >= nbytes) return *held;

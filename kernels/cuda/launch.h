@@ -71,7 +71,7 @@ Storage scratch(size_t nbytes, const Stream& s);
 // share it safely; while an earlier Storage of it is still held (a workspace inside another) the call gets
 // scratch() instead. A thread keeps buffers for its kWorkspaceStreams most recently used streams (the others
 // are freed), each until the thread exits: held memory of the Workspace category, charged to the memory scopes
-// active when it grew.
+// active when it grew. During the capture of a CUDA graph it is scratch(): the graph's own memory.
 Storage workspace(size_t nbytes, const Stream& s);
 constexpr size_t kWorkspaceStreams = 8;
 

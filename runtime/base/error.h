@@ -30,16 +30,17 @@ class Error : public std::runtime_error {
     using Error::Error;           \
   }
 
-TANDEM_DEFINE_ERROR(ValueError);        // a bad argument or configuration
-TANDEM_DEFINE_ERROR(ShapeError);        // shapes that do not fit together
-TANDEM_DEFINE_ERROR(DTypeError);        // an unsupported or mismatched element type
-TANDEM_DEFINE_ERROR(DeviceError);       // mixed devices, or a device that is not there
-TANDEM_DEFINE_ERROR(IndexError);        // an index or label out of range
-TANDEM_DEFINE_ERROR(AutogradError);     // a misuse of the autograd graph
-TANDEM_DEFINE_ERROR(IoError);           // a file that is missing, truncated or corrupt
-TANDEM_DEFINE_ERROR(BackendError);      // an error reported by CUDA, cuBLAS, cuDNN or NCCL
-TANDEM_DEFINE_ERROR(InternalError);     // a broken invariant inside Tandem
-TANDEM_DEFINE_ERROR(StreamOrderError);  // two streams' accesses with no declared order (TANDEM_STREAM_CHECK)
+TANDEM_DEFINE_ERROR(ValueError);         // a bad argument or configuration
+TANDEM_DEFINE_ERROR(ShapeError);         // shapes that do not fit together
+TANDEM_DEFINE_ERROR(DTypeError);         // an unsupported or mismatched element type
+TANDEM_DEFINE_ERROR(DeviceError);        // mixed devices, or a device that is not there
+TANDEM_DEFINE_ERROR(IndexError);         // an index or label out of range
+TANDEM_DEFINE_ERROR(AutogradError);      // a misuse of the autograd graph
+TANDEM_DEFINE_ERROR(IoError);            // a file that is missing, truncated or corrupt
+TANDEM_DEFINE_ERROR(BackendError);       // an error reported by CUDA, cuBLAS, cuDNN or NCCL
+TANDEM_DEFINE_ERROR(InternalError);      // a broken invariant inside Tandem
+TANDEM_DEFINE_ERROR(StreamOrderError);   // two streams' accesses with no declared order (TANDEM_STREAM_CHECK)
+TANDEM_DEFINE_ERROR(GraphCaptureError);  // work that is illegal while a CUDA graph is captured
 
 #undef TANDEM_DEFINE_ERROR
 

@@ -5,11 +5,13 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <sstream>
 #include <vector>
 
 #include "runtime/base/config.h"
 #include "runtime/base/cuda_check.h"
 #include "runtime/base/error.h"
+#include "runtime/memory/cuda_graph.h"
 #include "runtime/memory/host_cache.h"
 #include "runtime/memory/stream_check.h"
 
@@ -70,7 +72,8 @@ struct Storage::Impl {
   Stream stream;                                       // allocation (and free) stream
   std::vector<Stream> used_on;                         // other streams that used it
   std::atomic<uint64_t> version{0};
-  uint64_t check_id = 0;  // the stream checker's allocation id (0: unchecked)
+  uint64_t check_id = 0;    // the stream checker's allocation id (0: unchecked)
+  uint64_t capture_id = 0;  // the CUDA graph capture it was allocated in (graph memory), 0 for none
   std::mutex mu;
 
   ~Impl() {
@@ -87,7 +90,23 @@ struct Storage::Impl {
         host_cache::release(data, block_bytes);
       return;
     }
-    // The free is ordered after all work queued so far on every stream that used the memory.
+    GraphCapture* c = active_capture();
+    if (c != nullptr && c->id() == capture_id) {
+      c->note_free(nbytes);  // a free node of the graph
+    } else if (c != nullptr && c->stream().device() == device) {
+      // Memory from before the capture: a free node may free only the graph's own memory, and the graph may use
+      // this memory at every replay. The capture fails, and the memory is freed once it has ended.
+      std::ostringstream what;
+      what << nbytes << " bytes of " << category_name(category) << " on " << device;
+      c->defer_free(what.str(),
+                    [data = data, stream = stream, used_on = used_on] { free_device(data, stream, used_on); });
+      return;
+    }
+    free_device(data, stream, used_on);
+  }
+
+  // The free is ordered after all work queued so far on every stream that used the memory.
+  static void free_device(void* data, const Stream& stream, const std::vector<Stream>& used_on) {
     for (const Stream& s : used_on)
       ignore_cuda_error(order_after(s, stream), "ordering a free after a stream that used the memory");
     ignore_cuda_error(cudaFreeAsync(data, stream.cuda()), "cudaFreeAsync");
@@ -114,6 +133,16 @@ Storage Storage::allocate(size_t nbytes, Device device, const Stream& stream, bo
   } else {
     check_device_available(device);
     TD_CHECK_DEVICE(stream.device() == device, "allocation on ", device, " ordered on a stream of ", stream.device());
+    GraphCapture* c = active_capture();
+    if (c != nullptr && c->stream().device() == device && nbytes > 0) {
+      // In a capture the allocation is an allocation node: its stream must be part of the capture.
+      cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+      TD_CUDA_CHECK(cudaStreamIsCapturing(stream.cuda(), &status));
+      TD_CHECK_T(GraphCaptureError, status == cudaStreamCaptureStatusActive, "an allocation of ", nbytes,
+                 " bytes on stream ", stream.id(), " of ", device, " during the capture of a CUDA graph on stream ",
+                 c->stream().id(), ", which that stream is not part of: it would be allocated once, now, and not by ",
+                 "the graph (allocate on the capturing stream, or make the stream wait for an event recorded on it)");
+    }
     if (nbytes > 0) {
       cudaError_t err = cudaMallocFromPoolAsync(&impl->data, nbytes, device_pool(device.index), stream.cuda());
       if (err == cudaErrorMemoryAllocation) {
@@ -130,6 +159,10 @@ Storage Storage::allocate(size_t nbytes, Device device, const Stream& stream, bo
                  " bytes in use by Tandem)");
       }
       TD_CUDA_CHECK(err);
+      if (c != nullptr && c->stream().device() == device) {
+        impl->capture_id = c->id();
+        c->note_allocation(nbytes);
+      }
     }
   }
   if (stream_check::enabled())

@@ -10,6 +10,7 @@
 
 #include "runtime/base/cuda_check.h"
 #include "runtime/base/device_errors.h"
+#include "runtime/memory/cuda_graph.h"
 #include "runtime/memory/stream_check.h"
 
 namespace tandem {
@@ -88,6 +89,7 @@ bool Stream::operator==(const Stream& o) const {
 }
 
 void Stream::synchronize() const {
+  check_not_capturing(*this, "Stream::synchronize", "synchronize after replay(), not inside the captured step");
   if (device_.is_cuda()) TD_CUDA_CHECK(cudaStreamSynchronize(cuda()));
   // The work is complete even when it flagged an error: the host knows it before raising that error.
   if (stream_check::enabled()) stream_check::on_synchronize(*this);

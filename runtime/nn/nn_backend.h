@@ -255,13 +255,16 @@ struct AvgPool2dBackwardArgs {
 };
 
 // mask[i] = 1 when value i of the Philox stream (seed, offset), uniform in [0, 1) with 32 bits, is >= p.
+// offset_delta (CUDA graphs; null elsewhere): a device value added to offset when the kernel runs.
 struct DropoutMaskArgs {
   int64_t n;
   double p;
   uint64_t seed, offset;
   uint8_t* mask;
+  const uint64_t* offset_delta = nullptr;
   template <class F>
   void operands(F&& f) const {
+    if (offset_delta != nullptr) f(Operand::read("offset_delta", offset_delta, DType::I64, 1));
     f(Operand::write("mask", mask, DType::U8, n));
   }
 };
@@ -293,6 +296,7 @@ struct SgdStepArgs {
   SgdHyper h;
   template <class F>
   void operands(F&& f) const {
+    if (h.device_lr != nullptr) f(Operand::read("device_lr", h.device_lr, DType::F64, 1));
     for (int64_t i = 0; i < count; ++i) {
       f(Operand::update("params", params[i], t, numels[i], i));
       f(Operand::read("grads", grads[i], t, numels[i], i));
@@ -311,6 +315,7 @@ struct AdamStepArgs {
   AdamHyper h;
   template <class F>
   void operands(F&& f) const {
+    if (h.device_coefs != nullptr) f(Operand::read("device_coefs", h.device_coefs, DType::F64, 3));
     for (int64_t i = 0; i < count; ++i) {
       f(Operand::update("params", params[i], t, numels[i], i));
       f(Operand::read("grads", grads[i], t, numels[i], i));

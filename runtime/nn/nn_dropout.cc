@@ -1,5 +1,8 @@
 // dropout: a Philox mask (the same on every device for the same generator state) and its backward.
+#include <memory>
+
 #include "runtime/base/error.h"
+#include "runtime/memory/cuda_graph.h"
 #include "runtime/nn/nn_backend.h"
 #include "runtime/nn/nn_ops.h"
 #include "runtime/tensor/autograd.h"
@@ -8,6 +11,29 @@
 #include "runtime/tensor/tensor_desc.h"
 
 namespace tandem {
+
+namespace {
+// In a CUDA graph capture: the device value a replay adds to the generator's offsets of the capture. The capture
+// draws from the generator as one step would and then gives the offsets back; each replay takes the offsets of one
+// step from where the generator is then, as an eager step would.
+const uint64_t* replay_offset_delta(Generator& gen, Device device) {
+  GraphCapture* c = active_capture();
+  if (c == nullptr || c->stream().device() != device) return nullptr;
+  return static_cast<const uint64_t*>(c->keyed(&gen, [&] {
+    const uint64_t start = gen.offset();
+    auto drawn = std::make_shared<uint64_t>(0), base = std::make_shared<uint64_t>(0);
+    c->on_end([&gen, start, drawn] {
+      *drawn = gen.offset() - start;
+      gen.set_state(gen.seed(), start);
+    });
+    c->on_replay([&gen, drawn, base] {
+      *base = gen.offset();
+      gen.set_state(gen.seed(), *base + *drawn);
+    });
+    return static_cast<const void*>(c->replay_u64([start, base] { return *base - start; }));
+  }));
+}
+}  // namespace
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
   ProfileScope scope("dropout");
@@ -24,8 +50,9 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
   if (n > 0) {
     NNBackend& nn = nn_backend_for(x.device());
     Stream stream = current_stream(x.device());
+    const uint64_t* delta = replay_offset_delta(gen, x.device());
     uint64_t offset = gen.advance(n);
-    nn.dropout_mask({n, p, gen.seed(), offset, mask.data<uint8_t>()}, stream);
+    nn.dropout_mask({n, p, gen.seed(), offset, mask.data<uint8_t>(), delta}, stream);
     nn.masked_scale({x.dtype(), xd.raw_data(), mask.data<uint8_t>(), scale, y.raw_data(), n}, stream);
   }
   if (autograd::any_requires_grad({x})) {

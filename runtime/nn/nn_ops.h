@@ -72,6 +72,9 @@ struct SgdHyper {
   double weight_decay = 0;
   bool nesterov = false;
   bool first_step = false;  // momentum buffers are initialized to the first update (buf = d_p)
+  // CUDA graphs: the learning rate read from this device double when the update runs (instead of lr), so that a
+  // replayed update uses the rate set before that replay.
+  const double* device_lr = nullptr;
 };
 // d_p = g + wd * p; buf = first ? d_p : momentum * buf + (1 - dampening) * d_p;
 // d_p = nesterov ? d_p + momentum * buf : buf (when momentum != 0); p -= lr * d_p.
@@ -86,6 +89,9 @@ struct AdamHyper {
   double weight_decay = 0;
   bool decoupled_weight_decay = false;  // AdamW
   int64_t step = 1;                     // 1-based step count, for bias correction
+  // CUDA graphs: three device doubles read when the update runs, computed on the host from the step and learning
+  // rate of that replay: lr / (1 - beta1^step), 1 - beta2^step, 1 - lr * weight_decay (instead of lr and step).
+  const double* device_coefs = nullptr;
 };
 // Adam: g += wd * p (or AdamW: p *= 1 - lr * wd); m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 // p -= lr / (1 - b1^t) * m / (sqrt(v / (1 - b2^t)) + eps).

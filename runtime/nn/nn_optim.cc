@@ -73,6 +73,7 @@ void sgd_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
   TensorLists tl = gather("sgd_step_", lists, names);
   if (tl.numels.empty()) return;
   Device device = params[0].device();
+  TD_CHECK_DEVICE(h.device_lr == nullptr || device.is_cuda(), "sgd_step_: a device learning rate on ", device);
   nn_backend_for(device).sgd_step({params[0].dtype(), static_cast<int64_t>(tl.numels.size()), tl.lists[0].data(),
                                    tl.lists[1].data(), momentum ? tl.lists[2].data() : nullptr, tl.numels.data(), h},
                                   current_stream(device));
@@ -92,6 +93,7 @@ void adam_step_(const std::vector<Tensor>& params, const std::vector<Tensor>& gr
                           {"parameter", "gradient", "exp_avg", "exp_avg_sq"});
   if (tl.numels.empty()) return;
   Device device = params[0].device();
+  TD_CHECK_DEVICE(h.device_coefs == nullptr || device.is_cuda(), "adam_step_: device coefficients on ", device);
   nn_backend_for(device).adam_step({params[0].dtype(), static_cast<int64_t>(tl.numels.size()), tl.lists[0].data(),
                                     tl.lists[1].data(), tl.lists[2].data(), tl.lists[3].data(), tl.numels.data(), h},
                                    current_stream(device));

@@ -1,10 +1,12 @@
 // SGD, Adam and AdamW: state bookkeeping around the fused update ops.
 #include "runtime/optim/optim.h"
 
+#include <cmath>
 #include <set>
 #include <tuple>
 
 #include "runtime/base/error.h"
+#include "runtime/memory/cuda_graph.h"
 #include "runtime/memory/memory.h"
 #include "runtime/nn/nn_ops.h"
 #include "runtime/tensor/autograd.h"
@@ -22,12 +24,13 @@ struct Bucket {
   DType dtype;
   int64_t key;
   std::vector<Tensor> params, grads, a, b;
+  const int64_t* step = nullptr;  // Adam: the step count of its parameters (all equal), read by CUDA graph replays
 };
 
 Bucket& bucket_for(std::vector<Bucket>& buckets, const Tensor& p, int64_t key) {
   for (Bucket& b : buckets)
     if (b.device == p.device() && b.dtype == p.dtype() && b.key == key) return b;
-  buckets.push_back(Bucket{p.device(), p.dtype(), key, {}, {}, {}, {}});
+  buckets.push_back(Bucket{p.device(), p.dtype(), key, {}, {}, {}, {}, nullptr});
   return buckets.back();
 }
 
@@ -73,6 +76,13 @@ std::pair<std::string, std::string> split_key(const std::string& key) {
   return {key.substr(0, dot), key.substr(dot + 1)};
 }
 
+// The CUDA graph capture of this thread when it captures work of `device` (an optimizer step in it reads its learning
+// rate and step count from device memory that each replay sets), else nullptr.
+GraphCapture* capture_on(Device device) {
+  GraphCapture* c = active_capture();
+  return c != nullptr && c->stream().device() == device ? c : nullptr;
+}
+
 void check_hyper(double lr, double weight_decay, const char* who) {
   TD_CHECK(lr >= 0, who, ": learning rate must be non-negative, got ", lr);
   TD_CHECK(weight_decay >= 0, who, ": weight decay must be non-negative, got ", weight_decay);
@@ -110,9 +120,16 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr, double weight_de
   }
 }
 
-void Optimizer::zero_grad() {
+void Optimizer::zero_grad(bool set_to_none) {
+  autograd::NoGradGuard ng;
   for (auto& g : groups_)
-    for (auto& p : g.params) p.second.zero_grad();
+    for (auto& p : g.params) {
+      Tensor grad = p.second.grad();
+      if (set_to_none || !grad.defined())
+        p.second.zero_grad();
+      else
+        grad.fill_(0.0);
+    }
 }
 
 void Optimizer::set_lr(size_t g, double lr) {
@@ -151,6 +168,10 @@ void Sgd::step() {
         h.weight_decay = g.weight_decay;
         h.nesterov = o_.nesterov;
         h.first_step = b.key != 0;
+        if (GraphCapture* c = capture_on(b.device)) {
+          const Group* group = &g;
+          h.device_lr = c->replay_double([group] { return group->lr; });
+        }
         sgd_step_(b.params, b.grads, b.a, h);
       });
 }
@@ -214,10 +235,16 @@ void Adam::step() {
         if (it == state_.end())
           it = state_.emplace(p.first, State{state_like(p.second, true), state_like(p.second, true), 0}).first;
         State& s = it->second;
-        ++s.step;
-        Bucket& b = bucket_for(buckets, p.second, s.step);
+        // A capture runs no update: each replay counts its step.
+        const int64_t step = s.step + 1;
+        if (GraphCapture* c = capture_on(p.second.device()))
+          c->on_replay([count = &s.step] { ++*count; });
+        else
+          s.step = step;
+        Bucket& b = bucket_for(buckets, p.second, step);
         b.a.push_back(s.exp_avg);
         b.b.push_back(s.exp_avg_sq);
+        b.step = &s.step;
         return b;
       },
       [&](const Group& g, Bucket& b) {
@@ -229,6 +256,17 @@ void Adam::step() {
         h.weight_decay = g.weight_decay;
         h.decoupled_weight_decay = o_.decoupled_weight_decay;
         h.step = b.key;
+        if (GraphCapture* c = capture_on(b.device)) {
+          // The same formulas as the eager kernels' coefficients, from the step and rate of each replay.
+          const Group* group = &g;
+          const int64_t* count = b.step;
+          const double b1 = o_.beta1, b2 = o_.beta2;
+          h.device_coefs = c->replay_double(
+              [group, count, b1] { return group->lr / (1.0 - std::pow(b1, static_cast<double>(*count))); });
+          const double* bc2 = c->replay_double([count, b2] { return 1.0 - std::pow(b2, static_cast<double>(*count)); });
+          const double* decay = c->replay_double([group] { return 1.0 - group->lr * group->weight_decay; });
+          TD_ASSERT(bc2 == h.device_coefs + 1 && decay == h.device_coefs + 2, "replay values are not consecutive");
+        }
         adam_step_(b.params, b.grads, b.a, b.b, h);
       });
 }

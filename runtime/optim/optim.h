@@ -30,8 +30,9 @@ class Optimizer {
 
   // One update of every parameter that has a gradient.
   virtual void step() = 0;
-  // Drops the gradients of all parameters.
-  void zero_grad();
+  // Drops the gradients of all parameters, or with set_to_none false zeroes them in place (their memory stays: a
+  // captured CUDA graph step accumulates into the same gradients at every replay).
+  void zero_grad(bool set_to_none = true);
 
   size_t num_groups() const { return groups_.size(); }
   const NamedTensors& group_params(size_t g) const { return groups_.at(g).params; }

@@ -12,6 +12,7 @@
 #include "runtime/base/cuda_check.h"
 #include "runtime/base/device_errors.h"
 #include "runtime/base/error.h"
+#include "runtime/memory/cuda_graph.h"
 #include "runtime/memory/stream_check.h"
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/layout.h"
@@ -452,6 +453,16 @@ void copy_bytes_across(const Tensor& src, const Tensor& dst, const Stream& strea
   // A copy from pageable host memory reads it on the host before returning (CUDA stages it), so only the
   // device side is stream-ordered; pinned memory is read by the stream, later.
   const bool staged = sd.is_cpu() && !src.storage().pinned();
+  if (staged)
+    check_not_capturing(stream, "a copy from pageable host memory to " + dd.str(),
+                        "copy inputs into device tensors made before the capture (from pinned memory) before "
+                        "replay(), and make constants on the device");
+  if (sd.is_cuda() && dd.is_cpu())
+    check_not_capturing(stream,
+                        "a copy from " + sd.str() +
+                            " to the host (Tensor::item, to(Device::cpu()), "
+                            "printing a tensor)",
+                        "copy results into device tensors made before the capture and read them after replay()");
   if (staged) note_pageable_copy(dd, n);
   if (stream_check::enabled()) {
     if (staged) {

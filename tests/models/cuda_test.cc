@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <sstream>
+#include <string>
 
 #include "models/blocks.h"
 #include "models/layers.h"
@@ -222,22 +223,48 @@ TEST(CudaModels, OptimizersMatchCpu) {
   }
 }
 
-TEST(CudaModels, TrainerLearnsOnCuda) {
-  TD_REQUIRE_GPU();
+// One epoch of `model` on `dataset` in batches of 16 on the GPU, without log lines.
+train::TrainOptions one_cuda_epoch(const std::string& model, const std::string& dataset) {
   train::TrainOptions o;
-  // The data and model of train_test's CPU run, which reaches more than 90% there.
-  o.model = "resnet18:cifar,width=8";
-  o.dataset = "synthetic:n=384,h=12,w=12,classes=4,noise=96";
+  o.model = model;
+  o.dataset = dataset;
   o.epochs = 1;
   o.batch = 16;
   o.lr = 0.05;
   o.device = "cuda";
   o.log_every = 0;
+  return o;
+}
+
+TEST(CudaModels, TrainerLearnsOnCuda) {
+  TD_REQUIRE_GPU();
+  // The data and model of train_test's CPU run, which reaches more than 90% there.
+  train::TrainOptions o = one_cuda_epoch("resnet18:cifar,width=8", "synthetic:n=384,h=12,w=12,classes=4,noise=96");
   std::ostringstream log;
   auto r = train::Trainer(o, log).run();
   ASSERT_EQ(r.size(), 1u);
   EXPECT_LT(r[0].step_losses.back(), 0.3 * r[0].step_losses.front()) << log.str();
   EXPECT_GT(r[0].test_accuracy, 0.9) << log.str();
+}
+
+// train --cuda-graph: the warm-up step eager, the others replays of one captured graph, with losses bitwise those
+// of the eager run (deterministic algorithms).
+TEST(CudaModels, TrainerWithACudaGraphRepeatsTheEagerLossesBitwise) {
+  TD_REQUIRE_GPU();
+  tandem::testing::NumericsGuard deterministic(false, true);
+  train::TrainOptions o = one_cuda_epoch("resnet18:cifar,width=4", "synthetic:n=48,h=8,w=8,classes=4");
+  o.evaluate = false;
+  o.seed = tandem::testing::fresh_seed() % 1000;
+  std::ostringstream eager_log, graph_log;
+  auto eager = train::Trainer(o, eager_log).run();
+  o.cuda_graph = true;
+  auto graph = train::Trainer(o, graph_log).run();
+  ASSERT_EQ(eager.size(), 1u);
+  ASSERT_EQ(graph.size(), 1u);
+  ASSERT_GE(eager[0].step_losses.size(), 3u);
+  EXPECT_EQ(graph[0].step_losses, eager[0].step_losses) << graph_log.str();
+  EXPECT_NE(graph_log.str().find("cuda graph: the step is "), std::string::npos) << graph_log.str();
+  EXPECT_EQ(eager_log.str().find("cuda graph"), std::string::npos) << eager_log.str();
 }
 
 }  // namespace

@@ -42,14 +42,17 @@ void ModelStep::set_inputs(int64_t batch, int64_t size) {
   labels_ = from_vector<int64_t>(labels, {batch}).to(device_);
 }
 
-void ModelStep::run() {
+void ModelStep::run(bool in_place) {
   DeviceGuard guard(device_);
   if (mode_ == "fwd") {
     autograd::NoGradGuard ng;
     model_->forward(images_);
     return;
   }
-  model_->zero_grad();
+  if (in_place)
+    optimizer_->zero_grad(false);
+  else
+    model_->zero_grad();
   models::cross_entropy(model_->forward(images_), labels_).backward();
   if (mode_ == "step") optimizer_->step();
 }

@@ -22,7 +22,9 @@ class ModelStep {
   ModelStep(const std::string& model, const std::string& mode, Device device, bool channels_last);
   // Inputs of `batch` images of size x size (in the model's layout) and their labels.
   void set_inputs(int64_t batch, int64_t size);
-  void run();  // queues one unit of work on the device's current stream
+  // Queues one unit of work on the device's current stream. in_place: gradients are zeroed in place rather than
+  // dropped, so that a CUDA graph of run() replays into the same buffers (models_bench --cuda-graph).
+  void run(bool in_place = false);
   Device device() const { return device_; }
 
  private:

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <vector>
 
+#include "tools/cudasim/capture.h"
+
 namespace cudasim {
 
 namespace {
@@ -117,6 +119,11 @@ std::string reserve_handle(const char* api, size_t bytes, int* device, bool* unu
   if (cudaError_t e = check_device(*device)) {
     *unusable = true;
     return std::string(api) + ": cuda:" + std::to_string(*device) + " cannot be used: " + cudaGetErrorString(e);
+  }
+  // Creating a handle allocates device memory (cudaMalloc): potentially unsafe while a capture is under way.
+  if (cudaError_t e = unsafe_call(api)) {
+    *unusable = true;
+    return std::string(api) + " during stream capture: " + cudaGetErrorString(e);
   }
   // The library loads its module into the device's context, which waits for every stream of the device.
   if (!wait_device_idle(*device, api)) {

@@ -10,6 +10,7 @@
 #include <map>
 #include <sstream>
 
+#include "tools/cudasim/capture.h"
 #include "tools/cudasim/counters.h"
 #include "tools/cudasim/sim.h"
 #include "tools/cudasim/state.h"
@@ -75,7 +76,22 @@ struct Region {
   size_t capacity = 0;  // bytes really held (>= a.bytes)
   PoolState* pool = nullptr;
   std::shared_ptr<BlockLife> life;  // pool blocks only
+  const void* graph = nullptr;      // the graph whose allocation node made it (graph memory)
+  bool freed_in_graph = false;      // a free node of that graph frees it
 };
+
+// Blocks a graph's free nodes freed during its capture: later allocation nodes on the same stream reuse them (the
+// free precedes them in the graph), as CUDA reuses graph memory.
+struct GraphCached {
+  const void* graph;
+  char* base;
+  size_t capacity;
+  uint64_t freed_on;
+};
+std::vector<GraphCached>& graph_cached() {
+  static auto* v = new std::vector<GraphCached>();
+  return *v;
+}
 
 std::mutex mu;  // guards the registry, the pools and every device's `reserved`
 std::map<uintptr_t, Region>& regions() {
@@ -253,21 +269,39 @@ cudaError_t pool_alloc(void** out, size_t bytes, PoolState& pool, CUstream_st* s
   }
   char* base = nullptr;
   size_t capacity = round_up(bytes, 512);
+  // In a capture: an allocation node, whose block the graph owns (fixed address, reused by every launch).
+  const void* graph = capture_graph(s);
   bool growth = false;
   {
     std::lock_guard<std::mutex> lock(mu);
-    // Reuse: a block freed on this stream (stream order), else one whose free has run; best fit.
-    auto best = pool.cached.end();
-    for (auto it = pool.cached.begin(); it != pool.cached.end(); ++it) {
-      if (it->capacity < capacity || it->capacity > 2 * capacity) continue;
-      if (it->freed_on != s->id && !*it->free_ran) continue;
-      if (best == pool.cached.end() || it->capacity < best->capacity) best = it;
-    }
-    if (best != pool.cached.end()) {
-      base = best->base;
-      capacity = best->capacity;
-      pool.cached.erase(best);
+    if (graph != nullptr) {
+      auto& gc = graph_cached();
+      auto best = gc.end();
+      for (auto it = gc.begin(); it != gc.end(); ++it) {
+        if (it->graph != graph || it->freed_on != s->id || it->capacity < capacity || it->capacity > 2 * capacity)
+          continue;
+        if (best == gc.end() || it->capacity < best->capacity) best = it;
+      }
+      if (best != gc.end()) {
+        base = best->base;
+        capacity = best->capacity;
+        gc.erase(best);
+      }
     } else {
+      // Reuse: a block freed on this stream (stream order), else one whose free has run; best fit.
+      auto best = pool.cached.end();
+      for (auto it = pool.cached.begin(); it != pool.cached.end(); ++it) {
+        if (it->capacity < capacity || it->capacity > 2 * capacity) continue;
+        if (it->freed_on != s->id && !*it->free_ran) continue;
+        if (best == pool.cached.end() || it->capacity < best->capacity) best = it;
+      }
+      if (best != pool.cached.end()) {
+        base = best->base;
+        capacity = best->capacity;
+        pool.cached.erase(best);
+      }
+    }
+    if (base == nullptr) {
       growth = true;
       if (!reserve_locked(pool.device, capacity)) {
         trim(pool, 0, capacity);
@@ -286,6 +320,8 @@ cudaError_t pool_alloc(void** out, size_t bytes, PoolState& pool, CUstream_st* s
     g.a = Allocation{base, bytes, pool.device, MemoryKind::Pool};
     g.capacity = capacity;
     g.pool = &pool;
+    g.graph = graph;
+    if (graph != nullptr) note_graph_allocation(graph, base);
     Region& slot = regions()[reinterpret_cast<uintptr_t>(base)];
     g.life = slot.life ? slot.life : std::make_shared<BlockLife>();
     slot = g;
@@ -297,7 +333,10 @@ cudaError_t pool_alloc(void** out, size_t bytes, PoolState& pool, CUstream_st* s
     // In stream order (after a free of the same block on this stream): the new bytes become addressable and
     // read as NaN until written. Queued before mu is released, as a free's task is: a block's allocations and
     // frees enter their streams in the order the registry saw them, whichever host threads issue them.
-    enqueue(s, "cudaMallocAsync", [base, bytes, capacity, life = g.life, number, sid = s->id] {
+    // Named with its size and address: a graph's allocation node keeps them (cudaGraphExecUpdate compares them).
+    std::ostringstream what;
+    what << "cudaMallocAsync of " << bytes << " bytes at " << static_cast<const void*>(base);
+    enqueue(s, what.str(), [base, bytes, capacity, life = g.life, number, sid = s->id] {
       UNPOISON(base, bytes);
       std::memset(base, kNanByte, bytes);
       if (capacity > bytes) POISON(base + bytes, capacity - bytes);
@@ -365,7 +404,7 @@ cudaError_t copy_async(void* dst, const void* src, size_t n, cudaMemcpyKind kind
     pageable_copies++;
     auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + n);
     enqueue_using(s, api, uses_of({dst}), [dst, staged] { std::memcpy(dst, staged->data(), staged->size()); });
-    return synchronize(s) == cudaSuccess ? cudaSuccess : set_error(sticky_error(s->device));
+    return set_error(synchronize(s));
   }
   const char* direction = dst_dev && src_dev ? "copy_d2d" : dst_dev ? "copy_h2d" : src_dev ? "copy_d2h" : "copy_h2h";
   const int counting = counters::mode();
@@ -377,7 +416,7 @@ cudaError_t copy_async(void* dst, const void* src, size_t n, cudaMemcpyKind kind
   });
   if (ds == Side::Pageable && src_dev) {
     pageable_copies++;
-    return synchronize(s) == cudaSuccess ? cudaSuccess : set_error(sticky_error(s->device));
+    return set_error(synchronize(s));
   }
   return cudaSuccess;
 }
@@ -477,6 +516,66 @@ void unreserve(int device, size_t bytes) {
   device_state(device).reserved -= bytes;
 }
 
+Region* region_at(const void* p) {
+  auto it = regions().find(reinterpret_cast<uintptr_t>(p));
+  return it == regions().end() ? nullptr : &it->second;
+}
+
+void free_block(Region& r, StreamImpl* s) {
+  // A pool block waits in the pool's cache for reuse; a graph's block stays the graph's (its address is fixed).
+  auto ran = std::make_shared<bool>(false);
+  if (r.graph == nullptr) r.pool->cached.push_back({r.a.base, r.capacity, s->id, ran});
+  std::shared_ptr<BlockLife> life = r.life;
+  life->freed = true;
+  life->free_stream = s->id;
+  char* base = r.a.base;
+  const size_t capacity = r.capacity;
+  // Queued while mu is held: were it queued after, an allocation on this stream by another host thread could
+  // take the block (a free on its own stream makes it reusable at once) and queue its task first, and this free
+  // would then poison the memory under the new allocation's work.
+  enqueue(s, "cudaFreeAsync", [base, capacity, ran, life, number = life->allocation, sid = s->id] {
+    POISON(base, capacity);  // a read after the free is an AddressSanitizer report
+    std::lock_guard<std::mutex> lock(mu);
+    *ran = true;
+    life->ran = number;
+    life->ran_free = true;
+    life->ran_stream = sid;
+  });
+}
+
+bool graph_allocation_live(const void* base) {
+  std::lock_guard<std::mutex> lock(mu);
+  Region* r = region_at(base);
+  return r != nullptr && r->life && !r->life->freed;
+}
+
+void graph_allocation_relaunched(const void* base) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (Region* r = region_at(base)) r->life->freed = false;
+}
+
+void free_graph_allocation(const void* base, StreamImpl* s) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (Region* r = region_at(base)) free_block(*r, s);
+}
+
+void release_graph_memory(const void* base) {
+  std::lock_guard<std::mutex> lock(mu);
+  Region* r = region_at(base);
+  if (r == nullptr || r->graph == nullptr) return;
+  auto& gc = graph_cached();
+  gc.erase(std::remove_if(gc.begin(), gc.end(), [&](const GraphCached& c) { return c.base == base; }), gc.end());
+  if (!r->life->freed) {
+    r->graph = nullptr;  // still allocated: its cudaFreeAsync returns it to the pool
+    return;
+  }
+  char* b = r->a.base;
+  const size_t capacity = r->capacity;
+  const int device = r->a.device;
+  regions().erase(reinterpret_cast<uintptr_t>(base));
+  release(b, capacity, device);
+}
+
 void release_pool_memory(int device) {
   std::lock_guard<std::mutex> lock(mu);
   PoolState& pool = default_pool(device);
@@ -494,6 +593,7 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
   if (ptr == nullptr) return set_error(cudaErrorInvalidValue);
   const int device = cudasim::current_device();
   if (cudaError_t e = cudasim::check_device(device)) return set_error(e);
+  if (cudaError_t e = cudasim::unsafe_call("cudaMalloc")) return e;
   if (size == 0) {
     *ptr = nullptr;
     return cudaSuccess;
@@ -529,6 +629,7 @@ cudaError_t cudaFree(void* ptr) {
                        "cudaFree of " + cudasim::hex(ptr) + ", which cudaMalloc did not return (or was freed already)");
     g = *r;
   }
+  if (cudaError_t e = cudasim::forbid_device_sync(g.a.device, "cudaFree (it synchronizes the device)")) return e;
   cudasim::synchronize_device(g.a.device);  // cudaFree waits for the device's work
   std::lock_guard<std::mutex> lock(cudasim::mu);
   cudasim::counters::allocation_changed(g.a.base, g.capacity, false);
@@ -632,37 +733,41 @@ cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
   CUstream_st* s = cudasim::resolve_stream(stream, &err);
   if (s == nullptr) return set_error(err);
   if (ptr == nullptr) return cudaSuccess;
-  auto ran = std::make_shared<bool>(false);
-  std::lock_guard<std::mutex> lock(cudasim::mu);
-  const cudasim::Region* r = cudasim::region_of(ptr);
-  if (r == nullptr || r->a.base != ptr || r->a.kind != cudasim::MemoryKind::Pool)
-    return set_error(cudaErrorInvalidValue,
-                     "cudaFreeAsync of " + cudasim::hex(ptr) + ", which cudaMallocAsync did not return");
-  if (r->life->freed) return set_error(cudaErrorInvalidValue, "cudaFreeAsync of " + cudasim::hex(ptr) + " twice");
-  const size_t capacity = r->capacity;
-  r->pool->cached.push_back({static_cast<char*>(ptr), capacity, s->id, ran});
-  std::shared_ptr<cudasim::BlockLife> life = r->life;
-  life->freed = true;
-  life->free_stream = s->id;
-  char* base = static_cast<char*>(ptr);
-  // Queued while mu is held: were it queued after, an allocation on this stream by another host thread could
-  // take the block (a free on its own stream makes it reusable at once) and queue its task first, and this free
-  // would then poison the memory under the new allocation's work.
-  cudasim::enqueue(s, "cudaFreeAsync", [base, capacity, ran, life, number = life->allocation, sid = s->id] {
-    POISON(base, capacity);  // a read after the free is an AddressSanitizer report
+  const void* graph = cudasim::capture_graph(s);
+  std::string bad;
+  {
     std::lock_guard<std::mutex> lock(cudasim::mu);
-    *ran = true;
-    life->ran = number;
-    life->ran_free = true;
-    life->ran_stream = sid;
-  });
-  return cudaSuccess;
+    cudasim::Region* r = cudasim::region_at(ptr);
+    if (r == nullptr || r->a.kind != cudasim::MemoryKind::Pool) {
+      bad = "cudaFreeAsync of " + cudasim::hex(ptr) + ", which cudaMallocAsync did not return";
+    } else if (r->life->freed) {
+      bad = "cudaFreeAsync of " + cudasim::hex(ptr) + " twice";
+    } else if (graph != nullptr && r->graph != graph) {
+      // In a capture the free becomes a free node, which only frees the graph's own allocations.
+      bad = "cudaFreeAsync of " + cudasim::hex(ptr) +
+            " during stream capture: a free node frees only an "
+            "allocation of its own graph (made by cudaMallocAsync in the same capture)";
+    } else if (graph == nullptr && r->freed_in_graph) {
+      bad = "cudaFreeAsync of " + cudasim::hex(ptr) + ", a graph allocation that its graph frees itself";
+    } else {
+      if (graph != nullptr) {
+        r->freed_in_graph = true;
+        cudasim::graph_cached().push_back({graph, r->a.base, r->capacity, s->id});
+        cudasim::note_graph_free(graph, ptr);
+      }
+      cudasim::free_block(*r, s);
+      return cudaSuccess;
+    }
+  }
+  if (graph != nullptr) return cudasim::fail_capture(s, cudaErrorInvalidValue, bad);
+  return set_error(cudaErrorInvalidValue, bad);
 }
 
 cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned int flags) {
   if (ptr == nullptr) return set_error(cudaErrorInvalidValue);
   if ((flags & ~(cudaHostAllocPortable | cudaHostAllocMapped | cudaHostAllocWriteCombined)) != 0)
     return set_error(cudaErrorInvalidValue, "cudaHostAlloc: unknown flags");
+  if (cudaError_t e = cudasim::unsafe_call("cudaHostAlloc")) return e;
   const size_t capacity = cudasim::round_up(std::max<size_t>(size, 1), cudasim::kAlignment);
   char* base = cudasim::fresh(capacity);
   if (base == nullptr) return set_error(cudaErrorMemoryAllocation);
@@ -687,6 +792,8 @@ cudaError_t cudaFreeHost(void* ptr) {
       return set_error(cudaErrorInvalidValue, "cudaFreeHost of memory cudaHostAlloc did not return");
   }
   // Like cudaFree, it waits for queued work (which may still copy from or to it).
+  for (int d = 0; d < cudasim::device_count(); ++d)
+    if (cudaError_t e = cudasim::forbid_device_sync(d, "cudaFreeHost (it synchronizes every device)")) return e;
   for (int d = 0; d < cudasim::device_count(); ++d) cudasim::synchronize_device(d);
   std::lock_guard<std::mutex> lock(cudasim::mu);
   const cudasim::Region* r = cudasim::region_of(ptr);

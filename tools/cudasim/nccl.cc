@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "tools/cudasim/capture.h"
 #include "tools/cudasim/nccl_internal.h"
 #include "tools/cudasim/state.h"
 
@@ -71,6 +72,14 @@ StreamImpl* stream_of(const char* api, const ncclComm* c, cudaStream_t stream, n
   if (s == nullptr) {
     *r = fail(ncclUnhandledCudaError, std::string(api) + " on " + describe(c) + ": the stream cannot take work: " +
                                           cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
+    return nullptr;
+  }
+  if (capturing(s)) {
+    // NVIDIA's NCCL can be captured; the simulated one matches operations as they are issued, so it cannot.
+    const std::string why =
+        std::string(api) + " on " + describe(c) + " on a capturing stream: NCCL inside stream capture is not simulated";
+    fail_capture(s, cudaErrorStreamCaptureUnsupported, why);
+    *r = fail(ncclInvalidUsage, why);
     return nullptr;
   }
   if (stream_device(s) != c->device) {

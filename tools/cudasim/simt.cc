@@ -704,7 +704,17 @@ void launch(const char* kernel, const char* file, int line, const void* function
   enqueue(s, "kernel " + name, [g, s, shared_closure, pointer_fault, uses = std::move(uses)] {
     if (!pointer_fault.empty()) fault(cudaErrorIllegalAddress, "kernel " + g->name + ": " + pointer_fault);
     check_pool_uses(uses, s, "kernel " + g->name);
-    run_grid(g);
+    // Each run claims the blocks of a fresh grid: a graph node runs its launch again at every replay.
+    auto run = std::make_shared<Grid>();
+    run->name = g->name;
+    run->closure = g->closure;
+    run->grid = g->grid;
+    run->block = g->block;
+    run->device = g->device;
+    run->sms = g->sms;
+    run->launch_index = g->launch_index;
+    run->blocks = g->blocks;
+    run_grid(run);
     check_pool_uses(uses, s, "kernel " + g->name);
   });
 }

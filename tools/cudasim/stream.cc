@@ -7,6 +7,7 @@
 #include <map>
 #include <sstream>
 
+#include "tools/cudasim/capture.h"
 #include "tools/cudasim/sim.h"
 #include "tools/cudasim/state.h"
 
@@ -206,6 +207,7 @@ StreamImpl* resolve_stream(cudaStream_t s, cudaError_t* err) {
   if (s == nullptr || s == cudaStreamLegacy) {
     const int device = current_device();
     if ((*err = check_device(device)) != cudaSuccess) return nullptr;
+    if ((*err = legacy_stream_error(device, "work")) != cudaSuccess) return nullptr;
     return legacy_stream(device).get();
   }
   if (s == cudaStreamPerThread) {
@@ -220,6 +222,7 @@ StreamImpl* resolve_stream(cudaStream_t s, cudaError_t* err) {
     return nullptr;
   }
   if ((*err = sticky_error(ref->device)) != cudaSuccess) return nullptr;
+  if ((*err = capture_state_error(ref.get())) != cudaSuccess) return nullptr;
   return ref.get();
 }
 
@@ -231,6 +234,7 @@ void enqueue(StreamImpl* s, const std::string& what, std::function<void()> task)
 }
 
 void enqueue_marked(StreamImpl* s, const std::string& what, std::function<void()> task, std::function<void()> then) {
+  if (capture_work(s, what, task, then)) return;  // recorded in a graph, not run
   // Legacy default stream semantics: it waits for the device's blocking streams, and they wait for it.
   if (s->legacy || (s->flags & cudaStreamNonBlocking) == 0) {
     std::vector<std::pair<std::shared_ptr<CUstream_st>, uint64_t>> before;
@@ -261,6 +265,7 @@ void enqueue_marked(StreamImpl* s, const std::string& what, std::function<void()
 }
 
 cudaError_t synchronize(StreamImpl* s) {
+  if (cudaError_t e = forbid_while_capturing(s, "a synchronization")) return e;
   const uint64_t target = tail(*s);
   host_wait([s, target] { return reached(*s, target); });
   release_pool_memory(s->device);
@@ -384,6 +389,7 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
   cudaError_t err;
   CUstream_st* s = cudasim::resolve_stream(stream, &err);
   if (s == nullptr) return set_error(err);
+  if (cudaError_t e = cudasim::forbid_while_capturing(s, "cudaStreamQuery")) return e;
   std::lock_guard<std::mutex> lock(s->mu);
   return s->completed >= s->enqueued ? cudaSuccess : cudaErrorNotReady;
 }
@@ -404,6 +410,9 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   if (flags != 0 && flags != cudaEventWaitDefault) return set_error(cudaErrorInvalidValue);
   auto e = cudasim::event_ref(event);
   if (!e) return set_error(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent on an event that is not live");
+  bool captured = false;
+  if (cudaError_t c = cudasim::wait_in_capture(s, e.get(), &captured)) return c;
+  if (captured) return cudaSuccess;
   uint64_t target;
   {
     std::lock_guard<std::mutex> lock(e->mu);
@@ -434,6 +443,7 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* data)
 cudaError_t cudaDeviceSynchronize(void) {
   const int device = cudasim::current_device();
   if (cudaError_t e = cudasim::check_device(device)) return set_error(e);
+  if (cudaError_t e = cudasim::forbid_device_sync(device, "cudaDeviceSynchronize")) return e;
   cudasim::synchronize_device(device);
   return set_error(cudasim::sticky_error(device));
 }
@@ -456,6 +466,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
 cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, cudaEventDefault); }
 
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  cudasim::forget_captured_event(event);  // before registry_mu: capture code takes that lock inside its own
   std::lock_guard<std::mutex> lock(cudasim::registry_mu);
   if (cudasim::events().erase(event) == 0)
     return set_error(cudaErrorInvalidResourceHandle, "cudaEventDestroy of an event that is not live");
@@ -473,6 +484,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
                      "cudaEventRecord: the event was created on cuda:" + std::to_string(e->device) +
                          " and the stream belongs to cuda:" + std::to_string(s->device) +
                          " (event and stream must share a context)");
+  if (cudasim::record_in_capture(e.get(), s)) return cudaSuccess;  // it stands for captured work now
   uint64_t generation;
   {
     std::lock_guard<std::mutex> lock(e->mu);
@@ -496,6 +508,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
   auto e = cudasim::event_ref(event);
   if (!e) return set_error(cudaErrorInvalidResourceHandle);
   if (cudaError_t sticky = cudasim::sticky_error(e->device)) return set_error(sticky);
+  if (cudaError_t c = cudasim::captured_event_error(e.get(), "cudaEventQuery")) return c;
   std::lock_guard<std::mutex> lock(e->mu);
   return e->completed >= e->recorded ? cudaSuccess : cudaErrorNotReady;
 }
@@ -503,6 +516,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   auto e = cudasim::event_ref(event);
   if (!e) return set_error(cudaErrorInvalidResourceHandle);
+  if (cudaError_t c = cudasim::captured_event_error(e.get(), "cudaEventSynchronize")) return c;
   uint64_t target;
   {
     std::lock_guard<std::mutex> lock(e->mu);

@@ -1,6 +1,7 @@
 // tools:cyclic's flags and their help text.
 #include "tools/cyclic/flags.h"
 
+#include "parallel/executor.h"
 #include "tools/costmodel/gpu.h"
 #include "tools/flags/flags.h"
 
@@ -82,7 +83,10 @@ Flags parse_flags(int argc, char** argv) {
   p.footer(
       "Exit status: 0 on success, 2 for a bad flag or configuration (N or S out of range, S larger than the\n"
       "model's units, a mode the workers cannot host), 1 for other errors (e.g. unreadable data).");
+  bool cuda_graph = false;
+  p.flag("--cuda-graph", &cuda_graph, true, "refused, with the reason: the schedules are not captured (README)");
   p.parse(argc, argv);
+  if (cuda_graph) p.fail(std::string("--cuda-graph: ") + parallel::kScheduleCaptureLimits);
   return f;
 }
 

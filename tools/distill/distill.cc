@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "parallel/bd/session.h"
+#include "parallel/executor.h"
 #include "runtime/base/error.h"
 #include "runtime/tensor/precision.h"
 #include "tools/flags/flags.h"
@@ -121,7 +122,10 @@ SessionOptions parse(int argc, char** argv) {
          "student; tools:train --model <its tandem.model> evaluates it) and trace.json");
   p.flag("--resume", &o.resume, true, "continue from the block checkpoints in DIR/<s>/");
   p.footer("Several processes: mpirun -np 4 distill --workers cpu:4 ... (or cuda:0-3: NCCL bootstrapped through MPI).");
+  bool cuda_graph = false;
+  p.flag("--cuda-graph", &cuda_graph, true, "refused, with the reason: the schedules are not captured (README)");
   p.parse(argc, argv);
+  if (cuda_graph) p.fail(std::string("--cuda-graph: ") + parallel::kScheduleCaptureLimits);
   if (o.workload.teacher.empty()) p.fail("--teacher is required");
   if (o.dataset.empty()) p.fail("--dataset is required");
   if (o.resume && o.out_dir.empty()) p.fail("--resume needs --out DIR (where the checkpoints are)");

@@ -63,6 +63,9 @@ TrainOptions parse(int argc, char** argv) {
   p.text("--profile-trace", "PATH", &o.profile_trace,
          "with --profile-steps, also write that profile as a Chrome trace (chrome://tracing,\n"
          "Perfetto) to PATH");
+  p.flag("--cuda-graph", &o.cuda_graph, true,
+         "on a GPU: run the first step eagerly, capture the second (forward, backward,\n"
+         "optimizer) as a CUDA graph and replay it for every later step of the same batch shape");
   bool benchmark = false;
   p.flag("--cudnn-benchmark", &benchmark, true,
          "choose cuDNN convolution algorithms by timing them all (slower first steps,\n"

@@ -18,6 +18,7 @@
 #include "runtime/base/error.h"
 #include "runtime/base/parse_number.h"
 #include "runtime/formats/chrome_trace.h"
+#include "runtime/memory/cuda_graph.h"
 #include "runtime/optim/lr_schedule.h"
 #include "runtime/optim/optim.h"
 #include "runtime/progress/progress.h"
@@ -85,6 +86,78 @@ void end_profile(const TrainOptions& o, int64_t steps, std::ostream& log) {
   }
 }
 
+// One training step's loss and count of correct rows, left on the device.
+struct StepResult {
+  Tensor loss, correct;
+};
+
+// The training step, eager or (with --cuda-graph) replayed from a captured CUDA graph. The graph reads static
+// input tensors and writes static outputs (made before the capture); each replay's inputs are copied into them
+// first, and its outputs copied out after. A batch of another shape (a smaller last one) runs eagerly.
+class StepRunner {
+ public:
+  StepRunner(const TrainOptions& o, Device device, models::Network& model, optim::Optimizer& optimizer,
+             std::ostream& log)
+      : o_(o), device_(device), model_(model), optimizer_(optimizer), log_(log) {}
+
+  // `warm_up`: the run's first step, which runs eagerly even with --cuda-graph so that gradients, optimizer
+  // state, handles and algorithms exist before a capture.
+  StepResult run(const data::Batch& batch, bool warm_up) {
+    if (o_.cuda_graph && (!x_.defined() || batch.images.shape() == x_.shape())) return graphed(batch, warm_up);
+    if (o_.cuda_graph)
+      log_ << "cuda graph: a batch of another shape (" << shape_str(batch.images.shape()) << ") runs eagerly"
+           << std::endl;
+    optimizer_.zero_grad(!o_.cuda_graph);
+    Tensor logits = model_.forward(batch.images);
+    Tensor loss = models::cross_entropy(logits, batch.labels, o_.label_smoothing);
+    loss.backward();
+    optimizer_.step();
+    return {loss, correct_rows(logits, batch.labels)};
+  }
+
+ private:
+  StepResult graphed(const data::Batch& batch, bool warm_up) {
+    if (!x_.defined()) {
+      x_ = empty_like(batch.images);
+      y_ = empty_like(batch.labels);
+      loss_ = empty({}, TensorOptions().with_device(device_));
+      correct_ = empty({}, TensorOptions(DType::F64).with_device(device_));
+    }
+    x_.copy_(batch.images);
+    y_.copy_(batch.labels);
+    if (graph_.captured()) {
+      graph_.replay();
+    } else if (warm_up) {
+      static_step();
+    } else {
+      graph_.capture(current_stream(device_), [this] { static_step(); });
+      log_ << "cuda graph: the step is " << graph_.nodes() << " nodes, replayed with one launch" << std::endl;
+      graph_.replay();
+    }
+    return {loss_.clone(), correct_.clone()};
+  }
+
+  // The step on the static tensors: what the graph captures.
+  void static_step() {
+    optimizer_.zero_grad(false);
+    Tensor logits = model_.forward(x_);
+    Tensor loss = models::cross_entropy(logits, y_, o_.label_smoothing);
+    loss.backward();
+    optimizer_.step();
+    autograd::NoGradGuard ng;
+    loss_.copy_(loss.detach());
+    correct_.copy_(correct_rows(logits, y_));
+  }
+
+  const TrainOptions& o_;
+  Device device_;
+  models::Network& model_;
+  optim::Optimizer& optimizer_;
+  std::ostream& log_;
+  CudaGraph graph_;
+  Tensor x_, y_, loss_, correct_;
+};
+
 }  // namespace
 
 struct Trainer::State {
@@ -108,6 +181,7 @@ Trainer::Trainer(const TrainOptions& o, std::ostream& log) : s_(std::make_unique
   TD_CHECK(o.lr >= 0 && o.weight_decay >= 0 && o.momentum >= 0, "lr, weight decay and momentum must be >= 0");
   s_->device = o.device.empty() ? best_device() : Device::parse(o.device);
   check_device_available(s_->device);
+  TD_CHECK(!o.cuda_graph || s_->device.is_cuda(), "--cuda-graph needs a CUDA device, got ", s_->device);
 
   std::shared_ptr<const data::Dataset> train_set = data::open_dataset(o.dataset, true);
   data::LoaderOptions lo;
@@ -205,6 +279,7 @@ std::vector<EpochResult> Trainer::run() {
       task.items_per_step = s.o.batch;
       live.emplace(task);
     }
+    StepRunner runner(s.o, s.device, *s.model, *s.optimizer, s.log);
     auto read_losses = [&] {
       if (pending.empty()) return;
       for (Tensor& l : pending) l = l.reshape({1});
@@ -223,16 +298,11 @@ std::vector<EpochResult> Trainer::run() {
       std::optional<data::Batch> batch = s.train_loader->next();
       TD_ASSERT(batch.has_value(), "the loader ended epoch ", epoch, " after ", step, " of ", s.steps_per_epoch,
                 " batches");
-      s.optimizer->zero_grad();
-      Tensor logits = s.model->forward(batch->images);
-      Tensor loss = models::cross_entropy(logits, batch->labels, s.o.label_smoothing);
-      loss.backward();
-      s.optimizer->step();
+      StepResult step_result = runner.run(*batch, step == 0 && epoch == s.first_epoch);
       s.scheduler->step();
-      pending.push_back(loss.detach());
+      pending.push_back(step_result.loss.detach());
       int64_t n = batch->images.size(0);
-      Tensor c = correct_rows(logits, batch->labels);
-      correct = correct.defined() ? add(correct, c) : c;
+      correct = correct.defined() ? add(correct, step_result.correct) : step_result.correct;
       seen += n;
       window_images += n;
       if (step == 0) {

@@ -42,6 +42,7 @@ struct TrainOptions {
   int64_t profile_steps = 0;   // profile steps 2..N+1 of the run's first epoch (after the warm-up) and print the
                                // kernel profiler's tables; 0: none
   std::string profile_trace;   // with profile_steps: write that profile as a Chrome trace here
+  bool cuda_graph = false;     // replay a captured CUDA graph of the step (runtime/memory/cuda_graph.h)
   std::string eval_only;       // weights to evaluate on the test split (no training): a Tandem checkpoint
                                // or a torchvision-layout safetensors file
   // Test hooks: the clock the epoch timings read (seconds from any origin; empty: a steady clock), and a call

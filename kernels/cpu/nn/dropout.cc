@@ -8,6 +8,7 @@ namespace tandem {
 namespace cpu {
 
 void CpuNNBackend::dropout_mask(const DropoutMaskArgs& args, const Stream&) {
+  TD_CHECK_DEVICE(args.offset_delta == nullptr, "dropout_mask: a device offset is for CUDA graphs, not the CPU");
   int64_t blocks = (args.n + 3) / 4;
   parallel_for(0, blocks, 1024, [&](int64_t lo, int64_t hi) {
     for (int64_t blk = lo; blk < hi; ++blk) {

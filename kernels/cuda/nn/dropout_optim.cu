@@ -16,8 +16,10 @@ namespace cuda {
 
 namespace {
 
-__global__ void dropout_mask_kernel(int64_t n, double p, uint64_t seed, uint64_t offset, uint8_t* mask) {
+__global__ void dropout_mask_kernel(int64_t n, double p, uint64_t seed, uint64_t base, const uint64_t* delta,
+                                    uint8_t* mask) {
   const int64_t blocks = (n + 3) / 4, step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const uint64_t offset = delta != nullptr ? base + *delta : base;
   for (int64_t blk = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; blk < blocks; blk += step) {
     const philox::Block b = philox::generate(seed, offset + static_cast<uint64_t>(blk));
     for (int w = 0; w < 4 && blk * 4 + w < n; ++w) mask[blk * 4 + w] = philox::uniform32(b.x[w]) >= p ? 1 : 0;
@@ -61,6 +63,7 @@ template <typename T>
 struct SgdCoef {
   T lr, momentum, damp, wd;
   bool use_wd, use_momentum, nesterov, first;
+  const double* device_lr;  // when set, the learning rate (CUDA graphs)
 };
 
 template <typename T>
@@ -69,6 +72,7 @@ __global__ void sgd_kernel(const __grid_constant__ TensorList<3> list, SgdCoef<T
   T* p = static_cast<T*>(list.ptr[0][t]);
   const T* g = static_cast<const T*>(list.ptr[1][t]);
   T* buf = static_cast<T*>(list.ptr[2][t]);
+  const T lr = k.device_lr != nullptr ? static_cast<T>(*k.device_lr) : k.lr;
   const int64_t start = (static_cast<int64_t>(blockIdx.x) - list.first_block[t]) * kChunk;
   const int64_t end = min(list.numel[t], start + kChunk);
   for (int64_t i = start + threadIdx.x; i < end; i += blockDim.x) {
@@ -79,7 +83,7 @@ __global__ void sgd_kernel(const __grid_constant__ TensorList<3> list, SgdCoef<T
       buf[i] = b;
       d = k.nesterov ? d + k.momentum * b : b;
     }
-    p[i] -= k.lr * d;
+    p[i] -= lr * d;
   }
 }
 
@@ -87,6 +91,7 @@ template <typename T>
 struct AdamCoef {
   T b1, b2, one_b1, one_b2, eps, wd, step_size, bc2, decay;
   bool coupled, decoupled;
+  const double* device_coefs;  // when set, step_size, bc2 and decay (CUDA graphs)
 };
 
 template <typename T>
@@ -96,17 +101,20 @@ __global__ void adam_kernel(const __grid_constant__ TensorList<4> list, AdamCoef
   const T* g = static_cast<const T*>(list.ptr[1][t]);
   T* m = static_cast<T*>(list.ptr[2][t]);
   T* v = static_cast<T*>(list.ptr[3][t]);
+  const T step_size = k.device_coefs != nullptr ? static_cast<T>(k.device_coefs[0]) : k.step_size;
+  const T bc2 = k.device_coefs != nullptr ? static_cast<T>(k.device_coefs[1]) : k.bc2;
+  const T decay = k.device_coefs != nullptr ? static_cast<T>(k.device_coefs[2]) : k.decay;
   const int64_t start = (static_cast<int64_t>(blockIdx.x) - list.first_block[t]) * kChunk;
   const int64_t end = min(list.numel[t], start + kChunk);
   for (int64_t i = start + threadIdx.x; i < end; i += blockDim.x) {
     T gi = g[i], pi = p[i];
     if (k.coupled) gi += k.wd * pi;
-    if (k.decoupled) pi *= k.decay;
+    if (k.decoupled) pi *= decay;
     const T mi = k.b1 * m[i] + k.one_b1 * gi;
     const T vi = k.b2 * v[i] + k.one_b2 * gi * gi;
     m[i] = mi;
     v[i] = vi;
-    p[i] = pi - k.step_size * mi / (sqrt(vi / k.bc2) + k.eps);
+    p[i] = pi - step_size * mi / (sqrt(vi / bc2) + k.eps);
   }
 }
 
@@ -143,7 +151,7 @@ void CudaNNBackend::dropout_mask(const DropoutMaskArgs& args, const Stream& s) {
   if (args.n <= 0) return;
   LaunchScope ls(s);
   launch_kernel(TD_KERNEL(dropout_mask_kernel), grid_for(ceil_div(ceil_div(args.n, 4), kThreads), ls.device()),
-                kThreads, 0, ls.stream(), args.n, args.p, args.seed, args.offset, args.mask);
+                kThreads, 0, ls.stream(), args.n, args.p, args.seed, args.offset, args.offset_delta, args.mask);
   TD_CUDA_CHECK_LAUNCH(ls.stream(), "dropout_mask");
 }
 
@@ -173,7 +181,8 @@ void CudaNNBackend::sgd_step(const SgdStepArgs& args, const Stream& s) {
                  args.h.weight_decay != 0,
                  use_momentum,
                  args.h.nesterov,
-                 args.h.first_step};
+                 args.h.first_step,
+                 args.h.device_lr};
     for_each_batch<3>(args.count, lists, args.numels, [&](const TensorList<3>& list, int64_t blocks) {
       launch_kernel(TD_KERNEL(sgd_kernel<T>), launch_blocks(blocks), kThreads, 0, ls.stream(), list, k);
       TD_CUDA_CHECK_LAUNCH(ls.stream(), "sgd_step_");
@@ -198,7 +207,8 @@ void CudaNNBackend::adam_step(const AdamStepArgs& args, const Stream& s) {
                   static_cast<T>(1.0 - std::pow(args.h.beta2, step)),
                   static_cast<T>(1.0 - args.h.lr * args.h.weight_decay),
                   args.h.weight_decay != 0 && !args.h.decoupled_weight_decay,
-                  args.h.weight_decay != 0 && args.h.decoupled_weight_decay};
+                  args.h.weight_decay != 0 && args.h.decoupled_weight_decay,
+                  args.h.device_coefs};
     for_each_batch<4>(args.count, lists, args.numels, [&](const TensorList<4>& list, int64_t blocks) {
       launch_kernel(TD_KERNEL(adam_kernel<T>), launch_blocks(blocks), kThreads, 0, ls.stream(), list, k);
       TD_CUDA_CHECK_LAUNCH(ls.stream(), "adam_step_");
