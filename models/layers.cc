@@ -135,8 +135,8 @@ BatchNorm2d::BatchNorm2d(int64_t channels, const BatchNormSpec& spec)
   register_buffer("num_batches_tracked", &num_batches_tracked_);
 }
 
-Tensor BatchNorm2d::forward(const Tensor& x) {
-  bool batch_stats = is_training() && !frozen_;
+bool BatchNorm2d::count_batch() {
+  const bool batch_stats = is_training() && !frozen_;
   GraphCapture* capture = active_capture();
   if (batch_stats && capture != nullptr && capture->stream().device() == running_mean.device()) {
     // A capture runs nothing: each replay counts, as an eager step would.
@@ -144,6 +144,11 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   } else if (batch_stats) {
     ++batches_;
   }
+  return batch_stats;
+}
+
+Tensor BatchNorm2d::forward(const Tensor& x) {
+  const bool batch_stats = count_batch();
   return batch_norm(x, weight, bias, running_mean, running_var, batch_stats, spec_.momentum, spec_.eps);
 }
 
@@ -154,8 +159,7 @@ Tensor BatchNorm2d::forward_act(const Tensor& x, const Tensor& residual, BnActiv
     if (act == BnActivation::Relu) return relu(y);
     return act == BnActivation::Relu6 ? relu6(y) : y;
   }
-  bool batch_stats = is_training() && !frozen_;
-  if (batch_stats) ++batches_;
+  const bool batch_stats = count_batch();
   return batch_norm_act(x, weight, bias, running_mean, running_var, residual, act, batch_stats, spec_.momentum,
                         spec_.eps);
 }

@@ -83,6 +83,9 @@ class BatchNorm2d : public Module {
   int64_t channels_;
   BatchNormSpec spec_;
   bool frozen_ = false;
+  // Counts a batch when training with batch statistics (at each replay when a CUDA graph is being captured);
+  // returns whether it trains so.
+  bool count_batch();
   // The count lives on the host; the buffer gets it only when read (a fill per step would be a kernel launch per
   // batch norm on a GPU).
   Tensor num_batches_tracked_;

@@ -714,6 +714,7 @@ void launch(const char* kernel, const char* file, int line, const void* function
     run->sms = g->sms;
     run->launch_index = g->launch_index;
     run->blocks = g->blocks;
+    run->counting = g->counting;  // the cost model's counters of this launch (a graph's replays reuse its record)
     run_grid(run);
     check_pool_uses(uses, s, "kernel " + g->name);
   });
