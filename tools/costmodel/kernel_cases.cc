@@ -161,8 +161,10 @@ Tensor zeros_gpu(const Shape& shape, DType t = DType::F32) {
 }
 
 // Batch norm (training) of x [batch, 64, 56, 56], NCHW or NHWC, forward or backward (after a forward that
-// saves the statistics).
-KernelRun batch_norm(int64_t batch, bool channels_last, bool backward) {
+// saves the statistics); fused: y = relu(batch_norm(x) + residual), ResNet's last batch norm of a block
+// (batch_norm_act), whose forward also reads the residual and whose backward also reads y (the ReLU's mask) and
+// writes the residual's gradient.
+KernelRun batch_norm(int64_t batch, bool channels_last, bool backward, bool fused) {
   BatchNormGeometry g;
   g.channels_last = channels_last;
   g.n = batch;
@@ -170,73 +172,55 @@ KernelRun batch_norm(int64_t batch, bool channels_last, bool backward) {
   g.hw = kSide * kSide;
   const int64_t n = batch * kChannels * kSide * kSide;
   Tensor x = random_gpu({n}), y = zeros_gpu({n}), dy = random_gpu({n}), dx = zeros_gpu({n});
+  Tensor residual = fused ? random_gpu({n}) : Tensor(), dresidual = fused ? zeros_gpu({n}) : Tensor();
   Tensor weight = random_gpu({kChannels}), bias = random_gpu({kChannels});
   Tensor running_mean = zeros_gpu({kChannels}), running_var = zeros_gpu({kChannels});
   Tensor save_mean = zeros_gpu({kChannels}), save_invstd = zeros_gpu({kChannels});
   Tensor dweight = zeros_gpu({kChannels}), dbias = zeros_gpu({kChannels});
   auto forward = [=](const Stream& s) {
-    nn_backend_for(gpu()).batch_norm_forward_train(
-        {g, x.raw_data(), weight.raw_data(), bias.raw_data(), 1e-5, 0.1, running_mean.raw_data(),
-         running_var.raw_data(), y.raw_data(), save_mean.raw_data(), save_invstd.raw_data()},
-        s);
+    const BatchNormTrainArgs a{g,
+                               x.raw_data(),
+                               weight.raw_data(),
+                               bias.raw_data(),
+                               1e-5,
+                               0.1,
+                               running_mean.raw_data(),
+                               running_var.raw_data(),
+                               y.raw_data(),
+                               save_mean.raw_data(),
+                               save_invstd.raw_data()};
+    if (fused)
+      nn_backend_for(gpu()).batch_norm_act_forward_train({a, residual.raw_data(), BnActivation::Relu}, s);
+    else
+      nn_backend_for(gpu()).batch_norm_forward_train(a, s);
   };
-  const std::vector<Tensor> all = {x,           y,         dy,          dx,      weight, bias, running_mean,
-                                   running_var, save_mean, save_invstd, dweight, dbias};
-  if (!backward)  // x read, y written; weight, bias, running statistics (read and written), saved statistics
-    return {all, forward, 4.0 * (2.0 * n + 8 * kChannels)};
+  std::vector<Tensor> all = {x,           y,         dy,          dx,      weight, bias, running_mean,
+                             running_var, save_mean, save_invstd, dweight, dbias};
+  if (fused) all.insert(all.end(), {residual, dresidual});
+  const double extra = fused ? 1.0 : 0.0;  // the residual read forward; y read and dresidual written backward
+  // Forward: x read, y written; weight, bias, running statistics (read and written), saved statistics.
+  if (!backward) return {all, forward, 4.0 * ((2.0 + extra) * n + 8 * kChannels)};
   forward(current_stream(gpu()));
-  // x and dy read, dx written; weight and saved statistics read, dweight and dbias written.
+  // Backward: x and dy read, dx written; weight and saved statistics read, dweight and dbias written.
   return {all,
           [=](const Stream& s) {
-            nn_backend_for(gpu()).batch_norm_backward(
-                {g, true, x.raw_data(), dy.raw_data(), weight.raw_data(), save_mean.raw_data(), save_invstd.raw_data(),
-                 dx.raw_data(), dweight.raw_data(), dbias.raw_data()},
-                s);
+            const BatchNormBackwardArgs a{g,
+                                          true,
+                                          x.raw_data(),
+                                          dy.raw_data(),
+                                          weight.raw_data(),
+                                          save_mean.raw_data(),
+                                          save_invstd.raw_data(),
+                                          dx.raw_data(),
+                                          dweight.raw_data(),
+                                          dbias.raw_data()};
+            if (fused)
+              nn_backend_for(gpu()).batch_norm_act_backward(
+                  {a, y.raw_data(), BnActivation::Relu, false, dresidual.raw_data()}, s);
+            else
+              nn_backend_for(gpu()).batch_norm_backward(a, s);
           },
-          4.0 * (3.0 * n + 5 * kChannels)};
-}
-
-// y = relu(batch_norm(x) + residual), ResNet's last batch norm of a block (batch_norm_act), forward or backward.
-// The fused forward also reads the residual; the fused backward also reads y (the ReLU's mask) and writes the
-// residual's gradient.
-KernelRun batch_norm_add_relu(int64_t batch, bool channels_last, bool backward) {
-  BatchNormGeometry g;
-  g.channels_last = channels_last;
-  g.n = batch;
-  g.c = kChannels;
-  g.hw = kSide * kSide;
-  const int64_t n = batch * kChannels * kSide * kSide;
-  Tensor x = random_gpu({n}), y = zeros_gpu({n}), dy = random_gpu({n}), dx = zeros_gpu({n});
-  Tensor residual = random_gpu({n}), dresidual = zeros_gpu({n});
-  Tensor weight = random_gpu({kChannels}), bias = random_gpu({kChannels});
-  Tensor running_mean = zeros_gpu({kChannels}), running_var = zeros_gpu({kChannels});
-  Tensor save_mean = zeros_gpu({kChannels}), save_invstd = zeros_gpu({kChannels});
-  Tensor dweight = zeros_gpu({kChannels}), dbias = zeros_gpu({kChannels});
-  auto forward = [=](const Stream& s) {
-    nn_backend_for(gpu()).batch_norm_act_forward_train(
-        {{g, x.raw_data(), weight.raw_data(), bias.raw_data(), 1e-5, 0.1, running_mean.raw_data(),
-          running_var.raw_data(), y.raw_data(), save_mean.raw_data(), save_invstd.raw_data()},
-         residual.raw_data(),
-         BnActivation::Relu},
-        s);
-  };
-  const std::vector<Tensor> all = {x,         y,           dy,      dx,           residual,
-                                   dresidual, weight,      bias,    running_mean, running_var,
-                                   save_mean, save_invstd, dweight, dbias};
-  if (!backward) return {all, forward, 4.0 * (3.0 * n + 8 * kChannels)};
-  forward(current_stream(gpu()));
-  return {all,
-          [=](const Stream& s) {
-            nn_backend_for(gpu()).batch_norm_act_backward(
-                {{g, true, x.raw_data(), dy.raw_data(), weight.raw_data(), save_mean.raw_data(), save_invstd.raw_data(),
-                  dx.raw_data(), dweight.raw_data(), dbias.raw_data()},
-                 y.raw_data(),
-                 BnActivation::Relu,
-                 false,
-                 dresidual.raw_data()},
-                s);
-          },
-          4.0 * (5.0 * n + 5 * kChannels)};
+          4.0 * ((3.0 + 2 * extra) * n + 5 * kChannels)};
 }
 
 // ResNet's stem pool: 3 x 3 windows, stride 2, padding 1, [batch, 64, 112, 112] -> [batch, 64, 56, 56].
@@ -330,16 +314,14 @@ const std::vector<KernelCase>& kernel_cases() {
       {"copy_contiguous", copy_contiguous},
       {"copy_transpose", copy_transpose},
       {"cast_f32_to_bf16", cast_f32_to_bf16},
-      layer_case("batch_norm_forward_train_nchw", [](int64_t b) { return batch_norm(b, false, false); }),
-      layer_case("batch_norm_forward_train_nhwc", [](int64_t b) { return batch_norm(b, true, false); }),
-      layer_case("batch_norm_backward_nchw", [](int64_t b) { return batch_norm(b, false, true); }),
-      layer_case("batch_norm_backward_nhwc", [](int64_t b) { return batch_norm(b, true, true); }),
-      layer_case("batch_norm_add_relu_forward_train_nchw",
-                 [](int64_t b) { return batch_norm_add_relu(b, false, false); }),
-      layer_case("batch_norm_add_relu_forward_train_nhwc",
-                 [](int64_t b) { return batch_norm_add_relu(b, true, false); }),
-      layer_case("batch_norm_add_relu_backward_nchw", [](int64_t b) { return batch_norm_add_relu(b, false, true); }),
-      layer_case("batch_norm_add_relu_backward_nhwc", [](int64_t b) { return batch_norm_add_relu(b, true, true); }),
+      layer_case("batch_norm_forward_train_nchw", [](int64_t b) { return batch_norm(b, false, false, false); }),
+      layer_case("batch_norm_forward_train_nhwc", [](int64_t b) { return batch_norm(b, true, false, false); }),
+      layer_case("batch_norm_backward_nchw", [](int64_t b) { return batch_norm(b, false, true, false); }),
+      layer_case("batch_norm_backward_nhwc", [](int64_t b) { return batch_norm(b, true, true, false); }),
+      layer_case("batch_norm_add_relu_forward_train_nchw", [](int64_t b) { return batch_norm(b, false, false, true); }),
+      layer_case("batch_norm_add_relu_forward_train_nhwc", [](int64_t b) { return batch_norm(b, true, false, true); }),
+      layer_case("batch_norm_add_relu_backward_nchw", [](int64_t b) { return batch_norm(b, false, true, true); }),
+      layer_case("batch_norm_add_relu_backward_nhwc", [](int64_t b) { return batch_norm(b, true, true, true); }),
       layer_case("max_pool_stem_forward_nchw", [](int64_t b) { return max_pool(b, false, false); }),
       layer_case("max_pool_stem_forward_nhwc", [](int64_t b) { return max_pool(b, true, false); }),
       layer_case("max_pool_stem_backward_nchw", [](int64_t b) { return max_pool(b, false, true); }),
