@@ -1,19 +1,22 @@
 // The precision policy: which dtype a thread's convolutions and matrix products compute in, chosen at run time
-// (--precision f32|bf16 in the programs; PrecisionGuard in the API). Carried to helper threads by ThreadContext.
+// (--precision f32|bf16 in the programs; PrecisionGuard in the API). Carried to helper threads by ThreadContext
+// and to a run's workers by run_on_workers.
 //
 // Under bf16, the rounding points (each a round to nearest even into bf16):
 //  - conv2d, matmul and linear take bf16 operands: f32 operands (weights, which stay f32 as master copies, and
 //    the first layer's input) are rounded to bf16 on the way in; products accumulate in f32 (tensor cores on
 //    CUDA, f32 on widened operands on the CPU) and the result is rounded once; a bias is then added and the sum
 //    rounded again.
-//  - elementwise ops and pooling on bf16 tensors compute in f32 and round each result once; sums accumulate in
-//    f32 and round once.
+//  - elementwise ops, pooling and dropout on bf16 tensors compute in f32 and round each result once; sums
+//    accumulate in f32 and round once; batch norm takes a bf16 input with f32 weight, bias and statistics,
+//    computes in f32 and rounds its output (and its input's gradient) once.
 //  - softmax, log_softmax and the losses compute in f32 (bf16 inputs are widened, exactly); the optimizer and
 //    the master weights stay f32: a weight's gradient is rounded to bf16 by the product that makes it and
 //    widened into its f32 leaf.
 // f64 tensors are left alone by the policy.
 #pragma once
 
+#include <initializer_list>
 #include <string>
 
 #include "runtime/base/non_copyable.h"
