@@ -174,15 +174,19 @@ void CudaNNBackend::sgd_step(const SgdStepArgs& args, const Stream& s) {
   const void* const* lists[3] = {args.params, args.grads, use_momentum ? args.momentum_buffers : args.params};
   TD_DISPATCH_FLOAT(args.t, "sgd_step_", {
     using T = scalar_t;
-    SgdCoef<T> k{static_cast<T>(args.h.lr),
-                 static_cast<T>(args.h.momentum),
-                 static_cast<T>(1.0 - args.h.dampening),
-                 static_cast<T>(args.h.weight_decay),
-                 args.h.weight_decay != 0,
-                 use_momentum,
-                 args.h.nesterov,
-                 args.h.first_step,
-                 args.h.device_lr};
+    // Zeroed first, then filled: the padding between the flags and the pointer is copied into the launch's
+    // parameters, where the simulated GPU reads every word as a possible device pointer (stack garbage there
+    // once looked like a freed pool block).
+    SgdCoef<T> k{};
+    k.lr = static_cast<T>(args.h.lr);
+    k.momentum = static_cast<T>(args.h.momentum);
+    k.damp = static_cast<T>(1.0 - args.h.dampening);
+    k.wd = static_cast<T>(args.h.weight_decay);
+    k.use_wd = args.h.weight_decay != 0;
+    k.use_momentum = use_momentum;
+    k.nesterov = args.h.nesterov;
+    k.first = args.h.first_step;
+    k.device_lr = args.h.device_lr;
     for_each_batch<3>(args.count, lists, args.numels, [&](const TensorList<3>& list, int64_t blocks) {
       launch_kernel(TD_KERNEL(sgd_kernel<T>), launch_blocks(blocks), kThreads, 0, ls.stream(), list, k);
       TD_CUDA_CHECK_LAUNCH(ls.stream(), "sgd_step_");
@@ -197,18 +201,19 @@ void CudaNNBackend::adam_step(const AdamStepArgs& args, const Stream& s) {
   const double step = static_cast<double>(args.h.step);
   TD_DISPATCH_FLOAT(args.t, "adam_step_", {
     using T = scalar_t;
-    AdamCoef<T> k{static_cast<T>(args.h.beta1),
-                  static_cast<T>(args.h.beta2),
-                  static_cast<T>(1.0 - args.h.beta1),
-                  static_cast<T>(1.0 - args.h.beta2),
-                  static_cast<T>(args.h.eps),
-                  static_cast<T>(args.h.weight_decay),
-                  static_cast<T>(args.h.lr / (1.0 - std::pow(args.h.beta1, step))),
-                  static_cast<T>(1.0 - std::pow(args.h.beta2, step)),
-                  static_cast<T>(1.0 - args.h.lr * args.h.weight_decay),
-                  args.h.weight_decay != 0 && !args.h.decoupled_weight_decay,
-                  args.h.weight_decay != 0 && args.h.decoupled_weight_decay,
-                  args.h.device_coefs};
+    AdamCoef<T> k{};  // zeroed first, as SgdCoef above
+    k.b1 = static_cast<T>(args.h.beta1);
+    k.b2 = static_cast<T>(args.h.beta2);
+    k.one_b1 = static_cast<T>(1.0 - args.h.beta1);
+    k.one_b2 = static_cast<T>(1.0 - args.h.beta2);
+    k.eps = static_cast<T>(args.h.eps);
+    k.wd = static_cast<T>(args.h.weight_decay);
+    k.step_size = static_cast<T>(args.h.lr / (1.0 - std::pow(args.h.beta1, step)));
+    k.bc2 = static_cast<T>(1.0 - std::pow(args.h.beta2, step));
+    k.decay = static_cast<T>(1.0 - args.h.lr * args.h.weight_decay);
+    k.coupled = args.h.weight_decay != 0 && !args.h.decoupled_weight_decay;
+    k.decoupled = args.h.weight_decay != 0 && args.h.decoupled_weight_decay;
+    k.device_coefs = args.h.device_coefs;
     for_each_batch<4>(args.count, lists, args.numels, [&](const TensorList<4>& list, int64_t blocks) {
       launch_kernel(TD_KERNEL(adam_kernel<T>), launch_blocks(blocks), kThreads, 0, ls.stream(), list, k);
       TD_CUDA_CHECK_LAUNCH(ls.stream(), "adam_step_");
