@@ -100,6 +100,14 @@ TV run_bn(const TV& in, const BnShape& k, bool affine, bool with_stats, bool tra
   }
   return with_stats ? TV{y, rm, rv} : TV{y};
 }
+// Per element of x: the statistics in training (an add for the mean; a subtract, multiply and add for the
+// variance), the normalization (a subtract and a multiply) and the affine transform (a multiply and an add).
+FlopsFn bn_flops(bool training, bool affine) {
+  const double per_element = (training ? 4.0 : 0.0) + 2.0 + (affine ? 2.0 : 0.0);
+  return [per_element](const std::vector<Shape>& in, const std::vector<Shape>&) {
+    return per_element * shape_elements(in.at(0));
+  };
+}
 }  // namespace
 
 std::vector<OpCase> batch_norm_cases() {
@@ -126,6 +134,8 @@ std::vector<OpCase> batch_norm_cases() {
             return HV{normalize(in[0], st, affine ? &in[1] : nullptr, affine ? &in[2] : nullptr, kTrainEps), rm, rv};
           },
           false));
+      cs.back().flops = bn_flops(true, affine);
+      cs.back().batch_inputs = {0};
       // Training without running statistics: every evaluation is the same function, for the gradients.
       cs.push_back(make_case(
           "batch_norm_train_" + suffix, bn_inputs(k, affine, false),
@@ -134,6 +144,8 @@ std::vector<OpCase> batch_norm_cases() {
             return HV{
                 normalize(in[0], batch_stats(in[0]), affine ? &in[1] : nullptr, affine ? &in[2] : nullptr, kTrainEps)};
           }));
+      cs.back().flops = bn_flops(true, affine);
+      cs.back().batch_inputs = {0};
       // Evaluation: normalized by the running statistics, which stay as they were.
       cs.push_back(make_case(
           "batch_norm_eval_" + suffix, bn_inputs(k, affine, true),
@@ -143,6 +155,8 @@ std::vector<OpCase> batch_norm_cases() {
             return HV{normalize(in[0], Stats{in[s].v, in[s + 1].v}, affine ? &in[1] : nullptr,
                                 affine ? &in[2] : nullptr, kEvalEps)};
           }));
+      cs.back().flops = bn_flops(false, affine);
+      cs.back().batch_inputs = {0};
     }
   return cs;
 }
