@@ -2,6 +2,7 @@
 // forward + backward, on the CPU and on CUDA when a GPU is present, at a benchmark size (each case's batch inputs'
 // dimension 0 multiplied); reports time, GB/s, GFLOP/s and the share of the device's ceiling measured at start-up
 // (a large copy's bandwidth, or a large matmul's FLOP/s for the cases whose FLOPs per byte exceed the device's).
+#include <algorithm>
 #include <cstdio>
 #include <regex>
 #include <string>
@@ -10,6 +11,7 @@
 #include "bench/load_average.h"
 #include "runtime/base/config.h"
 #include "runtime/base/dtype.h"
+#include "runtime/base/error.h"
 #include "tests/harness/op_bench.h"
 #include "tests/opbench/case_families.h"
 #include "tools/flags/flags.h"
@@ -30,7 +32,7 @@ struct Settings {
   bool forward_only = false;
 };
 
-constexpr int64_t kCpuElements = int64_t{1} << 20, kCudaElements = int64_t{1} << 24;
+constexpr int64_t kCpuElements = int64_t{1} << 22, kCudaElements = int64_t{1} << 24;
 
 std::vector<Device> devices_of(const std::string& which) {
   if (which == "cpu") return {Device::cpu()};
@@ -43,12 +45,14 @@ std::vector<Device> devices_of(const std::string& which) {
   return {Device::cpu()};
 }
 
-// The ceilings' sizes: a copy of 2^25 (CPU) or 2^28 (CUDA) elements, a matmul of 1024 or 8192 squares.
+// The ceilings: a copy of as many elements as the cases' batch inputs hold (at least 2^20), so that both see the
+// same caches; a matmul of 1024 (CPU) or 8192 (CUDA) squares.
 Ceilings ceilings_of(const BenchOptions& o) {
   const bool gpu = o.device.is_cuda();
-  const Ceilings c = testing::measure_ceilings(o, int64_t{1} << (gpu ? 28 : 25), gpu ? 8192 : 1024);
-  std::printf("\n%s, %s: copy %.1f GB/s (read + written), matmul %.1f GFLOP/s%s; load average %.2f\n",
-              o.device.str().c_str(), dtype_name(o.dtype), c.bytes_per_s * 1e-9, c.flops_per_s * 1e-9,
+  const Ceilings c = testing::measure_ceilings(o, std::max(o.elements, int64_t{1} << 20), gpu ? 8192 : 1024);
+  std::printf("\n%s, %s, %lld elements: copy %.1f GB/s (read + written), matmul %.1f GFLOP/s%s; load average %.2f\n",
+              o.device.str().c_str(), dtype_name(o.dtype), static_cast<long long>(o.elements), c.bytes_per_s * 1e-9,
+              c.flops_per_s * 1e-9,
               gpu && o.dtype == DType::F32 && allow_tf32() ? " (TF32 allowed)" : "", load_average());
   std::printf("%-14s %-42s %-16s %-16s %5s %11s %9s %10s %8s\n", "family", "case", "pass", "input 0", "reps", "us/call",
               "GB/s", "GFLOP/s", "%ceil");
@@ -92,11 +96,12 @@ int main(int argc, char** argv) {
       "op_bench", "op_bench [--filter REGEX] [--device cpu|cuda|all] [--elements N] [--min-time S] [--dtype f32|f64]",
       "Times every op case of the test harness (the families of tests/opbench/case_families.cc), forward and\n"
       "forward + backward, on the CPU and on GPU 0 when one is present. Each case's batch inputs (dimension 0)\n"
-      "are multiplied until the first has at least N elements (1048576 on the CPU, 16777216 on CUDA; cases\n"
+      "are multiplied until the first has at least N elements (4194304 on the CPU, 16777216 on CUDA; cases\n"
       "without batch inputs run at their test size). Reports microseconds per call, GB/s (the inputs read and\n"
       "outputs written once), GFLOP/s (where the case counts FLOPs; forward + backward: 3 times the forward's)\n"
-      "and the percentage of the device's ceiling measured at start-up: the bandwidth of a large copy (B), or,\n"
-      "for a case with more FLOPs per byte than the device, the FLOP/s of a large matmul (F).");
+      "and the percentage of the device's ceiling measured at start-up: the bandwidth of a copy of max(N, 2^20)\n"
+      "elements (B), or, for a case with more FLOPs per byte than the device, the FLOP/s of a matmul of two\n"
+      "1024 (CPU) or 8192 (CUDA) squares (F).");
   p.text("--filter", "REGEX", &s.filter, "only the cases whose FAMILY/NAME matches (e.g. 'conv|pool')");
   p.custom(
       "--device", "WHICH",
