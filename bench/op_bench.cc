@@ -52,8 +52,8 @@ Ceilings ceilings_of(const BenchOptions& o) {
   const Ceilings c = testing::measure_ceilings(o, std::max(o.elements, int64_t{1} << 20), gpu ? 8192 : 1024);
   std::printf("\n%s, %s, %lld elements: copy %.1f GB/s (read + written), matmul %.1f GFLOP/s%s; load average %.2f\n",
               o.device.str().c_str(), dtype_name(o.dtype), static_cast<long long>(o.elements), c.bytes_per_s * 1e-9,
-              c.flops_per_s * 1e-9,
-              gpu && o.dtype == DType::F32 && allow_tf32() ? " (TF32 allowed)" : "", load_average());
+              c.flops_per_s * 1e-9, gpu && o.dtype == DType::F32 && allow_tf32() ? " (TF32 allowed)" : "",
+              load_average());
   std::printf("%-14s %-42s %-16s %-16s %5s %11s %9s %10s %8s\n", "family", "case", "pass", "input 0", "reps", "us/call",
               "GB/s", "GFLOP/s", "%ceil");
   return c;
@@ -63,8 +63,8 @@ void print_result(const std::string& family, const std::string& name, const Benc
   const testing::Utilisation u = testing::utilisation(r, c);
   char flops[32] = "-";
   if (r.flops > 0) std::snprintf(flops, sizeof flops, "%.2f", r.flops / r.seconds * 1e-9);
-  std::printf("%-14s %-42s %-16s %-16s %5d %11.1f %9.2f %10s %6.1f %s\n", family.c_str(), name.c_str(),
-              r.pass.c_str(), r.shapes.empty() ? "-" : shape_str(r.shapes[0]).c_str(), r.reps, r.seconds * 1e6,
+  std::printf("%-14s %-42s %-16s %-16s %5d %11.1f %9.2f %10s %6.1f %s\n", family.c_str(), name.c_str(), r.pass.c_str(),
+              r.shapes.empty() ? "-" : shape_str(r.shapes[0]).c_str(), r.reps, r.seconds * 1e6,
               r.bytes / r.seconds * 1e-9, flops, 100 * u.fraction, u.compute_bound ? "F" : "B");
 }
 

@@ -9,7 +9,7 @@ namespace testing {
 
 const std::vector<CaseFamily>& case_families() {
   static const std::vector<CaseFamily> families = {
-      {"elementwise", elementwise_cases, false},   // comparisons, where and in-place ops count bytes
+      {"elementwise", elementwise_cases, false},  // comparisons, where and in-place ops count bytes
       {"reduction", reduction_cases, false},
       {"linalg", linalg_cases, true},
       {"join_index", join_index_cases, false},
