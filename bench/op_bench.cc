@@ -3,6 +3,7 @@
 // dimension 0 multiplied); reports time, GB/s, GFLOP/s and the share of the device's ceiling measured at start-up
 // (a large copy's bandwidth, or a large matmul's FLOP/s for the cases whose FLOPs per byte exceed the device's).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <regex>
 #include <string>
@@ -46,14 +47,17 @@ std::vector<Device> devices_of(const std::string& which) {
 }
 
 // The ceilings: a copy of as many elements as the cases' batch inputs hold (at least 2^20), so that both see the
-// same caches; a matmul of 1024 (CPU) or 8192 (CUDA) squares.
+// same caches; a matmul of two squares of side sqrt(elements), 256 to 4096 (2048 on the CPU by default, 4096 on
+// CUDA: large enough for a GEMM's peak, small enough for the simulated GPU at --elements 0).
 Ceilings ceilings_of(const BenchOptions& o) {
   const bool gpu = o.device.is_cuda();
-  const Ceilings c = testing::measure_ceilings(o, std::max(o.elements, int64_t{1} << 20), gpu ? 8192 : 1024);
-  std::printf("\n%s, %s, %lld elements: copy %.1f GB/s (read + written), matmul %.1f GFLOP/s%s; load average %.2f\n",
-              o.device.str().c_str(), dtype_name(o.dtype), static_cast<long long>(o.elements), c.bytes_per_s * 1e-9,
-              c.flops_per_s * 1e-9, gpu && o.dtype == DType::F32 && allow_tf32() ? " (TF32 allowed)" : "",
-              load_average());
+  const int64_t side = std::clamp<int64_t>(std::llround(std::sqrt(static_cast<double>(o.elements))), 256, 4096);
+  const Ceilings c = testing::measure_ceilings(o, std::max(o.elements, int64_t{1} << 20), side);
+  std::printf(
+      "\n%s, %s, %lld elements: copy %.1f GB/s (read + written), matmul %lld^2 %.1f GFLOP/s%s; load average %.2f\n",
+      o.device.str().c_str(), dtype_name(o.dtype), static_cast<long long>(o.elements), c.bytes_per_s * 1e-9,
+      static_cast<long long>(side), c.flops_per_s * 1e-9,
+      gpu && o.dtype == DType::F32 && allow_tf32() ? " (TF32 allowed)" : "", load_average());
   std::printf("%-14s %-42s %-16s %-16s %5s %11s %9s %10s %8s\n", "family", "case", "pass", "input 0", "reps", "us/call",
               "GB/s", "GFLOP/s", "%ceil");
   return c;
@@ -101,7 +105,7 @@ int main(int argc, char** argv) {
       "outputs written once), GFLOP/s (where the case counts FLOPs; forward + backward: 3 times the forward's)\n"
       "and the percentage of the device's ceiling measured at start-up: the bandwidth of a copy of max(N, 2^20)\n"
       "elements (B), or, for a case with more FLOPs per byte than the device, the FLOP/s of a matmul of two\n"
-      "1024 (CPU) or 8192 (CUDA) squares (F).");
+      "squares of side sqrt(N), 256 to 4096 (F).");
   p.text("--filter", "REGEX", &s.filter, "only the cases whose FAMILY/NAME matches (e.g. 'conv|pool')");
   p.custom(
       "--device", "WHICH",
