@@ -262,8 +262,8 @@ void check_golden_step(const std::string& path, Device device, DType dtype, Prec
     if (bf16) {
       EXPECT_LE(e.tandem / e.count, std::max(kBf16Factor * e.torch / e.count, kBf16Floor))
           << where << "the mean RMS error of the " << e.count << " " << k.first
-          << " against PyTorch's bf16 autocast mean, " << e.torch / e.count << " (Tandem's largest: " << e.where
-          << ", " << e.worst << ")";
+          << " against PyTorch's bf16 autocast mean, " << e.torch / e.count << " (Tandem's largest: " << e.where << ", "
+          << e.worst << ")";
       continue;
     }
     EXPECT_LE(e.tandem, std::max(kF32Factor * e.torch, kF32Floor))
