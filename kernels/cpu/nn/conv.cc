@@ -413,8 +413,7 @@ void CpuNNBackend::conv2d_backward_weight(const Conv2dBackwardWeightArgs& args, 
     if (path == CpuConvPath::onednn) {
       onednn_conv_backward_weight(g, args.x, args.dy, dw.data());
     } else {
-      const std::vector<float> x = widen_bf16(args.x, input_elements(g)),
-                               dy = widen_bf16(args.dy, output_elements(g));
+      const std::vector<float> x = widen_bf16(args.x, input_elements(g)), dy = widen_bf16(args.dy, output_elements(g));
       conv2d_backward_weight({as_f32(g), x.data(), dy.data(), dw.data()}, s);
     }
     return round_to_bf16(dw.data(), conv2d_weight_elements(g), args.dw);

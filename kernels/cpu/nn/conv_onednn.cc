@@ -1,7 +1,7 @@
-// oneDNN convolution for the CPU backend, in f32 and (on processors with native bf16) bf16: a primitive per shape, built once and cached (the kPlans most recently
-// used), run single-threaded on pieces of the work fixed by the shapes (images, or output or input channels), the
-// pieces spread over Tandem's pool.
-// Why oneDNN: measured side by side, its JIT kernels (AVX-512 on this CPU) are several times faster than im2col
+// oneDNN convolution for the CPU backend, in f32 and (on processors with native bf16) bf16: a primitive per shape,
+// built once and cached (the kPlans most recently used), run single-threaded on pieces of the work fixed by the shapes
+// (images, or output or input channels), the pieces spread over Tandem's pool. Why oneDNN: measured side by side, its
+// JIT kernels (AVX-512 on this CPU) are several times faster than im2col
 // + Tandem's GEMM, and they are what PyTorch's CPU convolutions run. Why single-threaded calls: oneDNN's own
 // threads (OpenMP in Debian's build) would make its reductions depend on the thread count and spin beside
 // Tandem's pool; pieces fixed by the shapes keep every result the same whatever the number of threads.
@@ -265,8 +265,8 @@ std::vector<Piece> pieces_for(const Conv2dGeometry& g, ConvPass pass) {
 
 // Runs `pass` over the pieces, piece i writing to outs[i] when outs is given. x, w and y hold g's dtype; a
 // weight gradient (out or outs) is f32.
-void run_pieces(const Conv2dGeometry& g, ConvPass pass, const std::vector<Piece>& pieces, const void* x,
-                const void* w, const void* y, const float* bias, void* out, float* const* outs) {
+void run_pieces(const Conv2dGeometry& g, ConvPass pass, const std::vector<Piece>& pieces, const void* x, const void* w,
+                const void* y, const float* bias, void* out, float* const* outs) {
   std::vector<std::shared_ptr<Plan>> plans;
   for (const Piece& p : pieces) {
     plans.push_back(plan_for(g, p, pass, bias != nullptr));
