@@ -116,6 +116,20 @@ TEST(OpBench, BatchFactorReachesTheElementsAsked) {
   EXPECT_EQ(shape_str(bench_shapes(c, 1000)[1]), shape_str({4, 3, 3, 3})) << "the weight keeps its shape";
 }
 
+// Broadcasting ops' batch: the inputs of the highest rank with the largest dimension 0 (the others broadcast).
+TEST(OpBench, LeadingInputsOfBroadcastingOps) {
+  auto leading = [](std::vector<Shape> shapes) {
+    std::vector<InputSpec> in;
+    for (Shape& s : shapes) in.push_back(float_in(s));
+    return leading_inputs(in);
+  };
+  EXPECT_EQ(leading({{2, 3, 4}, {3, 1}}), (std::vector<size_t>{0}));
+  EXPECT_EQ(leading({{4}, {2, 3, 4}}), (std::vector<size_t>{1}));
+  EXPECT_EQ(leading({{2, 3}, {2, 3}}), (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(leading({{1, 3}, {2, 3}}), (std::vector<size_t>{1}));
+  EXPECT_EQ(leading({{}, {}}), (std::vector<size_t>{}));
+}
+
 // Roofline: above the ceilings' FLOPs per byte (here 10) a result is held to the FLOP/s ceiling, below to the
 // bandwidth.
 TEST(OpBench, UtilisationAgainstTheBindingCeiling) {
