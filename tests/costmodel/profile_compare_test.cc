@@ -63,8 +63,7 @@ TEST(ProfileCompare, JoinsAProfileToPredictionsByOpName) {
   const std::vector<ComparedRow> rows = join_by_op(profiler::op_rows(p), predicted);
   std::vector<std::string> names;
   for (const ComparedRow& r : rows) names.push_back(r.name);
-  EXPECT_EQ(names,
-            (std::vector<std::string>{"conv2d", "relu", "measured_only", "view backward", "predicted_only"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"conv2d", "relu", "measured_only", "view backward", "predicted_only"}));
   ASSERT_EQ(rows.size(), 5u);
   EXPECT_TRUE(rows[0].measured && rows[0].predicted);
   EXPECT_DOUBLE_EQ(rows[0].row.ms, 10);
@@ -77,8 +76,7 @@ TEST(ProfileCompare, JoinsAProfileToPredictionsByOpName) {
 
   const std::string table = compared_table(rows, "h200");
   // op, count, kernels, measured ms, predicted ms, measured / predicted.
-  EXPECT_EQ(words_of_line(table, "conv2d"),
-            (std::vector<std::string>{"conv2d", "2", "2", "10.000", "5.000", "2.00"}))
+  EXPECT_EQ(words_of_line(table, "conv2d"), (std::vector<std::string>{"conv2d", "2", "2", "10.000", "5.000", "2.00"}))
       << table;
   EXPECT_EQ(words_of_line(table, "relu"), (std::vector<std::string>{"relu", "1", "1", "2.000", "4.000", "0.50"}));
   EXPECT_EQ(words_of_line(table, "measured_only"),
@@ -238,7 +236,7 @@ TEST(ProfileCompare, RecordsOpsUnderTheProfilersOps) {
   Generator gen(testing::fresh_seed());
   const Tensor host = randn({3, 4096}, gen);
   auto work = [&] {
-    Tensor x = host.to(gpu);       // from pageable memory: the simulated GPU records no op
+    Tensor x = host.to(gpu);           // from pageable memory: the simulated GPU records no op
     Tensor y = x.to(Device::cuda(1));  // a peer copy outside every op
     sum(add(relu(x), x), {1});
   };

@@ -143,8 +143,7 @@ std::string compared_table(const std::vector<ComparedRow>& all, const std::strin
     if (r.measured && r.predicted && r.predicted_ms > 0)
       std::snprintf(ratio, sizeof ratio, "%.2f", r.row.ms / r.predicted_ms);
     const std::string name = r.name.size() > 40 ? r.name.substr(0, 37) + "..." : r.name;
-    std::snprintf(line, sizeof line, "%-40s %8s %8s %12s %12s %10s\n", name.c_str(), count, kernels, meas, pred,
-                  ratio);
+    std::snprintf(line, sizeof line, "%-40s %8s %8s %12s %12s %10s\n", name.c_str(), count, kernels, meas, pred, ratio);
     out += line;
   }
   if (max_rows > 0 && rows.size() > max_rows) out += "(" + std::to_string(rows.size() - max_rows) + " more)\n";

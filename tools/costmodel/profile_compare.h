@@ -44,8 +44,7 @@ std::vector<ComparedRow> join_by_op(const std::vector<profiler::Row>& measured,
 // where both exist ("-" where one side lacks the op), a line of totals over the ops both sides have, and a
 // footnote naming the ops of one side only. Measured ops that ran no kernel and have no prediction are left
 // out (the footnote counts them). `predicted_on` names the modelled GPU.
-std::string compared_table(const std::vector<ComparedRow>& rows, const std::string& predicted_on,
-                           size_t max_rows = 0);
+std::string compared_table(const std::vector<ComparedRow>& rows, const std::string& predicted_on, size_t max_rows = 0);
 
 }  // namespace costmodel
 }  // namespace tandem
