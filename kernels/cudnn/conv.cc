@@ -21,6 +21,7 @@
 #include "kernels/cudnn/handle.h"
 #include "kernels/cudnn/nchw_fallback.h"
 #include "runtime/base/config.h"
+#include "runtime/base/dtype.h"
 #include "runtime/base/error.h"
 #include "runtime/memory/storage.h"
 
@@ -77,7 +78,7 @@ class PassCall {
         d_(conv_descriptors(g)) {}
 
   // The algorithm for this pass and shape (conv_algos.h); nullopt when cuDNN has none. In benchmark mode the
-  // search runs on o's buffers and leaves arbitrary values in o.out.
+  // search runs on o's buffers and leaves arbitrary values in o.out (in scratch when o.out is accumulated into).
   std::optional<ConvChoice> choose(const ConvOperands& o) {
     ConvProblem p;
     p.pass = pass_;
@@ -97,7 +98,7 @@ class PassCall {
   void run(const ConvChoice& c, const ConvOperands& o, const void* bias) {
     TD_CUDNN_CHECK(cudnnSetConvolutionMathType(d_->conv.d, c.math));
     const Storage ws = c.workspace > 0 ? cuda::workspace(c.workspace, s_) : Storage();
-    const void *one = scalars_.one(g_.dtype), *zero = scalars_.zero(g_.dtype);
+    const void *one = scalars_.one(g_.dtype), *zero = scalars_.zero(g_.dtype), *beta = o.accumulate ? one : zero;
     switch (pass_) {
       case ConvPass::Forward:
         TD_CUDNN_CHECK(cudnnConvolutionForward(handle_, one, d_->x.d, o.in0, d_->w.d, o.in1, d_->conv.d,
@@ -108,7 +109,7 @@ class PassCall {
       case ConvPass::BackwardData:
         TD_CUDNN_CHECK(cudnnConvolutionBackwardData(handle_, one, d_->w.d, o.in1, d_->y.d, o.in0, d_->conv.d,
                                                     static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), data_of(ws),
-                                                    c.workspace, zero, d_->x.d, o.out));
+                                                    c.workspace, beta, d_->x.d, o.out));
         break;
       case ConvPass::BackwardFilter:
         TD_CUDNN_CHECK(cudnnConvolutionBackwardFilter(handle_, one, d_->x.d, o.in0, d_->y.d, o.in1, d_->conv.d,
@@ -133,6 +134,14 @@ class PassCall {
             handle_, d_->x.d, d_->y.d, d_->conv.d, d_->w.d, static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), bytes);
     }
     return CUDNN_STATUS_BAD_PARAM;
+  }
+
+  // The bytes of the tensor the pass writes.
+  size_t output_bytes() const {
+    const int64_t n = pass_ == ConvPass::Forward        ? g_.n * g_.o * g_.oh * g_.ow
+                      : pass_ == ConvPass::BackwardData ? g_.n * g_.c * g_.h * g_.w
+                                                        : conv2d_weight_elements(g_);
+    return static_cast<size_t>(n) * dtype_size(g_.dtype);
   }
 
   int algo_count() const {
@@ -180,7 +189,13 @@ class PassCall {
   }
 
   // cuDNN's timed search on o's buffers, with a workspace as large as any algorithm asks for (capped).
-  std::optional<ConvChoice> find(const ConvOperands& o, const WorkspaceQuery& runs) {
+  std::optional<ConvChoice> find(const ConvOperands& given, const WorkspaceQuery& runs) {
+    ConvOperands o = given;
+    Storage out_scratch;
+    if (o.accumulate) {
+      out_scratch = cuda::scratch(output_bytes(), s_);
+      o.out = out_scratch.data();
+    }
     size_t limit = 0;
     for (int a = 0; a < algo_count(); ++a) {
       size_t bytes = 0;
@@ -283,7 +298,7 @@ void CudaNNBackend::conv2d_forward(const Conv2dForwardArgs& args, const Stream& 
 }
 
 void CudaNNBackend::conv2d_backward_data(const Conv2dBackwardDataArgs& args, const Stream& s) {
-  cudnn::convolve(cudnn::ConvPass::BackwardData, args.g, {args.dy, args.w, args.dx}, nullptr, s);
+  cudnn::convolve(cudnn::ConvPass::BackwardData, args.g, {args.dy, args.w, args.dx, args.accumulate}, nullptr, s);
 }
 
 void CudaNNBackend::conv2d_backward_weight(const Conv2dBackwardWeightArgs& args, const Stream& s) {

@@ -12,11 +12,12 @@ inline const char* pass_name(ConvPass p) {
 }
 
 // The two tensors a pass reads and the one it writes: forward x, w -> y; backward data dy, w -> dx; backward
-// filter x, dy -> dw.
+// filter x, dy -> dw. With `accumulate` the pass adds its result into out (cuDNN's beta = 1).
 struct ConvOperands {
   const void* in0;
   const void* in1;
   void* out;
+  bool accumulate = false;
 };
 
 }  // namespace cudnn

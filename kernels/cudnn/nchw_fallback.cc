@@ -63,8 +63,8 @@ bool run_in_nchw(ConvPass pass, const Conv2dGeometry& g, const ConvOperands& o, 
   nchw.channels_last = false;
   const Roles r = roles(pass);
   Storage in0 = nchw_copy(g, r.in0, o.in0, s), in1 = nchw_copy(g, r.in1, o.in1, s),
-          out = nchw_copy(g, r.out, nullptr, s);
-  if (!run(nchw, {in0.data(), in1.data(), out.data()})) return false;
+          out = nchw_copy(g, r.out, o.accumulate ? o.out : nullptr, s);
+  if (!run(nchw, {in0.data(), in1.data(), out.data(), o.accumulate})) return false;
   copies().copy({g.dtype, out.data(), layout(g, r.out, false), g.dtype, o.out, layout(g, r.out, true)}, s);
   return true;
 }

@@ -13,7 +13,8 @@ namespace tandem {
 namespace cudnn {
 
 // Copies the operands `pass` reads from channels-last (g.channels_last) into NCHW scratch, calls `run` with the
-// NCHW geometry and operands, and copies its output into o.out in channels-last. Returns run's answer; when it
+// NCHW geometry and operands (o.out's NCHW copy too when o.accumulate), and copies its output into o.out in
+// channels-last. Returns run's answer; when it
 // is false (no NCHW algorithm either) o.out is left as it was. Every copy is queued on `s`.
 bool run_in_nchw(ConvPass pass, const Conv2dGeometry& g, const ConvOperands& o, const Stream& s,
                  const std::function<bool(const Conv2dGeometry&, const ConvOperands&)>& run);

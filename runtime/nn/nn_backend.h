@@ -71,17 +71,20 @@ struct Conv2dForwardArgs {
     f(Operand::write("y", y, g.dtype, g.n * g.o * g.oh * g.ow));
   }
 };
-// dx = the gradient of the input from dy (overwritten).
+// dx = the gradient of the input from dy (overwritten), or with `accumulate` dx = dx + that gradient (the
+// gradient rounded to the dtype as it would be stored, then added in one rounding: what a separate add computes).
 struct Conv2dBackwardDataArgs {
   Conv2dGeometry g;
   const void* dy;
   const void* w;
   void* dx;
+  bool accumulate = false;
   template <class F>
   void operands(F&& f) const {
     f(Operand::read("dy", dy, g.dtype, g.n * g.o * g.oh * g.ow));
     f(Operand::read("w", w, g.dtype, conv2d_weight_elements(g)));
-    f(Operand::write("dx", dx, g.dtype, g.n * g.c * g.h * g.w));
+    const int64_t n = g.n * g.c * g.h * g.w;
+    f(accumulate ? Operand::update("dx", dx, g.dtype, n) : Operand::write("dx", dx, g.dtype, n));
   }
 };
 // dw = the gradient of the weight from x and dy (overwritten).

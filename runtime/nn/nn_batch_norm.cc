@@ -74,6 +74,69 @@ Tensor stored_as(const Tensor& t, DType dtype) {
   return t.to(dtype);
 }
 
+// What batch norm's backward keeps: the geometry, the saved tensors and the options of the forward call.
+struct BackwardState {
+  BatchNormGeometry g;
+  SavedTensor x, weight, mean, stat, y;  // stat: invstd in training, running_var in evaluation; y when activated
+  bool training;
+  double eps;
+  bool fused;
+  BnActivation act;
+  bool has_residual;
+};
+
+// Whether the residual's gradient may be added into the pending buffer `t` by the kernel: the kernels' own dtype
+// (not a bf16 gradient, which is rounded from the f32 kernels' result) and dense in their layout.
+bool residual_buffer_fits(const Tensor& t, const BatchNormGeometry& g, const Tensor& x) {
+  return t.defined() && x.dtype() == g.dtype && t.dtype() == g.dtype && t.shape() == x.shape() &&
+         (g.channels_last ? is_channels_last(t) : t.is_contiguous());
+}
+
+// The gradients of x, weight, bias (and the residual) from the output's; the residual's is added into its
+// pending buffer in place (the kernel's accumulate_dresidual) when `into` offers one that fits.
+std::vector<Tensor> batch_norm_backward(const BackwardState& st, std::vector<Tensor>& grads,
+                                        const std::vector<bool>& need, autograd::InPlaceGrads& into) {
+  const BatchNormGeometry& g = st.g;
+  const Tensor x_saved = st.x.unpack("batch_norm");
+  Tensor xv = widened(x_saved), wv = st.weight.unpack("batch_norm"), mv = st.mean.unpack("batch_norm");
+  Tensor is = st.stat.unpack("batch_norm");
+  Tensor yv = st.y.defined() ? widened(st.y.unpack("batch_norm_act")) : Tensor();
+  if (!st.training) is = rdiv(1.0, sqrt(add(is, st.eps)));
+  Tensor gy = widened(dense_in_format(grads[0], g.channels_last));
+  TensorOptions opts = gy.options();
+  std::vector<Tensor> out(st.has_residual ? 4 : 3);
+  if (need[0]) out[0] = empty_in_format(xv.shape(), opts, g.channels_last);
+  if (need[1]) out[1] = empty({g.c}, opts);
+  if (need[2]) out[2] = empty({g.c}, opts);
+  const bool residual = st.has_residual && need[3];
+  const bool in_place = residual && residual_buffer_fits(into.offered(3), g, x_saved);
+  if (residual) out[3] = in_place ? into.offered(3) : empty_in_format(xv.shape(), opts, g.channels_last);
+  BatchNormBackwardArgs a{g,
+                          st.training,
+                          xv.raw_data(),
+                          gy.raw_data(),
+                          ptr_or_null(wv),
+                          mv.raw_data(),
+                          is.raw_data(),
+                          ptr_or_null(out[0]),
+                          ptr_or_null(out[1]),
+                          ptr_or_null(out[2])};
+  NNBackend& nn = nn_backend_for(gy.device());
+  if (st.fused)
+    nn.batch_norm_act_backward({a, ptr_or_null(yv), st.act, in_place, residual ? ptr_or_null(out[3]) : nullptr},
+                               current_stream(gy.device()));
+  else
+    nn.batch_norm_backward(a, current_stream(gy.device()));
+  out[0] = stored_as(out[0], x_saved.dtype());
+  if (in_place) {
+    into.accumulated(3);
+    out[3] = Tensor();
+  } else if (st.has_residual) {
+    out[3] = stored_as(out[3], x_saved.dtype());
+  }
+  return out;
+}
+
 // batch_norm and batch_norm_act: act(batch_norm(x) + residual), through the plain kernels when there is nothing
 // to fuse (act None, no residual). A bf16 input (and residual) is widened to f32 for the kernels with the f32
 // parameters and statistics, and each bf16 result (y, and the input and residual gradients) rounded once; the
@@ -139,45 +202,20 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
   std::vector<Tensor> inputs{x, weight, bias};
   if (residual.defined()) inputs.push_back(residual);
   if (autograd::any_requires_grad(inputs)) {
-    SavedTensor sx(xd), sw(wd), smean(training ? mean : running_mean), sstat(training ? invstd : running_var);
-    SavedTensor sy(fused && act != BnActivation::None ? y : Tensor());
-    const bool has_residual = residual.defined();
-    autograd::record(fused ? "batch_norm_act" : "batch_norm", inputs, {y},
-                     [g, sx, sw, smean, sstat, sy, training, eps, fused, act, has_residual](
-                         std::vector<Tensor>& grads, const std::vector<bool>& need) {
-                       const Tensor x_saved = sx.unpack("batch_norm");
-                       Tensor xv = widened(x_saved), wv = sw.unpack("batch_norm"), mv = smean.unpack("batch_norm");
-                       Tensor is = sstat.unpack("batch_norm");
-                       Tensor yv = sy.defined() ? widened(sy.unpack("batch_norm_act")) : Tensor();
-                       if (!training) is = rdiv(1.0, sqrt(add(is, eps)));
-                       Tensor gy = widened(dense_in_format(grads[0], g.channels_last));
-                       TensorOptions opts = gy.options();
-                       std::vector<Tensor> out(has_residual ? 4 : 3);
-                       if (need[0]) out[0] = empty_in_format(xv.shape(), opts, g.channels_last);
-                       if (need[1]) out[1] = empty({g.c}, opts);
-                       if (need[2]) out[2] = empty({g.c}, opts);
-                       if (has_residual && need[3]) out[3] = empty_in_format(xv.shape(), opts, g.channels_last);
-                       BatchNormBackwardArgs a{g,
-                                               training,
-                                               xv.raw_data(),
-                                               gy.raw_data(),
-                                               ptr_or_null(wv),
-                                               mv.raw_data(),
-                                               is.raw_data(),
-                                               ptr_or_null(out[0]),
-                                               ptr_or_null(out[1]),
-                                               ptr_or_null(out[2])};
-                       NNBackend& nn = nn_backend_for(gy.device());
-                       if (fused)
-                         nn.batch_norm_act_backward(
-                             {a, ptr_or_null(yv), act, false, has_residual ? ptr_or_null(out[3]) : nullptr},
-                             current_stream(gy.device()));
-                       else
-                         nn.batch_norm_backward(a, current_stream(gy.device()));
-                       out[0] = stored_as(out[0], x_saved.dtype());
-                       if (has_residual) out[3] = stored_as(out[3], x_saved.dtype());
-                       return out;
-                     });
+    BackwardState st{g,
+                     SavedTensor(xd),
+                     SavedTensor(wd),
+                     SavedTensor(training ? mean : running_mean),
+                     SavedTensor(training ? invstd : running_var),
+                     SavedTensor(fused && act != BnActivation::None ? y : Tensor()),
+                     training,
+                     eps,
+                     fused,
+                     act,
+                     residual.defined()};
+    autograd::record_into(fused ? "batch_norm_act" : "batch_norm", inputs, {y},
+                          [st](std::vector<Tensor>& grads, const std::vector<bool>& need,
+                               autograd::InPlaceGrads& into) { return batch_norm_backward(st, grads, need, into); });
   }
   return y;
 }

@@ -56,6 +56,28 @@ Conv2dGeometry conv_geometry(const Tensor& x, const Tensor& weight, const Conv2d
   g.ow = span_w / g.stride_w + 1;
   return g;
 }
+
+// The input's gradient from gy: added in place into the pending gradient `into` offers for input `i` when it is
+// dense in the convolution's layout (the backend adds the result in one rounding, as the separate add would;
+// not bf16, whose cuDNN blend would skip the result's own rounding), else a fresh tensor.
+Tensor data_gradient(const Conv2dGeometry& g, const Tensor& gy, const Tensor& w, bool empty_work, size_t i,
+                     autograd::InPlaceGrads& into) {
+  const Shape shape{g.n, g.c, g.h, g.w};
+  const Tensor& pending = into.offered(i);
+  const bool in_place = pending.defined() && !empty_work && g.dtype != DType::BF16 && pending.dtype() == g.dtype &&
+                        pending.shape() == shape &&
+                        (g.channels_last ? is_channels_last(pending) : pending.is_contiguous());
+  Tensor gx = in_place ? pending : empty_in_format(shape, gy.options(), g.channels_last);
+  if (empty_work) {
+    gx.fill_(0.0);
+    return gx;
+  }
+  nn_backend_for(gy.device())
+      .conv2d_backward_data({g, gy.raw_data(), w.raw_data(), gx.raw_data(), in_place}, current_stream(gy.device()));
+  if (!in_place) return gx;
+  into.accumulated(i);
+  return Tensor();
+}
 }  // namespace
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dOptions& o) {
@@ -99,35 +121,29 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
   if (autograd::any_requires_grad(operands)) {
     SavedTensor sx(weight.requires_grad() ? xd : Tensor()), sw(x.requires_grad() ? wd : Tensor());
     bool weight_cl = is_channels_last(weight);
-    autograd::record(
-        "conv2d", operands, {y}, [g, sx, sw, weight_cl](std::vector<Tensor>& grads, const std::vector<bool>& need) {
-          const bool cl = g.channels_last;
-          Tensor gy = dense_in_format(grads[0], cl);
-          TensorOptions opts = gy.options();
-          Stream stream = current_stream(gy.device());
-          bool empty_work = gy.numel() == 0 || g.n * g.c * g.h * g.w == 0;
-          std::vector<Tensor> out(need.size());
-          if (need[0]) {
-            Tensor gx = empty_in_format({g.n, g.c, g.h, g.w}, opts, cl);
-            if (empty_work)
-              gx.fill_(0.0);
-            else
-              nn_backend_for(gy.device())
-                  .conv2d_backward_data({g, gy.raw_data(), sw.unpack("conv2d").raw_data(), gx.raw_data()}, stream);
-            out[0] = gx;
-          }
-          if (need[1]) {
-            Tensor gw = empty_in_format({g.o, g.c / g.groups, g.kh, g.kw}, opts, cl);
-            if (empty_work)
-              gw.fill_(0.0);
-            else
-              nn_backend_for(gy.device())
-                  .conv2d_backward_weight({g, sx.unpack("conv2d").raw_data(), gy.raw_data(), gw.raw_data()}, stream);
-            out[1] = dense_in_format(gw, weight_cl);
-          }
-          if (need.size() > 2 && need[2]) out[2] = sum(gy, {0, 2, 3});
-          return out;
-        });
+    autograd::record_into("conv2d", operands, {y},
+                          [g, sx, sw, weight_cl](std::vector<Tensor>& grads, const std::vector<bool>& need,
+                                                 autograd::InPlaceGrads& into) {
+                            const bool cl = g.channels_last;
+                            Tensor gy = dense_in_format(grads[0], cl);
+                            TensorOptions opts = gy.options();
+                            Stream stream = current_stream(gy.device());
+                            bool empty_work = gy.numel() == 0 || g.n * g.c * g.h * g.w == 0;
+                            std::vector<Tensor> out(need.size());
+                            if (need[0]) out[0] = data_gradient(g, gy, sw.unpack("conv2d"), empty_work, 0, into);
+                            if (need[1]) {
+                              Tensor gw = empty_in_format({g.o, g.c / g.groups, g.kh, g.kw}, opts, cl);
+                              if (empty_work)
+                                gw.fill_(0.0);
+                              else
+                                nn_backend_for(gy.device())
+                                    .conv2d_backward_weight(
+                                        {g, sx.unpack("conv2d").raw_data(), gy.raw_data(), gw.raw_data()}, stream);
+                              out[1] = dense_in_format(gw, weight_cl);
+                            }
+                            if (need.size() > 2 && need[2]) out[2] = sum(gy, {0, 2, 3});
+                            return out;
+                          });
   }
   return y;
 }

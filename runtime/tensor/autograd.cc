@@ -4,6 +4,7 @@
 #include <atomic>
 #include <map>
 #include <queue>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -17,24 +18,31 @@ namespace autograd {
 
 namespace {
 thread_local bool tl_grad_enabled = true;
+std::atomic<bool> g_inplace_accumulation{true};
 std::atomic<uint64_t> next_sequence_nr{0};
 
-// A node built from a BackwardFn closure.
+// A node built from a BackwardFn (or BackwardIntoFn) closure.
 class FunctionNode : public Node {
  public:
-  FunctionNode(std::string name, BackwardFn fn, std::vector<bool> needs)
-      : Node(std::move(name)), fn_(std::move(fn)), needs_(std::move(needs)) {}
+  FunctionNode(std::string name, BackwardIntoFn fn, std::vector<bool> needs, bool takes_inplace)
+      : Node(std::move(name)), fn_(std::move(fn)), needs_(std::move(needs)), takes_inplace_(takes_inplace) {}
   std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+    InPlaceGrads none({});
+    return apply_into(grads, none);
+  }
+  bool takes_inplace() const override { return takes_inplace_; }
+  std::vector<Tensor> apply_into(std::vector<Tensor>& grads, InPlaceGrads& into) override {
     TD_CHECK_T(AutogradError, fn_ != nullptr, "backward through the graph of '", name(),
                "' a second time: its saved tensors were freed by the first backward "
                "(pass retain_graph = true to the first one)");
-    return fn_(grads, needs_);
+    return fn_(grads, needs_, into);
   }
   void release() override { fn_ = nullptr; }
 
  private:
-  BackwardFn fn_;
+  BackwardIntoFn fn_;
   std::vector<bool> needs_;
+  bool takes_inplace_;
 };
 
 // The node of a leaf that requires grad: adds incoming gradients into its .grad.
@@ -90,6 +98,19 @@ Edge edge_of(const Tensor& t) {
 
 bool grad_enabled() { return tl_grad_enabled; }
 void set_grad_enabled(bool on) { tl_grad_enabled = on; }
+bool inplace_accumulation() { return g_inplace_accumulation.load(std::memory_order_relaxed); }
+void set_inplace_accumulation(bool on) { g_inplace_accumulation.store(on, std::memory_order_relaxed); }
+
+const Tensor& InPlaceGrads::offered(size_t i) const {
+  static const Tensor none;
+  return i < offered_.size() ? offered_[i] : none;
+}
+
+void InPlaceGrads::accumulated(size_t i) {
+  TD_ASSERT(offered(i).defined(), "a gradient accumulated into input ", i, ", which was offered no buffer");
+  accumulated_[i] = true;
+  offered_[i].storage().bump_version();
+}
 
 Node::Node(std::string name) : name_(std::move(name)), sequence_nr_(next_sequence_nr.fetch_add(1)) {}
 
@@ -114,12 +135,13 @@ bool any_requires_grad(const std::vector<Tensor>& inputs) {
   return false;
 }
 
-void record(const std::string& name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
-            BackwardFn fn) {
+namespace {
+void record_node(const std::string& name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                 BackwardIntoFn fn, bool takes_inplace) {
   if (!any_requires_grad(inputs)) return;
   std::vector<bool> needs(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) needs[i] = inputs[i].defined() && inputs[i].requires_grad();
-  auto node = std::make_shared<FunctionNode>(name, std::move(fn), needs);
+  auto node = std::make_shared<FunctionNode>(name, std::move(fn), needs, takes_inplace);
   for (const Tensor& t : inputs) node->next_edges().push_back(edge_of(t));
   for (size_t i = 0; i < outputs.size(); ++i) {
     Tensor o = outputs[i];  // a handle: autograd's fields are the shared tensor's
@@ -127,6 +149,20 @@ void record(const std::string& name, const std::vector<Tensor>& inputs, const st
     if (!carries_grad(o.dtype())) continue;  // integer outputs (indices) carry no gradient
     o.set_grad_fn(node, static_cast<int>(i));
   }
+}
+}  // namespace
+
+void record(const std::string& name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+            BackwardFn fn) {
+  if (!any_requires_grad(inputs)) return;
+  BackwardIntoFn into = [fn = std::move(fn)](std::vector<Tensor>& grads, const std::vector<bool>& needs,
+                                             InPlaceGrads&) { return fn(grads, needs); };
+  record_node(name, inputs, outputs, std::move(into), false);
+}
+
+void record_into(const std::string& name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                 BackwardIntoFn fn) {
+  record_node(name, inputs, outputs, std::move(fn), true);
 }
 
 void check_inplace(const Tensor& t, const char* op) {
@@ -138,21 +174,82 @@ void check_inplace(const Tensor& t, const char* op) {
            "'): in-place changes are not differentiable; use the out-of-place op");
 }
 
+namespace {
+// The gradients pending for each node's outputs, summed as they arrive. A buffer is the engine's own when a
+// backward returned it (or an add made it); a gradient passed to backward() is the caller's.
+class PendingGrads {
+ public:
+  void add(const std::shared_ptr<Node>& fn, int nr, const Tensor& g, bool owned) {
+    Slot& s = slots_[fn.get()];
+    if (s.grads.empty()) {
+      s.grads.resize(fn->outputs().size());
+      s.owned.resize(fn->outputs().size(), false);
+    }
+    if (!s.grads[nr].defined()) {
+      s.grads[nr] = g;
+      s.owned[nr] = owned;
+    } else {
+      s.grads[nr] = tandem::add(s.grads[nr], g);
+      s.owned[nr] = true;
+    }
+  }
+  bool has(Node* n) const { return slots_.count(n) != 0; }
+  std::vector<Tensor> take(Node* n) {
+    auto it = slots_.find(n);
+    if (it == slots_.end()) return {};
+    std::vector<Tensor> grads = std::move(it->second.grads);
+    slots_.erase(it);
+    return grads;
+  }
+  // The buffers of a node's inputs it may add into in place (InPlaceGrads): each the engine's own, held and
+  // viewed nowhere else, dense, with the input's shape, dtype and device; each offered to one edge at most.
+  std::vector<Tensor> offers(Node& node) const {
+    std::vector<Tensor> out(node.next_edges().size());
+    std::set<std::pair<Node*, int>> offered;
+    for (size_t i = 0; i < out.size(); ++i) {
+      const Edge& e = node.next_edges()[i];
+      if (!e.valid()) continue;
+      auto it = slots_.find(e.fn.get());
+      if (it == slots_.end() || !it->second.owned[e.input_nr]) continue;
+      const Tensor& t = it->second.grads[e.input_nr];
+      const OutputMeta& m = e.fn->outputs()[e.input_nr];
+      if (!t.defined() || t.impl_ptr().use_count() != 1 || t.storage().use_count() != 1 || !is_dense(t) ||
+          t.shape() != m.shape || t.dtype() != m.dtype || t.device() != m.device)
+        continue;
+      if (offered.insert({e.fn.get(), e.input_nr}).second) out[i] = t;
+    }
+    return out;
+  }
+
+ private:
+  struct Slot {
+    std::vector<Tensor> grads;
+    std::vector<bool> owned;
+  };
+  std::unordered_map<Node*, Slot> slots_;
+};
+
+// Runs a node's backward, offering it its inputs' pending buffers when it takes them. A gradient it added into
+// a buffer comes back undefined, so the engine adds nothing more.
+std::vector<Tensor> run_node(Node& node, std::vector<Tensor>& in, const PendingGrads& pending) {
+  ProfileScope scope(node.name().c_str(), " backward");
+  if (!node.takes_inplace() || !inplace_accumulation()) return node.apply(in);
+  InPlaceGrads into(pending.offers(node));
+  std::vector<Tensor> out = node.apply_into(in, into);
+  for (size_t i = 0; i < out.size(); ++i)
+    TD_ASSERT(!into.was_accumulated(i) || !out[i].defined(), "'", node.name(),
+              "' both accumulated and returned the gradient of input ", i);
+  return out;
+}
+}  // namespace
+
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
   TD_CHECK(roots.size() == grads.size(), "backward: ", roots.size(), " roots but ", grads.size(), " gradients");
   NoGradGuard no_grad;  // gradients are computed without recording a graph
 
   // Seed the roots.
-  std::unordered_map<Node*, std::vector<Tensor>> buffers;
+  PendingGrads pending;
   std::vector<std::shared_ptr<Node>> starts;
-  auto accumulate = [&](const std::shared_ptr<Node>& fn, int nr, const Tensor& g) {
-    auto& buf = buffers[fn.get()];
-    if (buf.empty()) buf.resize(fn->outputs().size());
-    if (!buf[nr].defined())
-      buf[nr] = g;
-    else
-      buf[nr] = add(buf[nr], g);
-  };
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& r = roots[i];
     TD_CHECK_T(AutogradError, r.defined() && r.requires_grad(),
@@ -168,7 +265,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
       TD_CHECK_DEVICE(g.device() == r.device(), "backward: gradient on ", g.device(), ", tensor on ", r.device());
     }
     Edge e = edge_of(r);
-    accumulate(e.fn, e.input_nr, g);
+    pending.add(e.fn, e.input_nr, g, false);
     starts.push_back(e.fn);
   }
 
@@ -202,7 +299,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
   std::vector<std::shared_ptr<Node>> done;
   auto complete_edge = [&](const std::shared_ptr<Node>& fn) {
     if (--deps[fn.get()] != 0) return;
-    if (buffers.count(fn.get())) {
+    if (pending.has(fn.get())) {
       if (queued.insert(fn.get()).second) ready.push(fn);
     } else {
       done.push_back(fn);
@@ -220,8 +317,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
   while (!ready.empty()) {
     std::shared_ptr<Node> node = ready.top();
     ready.pop();
-    std::vector<Tensor> in = std::move(buffers[node.get()]);
-    buffers.erase(node.get());
+    std::vector<Tensor> in = pending.take(node.get());
     in.resize(node->outputs().size());
     for (size_t i = 0; i < in.size(); ++i) {
       if (!in[i].defined()) {
@@ -229,11 +325,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
         in[i] = zeros(m.shape, TensorOptions(m.dtype).with_device(m.device));
       }
     }
-    std::vector<Tensor> out;
-    {
-      ProfileScope scope(node->name().c_str(), " backward");
-      out = node->apply(in);
-    }
+    std::vector<Tensor> out = run_node(*node, in, pending);
     if (!retain_graph) node->release();
     auto& edges = node->next_edges();
     TD_ASSERT(out.empty() || out.size() == edges.size(), "'", node->name(), "' returned ", out.size(),
@@ -241,7 +333,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     for (size_t i = 0; i < edges.size(); ++i) {
       Edge& e = edges[i];
       if (!e.valid()) continue;
-      if (i < out.size() && out[i].defined()) accumulate(e.fn, e.input_nr, out[i]);
+      if (i < out.size() && out[i].defined()) pending.add(e.fn, e.input_nr, out[i], true);
       complete_edge(e.fn);
     }
     drain_skipped();

@@ -270,6 +270,29 @@ TEST(CudasimCudnn, BackwardFilterF64EveryAlgorithmMatchesDefinition) {
   check_pass<double>(Pass::BackwardFilter, 1e-13);
 }
 
+// alpha = beta = 1 (what Tandem's backward uses to add a data gradient into a pending one): the documented
+// alpha * result + beta * prior with the result as stored in f32, so each element is the f32 sum of the beta = 0
+// output and the prior, bitwise (a separate add's value), for every algorithm of the first case.
+TEST(CudasimCudnn, BetaOneAddsTheStoredResultToThePriorInOneRounding) {
+  auto g = cudasim_testing::rng();
+  OnDevice d;
+  const Case& t = kCases[0];
+  Descriptors ds(t, CUDNN_DATA_FLOAT, CUDNN_FMA_MATH);
+  size_t na, nb, nout;
+  pass_sizes(t, Pass::BackwardData, &na, &nb, &nout);
+  const std::vector<float> a = cudasim_testing::uniform<float>(na, g), b = cudasim_testing::uniform<float>(nb, g);
+  const std::vector<float> prior = cudasim_testing::uniform<float>(nout, g);
+  for (int algo = 0; algo < algo_count(Pass::BackwardData); ++algo) {
+    size_t ws = 0;
+    if (workspace_size(d, ds, Pass::BackwardData, algo, &ws) != CUDNN_STATUS_SUCCESS) continue;
+    if (algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0) continue;  // non-deterministic: each run sums in its own order
+    const std::vector<float> alone = compute<float>(d, ds, Pass::BackwardData, algo, 1, a, b, 0, prior);
+    const std::vector<float> added = compute<float>(d, ds, Pass::BackwardData, algo, 1, a, b, 1, prior);
+    for (size_t i = 0; i < nout; ++i)
+      ASSERT_EQ(added[i], alone[i] + prior[i]) << t.name << " algorithm " << algo << " element " << i;
+  }
+}
+
 TEST(CudasimCudnn, OutputDimFollowsTheDocumentedFormula) {
   auto g = cudasim_testing::rng();
   Descriptors ds(kCases[0], CUDNN_DATA_FLOAT, CUDNN_DEFAULT_MATH);

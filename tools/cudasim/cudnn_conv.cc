@@ -26,11 +26,17 @@ constexpr int64_t kSlabElements = int64_t{1} << 20;
 
 // ---- data movement ----
 
+// *p = alpha * result + beta * *p, cuDNN's rule. With beta != 0 the result is first what the kernel's accumulators
+// hold (f32 for f32 and bf16 data, f64 for f64), so alpha = beta = 1 adds the f32 result to the prior in one
+// rounding (double rounding through double is exact for a sum of two floats): a separate add's value.
 template <typename T>
 void store(T* p, double v, double alpha, double beta) {
-  double r = alpha * v;
-  if (beta != 0) r += beta * widen(*p, false);
-  *p = narrow<T>(r);
+  if (beta == 0) {
+    *p = narrow<T>(alpha * v);
+    return;
+  }
+  const double result = static_cast<accumulator_t<T>>(v);
+  *p = narrow<T>(alpha * result + beta * widen(*p, false));
 }
 
 // The geometry shared by the passes: one group's patch is Cg x R x S; rows are output positions (n, p, q).

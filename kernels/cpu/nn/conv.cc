@@ -381,8 +381,35 @@ void CpuNNBackend::conv2d_forward(const Conv2dForwardArgs& args, const Stream& s
   }
 }
 
+namespace {
+// dx += scratch, element by element, each sum rounded once to the dtype (bf16 through f32, as the add kernel).
+void add_into(DType dtype, const void* scratch, void* dx, int64_t n) {
+  if (dtype == DType::BF16) {
+    std::vector<float> sum = widen_bf16(dx, n);
+    const std::vector<float> more = widen_bf16(scratch, n);
+    for (int64_t i = 0; i < n; ++i) sum[i] += more[i];
+    return round_to_bf16(sum.data(), n, dx);
+  }
+  TD_DISPATCH_FLOAT(dtype, "conv2d backward", {
+    const scalar_t* a = static_cast<const scalar_t*>(scratch);
+    scalar_t* d = static_cast<scalar_t*>(dx);
+    parallel_for(0, n, 1 << 14, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) d[i] += a[i];
+    });
+  });
+}
+}  // namespace
+
+// With accumulate: the gradient into scratch, then added into dx in place (the same sums as a separate add; it
+// spares the engine's add and its allocation, not this pass's memory traffic).
 void CpuNNBackend::conv2d_backward_data(const Conv2dBackwardDataArgs& args, const Stream& s) {
   const Conv2dGeometry& g = args.g;
+  if (args.accumulate) {
+    const int64_t n = input_elements(g);
+    std::vector<double> scratch(static_cast<size_t>((n * dtype_size(g.dtype) + sizeof(double) - 1) / sizeof(double)));
+    conv2d_backward_data({g, args.dy, args.w, scratch.data()}, s);
+    return add_into(g.dtype, scratch.data(), args.dx, n);
+  }
   const CpuConvPath path = select_cpu_conv_path(g, ConvPass::backward_data, false);
   if (path == CpuConvPath::widened) {
     const std::vector<float> dy = widen_bf16(args.dy, output_elements(g));
