@@ -1,7 +1,8 @@
 // How the CUDA backend's convolutions use cuDNN (kernels/cudnn): a channels-last pass cuDNN has no algorithm for
 // (float64 backward data) runs in NCHW and matches the CPU; the algorithms come from cuDNN's heuristics unless
 // benchmark mode asks for its timed search; choices come back from the disk cache in a later run, keyed by the
-// GPU, driver and cuDNN version, and one cuDNN no longer runs is not trusted. Skipped without a GPU.
+// GPU, driver and cuDNN version, and one cuDNN no longer runs is not trusted; a data gradient accumulated in place
+// (beta = 1) stays the separate add's in benchmark mode and through the NCHW fallback. Skipped without a GPU.
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 #include <dlfcn.h>
@@ -20,6 +21,7 @@
 #include "runtime/nn/nn_ops.h"
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
+#include "tests/harness/call_counts.h"
 #include "tests/testing.h"
 
 namespace tandem {
@@ -82,6 +84,53 @@ Problem fresh_problem(DType dtype, int64_t salt) {
   Generator g(testing::fresh_seed());
   const int64_t n = 2, c = 3 + salt, o = 5, h = 7 + static_cast<int64_t>(testing::fresh_seed() % 5), w = 6;
   return {randn({n, c, h, w}, g, dtype), randn({o, c, 3, 3}, g, dtype), randn({n, o, h, w}, g, dtype)};
+}
+
+// x's gradient (x = exp(leaf)) from a 3x3 convolution of x added to that of a scaling of x made after it, whose
+// gradient is therefore pending first: with `in_place` the convolution adds into it (cuDNN's beta = 1). Back on
+// the CPU, with the binary kernel calls of the backward.
+Tensor summed_input_gradient(const Problem& p, bool channels_last, bool in_place, int* binary_calls) {
+  const bool was = autograd::inplace_accumulation();
+  autograd::set_inplace_accumulation(in_place);
+  Tensor leaf = p.x.to(gpu()).clone(), gs = p.x.to(gpu()).clone();
+  if (channels_last) leaf = to_channels_last(leaf), gs = to_channels_last(gs);
+  leaf.set_requires_grad();
+  const Tensor x = exp(leaf);
+  Conv2dOptions o;
+  o.pad_h = o.pad_w = 1;
+  const Tensor y = conv2d(x, p.w.to(gpu()), Tensor(), o), s = mul(x, 3.0);
+  {
+    testing::CallCounts calls(DeviceType::CUDA);
+    autograd::backward({y, s}, {p.dy.to(gpu()), gs});
+    *binary_calls = calls.of("binary");
+  }
+  autograd::set_inplace_accumulation(was);
+  return leaf.grad().to(Device::cpu());
+}
+
+// A data gradient added in place into a pending one, in benchmark mode (whose timed search must run on scratch,
+// not on that buffer) and through the NCHW fallback (float64 channels-last, whose NCHW copy must start from the
+// pending values): bitwise the separate add's sum, with one add kernel fewer.
+TEST(CudnnConv, AccumulatedDataGradientInBenchmarkModeAndTheNchwFallback) {
+  TD_REQUIRE_GPU();
+  testing::NumericsGuard numerics(false, true);
+  struct Case {
+    DType dtype;
+    bool channels_last, benchmark;
+    int64_t salt;
+  };
+  for (const Case c : {Case{DType::F32, false, true, 6}, Case{DType::F64, true, false, 7}}) {
+    SCOPED_TRACE(std::string(dtype_name(c.dtype)) + (c.benchmark ? " benchmark" : " NCHW fallback"));
+    FreshChoices fresh(c.benchmark);
+    const Problem p = fresh_problem(c.dtype, c.salt);
+    const ConvAlgoStats before = conv_algo_stats();
+    int on_calls = 0, off_calls = 0;
+    const Tensor on = summed_input_gradient(p, c.channels_last, true, &on_calls);  // first: the choice is made here
+    if (c.channels_last) EXPECT_GE(conv_algo_stats().fallbacks, before.fallbacks + 1);
+    const Tensor off = summed_input_gradient(p, c.channels_last, false, &off_calls);
+    testing::expect_bitwise_equal(on, off, "input gradient");
+    EXPECT_EQ(off_calls - on_calls, 1);
+  }
 }
 
 // cuDNN (9.19 on an H200, and its support tables) offers no float64 backward data algorithm for channels-last
