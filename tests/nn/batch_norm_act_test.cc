@@ -340,36 +340,41 @@ TEST(BatchNormAct, OneFusedCallEachWayReplacesTheUnfusedKernels) {
   }
 }
 
-// accumulate_dresidual adds the masked gradient to what dresidual holds (the shortcut's other gradient) in place.
+// accumulate_dresidual adds the masked gradient to what dresidual holds (the shortcut's other gradient) in place;
+// for bf16 in f32, rounded once (as add).
 TEST(BatchNormAct, BackwardAccumulatesTheResidualGradientInPlace) {
   std::vector<Device> devices{Device::cpu()};
   if (cuda_available()) devices.push_back(Device::cuda());
   Generator gen(testing::fresh_seed());
-  for (Device d : devices) {
-    SCOPED_TRACE(d.str());
-    BatchNormGeometry g;
-    g.dtype = DType::F64;
-    g.n = 3;
-    g.c = 5;
-    g.hw = 7;
-    auto t = [&](Shape s) { return randn(s, gen, DType::F64).to(d); };
-    Tensor x = t({3, 5, 7}), dy = t({3, 5, 7}), y = relu(t({3, 5, 7})), w = t({5}), mean = t({5});
-    Tensor invstd = add(rand({5}, gen, DType::F64), 0.5).to(d), other = t({3, 5, 7});
-    Tensor written = zeros_like(x), accumulated = other.clone();
-    NNBackend& nn = nn_backend_for(d);
-    for (bool accumulate : {false, true}) {
-      Tensor& dres = accumulate ? accumulated : written;
-      nn.batch_norm_act_backward({{g, true, x.raw_data(), dy.raw_data(), w.raw_data(), mean.raw_data(),
-                                   invstd.raw_data(), nullptr, nullptr, nullptr},
-                                  y.raw_data(),
-                                  BnActivation::Relu,
-                                  accumulate,
-                                  dres.raw_data()},
-                                 current_stream(d));
+  for (Device d : devices)
+    for (DType dtype : {DType::F64, DType::BF16}) {
+      SCOPED_TRACE(d.str() + " " + dtype_name(dtype));
+      BatchNormGeometry g;
+      g.dtype = dtype;
+      g.n = 3;
+      g.c = 5;
+      g.hw = 7;
+      auto t = [&](Shape s) { return randn(s, gen, DType::F64).to(dtype).to(d); };
+      auto p = [&](Shape s) { return randn(s, gen, DType::F64).to(g.param_dtype()).to(d); };
+      Tensor x = t({3, 5, 7}), dy = t({3, 5, 7}), y = relu(t({3, 5, 7})), w = p({5}), mean = p({5});
+      Tensor invstd = add(rand({5}, gen, DType::F64), 0.5).to(g.param_dtype()).to(d), other = t({3, 5, 7});
+      Tensor written = zeros_like(x), accumulated = other.clone();
+      NNBackend& nn = nn_backend_for(d);
+      for (bool accumulate : {false, true}) {
+        Tensor& dres = accumulate ? accumulated : written;
+        nn.batch_norm_act_backward({{g, true, x.raw_data(), dy.raw_data(), w.raw_data(), mean.raw_data(),
+                                     invstd.raw_data(), nullptr, nullptr, nullptr},
+                                    y.raw_data(),
+                                    BnActivation::Relu,
+                                    accumulate,
+                                    dres.raw_data()},
+                                   current_stream(d));
+      }
+      const Tensor y64 = y.to(DType::F64), dy64 = dy.to(DType::F64);
+      testing::expect_bitwise_equal(written, where(gt(y64, zeros_like(y64)), dy64, zeros_like(dy64)).to(dtype),
+                                    "written");
+      testing::expect_bitwise_equal(accumulated, add(other, written), "accumulated");
     }
-    testing::expect_bitwise_equal(written, where(gt(y, zeros_like(y)), dy, zeros_like(dy)), "written");
-    testing::expect_bitwise_equal(accumulated, add(other, written), "accumulated");
-  }
 }
 
 TEST(BatchNormAct, RejectsABadResidual) {
