@@ -261,61 +261,66 @@ Result widened_reference(const Case& k, const Inputs& in, bool fused) {
 
 // bf16 activations with f32 parameters and statistics (the native bf16 kernels) against the f32 kernels on widened
 // copies with each bf16 result rounded once (x, residual and dy widened exactly; y, dx and dresidual rounded to
-// nearest even): the same rounding points, so every output is bitwise equal. On the CPU the widened f32 run takes
-// the plain kernels (oneDNN off), the bf16 kernels' arithmetic in the same order. On CUDA the bf16 sums run 8
-// elements a vector where f32 runs 4; the sums are in double (the forward's of bf16 values exact), so an f32
+// nearest even): the same rounding points, so every output is bitwise equal. On the CPU both run the same kernels
+// (the vectorized NCHW ones with oneDNN on, the plain ones otherwise), in the same order. On CUDA the bf16 sums run
+// 8 elements a vector where f32 runs 4; the sums are in double (the forward's of bf16 values exact), so an f32
 // statistic could differ by one step only where the double sums' rounding (2^-50 relative) crosses an f32 rounding
 // boundary, about 2^-26 per value. Shapes: vector paths (planes and rows a multiple of 8 long) and scalar ones.
-TEST(BatchNormAct, Bf16KernelsEqualTheF32KernelsOnWidenedCopies) {
+void expect_bf16_equals_widened(Device d, Generator& gen) {
   // (activation, residual): the plain batch norm first, then the fused kernels' epilogues.
   const std::pair<BnActivation, bool> kFusions[] = {{BnActivation::None, false},
                                                     {BnActivation::None, true},
                                                     {BnActivation::Relu, true},
                                                     {BnActivation::Relu6, false},
                                                     {BnActivation::Relu6, true}};
-  std::vector<Device> devices{Device::cpu()};
-  if (cuda_available()) devices.push_back(Device::cuda());
+  for (bool cl : {false, true})
+    for (const Shape& shape : {Shape{3, 8, 4, 4}, Shape{2, 5, 3, 3}})
+      for (const std::pair<BnActivation, bool>& fused : kFusions)
+        for (bool training : {true, false}) {
+          if (shape[1] != 8 && fused.first == BnActivation::Relu) continue;  // the scalar paths: fewer cases
+          if (shape[1] != 8 && fused.first != BnActivation::None && !fused.second) continue;
+          const BnActivation act = fused.first;
+          const bool residual = fused.second;
+          Case k{d, DType::BF16, cl, act, residual, training};
+          SCOPED_TRACE(name_of(k) + " " + shape_str(shape));
+          auto activation = [&](double scale, double shift) {
+            Tensor t = add(mul(randn(shape, gen, DType::F64), scale), shift).to(DType::BF16).to(d);
+            return cl ? to_channels_last(t) : t;
+          };
+          auto channel = [&](double lo) {
+            return add(mul(rand({shape[1]}, gen, DType::F64), 2.0), lo).to(DType::F32).to(d);
+          };
+          const Inputs in{activation(3.0, 1.0), channel(0.5), channel(-1.0),
+                          channel(-1.0),        channel(0.5), residual ? activation(2.0, 0.0) : Tensor(),
+                          activation(1.0, 0.0)};
+          Result got;
+          {
+            testing::WriteCheck check;  // the bf16 kernels' writes against their operands() declarations
+            got = run(k, in, act != BnActivation::None || residual);
+          }
+          const Result want = widened_reference(k, in, act != BnActivation::None || residual);
+          ASSERT_EQ(got.y.dtype(), DType::BF16);
+          ASSERT_EQ(got.dw.dtype(), DType::F32);
+          testing::expect_bitwise_equal(got.y, want.y, "y");
+          testing::expect_bitwise_equal(got.rm, want.rm, "running_mean");
+          testing::expect_bitwise_equal(got.rv, want.rv, "running_var");
+          testing::expect_bitwise_equal(got.dx, want.dx, "dx");
+          testing::expect_bitwise_equal(got.dw, want.dw, "dweight");
+          testing::expect_bitwise_equal(got.db, want.db, "dbias");
+          if (residual) testing::expect_bitwise_equal(got.dr, want.dr, "dresidual");
+        }
+}
+
+TEST(BatchNormAct, Bf16KernelsEqualTheF32KernelsOnWidenedCopies) {
   Generator gen(testing::fresh_seed());
   const bool onednn = cpu_onednn();
-  for (Device d : devices)
-    for (bool cl : {false, true})
-      for (const Shape& shape : {Shape{3, 8, 4, 4}, Shape{2, 5, 3, 3}})
-        for (const std::pair<BnActivation, bool>& fused : kFusions)
-          for (bool training : {true, false}) {
-            if (shape[1] != 8 && fused.first == BnActivation::Relu) continue;  // the scalar paths: fewer cases
-            if (shape[1] != 8 && fused.first != BnActivation::None && !fused.second) continue;
-            const BnActivation act = fused.first;
-            const bool residual = fused.second;
-            Case k{d, DType::BF16, cl, act, residual, training};
-            SCOPED_TRACE(name_of(k) + " " + shape_str(shape));
-            auto activation = [&](double scale, double shift) {
-              Tensor t = add(mul(randn(shape, gen, DType::F64), scale), shift).to(DType::BF16).to(d);
-              return cl ? to_channels_last(t) : t;
-            };
-            auto channel = [&](double lo) {
-              return add(mul(rand({shape[1]}, gen, DType::F64), 2.0), lo).to(DType::F32).to(d);
-            };
-            const Inputs in{activation(3.0, 1.0), channel(0.5), channel(-1.0),
-                            channel(-1.0),        channel(0.5), residual ? activation(2.0, 0.0) : Tensor(),
-                            activation(1.0, 0.0)};
-            Result got;
-            {
-              testing::WriteCheck check;  // the bf16 kernels' writes against their operands() declarations
-              got = run(k, in, act != BnActivation::None || residual);
-            }
-            set_cpu_onednn(false);
-            const Result want = widened_reference(k, in, act != BnActivation::None || residual);
-            set_cpu_onednn(onednn);
-            ASSERT_EQ(got.y.dtype(), DType::BF16);
-            ASSERT_EQ(got.dw.dtype(), DType::F32);
-            testing::expect_bitwise_equal(got.y, want.y, "y");
-            testing::expect_bitwise_equal(got.rm, want.rm, "running_mean");
-            testing::expect_bitwise_equal(got.rv, want.rv, "running_var");
-            testing::expect_bitwise_equal(got.dx, want.dx, "dx");
-            testing::expect_bitwise_equal(got.dw, want.dw, "dweight");
-            testing::expect_bitwise_equal(got.db, want.db, "dbias");
-            if (residual) testing::expect_bitwise_equal(got.dr, want.dr, "dresidual");
-          }
+  for (bool fast : {true, false}) {
+    SCOPED_TRACE(fast ? "CPU vectorized kernels on" : "CPU plain kernels");
+    set_cpu_onednn(fast);
+    expect_bf16_equals_widened(Device::cpu(), gen);
+  }
+  set_cpu_onednn(onednn);
+  if (cuda_available()) expect_bf16_equals_widened(Device::cuda(), gen);
 }
 
 TEST(BatchNormAct, OneFusedCallEachWayReplacesTheUnfusedKernels) {

@@ -1,6 +1,6 @@
 // CPU batch normalization (training and evaluation, forward and backward), accumulating in double; f32 NCHW
-// goes to batch_norm_f32.cc's vectorized kernels unless they are off. bf16 activations (f32 parameters and
-// statistics) take the plain kernels here in both layouts, widened per element.
+// and bf16 NCHW go to batch_norm_f32.cc's vectorized kernels unless they are off; bf16 NHWC (f32 parameters and
+// statistics) takes the plain kernels here, widened per element.
 #include <cmath>
 #include <vector>
 
@@ -159,8 +159,8 @@ void backward(const BatchNormGeometry& g, bool training, const T* x, const T* dy
 void CpuNNBackend::batch_norm_forward_train(const BatchNormTrainArgs& args, const Stream&) {
   auto f = [](const void* p) { return static_cast<const float*>(p); };
   auto fm = [](void* p) { return static_cast<float*>(p); };
-  if (batch_norm_f32_forward_train(args.g, f(args.x), f(args.weight), f(args.bias), args.eps, args.momentum,
-                                   fm(args.running_mean), fm(args.running_var), fm(args.y), fm(args.save_mean),
+  if (batch_norm_f32_forward_train(args.g, args.x, f(args.weight), f(args.bias), args.eps, args.momentum,
+                                   fm(args.running_mean), fm(args.running_var), args.y, fm(args.save_mean),
                                    fm(args.save_invstd)))
     return;
   TD_DISPATCH_FLOAT_BF16(args.g.dtype, "batch_norm", {
@@ -174,8 +174,8 @@ void CpuNNBackend::batch_norm_forward_train(const BatchNormTrainArgs& args, cons
 
 void CpuNNBackend::batch_norm_forward_eval(const BatchNormEvalArgs& args, const Stream&) {
   auto f = [](const void* p) { return static_cast<const float*>(p); };
-  if (batch_norm_f32_forward_eval(args.g, f(args.x), f(args.weight), f(args.bias), f(args.running_mean),
-                                  f(args.running_var), args.eps, static_cast<float*>(args.y)))
+  if (batch_norm_f32_forward_eval(args.g, args.x, f(args.weight), f(args.bias), f(args.running_mean),
+                                  f(args.running_var), args.eps, args.y))
     return;
   TD_DISPATCH_FLOAT_BF16(args.g.dtype, "batch_norm", {
     using P = compute_t<scalar_t>;
@@ -188,8 +188,8 @@ void CpuNNBackend::batch_norm_forward_eval(const BatchNormEvalArgs& args, const 
 void CpuNNBackend::batch_norm_backward(const BatchNormBackwardArgs& args, const Stream&) {
   auto f = [](const void* p) { return static_cast<const float*>(p); };
   auto fm = [](void* p) { return static_cast<float*>(p); };
-  if (batch_norm_f32_backward(args.g, args.training, f(args.x), f(args.dy), f(args.weight), f(args.mean),
-                              f(args.invstd), fm(args.dx), fm(args.dweight), fm(args.dbias)))
+  if (batch_norm_f32_backward(args.g, args.training, args.x, args.dy, f(args.weight), f(args.mean), f(args.invstd),
+                              args.dx, fm(args.dweight), fm(args.dbias)))
     return;
   TD_DISPATCH_FLOAT_BF16(args.g.dtype, "batch_norm backward", {
     using P = compute_t<scalar_t>;
@@ -203,9 +203,8 @@ void CpuNNBackend::batch_norm_act_forward_train(const BatchNormActTrainArgs& arg
   const BatchNormTrainArgs& a = args.bn;
   auto f = [](const void* p) { return static_cast<const float*>(p); };
   auto fm = [](void* p) { return static_cast<float*>(p); };
-  if (batch_norm_f32_forward_train(a.g, f(a.x), f(a.weight), f(a.bias), a.eps, a.momentum, fm(a.running_mean),
-                                   fm(a.running_var), fm(a.y), fm(a.save_mean), fm(a.save_invstd), f(args.residual),
-                                   args.act))
+  if (batch_norm_f32_forward_train(a.g, a.x, f(a.weight), f(a.bias), a.eps, a.momentum, fm(a.running_mean),
+                                   fm(a.running_var), a.y, fm(a.save_mean), fm(a.save_invstd), args.residual, args.act))
     return;
   TD_DISPATCH_FLOAT_BF16(a.g.dtype, "batch_norm_act", {
     using T = scalar_t;
@@ -220,8 +219,8 @@ void CpuNNBackend::batch_norm_act_forward_train(const BatchNormActTrainArgs& arg
 void CpuNNBackend::batch_norm_act_forward_eval(const BatchNormActEvalArgs& args, const Stream&) {
   const BatchNormEvalArgs& a = args.bn;
   auto f = [](const void* p) { return static_cast<const float*>(p); };
-  if (batch_norm_f32_forward_eval(a.g, f(a.x), f(a.weight), f(a.bias), f(a.running_mean), f(a.running_var), a.eps,
-                                  static_cast<float*>(a.y), f(args.residual), args.act))
+  if (batch_norm_f32_forward_eval(a.g, a.x, f(a.weight), f(a.bias), f(a.running_mean), f(a.running_var), a.eps, a.y,
+                                  args.residual, args.act))
     return;
   TD_DISPATCH_FLOAT_BF16(a.g.dtype, "batch_norm_act", {
     using T = scalar_t;
@@ -236,9 +235,8 @@ void CpuNNBackend::batch_norm_act_backward(const BatchNormActBackwardArgs& args,
   const BatchNormBackwardArgs& a = args.bn;
   auto f = [](const void* p) { return static_cast<const float*>(p); };
   auto fm = [](void* p) { return static_cast<float*>(p); };
-  if (batch_norm_f32_backward(a.g, a.training, f(a.x), f(a.dy), f(a.weight), f(a.mean), f(a.invstd), fm(a.dx),
-                              fm(a.dweight), fm(a.dbias),
-                              {f(args.y), args.act, args.accumulate_dresidual, fm(args.dresidual)}))
+  if (batch_norm_f32_backward(a.g, a.training, a.x, a.dy, f(a.weight), f(a.mean), f(a.invstd), a.dx, fm(a.dweight),
+                              fm(a.dbias), {args.y, args.act, args.accumulate_dresidual, args.dresidual}))
     return;
   TD_DISPATCH_FLOAT_BF16(a.g.dtype, "batch_norm_act backward", {
     using T = scalar_t;
