@@ -32,6 +32,7 @@
 #include "runtime/progress/progress.h"
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
+#include "runtime/tensor/precision.h"
 #include "runtime/tensor/rng.h"
 #include "tools/costmodel/cyclic/stage_costs.h"
 #include "tools/cyclic/flags.h"
@@ -567,6 +568,7 @@ int run(const Flags& f) {
     return 0;
   }
   TD_CHECK(f.gpu.empty(), "--gpu needs --simulate");
+  PrecisionGuard policy(f.precision);  // this thread's (profile, evaluation) and, through run_on_workers, the workers'
   auto spec = models::parse_model_spec(f.model);
   const Datasets sets = open_datasets(f);
   const ModelFactory factory = model_factory(std::move(spec), *sets.train, f.seed);
@@ -585,6 +587,8 @@ int run(const Flags& f) {
   const int N = f.micro_batches, S = f.stages;
   const std::string worker_spec = f.workers.empty() ? "cpu:" + std::to_string(workers_needed(mode, N, S)) : f.workers;
   std::vector<parallel::Worker> workers = parallel::make_workers(worker_spec);
+  if (f.precision != Precision::F32)
+    std::printf("precision: %s\n", precision_summary(f.precision, workers[0].device).c_str());
   warm_up(factory, micro_input, o, workers);
   CyclicTrainer trainer(factory, micro_input, o, std::move(workers));
   std::printf("cyclic: %s, %s, %s sync, N = %d micro-batches of %lld, S = %d stages on %s\n", rule_name(rule),

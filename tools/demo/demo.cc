@@ -21,6 +21,7 @@
 #include "runtime/formats/safetensors.h"
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
+#include "runtime/tensor/precision.h"
 #include "tools/flags/flags.h"
 #include "tools/train/trainer.h"
 
@@ -32,6 +33,7 @@ struct Options {
   std::string workers = "best:4";
   std::string cache_dir;
   uint64_t seed = 0;
+  Precision precision = Precision::F32;
 };
 
 Options parse(int argc, char** argv) {
@@ -41,7 +43,7 @@ Options parse(int argc, char** argv) {
   flags::Parser p(
       "demo",
       "tools/tandem demo [--epochs N] [--teacher-epochs N] [--workers SPEC] [--subset N] [--test-subset N]\n"
-      "                         [--batch N] [--cache-dir DIR] [--seed N]",
+      "                         [--batch N] [--cache-dir DIR] [--seed N] [--precision f32|bf16]",
       "Pipe-BD on Fashion-MNIST: trains a ResNet-18 teacher (CIFAR variant, width 8) on a subset of the training\n"
       "images (cached and reused on later runs), distills it block by block into a depthwise-separable student\n"
       "with DP, LS, TR, TR+DPU and TR+DPU+AHD on 4 workers (4 SM partitions of GPU 0 when a GPU is present, else 4\n"
@@ -56,6 +58,11 @@ Options parse(int argc, char** argv) {
   p.text("--cache-dir", "DIR", &o.cache_dir,
          "where the teacher and the runs are kept (default ~/.cache/tandem/pipe-bd-demo)");
   p.integer("--seed", "N", &o.seed, "data order and student initialization (default 0)");
+  p.custom(
+      "--precision", "P", [&](const std::string& v) { o.precision = parse_precision(v); },
+      "f32 (default) or bf16 for the teacher's training and every distillation worker:\n"
+      "convolutions in bf16, relayed activations in bf16, f32 weights and optimizer\n"
+      "(runtime/tensor/precision.h); a bf16 teacher is cached apart from an f32 one");
   p.parse(argc, argv);
   return o;
 }
@@ -89,12 +96,15 @@ double accuracy(models::Module& model, const std::shared_ptr<const data::Dataset
 
 int run(const Options& o) {
   const double t0 = host_time_s();
+  PrecisionGuard policy(o.precision);
+  if (o.precision != Precision::F32) std::printf("precision: %s\n", precision_name(o.precision));
   parallel::count_workers(o.workers);  // a bad spec or a missing GPU is said now, not after training the teacher
   const std::string teacher_spec = "resnet18:cifar,width=8,in_channels=1,classes=10";
   make_dirs(o.cache_dir);
   const std::string teacher_path = o.cache_dir + "/teacher-resnet18w8-n" + std::to_string(o.subset) + "-b" +
                                    std::to_string(o.batch) + "-e" + std::to_string(o.teacher_epochs) + "-s" +
-                                   std::to_string(o.seed) + ".safetensors";
+                                   std::to_string(o.seed) +
+                                   (o.precision == Precision::F32 ? "" : "-bf16") + ".safetensors";
   std::printf(
       "Pipe-BD demo: blockwise distillation of a ResNet-18 (width 8) teacher into a depthwise-separable\n"
       "student on Fashion-MNIST (%s training images, accuracies on %s test images), batch %lld.\n\n",
@@ -120,6 +130,7 @@ int run(const Options& o) {
     to.evaluate = false;
     to.checkpoint = teacher_path + ".partial";
     to.live_progress = true;
+    to.precision = o.precision;
     train::Trainer trainer(to, std::cout);
     trainer.run();
     TD_CHECK_IO(std::rename(to.checkpoint.c_str(), teacher_path.c_str()) == 0, "cannot rename ", to.checkpoint);
