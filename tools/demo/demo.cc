@@ -103,8 +103,8 @@ int run(const Options& o) {
   make_dirs(o.cache_dir);
   const std::string teacher_path = o.cache_dir + "/teacher-resnet18w8-n" + std::to_string(o.subset) + "-b" +
                                    std::to_string(o.batch) + "-e" + std::to_string(o.teacher_epochs) + "-s" +
-                                   std::to_string(o.seed) +
-                                   (o.precision == Precision::F32 ? "" : "-bf16") + ".safetensors";
+                                   std::to_string(o.seed) + (o.precision == Precision::F32 ? "" : "-bf16") +
+                                   ".safetensors";
   std::printf(
       "Pipe-BD demo: blockwise distillation of a ResNet-18 (width 8) teacher into a depthwise-separable\n"
       "student on Fashion-MNIST (%s training images, accuracies on %s test images), batch %lld.\n\n",
