@@ -554,6 +554,27 @@ class TrainingLoop {
   int steady_count_ = 0;
 };
 
+// The last timeline's messages per round by kind (sizes from the measured stages: in the policy's dtypes),
+// printed and as summary.json records them.
+Json report_messages(const CyclicTrainer& trainer) {
+  const Timeline& tl = trainer.last_run().timeline;
+  const MessageBytes m = message_bytes(tl);
+  const double rounds = static_cast<double>(tl.spec.rounds), mib = 1048576.0;
+  const char* act = dtype_name(activation_dtype(DType::F32));
+  std::printf(
+      "cyclic: messages per round: activations %.3f MiB and activation gradients %.3f MiB in %s, weight "
+      "gradients %.3f MiB and parameters %.3f MiB in f32\n",
+      m.activations / rounds / mib, m.activation_gradients / rounds / mib, act, m.gradients / rounds / mib,
+      m.parameters / rounds / mib);
+  Json j = Json::object();
+  j["activation_dtype"] = Json(act);
+  j["activations"] = Json(m.activations / rounds);
+  j["activation_gradients"] = Json(m.activation_gradients / rounds);
+  j["gradients"] = Json(m.gradients / rounds);
+  j["parameters"] = Json(m.parameters / rounds);
+  return j;
+}
+
 int run(const Flags& f) {
   const Rule rule = parse_rule(f.rule);
   const Mode mode = parse_mode(f.mode);
@@ -603,7 +624,9 @@ int run(const Flags& f) {
     trainer.load_checkpoint_state(ck.tensors);
     std::printf("cyclic: resumed from %s at round %lld\n", f.resume.c_str(), static_cast<long long>(trainer.round()));
   }
-  const Json summary = TrainingLoop(f, o, rounds, trainer, loader, sets.test, test_pipe, factory, sizes).run();
+  Json summary = TrainingLoop(f, o, rounds, trainer, loader, sets.test, test_pipe, factory, sizes).run();
+  summary["precision"] = Json(precision_name(f.precision));
+  summary["message_bytes_per_round"] = report_messages(trainer);
   if (!f.out.empty()) {
     std::ofstream js = open_out(f.out, "summary.json");
     js << dump_json(summary, 2) << "\n";

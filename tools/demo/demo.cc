@@ -176,8 +176,8 @@ int run(const Options& o) {
     if (x.strategy == parallel::bd::Strategy::DP) dp = &x;
   std::printf("\n%s; %s; %lld steps per epoch\n\n", r.device.c_str(), r.data.c_str(),
               static_cast<long long>(r.steps_per_epoch));
-  std::printf("%-11s %10s %10s %9s %7s %10s %10s\n", "strategy", "s/epoch", "speedup", "(sim.)", "busy", "peak MiB",
-              "accuracy");
+  std::printf("%-11s %10s %10s %9s %7s %10s %10s %10s\n", "strategy", "s/epoch", "speedup", "(sim.)", "busy",
+              "peak MiB", "relay MiB", "accuracy");
   for (const auto& x : r.results) {
     const std::string path = so.out_dir + "/" + parallel::bd::strategy_name(x.strategy) + "/student.safetensors";
     const std::string spec = load_safetensors(path).metadata.at("tandem.model");
@@ -187,15 +187,16 @@ int run(const Options& o) {
     double busy = 0, peak = 0;
     for (double b : x.busy_fraction) busy += b / static_cast<double>(x.busy_fraction.size());
     for (int64_t m : x.peak_memory) peak = std::max(peak, m / 1048576.0);
-    std::printf("%-11s %10.2f %9.2fx %8.2fx %6.0f%% %10.1f %9.2f%%\n", parallel::bd::strategy_title(x.strategy),
+    std::printf("%-11s %10.2f %9.2fx %8.2fx %6.0f%% %10.1f %10.3f %9.2f%%\n", parallel::bd::strategy_title(x.strategy),
                 x.epoch_s, dp ? dp->wall_s / x.wall_s : 0.0,
                 dp && x.simulated_s > 0 ? dp->simulated_s / x.simulated_s : 0.0, 100 * busy, peak,
-                100 * accuracy(*student, test, o.test_subset));
+                x.relay_bytes / 1048576.0, 100 * accuracy(*student, test, o.test_subset));
   }
-  std::printf("%-11s %10s %10s %9s %7s %10s %9.2f%%\n", "teacher", "", "", "", "", "", 100 * teacher_acc);
+  std::printf("%-11s %10s %10s %9s %7s %10s %10s %9.2f%%\n", "teacher", "", "", "", "", "", "", 100 * teacher_acc);
   std::printf(
       "\nspeedup: DP's measured time per epoch over the strategy's on the same workers; (sim.): the same "
-      "from the\nsimulator and the profile; busy: share of time in loads, teacher, student and updates.\n"
+      "from the\nsimulator and the profile; busy: share of time in loads, teacher, student and updates; relay MiB:\n"
+      "teacher activations relayed over the run (in bf16 under --precision bf16: half of f32's).\n"
       "All strategies compute the same per-block mathematics; the students differ only where DP's\n"
       "and AHD's per-worker BatchNorm statistics cover fewer rows.\n");
   if (r.device.find("cpu") != std::string::npos)
