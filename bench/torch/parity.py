@@ -3,8 +3,9 @@
 
 For a model spec, a batch size, an image size and a seed it builds the torchvision model, draws an input batch
 and labels, and runs one training-mode forward (batch-norm batch statistics), the cross-entropy loss and its
-backward twice on the CPU: in float64 (the reference) and in float32 (PyTorch's own float32 error, which sets
-the float32 tolerance of the test). Weights and inputs are drawn in float32, so both runs and Tandem's copies
+backward three times on the CPU: in float64 (the reference), in float32 (PyTorch's own float32 error, which sets
+the float32 tolerance of the test) and in float32 under PyTorch's CPU autocast to bfloat16 (its mixed-precision
+error, which sets the test's bound on Tandem's bf16 policy). Weights and inputs are drawn in float32, so both runs and Tandem's copies
 start from exactly the same values. One safetensors file per model:
 
     <torchvision state_dict keys>   the weights and buffers before the step (float32; counters int64)
@@ -16,12 +17,13 @@ start from exactly the same values. One safetensors file per model:
     parity.grad.<key>               d loss / d parameter, for every parameter (float64)
     parity.after.<key>              every buffer after the forward: running statistics (float64), counters
     parity.f32.<key>                for each parity.<key> above but input and labels: the float32 run's value
+    parity.bf16.<key>               the same for the bfloat16 autocast run (float32; logits were bfloat16)
     metadata: model (a Tandem model spec), batch, size, seed, torch, torchvision, threads
 
 The test runs every parity_*.safetensors of its folder and builds the model from this metadata alone, so a
 file written here for any model and options the script knows joins the test without a code change.
 
-Default files (narrow, so that each stays under 2 MB with every gradient twice; batch 16 at 32x32 but
+Default files (narrow, so that each stays under 2.5 MB with every gradient three times; batch 16 at 32x32 but
 ResNet-50's 4): ResNet-18 (torchvision's BasicBlock layout with base width 4 instead of 64), ResNet-50
 (Bottleneck, base width 4), MobileNetV2 (width_mult 0.05: 8 to 16 channels per stage, its 1280-wide last
 convolution, dropout 0) and VGG-16-BN (the zoo's CIFAR head: global average
@@ -183,19 +185,41 @@ def randomize_bn(model):
             m.running_var.uniform_(0.8, 1.2)
 
 
-def training_step(model, x32, labels, dtype):
-    """One training-mode forward and backward of a copy of `model` in `dtype`: parity.<key> -> result."""
+class Float32ReLU6(nn.Module):
+    """ReLU6 clamped in float32 and cast back: the same values as in bfloat16 (a clamp is exact), for PyTorch
+    1.13's CPU, which has no bfloat16 backward of ReLU6 (hardtanh)."""
+
+    def forward(self, x):
+        return F.relu6(x.float()).to(x.dtype)
+
+
+def with_float32_relu6(model):
+    for m in list(model.modules()):
+        for name, child in m.named_children():
+            if isinstance(child, nn.ReLU6):
+                setattr(m, name, Float32ReLU6())
+    return model
+
+
+def training_step(model, x32, labels, dtype, bf16_autocast=False):
+    """One training-mode forward and backward of a copy of `model` in `dtype`: parity.<key> -> result. With
+    `bf16_autocast` (and float32), the forward and loss run under PyTorch's CPU autocast to bfloat16, as a user
+    of PyTorch's mixed precision trains: convolutions and matrix products in bfloat16, the weights and their
+    gradients float32."""
     model = copy.deepcopy(model).to(dtype).train()
-    x = x32.to(dtype).requires_grad_(True)
-    logits = model(x)
-    loss = F.cross_entropy(logits, labels)
+    if bf16_autocast:
+        with_float32_relu6(model)
+    x = x32.to(dtype, copy=True).requires_grad_(True)  # a copy: each run its own input gradient
+    with torch.autocast(device_type="cpu", dtype=torch.bfloat16, enabled=bf16_autocast):
+        logits = model(x)
+        loss = F.cross_entropy(logits, labels)
     loss.backward()
     out = {"logits": logits, "loss": loss.reshape(()), "grad.input": x.grad}
     for k, p in model.named_parameters():
         out["grad." + k] = p.grad
     for k, b in model.named_buffers():
         out["after." + k] = b
-    return {k: v.detach().contiguous() for k, v in out.items()}
+    return {k: v.detach().float().contiguous() if bf16_autocast else v.detach().contiguous() for k, v in out.items()}
 
 
 def golden(name, spec, batch, size, seed, out_dir):
@@ -210,9 +234,11 @@ def golden(name, spec, batch, size, seed, out_dir):
     tensors["parity.labels"] = labels.contiguous()
     ref = training_step(model, x32, labels, torch.float64)
     f32 = training_step(model, x32, labels, torch.float32)
+    bf16 = training_step(model, x32, labels, torch.float32, bf16_autocast=True)
     for k, v in ref.items():
         tensors["parity." + k] = v
         tensors["parity.f32." + k] = f32[k]
+        tensors["parity.bf16." + k] = bf16[k]
     meta = {"model": spec, "batch": str(batch), "size": str(size), "seed": str(seed), "torch": torch.__version__,
             "torchvision": torchvision.__version__, "threads": str(torch.get_num_threads())}
     path = os.path.join(out_dir, "parity_%s.safetensors" % name)
@@ -220,15 +246,18 @@ def golden(name, spec, batch, size, seed, out_dir):
     # The test's measure: max |f32 - f64| / max |f64|, but relative to the largest gradient element for a
     # mathematically zero gradient (below 1e-10 of it).
     largest = max(v.abs().max().item() for k, v in ref.items() if k.startswith("grad.") and k != "grad.input")
-    worst = 0.0
+    worst = worst_bf16 = 0.0
     for k, v in ref.items():
         if v.is_floating_point():
             scale = v.abs().max().item()
             if k.startswith("grad.") and k != "grad.input" and scale < 1e-10 * largest:
                 scale = largest
             worst = max(worst, (f32[k].double() - v).abs().max().item() / max(scale, 1e-300))
-    print("%s: loss %.6f, %d tensors, %d bytes; PyTorch's largest float32 error of one result %.2e"
-          % (path, ref["loss"].item(), len(tensors), os.path.getsize(path), worst))
+            rms = (bf16[k].double() - v).pow(2).mean().sqrt().item()
+            worst_bf16 = max(worst_bf16, rms / max(scale, 1e-300))
+    print("%s: loss %.6f, %d tensors, %d bytes; PyTorch's largest float32 error of one result %.2e, its "
+          "largest bfloat16 autocast RMS error of one result %.2e"
+          % (path, ref["loss"].item(), len(tensors), os.path.getsize(path), worst, worst_bf16))
 
 
 def main():

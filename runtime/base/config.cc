@@ -41,6 +41,10 @@ bool cudnn_benchmark() { return flag<kCudnnBenchmark>().load(std::memory_order_r
 void set_cudnn_benchmark(bool on) { flag<kCudnnBenchmark>().store(on); }
 bool cpu_onednn() { return flag<kOnednn>().load(std::memory_order_relaxed); }
 void set_cpu_onednn(bool on) { flag<kOnednn>().store(on); }
+bool cpu_native_bf16() {
+  static const bool has_bf16 = __builtin_cpu_supports("avx512bf16");
+  return has_bf16 && cpu_onednn();
+}
 bool fill_fresh_host_memory() { return flag<kFillFresh>().load(std::memory_order_relaxed); }
 void set_fill_fresh_host_memory(bool on) { flag<kFillFresh>().store(on); }
 

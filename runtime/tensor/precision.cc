@@ -1,6 +1,7 @@
 // The precision policy's thread-local state and the casts at its rounding points.
 #include "runtime/tensor/precision.h"
 
+#include "runtime/base/config.h"
 #include "runtime/base/error.h"
 
 namespace tandem {
@@ -16,8 +17,11 @@ std::string precision_summary(Precision p, Device device) {
   if (device.is_cuda())
     return "bf16 (cuDNN and cuBLAS in bf16 with f32 accumulation; Tandem's kernels load bf16 and compute in f32; "
            "batch norm in f32 on widened bf16)";
-  return "bf16 (f32 arithmetic on bf16 values, rounded at the policy's points: the CPU backend has no native "
-         "bf16 kernels)";
+  if (cpu_native_bf16())
+    return "bf16 (convolutions in oneDNN's native bf16 kernels with f32 accumulation, this processor having "
+           "AVX512-BF16; the other ops in f32 arithmetic on bf16 values, rounded at the policy's points)";
+  return "bf16 (f32 arithmetic on bf16 values, rounded at the policy's points: this processor has no native bf16, "
+         "or oneDNN is off)";
 }
 
 Precision parse_precision(const std::string& s) {

@@ -139,8 +139,21 @@ OpCase make_case(std::string name, std::vector<InputSpec> inputs, OpFn run, RefF
   return c;
 }
 
-namespace {
-// The inputs' values; floats are rounded through f32 so that f32 and f64 runs see the same numbers.
+std::vector<size_t> leading_inputs(const std::vector<InputSpec>& inputs) {
+  size_t rank = 0;
+  int64_t lead = 0;
+  for (const InputSpec& s : inputs) rank = std::max(rank, s.shape.size());
+  for (const InputSpec& s : inputs)
+    if (s.shape.size() == rank && rank > 0) lead = std::max(lead, s.shape[0]);
+  std::vector<size_t> k;
+  for (size_t i = 0; i < inputs.size() && rank > 0; ++i)
+    if (inputs[i].shape.size() == rank && inputs[i].shape[0] == lead) k.push_back(i);
+  return k;
+}
+
+double shape_elements(const Shape& s) { return static_cast<double>(HostTensor::numel_of(s)); }
+
+// Floats are rounded through f32 so that f32 and f64 runs see the same numbers.
 std::vector<HostTensor> draw_inputs(const OpCase& c, Generator& gen) {
   std::vector<HostTensor> host;
   for (const InputSpec& s : c.inputs) {
@@ -152,6 +165,7 @@ std::vector<HostTensor> draw_inputs(const OpCase& c, Generator& gen) {
   return host;
 }
 
+namespace {
 Tensor make_input(const InputSpec& s, const HostTensor& h, DType dtype, Device device, bool requires_grad) {
   Tensor t;
   if (s.role == Role::Float) {
@@ -165,6 +179,7 @@ Tensor make_input(const InputSpec& s, const HostTensor& h, DType dtype, Device d
   if (requires_grad && s.role == Role::Float && s.grad) t.set_requires_grad(true);
   return t;
 }
+}  // namespace
 
 std::vector<Tensor> make_inputs(const OpCase& c, const std::vector<HostTensor>& host, DType dtype, Device device,
                                 bool requires_grad) {
@@ -173,6 +188,8 @@ std::vector<Tensor> make_inputs(const OpCase& c, const std::vector<HostTensor>& 
     in.push_back(make_input(c.inputs[i], host[i], dtype, device, requires_grad));
   return in;
 }
+
+namespace {
 
 // EXPECTs that `got` matches `want` in shape, dtype and values (within tol, see compare_values).
 void expect_matches(const Tensor& got, const std::vector<double>& want, const Shape& shape, DType dtype, double tol,

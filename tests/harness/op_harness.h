@@ -61,6 +61,8 @@ using HV = std::vector<HostTensor>;
 using OpFn = std::function<TV(const TV& in, DType dtype)>;
 // The expected outputs from the inputs' values (floats exactly as the op sees them).
 using RefFn = std::function<HV(const HV& in)>;
+// The floating-point operations of one forward call, from its inputs' and outputs' shapes.
+using FlopsFn = std::function<double(const std::vector<Shape>& in, const std::vector<Shape>& out)>;
 
 struct OpCase {
   std::string name;  // the test name: letters, digits and underscores
@@ -71,8 +73,26 @@ struct OpCase {
   double tol_f32 = 1e-5;   // forward tolerance in f32 (relative to the output's magnitude, see compare_values)
   double tol_f64 = 1e-12;  // the same in f64
   double fd_step = 1e-6;   // the finite differences' step in f64 (GradientCheck of gradient_check.h)
+  // The benchmark mode (tests/harness/op_bench.h): the FLOPs of one forward call (unset: the case is counted by
+  // its bytes alone, as a copy or a view).
+  FlopsFn flops;
+  // The inputs whose dimension 0 the benchmark may multiply to reach its size (the op then works on a larger
+  // batch; its call does not depend on that dimension). Empty: the case runs at its test size.
+  std::vector<size_t> batch_inputs;
 };
 OpCase make_case(std::string name, std::vector<InputSpec> inputs, OpFn run, RefFn reference, bool grad = true);
+// The inputs that broadcast to the output's leading dimension: those of the highest rank whose dimension 0 is the
+// largest (for batch_inputs of ops that broadcast their inputs; none when that rank is 0).
+std::vector<size_t> leading_inputs(const std::vector<InputSpec>& inputs);
+// The elements of a shape, as a double (for FLOP counts).
+double shape_elements(const Shape& s);
+
+// The inputs' values, drawn by their samplers.
+std::vector<HostTensor> draw_inputs(const OpCase& c, Generator& gen);
+// Tensors of those values (floats in `dtype`) on `device`; with requires_grad, the inputs the gradient check
+// differentiates require grad.
+std::vector<Tensor> make_inputs(const OpCase& c, const std::vector<HostTensor>& host, DType dtype, Device device,
+                                bool requires_grad);
 
 // Forward on the CPU against the reference, in `dtype`; the op must leave its inputs bitwise unchanged (here
 // and in check_cuda_matches_cpu).

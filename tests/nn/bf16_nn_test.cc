@@ -1,4 +1,5 @@
-// conv2d and pooling on bf16 operands, on the CPU (f32 on widened operands) and on CUDA (cuDNN's bf16 configuration:
+// conv2d and pooling on bf16 operands, on the CPU (oneDNN's native bf16 kernels where the processor has them, and f32
+// on widened operands, both run) and on CUDA (cuDNN's bf16 configuration:
 // the simulated cuDNN rounds as the hardware does), skipped there without a GPU: forward (the convolution rounded, then
 // the bias added and rounded again), data and weight gradients and the bias gradient equal the f64 convolution of the
 // same bf16 values rounded to bf16 at those points, within one bf16 step plus the f32 accumulation's error bound (2^-16
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/base/config.h"
 #include "runtime/base/error.h"
 #include "runtime/nn/nn_ops.h"
 #include "runtime/tensor/autograd.h"
@@ -55,6 +57,18 @@ class Bf16NNOn : public ::testing::TestWithParam<Device> {
   void SetUp() override {
     if (GetParam().is_cuda()) TD_REQUIRE_GPU();
   }
+  // Runs `check` once on CUDA; on the CPU with oneDNN on (its native bf16 convolutions where cpu_native_bf16())
+  // and off (f32 on widened copies), naming the path in failures.
+  void on_each_cpu_path(const std::function<void()>& check) {
+    if (GetParam().is_cuda()) return check();
+    const bool was = cpu_onednn();
+    for (bool onednn : {true, false}) {
+      set_cpu_onednn(onednn);
+      SCOPED_TRACE(cpu_native_bf16() ? "oneDNN's native bf16" : "f32 on widened copies");
+      check();
+    }
+    set_cpu_onednn(was);
+  }
 };
 
 TEST_P(Bf16NNOn, ForwardAndGradientsRoundOnceFromTheF64Convolution) {
@@ -71,31 +85,34 @@ TEST_P(Bf16NNOn, ForwardAndGradientsRoundOnceFromTheF64Convolution) {
       {"3x3 stride 2 channels-last", {2, 8, 9, 9}, {16, 8, 3, 3}, strided, true},
       {"grouped", {2, 8, 6, 6}, {8, 4, 3, 3}, grouped, false},
       {"1x1 channels-last", {3, 16, 5, 5}, {8, 16, 1, 1}, Conv2dOptions{}, true},
+      {"16 to 64 channels (split by output channels)", {2, 16, 6, 6}, {64, 16, 3, 3}, Conv2dOptions{}, false},
   };
-  for (const ConvCase& c : cases) {
-    Tensor x = random_bf16(c.x, gen, dev), w = random_bf16(c.w, gen, dev), b = random_bf16({c.w[0]}, gen, dev);
-    if (c.channels_last) x = to_channels_last(x);
-    x.set_requires_grad(true);
-    w.set_requires_grad(true);
-    b.set_requires_grad(true);
-    Tensor y = conv2d(x, w, b, c.o);
-    ASSERT_EQ(y.dtype(), DType::BF16) << c.name;
-    const Tensor gy = random_bf16(y.shape(), gen, dev);
-    y.backward(gy);
+  on_each_cpu_path([&] {
+    for (const ConvCase& c : cases) {
+      Tensor x = random_bf16(c.x, gen, dev), w = random_bf16(c.w, gen, dev), b = random_bf16({c.w[0]}, gen, dev);
+      if (c.channels_last) x = to_channels_last(x);
+      x.set_requires_grad(true);
+      w.set_requires_grad(true);
+      b.set_requires_grad(true);
+      Tensor y = conv2d(x, w, b, c.o);
+      ASSERT_EQ(y.dtype(), DType::BF16) << c.name;
+      const Tensor gy = random_bf16(y.shape(), gen, dev);
+      y.backward(gy);
 
-    const F64Result want = conv_f64(x, w, b, gy, c.o);
-    const F64Result mag = conv_f64(abs(x.detach()), abs(w.detach()), abs(b.detach()), abs(gy), c.o);
-    const std::string name = c.name;
-    // The forward rounds twice: the convolution's result, then that plus the bias (conv2d's rounding points).
-    // A first rounding that f32 accumulation tips to the other side of a tie moves the sum by one step of the
-    // convolution's result: that, and the accumulation bound, is the slack.
-    const Tensor conv_rounded = bf16_rounded(want.y).to(DType::F64);
-    const Tensor want_y = bf16_rounded(add(conv_rounded, b.detach().to(DType::F64).view({1, -1, 1, 1})));
-    expect_bf16_near(y, want_y, 1, add(f32_accumulation_slack(mag.y), bf16_steps(want.y).to(dev)), name + " forward");
-    expect_bf16_near(x.grad(), bf16_rounded(want.gx), 1, f32_accumulation_slack(mag.gx), name + " data gradient");
-    expect_bf16_near(w.grad(), bf16_rounded(want.gw), 1, f32_accumulation_slack(mag.gw), name + " weight gradient");
-    expect_bf16_near(b.grad(), bf16_rounded(want.gb), 1, f32_accumulation_slack(mag.gb), name + " bias gradient");
-  }
+      const F64Result want = conv_f64(x, w, b, gy, c.o);
+      const F64Result mag = conv_f64(abs(x.detach()), abs(w.detach()), abs(b.detach()), abs(gy), c.o);
+      const std::string name = c.name;
+      // The forward rounds twice: the convolution's result, then that plus the bias (conv2d's rounding points).
+      // A first rounding that f32 accumulation tips to the other side of a tie moves the sum by one step of the
+      // convolution's result: that, and the accumulation bound, is the slack.
+      const Tensor conv_rounded = bf16_rounded(want.y).to(DType::F64);
+      const Tensor want_y = bf16_rounded(add(conv_rounded, b.detach().to(DType::F64).view({1, -1, 1, 1})));
+      expect_bf16_near(y, want_y, 1, add(f32_accumulation_slack(mag.y), bf16_steps(want.y).to(dev)), name + " forward");
+      expect_bf16_near(x.grad(), bf16_rounded(want.gx), 1, f32_accumulation_slack(mag.gx), name + " data gradient");
+      expect_bf16_near(w.grad(), bf16_rounded(want.gw), 1, f32_accumulation_slack(mag.gw), name + " weight gradient");
+      expect_bf16_near(b.grad(), bf16_rounded(want.gb), 1, f32_accumulation_slack(mag.gb), name + " bias gradient");
+    }
+  });
 }
 
 // One input channel and a 1x1 filter: each output is one product, exact in f32, so the stored value is the
@@ -104,9 +121,11 @@ TEST_P(Bf16NNOn, OneProductPerOutputIsRoundedToNearestEven) {
   const Device dev = GetParam();
   Generator gen(fresh_seed());
   const Tensor x = random_bf16({2, 1, 32, 32}, gen, dev), w = random_bf16({4, 1, 1, 1}, gen, dev);
-  const Tensor y = conv2d(x, w, Tensor(), Conv2dOptions{});
   const Tensor want = conv2d(x.to(DType::F64), w.to(DType::F64), Tensor(), Conv2dOptions{});
-  expect_bf16_near(y, bf16_rounded(want), 0, Tensor(), "1x1 single channel");
+  on_each_cpu_path([&] {
+    const Tensor y = conv2d(x, w, Tensor(), Conv2dOptions{});
+    expect_bf16_near(y, bf16_rounded(want), 0, Tensor(), "1x1 single channel");
+  });
 }
 
 // Pooling of x (bf16, requiring grad) and of its f64 copy, backpropagating gy; outputs and input gradients, and

@@ -174,6 +174,26 @@ TEST(Conv2dOneDnn, RunsEveryCase) {
   }
 }
 
+// bf16 (no bias: conv2d adds it after rounding) takes oneDNN's native kernels exactly where cpu_native_bf16() says
+// the processor has them, and the widened f32 path otherwise or with oneDNN off.
+TEST(Conv2dOneDnn, Bf16TakesNativeKernelsWhereTheProcessorHasThem) {
+  using cpu::ConvPass;
+  using cpu::CpuConvPath;
+  for (const Case& k : cases()) {
+    SCOPED_TRACE(k.what);
+    Conv2dGeometry g = geometry(k);
+    g.dtype = DType::BF16;
+    for (ConvPass pass : {ConvPass::forward, ConvPass::backward_data, ConvPass::backward_weight}) {
+      EXPECT_EQ(cpu::select_cpu_conv_path(g, pass, false),
+                cpu_native_bf16() ? CpuConvPath::onednn : CpuConvPath::widened);
+      set_cpu_onednn(false);
+      EXPECT_FALSE(cpu_native_bf16());
+      EXPECT_EQ(cpu::select_cpu_conv_path(g, pass, false), CpuConvPath::widened);
+      set_cpu_onednn(true);
+    }
+  }
+}
+
 // The rule of conv_gemm.h, pass by pass, on the shapes it was measured on and the ones it leaves out.
 TEST(Conv2dGemm, TakesTheSmallPlanesItWasMeasuredOn) {
   using cpu::ConvPass;

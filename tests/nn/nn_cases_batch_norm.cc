@@ -3,7 +3,10 @@
 // and 2-D.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
+#include <utility>
 
 #include "runtime/nn/nn_ops.h"
 #include "tests/nn/nn_cases.h"
@@ -100,6 +103,57 @@ TV run_bn(const TV& in, const BnShape& k, bool affine, bool with_stats, bool tra
   }
   return with_stats ? TV{y, rm, rv} : TV{y};
 }
+// Per element of x: the statistics in training (an add for the mean; a subtract, multiply and add for the
+// variance), the normalization (a subtract and a multiply) and the affine transform (a multiply and an add).
+FlopsFn bn_flops(bool training, bool affine) {
+  const double per_element = (training ? 4.0 : 0.0) + 2.0 + (affine ? 2.0 : 0.0);
+  return [per_element](const std::vector<Shape>& in, const std::vector<Shape>&) {
+    return per_element * shape_elements(in.at(0));
+  };
+}
+// ResNet's last batch norm of a block (and MobileNet's with ReLU6), fused: act(batch_norm(x) + residual) in
+// training, affine. The residual is drawn so that each pre-activation lies at least 0.1 from the activation's
+// kinks (0, and 6 for ReLU6): the finite differences and the f32 run then see the same side of each.
+Sampler residual_away_from_kinks(BnActivation act) {
+  const Sampler target = act == BnActivation::Relu6 ? avoiding({0.0, 6.0}, -2.0, 8.0) : avoiding({0.0}, -2.0, 2.0);
+  return [target](Generator& gen, int64_t n, const std::vector<HostTensor>& earlier) {
+    const HostTensor& x = earlier.at(0);
+    const HostTensor bn = normalize(x, batch_stats(x), &earlier.at(1), &earlier.at(2), kTrainEps);
+    std::vector<double> v = target(gen, n, earlier);
+    for (int64_t i = 0; i < n; ++i) v[i] -= bn.v[i];
+    return v;
+  };
+}
+
+void add_batch_norm_act(std::vector<OpCase>& cs) {
+  const BnShape nchw{"4d", {3, 4, 5, 6}, false}, nhwc{"4d_channels_last", {3, 4, 5, 6}, true};
+  for (const auto& [k, act] : {std::pair<BnShape, BnActivation>{nchw, BnActivation::Relu},
+                               {nhwc, BnActivation::Relu},
+                               {nchw, BnActivation::Relu6}}) {
+    std::vector<InputSpec> in = bn_inputs(k, true, false);
+    in.push_back(float_in(k.shape, residual_away_from_kinks(act)));
+    const double top = act == BnActivation::Relu6 ? 6.0 : std::numeric_limits<double>::infinity();
+    cs.push_back(make_case(
+        std::string("batch_norm_add_") + (act == BnActivation::Relu6 ? "relu6_" : "relu_") + k.name, in,
+        [k = k, act = act](const TV& t, DType) {
+          const Tensor x = k.channels_last ? to_channels_last(t[0]) : t[0];
+          const Tensor r = k.channels_last ? to_channels_last(t[3]) : t[3];
+          return TV{batch_norm_act(x, t[1], t[2], Tensor(), Tensor(), r, act, true, kMomentum, kTrainEps)};
+        },
+        [top](const HV& t) {
+          HostTensor y = normalize(t[0], batch_stats(t[0]), &t[1], &t[2], kTrainEps);
+          for (size_t i = 0; i < y.v.size(); ++i) y.v[i] = std::min(std::max(y.v[i] + t[3].v[i], 0.0), top);
+          return HV{y};
+        }));
+    // Batch norm's, then the residual's add and the activation's compare (ReLU6: two).
+    const double extra = act == BnActivation::Relu6 ? 3.0 : 2.0;
+    const FlopsFn bn = bn_flops(true, true);
+    cs.back().flops = [bn, extra](const std::vector<Shape>& i, const std::vector<Shape>& o) {
+      return bn(i, o) + extra * shape_elements(i.at(0));
+    };
+    cs.back().batch_inputs = {0, 3};
+  }
+}
 }  // namespace
 
 std::vector<OpCase> batch_norm_cases() {
@@ -126,6 +180,8 @@ std::vector<OpCase> batch_norm_cases() {
             return HV{normalize(in[0], st, affine ? &in[1] : nullptr, affine ? &in[2] : nullptr, kTrainEps), rm, rv};
           },
           false));
+      cs.back().flops = bn_flops(true, affine);
+      cs.back().batch_inputs = {0};
       // Training without running statistics: every evaluation is the same function, for the gradients.
       cs.push_back(make_case(
           "batch_norm_train_" + suffix, bn_inputs(k, affine, false),
@@ -134,6 +190,8 @@ std::vector<OpCase> batch_norm_cases() {
             return HV{
                 normalize(in[0], batch_stats(in[0]), affine ? &in[1] : nullptr, affine ? &in[2] : nullptr, kTrainEps)};
           }));
+      cs.back().flops = bn_flops(true, affine);
+      cs.back().batch_inputs = {0};
       // Evaluation: normalized by the running statistics, which stay as they were.
       cs.push_back(make_case(
           "batch_norm_eval_" + suffix, bn_inputs(k, affine, true),
@@ -143,7 +201,10 @@ std::vector<OpCase> batch_norm_cases() {
             return HV{normalize(in[0], Stats{in[s].v, in[s + 1].v}, affine ? &in[1] : nullptr,
                                 affine ? &in[2] : nullptr, kEvalEps)};
           }));
+      cs.back().flops = bn_flops(false, affine);
+      cs.back().batch_inputs = {0};
     }
+  add_batch_norm_act(cs);
   return cs;
 }
 

@@ -71,6 +71,12 @@ OpCase conv_case(const ConvShape& k, bool channels_last, bool grad, const std::s
       },
       [k](const HV& t) { return HV{reference_conv(k, t[0], t[1], k.bias ? &t[2] : nullptr)}; }, grad);
   c.tol_f32 = 1e-4;  // sums of up to 72 products
+  // Each output element sums (c / groups) * kh * kw products: a multiply and an add each (the bias not counted).
+  const double depth = static_cast<double>(k.c / k.opt.groups * k.kh * k.kw);
+  c.flops = [depth](const std::vector<Shape>&, const std::vector<Shape>& out) {
+    return 2.0 * depth * shape_elements(out.at(0));
+  };
+  c.batch_inputs = {0};
   return c;
 }
 }  // namespace

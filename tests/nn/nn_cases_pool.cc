@@ -81,6 +81,12 @@ std::vector<OpCase> pool_cases() {
               return in_format(in[0], cl, [&](const Tensor& x) { return max ? max_pool2d(x, o) : avg_pool2d(x, o); });
             },
             [k, max](const HV& in) { return HV{reference_pool(in[0], k, max)}; }));
+        // A compare (max) or an add (average) per window element, windows clipped or not.
+        const double window = static_cast<double>(o.kernel_h * o.kernel_w);
+        cs.back().flops = [window](const std::vector<Shape>&, const std::vector<Shape>& out) {
+          return window * shape_elements(out.at(0));
+        };
+        cs.back().batch_inputs = {0};
         cs.back().tol_f32 = 1e-6;  // at most 9 terms
         cs.back().tol_f64 = 1e-14;
       }
@@ -93,6 +99,8 @@ std::vector<OpCase> pool_cases() {
           HostTensor y = ref::reduce(in[0], {2, 3}, false, 0.0, [](double a, double v) { return a + v; });
           return HV{ref::map(y, [](double s) { return s / 30.0; })};
         }));
+    cs.back().flops = [](const std::vector<Shape>& in, const std::vector<Shape>&) { return shape_elements(in.at(0)); };
+    cs.back().batch_inputs = {0};
     cs.back().tol_f64 = 1e-14;
   }
   return cs;

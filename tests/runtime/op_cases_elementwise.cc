@@ -14,6 +14,11 @@ using BinaryRef = std::function<double(double, double)>;
 using UnaryTensorOp = std::function<Tensor(const Tensor&)>;
 using UnaryRef = std::function<double(double)>;
 
+// An elementwise op's FLOPs: one per output element (the benchmark mode's count).
+double one_per_output_element(const std::vector<Shape>&, const std::vector<Shape>& out) {
+  return shape_elements(out.at(0));
+}
+
 OpCase binary_case(const std::string& name, InputSpec a, InputSpec b, BinaryTensorOp op, BinaryRef f, bool grad = true,
                    std::optional<DType> out_dtype = std::nullopt) {
   OpCase c;
@@ -26,6 +31,8 @@ OpCase binary_case(const std::string& name, InputSpec a, InputSpec b, BinaryTens
     return std::vector<HostTensor>{y};
   };
   c.grad = grad;
+  c.flops = one_per_output_element;
+  c.batch_inputs = leading_inputs(c.inputs);
   return c;
 }
 
@@ -35,6 +42,8 @@ OpCase unary_case(const std::string& name, Shape shape, Sampler sample, UnaryTen
   c.inputs = {float_in(std::move(shape), std::move(sample))};
   c.run = [op](const std::vector<Tensor>& in, DType) { return std::vector<Tensor>{op(in[0])}; };
   c.reference = [f](const std::vector<HostTensor>& in) { return std::vector<HostTensor>{ref::map(in[0], f)}; };
+  c.flops = one_per_output_element;
+  c.batch_inputs = leading_inputs(c.inputs);
   return c;
 }
 
@@ -192,6 +201,7 @@ void add_selection(std::vector<OpCase>& cs) {
     c.reference = [](const std::vector<HostTensor>& in) {
       return std::vector<HostTensor>{ref::select_where(in[0], in[1], in[2])};
     };
+    c.batch_inputs = leading_inputs(c.inputs);
     cs.push_back(c);
   }
   for (Shape mask : {Shape{2, 3, 4}, Shape{3, 1}}) {
@@ -202,6 +212,7 @@ void add_selection(std::vector<OpCase>& cs) {
     c.reference = [](const std::vector<HostTensor>& in) {
       return std::vector<HostTensor>{ref::zip(in[0], in[1], [](double x, double m) { return m != 0 ? -1.5 : x; })};
     };
+    c.batch_inputs = leading_inputs(c.inputs);
     cs.push_back(c);
   }
 }

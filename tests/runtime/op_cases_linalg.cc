@@ -10,6 +10,13 @@ namespace {
 // How the test hands an operand to matmul: as stored, or a transposed view of a stored transpose.
 enum class Layout { Plain, Transposed };
 
+// FLOPs of products summing `k` terms into each output element: a multiply and an add per term.
+FlopsFn products_of_depth(int64_t k) {
+  return [k](const std::vector<Shape>&, const std::vector<Shape>& out) {
+    return 2.0 * shape_elements(out.at(0)) * static_cast<double>(k);
+  };
+}
+
 // A matmul case of a [.., m, k] @ b [.., k, n]; transposed operands are stored with their last two dims
 // swapped and passed as transposed views.
 OpCase matmul_case(const std::string& name, Shape a, Layout la, Shape b, Layout lb, bool grad = true) {
@@ -21,10 +28,15 @@ OpCase matmul_case(const std::string& name, Shape a, Layout la, Shape b, Layout 
   auto ref_given = [](const HostTensor& t, Layout l) {
     return l == Layout::Transposed ? ref::transpose(t, -1, -2) : t;
   };
-  return make_case(
+  OpCase c = make_case(
       name, {float_in(stored(a, la)), float_in(stored(b, lb))},
       [=](const TV& in, DType) { return TV{matmul(as_given(in[0], la), as_given(in[1], lb))}; },
       [=](const HV& in) { return HV{ref::matmul(ref_given(in[0], la), ref_given(in[1], lb))}; }, grad);
+  c.flops = products_of_depth(a.back());
+  // a's dimension 0 is a batch, or m when a is 2-D and stored as given; b's batch goes with a's.
+  if (a.size() > 2 || la == Layout::Plain) c.batch_inputs.push_back(0);
+  if (a.size() > 2 && b.size() > 2) c.batch_inputs.push_back(1);
+  return c;
 }
 
 void add_matmul(std::vector<OpCase>& cs) {
@@ -52,6 +64,8 @@ void add_matmul(std::vector<OpCase>& cs) {
       "matmul_stepped_slice", {float_in({3, 8}), float_in({4, 5})},
       [](const TV& in, DType) { return TV{matmul(in[0].slice(1, 0, 8, 2), in[1])}; },
       [](const HV& in) { return HV{ref::matmul(ref::slice(in[0], 1, 0, 8, 2), in[1])}; }));
+  cs.back().flops = products_of_depth(4);
+  cs.back().batch_inputs = {0};
   cs.push_back(make_case(
       "matmul_permuted_3d_by_2d", {float_in({3, 2, 4}), float_in({4, 5})},
       [](const TV& in, DType) {
@@ -60,6 +74,8 @@ void add_matmul(std::vector<OpCase>& cs) {
       [](const HV& in) {
         return HV{ref::matmul(ref::permute(in[0], {1, 0, 2}), in[1])};
       }));
+  cs.back().flops = products_of_depth(4);
+  cs.back().batch_inputs = {0};  // m
   cs.push_back(make_case(
       "matmul_broadcast_batch", {float_in({3, 4}), float_in({2, 4, 5})},
       [](const TV& in, DType) {
@@ -68,6 +84,7 @@ void add_matmul(std::vector<OpCase>& cs) {
       [](const HV& in) {
         return HV{ref::matmul(ref::broadcast_to(in[0], {2, 3, 4}), in[1])};
       }));
+  cs.back().flops = products_of_depth(4);
 }
 
 // x @ w^T + b over the last dim of x.
@@ -82,14 +99,19 @@ void add_linear(std::vector<OpCase>& cs) {
   const std::pair<const char*, Shape> inputs[] = {{"2d", {3, 4}}, {"1d", {4}}, {"3d", {2, 3, 4}}};
   for (const auto& [suffix, xs] : inputs) {
     std::string s = suffix;
+    const std::vector<size_t> batch = xs.size() > 1 ? std::vector<size_t>{0} : std::vector<size_t>{};
     cs.push_back(make_case(
         "linear_bias_" + s, {float_in(xs), float_in({5, 4}), float_in({5})},
         [](const TV& in, DType) { return TV{linear(in[0], in[1], in[2])}; },
         [](const HV& in) { return HV{linear_ref(in[0], in[1], &in[2])}; }));
+    cs.back().flops = products_of_depth(4);  // the bias's adds not counted
+    cs.back().batch_inputs = batch;
     cs.push_back(make_case(
         "linear_no_bias_" + s, {float_in(xs), float_in({5, 4})},
         [](const TV& in, DType) { return TV{linear(in[0], in[1])}; },
         [](const HV& in) { return HV{linear_ref(in[0], in[1], nullptr)}; }));
+    cs.back().flops = products_of_depth(4);
+    cs.back().batch_inputs = batch;
   }
 }
 }  // namespace

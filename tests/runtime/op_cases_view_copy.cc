@@ -142,8 +142,10 @@ void add_copies(std::vector<OpCase>& cs) {
       [](const HostTensor& h) {
         return ref::permute(h, {2, 0, 1});
       }));
+  cs.back().batch_inputs = {0};  // the copies here work on any batch (the benchmark may scale it)
   cs.push_back(view_case(
       "clone", x, [](const Tensor& t) { return t.clone(); }, [](const HostTensor& h) { return h; }));
+  cs.back().batch_inputs = {0};
   cs.push_back(view_case(
       "clone_of_expanded", {3, 1},
       [](const Tensor& t) {
@@ -167,6 +169,7 @@ void add_copies(std::vector<OpCase>& cs) {
           return HV{y};
         }));
     cs.back().fd_step = step;
+    cs.back().batch_inputs = {0};
   }
   cs.push_back(make_case(
       "copy_into_permuted", {float_in(x)},

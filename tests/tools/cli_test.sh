@@ -58,6 +58,7 @@ help() {
 
 train="$1" cyclic="$2" distill="$3" demo="$4" pack="$5" bd_bench="$6" cyclic_bench="$7" models_bench="$8"
 loader_bench="$9" kernels_bench="${10}" conv_api_bench="${11}" batch_norm_cpu_bench="${12}" fit="${13}"
+op_bench="${14}"
 
 help "$train" train --model --dataset --epochs --stop-after --batch --lr --optimizer --momentum --weight-decay \
   --label-smoothing --schedule --transform --device --checkpoint --resume --seed --workers --steps-per-epoch \
@@ -122,6 +123,11 @@ help "$kernels_bench" kernels_bench --predict
 expect "$kernels_bench" 0 "--benchmark_filter" --help
 expect "$kernels_bench" 2 "kernels_bench: unknown modelled GPU 'h300'" --predict h300
 
+help "$op_bench" op_bench --filter --device --elements --min-time --dtype --forward-only
+expect "$op_bench" 2 "op_bench: --device: cpu, cuda or all, not 'gpu'" --device gpu
+expect "$op_bench" 2 "op_bench: --elements needs an integer >= 0, got '-1'" --elements -1
+expect "$op_bench" 2 "op_bench: unknown flag '--colour'" --colour red
+
 help "$fit" fit --dir --no-record
 expect "$fit" 2 "fit: unknown flag '--colour'" --colour red
 
@@ -149,6 +155,7 @@ done
 no_device "$models_bench" models_bench --device=cuda:0
 no_device "$kernels_bench" kernels_bench  # GPU 0 always
 no_device "$conv_api_bench" conv_api_bench
+no_device "$op_bench" op_bench --device cuda
 rm -rf "$scratch"
 
 if [ "$failures" -gt 0 ]; then

@@ -352,26 +352,28 @@ int64_t input_elements(const Conv2dGeometry& g) { return g.n * g.c * g.h * g.w; 
 int64_t output_elements(const Conv2dGeometry& g) { return g.n * g.o * g.oh * g.ow; }
 }  // namespace
 
-// bf16: each pass runs in f32 on widened operands and rounds its result once (cpu/bf16_widen.h).
+// bf16: oneDNN's native bf16 kernels where the processor has them (f32 accumulation, the result rounded once),
+// else each pass in f32 on widened operands, rounded once (cpu/bf16_widen.h): the same rounding points.
 void CpuNNBackend::conv2d_forward(const Conv2dForwardArgs& args, const Stream& s) {
   const Conv2dGeometry& g = args.g;
-  if (g.dtype == DType::BF16) {
-    TD_CHECK(args.bias == nullptr, "conv2d_forward in bf16 takes no bias (conv2d adds it to the rounded result)");
+  TD_CHECK(g.dtype != DType::BF16 || args.bias == nullptr,
+           "conv2d_forward in bf16 takes no bias (conv2d adds it to the rounded result)");
+  const CpuConvPath path = select_cpu_conv_path(g, ConvPass::forward, args.bias != nullptr);
+  if (path == CpuConvPath::widened) {
     const std::vector<float> x = widen_bf16(args.x, input_elements(g)),
                              w = widen_bf16(args.w, conv2d_weight_elements(g));
     std::vector<float> y(static_cast<size_t>(output_elements(g)));
     conv2d_forward({as_f32(g), x.data(), w.data(), nullptr, y.data()}, s);
     return round_to_bf16(y.data(), output_elements(g), args.y);
   }
-  const CpuConvPath path = select_cpu_conv_path(g, ConvPass::forward, args.bias != nullptr);
   auto f = [](const void* p) { return static_cast<const float*>(p); };
   switch (path) {
     case CpuConvPath::gemm:
       return conv_gemm_forward(g, f(args.x), f(args.w), f(args.bias), static_cast<float*>(args.y));
-    case CpuConvPath::onednn:
-      return onednn_conv_forward(g, f(args.x), f(args.w), f(args.bias), static_cast<float*>(args.y));
+    case CpuConvPath::onednn: return onednn_conv_forward(g, args.x, args.w, f(args.bias), args.y);
     case CpuConvPath::direct:
     case CpuConvPath::im2col:
+    case CpuConvPath::widened:
       TD_DISPATCH_FLOAT(g.dtype, "conv2d", {
         plain_forward(g, path, static_cast<const scalar_t*>(args.x), static_cast<const scalar_t*>(args.w),
                       static_cast<const scalar_t*>(args.bias), static_cast<scalar_t*>(args.y));
@@ -381,20 +383,21 @@ void CpuNNBackend::conv2d_forward(const Conv2dForwardArgs& args, const Stream& s
 
 void CpuNNBackend::conv2d_backward_data(const Conv2dBackwardDataArgs& args, const Stream& s) {
   const Conv2dGeometry& g = args.g;
-  if (g.dtype == DType::BF16) {
+  const CpuConvPath path = select_cpu_conv_path(g, ConvPass::backward_data, false);
+  if (path == CpuConvPath::widened) {
     const std::vector<float> dy = widen_bf16(args.dy, output_elements(g));
     const std::vector<float> w = widen_bf16(args.w, conv2d_weight_elements(g));
     std::vector<float> dx(static_cast<size_t>(input_elements(g)));
     conv2d_backward_data({as_f32(g), dy.data(), w.data(), dx.data()}, s);
     return round_to_bf16(dx.data(), input_elements(g), args.dx);
   }
-  const CpuConvPath path = select_cpu_conv_path(g, ConvPass::backward_data, false);
   auto f = [](const void* p) { return static_cast<const float*>(p); };
   switch (path) {
     case CpuConvPath::gemm: return conv_gemm_backward_data(g, f(args.dy), f(args.w), static_cast<float*>(args.dx));
-    case CpuConvPath::onednn: return onednn_conv_backward_data(g, f(args.dy), f(args.w), static_cast<float*>(args.dx));
+    case CpuConvPath::onednn: return onednn_conv_backward_data(g, args.dy, args.w, args.dx);
     case CpuConvPath::direct:
     case CpuConvPath::im2col:
+    case CpuConvPath::widened:
       TD_DISPATCH_FLOAT(g.dtype, "conv2d backward", {
         plain_backward_data(g, path, static_cast<const scalar_t*>(args.dy), static_cast<const scalar_t*>(args.w),
                             static_cast<scalar_t*>(args.dx));
@@ -404,20 +407,24 @@ void CpuNNBackend::conv2d_backward_data(const Conv2dBackwardDataArgs& args, cons
 
 void CpuNNBackend::conv2d_backward_weight(const Conv2dBackwardWeightArgs& args, const Stream& s) {
   const Conv2dGeometry& g = args.g;
-  if (g.dtype == DType::BF16) {
-    const std::vector<float> x = widen_bf16(args.x, input_elements(g)), dy = widen_bf16(args.dy, output_elements(g));
+  const CpuConvPath path = select_cpu_conv_path(g, ConvPass::backward_weight, false);
+  if (g.dtype == DType::BF16) {  // the f32 gradient, rounded once
     std::vector<float> dw(static_cast<size_t>(conv2d_weight_elements(g)));
-    conv2d_backward_weight({as_f32(g), x.data(), dy.data(), dw.data()}, s);
+    if (path == CpuConvPath::onednn) {
+      onednn_conv_backward_weight(g, args.x, args.dy, dw.data());
+    } else {
+      const std::vector<float> x = widen_bf16(args.x, input_elements(g)), dy = widen_bf16(args.dy, output_elements(g));
+      conv2d_backward_weight({as_f32(g), x.data(), dy.data(), dw.data()}, s);
+    }
     return round_to_bf16(dw.data(), conv2d_weight_elements(g), args.dw);
   }
-  const CpuConvPath path = select_cpu_conv_path(g, ConvPass::backward_weight, false);
   auto f = [](const void* p) { return static_cast<const float*>(p); };
   switch (path) {
     case CpuConvPath::gemm: return conv_gemm_backward_weight(g, f(args.x), f(args.dy), static_cast<float*>(args.dw));
-    case CpuConvPath::onednn:
-      return onednn_conv_backward_weight(g, f(args.x), f(args.dy), static_cast<float*>(args.dw));
+    case CpuConvPath::onednn: return onednn_conv_backward_weight(g, args.x, args.dy, static_cast<float*>(args.dw));
     case CpuConvPath::direct:
     case CpuConvPath::im2col:
+    case CpuConvPath::widened:
       TD_DISPATCH_FLOAT(g.dtype, "conv2d backward", {
         plain_backward_weight(g, path, static_cast<const scalar_t*>(args.x), static_cast<const scalar_t*>(args.dy),
                               static_cast<scalar_t*>(args.dw));

@@ -1,7 +1,7 @@
-// oneDNN convolution for the CPU backend: a primitive per shape, built once and cached (the kPlans most recently
-// used), run single-threaded on pieces of the work fixed by the shapes (images, or output or input channels), the
-// pieces spread over Tandem's pool.
-// Why oneDNN: measured side by side, its JIT kernels (AVX-512 on this CPU) are several times faster than im2col
+// oneDNN convolution for the CPU backend, in f32 and (on processors with native bf16) bf16: a primitive per shape,
+// built once and cached (the kPlans most recently used), run single-threaded on pieces of the work fixed by the shapes
+// (images, or output or input channels), the pieces spread over Tandem's pool. Why oneDNN: measured side by side, its
+// JIT kernels (AVX-512 on this CPU) are several times faster than im2col
 // + Tandem's GEMM, and they are what PyTorch's CPU convolutions run. Why single-threaded calls: oneDNN's own
 // threads (OpenMP in Debian's build) would make its reductions depend on the thread count and spin beside
 // Tandem's pool; pieces fixed by the shapes keep every result the same whatever the number of threads.
@@ -52,23 +52,29 @@ struct Piece {
   int64_t n0, n, c0, c, o0, o;
 };
 
+// The activations' and weights' element type (f32 or bf16); a weight gradient is f32 in both.
+memory::data_type data_type(const Conv2dGeometry& g) {
+  return g.dtype == DType::BF16 ? memory::data_type::bf16 : memory::data_type::f32;
+}
+int64_t element_bytes(const Conv2dGeometry& g) { return g.dtype == DType::BF16 ? 2 : 4; }
+
 // Tandem's layouts as oneDNN descriptors, with explicit strides: NCHW and NHWC, whole tensors or channel slices.
 memory::desc activation_md(const Conv2dGeometry& g, int64_t n, int64_t c, int64_t c_total, int64_t h, int64_t w) {
   Dims strides = g.channels_last ? Dims{h * w * c_total, 1, w * c_total, c_total} : Dims{c_total * h * w, h * w, w, 1};
-  return memory::desc({n, c, h, w}, memory::data_type::f32, strides);
+  return memory::desc({n, c, h, w}, data_type(g), strides);
 }
 
-memory::desc weight_md(const Conv2dGeometry& g, const Piece& p) {
+memory::desc weight_md(const Conv2dGeometry& g, const Piece& p, memory::data_type type) {
   const int64_t cg = g.c / g.groups, kh = g.kh, kw = g.kw;
   Dims strides = g.channels_last ? Dims{kh * kw * cg, 1, kw * cg, cg} : Dims{cg * kh * kw, kh * kw, kw, 1};
-  if (g.groups == 1) return memory::desc({p.o, p.c, kh, kw}, memory::data_type::f32, strides);
+  if (g.groups == 1) return memory::desc({p.o, p.c, kh, kw}, type, strides);
   const int64_t og = g.o / g.groups;
   strides.insert(strides.begin(), og * cg * kh * kw);
-  return memory::desc({g.groups, og, cg, kh, kw}, memory::data_type::f32, strides);
+  return memory::desc({g.groups, og, cg, kh, kw}, type, strides);
 }
 
 memory::desc any_like(const memory::desc& md) {
-  return memory::desc(md.dims(), memory::data_type::f32, memory::format_tag::any);
+  return memory::desc(md.dims(), md.data_type(), memory::format_tag::any);
 }
 
 // An operand in Tandem's layout and in the one the primitive chose, with the reorder between them.
@@ -118,7 +124,7 @@ void set_primitive(Plan& plan, const typename Primitive::primitive_desc& pd, con
 std::shared_ptr<Plan> make_plan(const Conv2dGeometry& g, const Piece& p, ConvPass pass, bool bias) {
   const memory::desc x = activation_md(g, p.n, p.c, g.c, g.h, g.w);
   const memory::desc y = activation_md(g, p.n, p.o, g.o, g.oh, g.ow);
-  const memory::desc w = weight_md(g, p);
+  const memory::desc w = weight_md(g, p, data_type(g)), dw = weight_md(g, p, memory::data_type::f32);
   const memory::desc b({p.o}, memory::data_type::f32, memory::format_tag::x);
   const Dims strides{g.stride_h, g.stride_w}, dilates{g.dilation_h - 1, g.dilation_w - 1};
   const Dims pad_l{g.pad_h, g.pad_w};
@@ -147,10 +153,10 @@ std::shared_ptr<Plan> make_plan(const Conv2dGeometry& g, const Piece& p, ConvPas
                          {w, pd.weights_desc(), DNNL_ARG_WEIGHTS}, {x, pd.diff_src_desc(), DNNL_ARG_DIFF_SRC});
     } else {
       using Bwd = dnnl::convolution_backward_weights;
-      Bwd::primitive_desc pd(Bwd::desc(alg, any_like(x), any_like(w), any_like(y), strides, dilates, pad_l, pad_r),
+      Bwd::primitive_desc pd(Bwd::desc(alg, any_like(x), any_like(dw), any_like(y), strides, dilates, pad_l, pad_r),
                              attr, engine(), fpd);
       set_primitive<Bwd>(*plan, pd, {x, pd.src_desc(), DNNL_ARG_SRC}, {y, pd.diff_dst_desc(), DNNL_ARG_DIFF_DST},
-                         {w, pd.diff_weights_desc(), DNNL_ARG_DIFF_WEIGHTS});
+                         {dw, pd.diff_weights_desc(), DNNL_ARG_DIFF_WEIGHTS});
     }
     return plan;
   } catch (const dnnl::error&) {
@@ -177,17 +183,17 @@ std::shared_ptr<Plan> plan_for(const Conv2dGeometry& g, const Piece& p, ConvPass
 }
 
 // Runs the plan: in0, in1 and out in Tandem's layout, or in1 already in the primitive's when in1_prim is set.
-void run(const Plan& p, const float* in0, const float* in1, const float* in1_prim, const float* bias, float* out) {
+void run(const Plan& p, const void* in0, const void* in1, const void* in1_prim, const float* bias, void* out) {
   dnnl::stream& s = this_thread_stream();
-  auto bind = [&](const Operand& o, const float* user, ScratchSlot slot) {
-    memory u(o.user, engine(), const_cast<float*>(user));
+  auto bind = [&](const Operand& o, const void* user, ScratchSlot slot) {
+    memory u(o.user, engine(), const_cast<void*>(user));
     if (o.same()) return u;
     memory m(o.prim, engine(), thread_scratch(slot, o.prim.get_size()));
     o.reorder.execute(s, u, m);
     return m;
   };
   memory a = bind(p.in0, in0, ScratchSlot::first_input);
-  memory b = in1_prim ? memory(p.in1.prim, engine(), const_cast<float*>(in1_prim))
+  memory b = in1_prim ? memory(p.in1.prim, engine(), const_cast<void*>(in1_prim))
                       : bind(p.in1, in1, ScratchSlot::second_input);
   memory out_user(p.out.user, engine(), out);
   memory o = p.out.same() ? out_user
@@ -257,9 +263,10 @@ std::vector<Piece> pieces_for(const Conv2dGeometry& g, ConvPass pass) {
   TD_THROW(InternalError, "unknown convolution pass");
 }
 
-// Runs `pass` over the pieces, piece i writing to outs[i] when outs is given.
-void run_pieces(const Conv2dGeometry& g, ConvPass pass, const std::vector<Piece>& pieces, const float* x,
-                const float* w, const float* y, const float* bias, float* out, float* const* outs) {
+// Runs `pass` over the pieces, piece i writing to outs[i] when outs is given. x, w and y hold g's dtype; a
+// weight gradient (out or outs) is f32.
+void run_pieces(const Conv2dGeometry& g, ConvPass pass, const std::vector<Piece>& pieces, const void* x, const void* w,
+                const void* y, const float* bias, void* out, float* const* outs) {
   std::vector<std::shared_ptr<Plan>> plans;
   for (const Piece& p : pieces) {
     plans.push_back(plan_for(g, p, pass, bias != nullptr));
@@ -267,12 +274,12 @@ void run_pieces(const Conv2dGeometry& g, ConvPass pass, const std::vector<Piece>
   }
   const int64_t hw = g.h * g.w, ohw = g.oh * g.ow;
   // Weights shared whole by every piece go to the primitive's layout once.
-  const float* shared = nullptr;
+  const void* shared = nullptr;
   const Plan& first = *plans[0];
   if (pass != ConvPass::backward_weight && pieces[0].o == g.o && pieces[0].c == g.c && !first.in1.same()) {
     dnnl::stream& s = this_thread_stream();
     float* buf = thread_scratch(ScratchSlot::shared_weights, first.in1.prim.get_size());
-    memory u(first.in1.user, engine(), const_cast<float*>(w));
+    memory u(first.in1.user, engine(), const_cast<void*>(w));
     memory m(first.in1.prim, engine(), buf);
     first.in1.reorder.execute(s, u, m);
     s.wait();
@@ -282,18 +289,26 @@ void run_pieces(const Conv2dGeometry& g, ConvPass pass, const std::vector<Piece>
     for (int64_t i = lo; i < hi; ++i) {
       const Piece& p = pieces[i];
       const Plan& plan = *plans[i];
-      // Each op leaves one of x, w, y null: no offset is applied to it.
-      const float* xp = x ? x + activation_offset(g, p.n0, p.c0, g.c, hw) : nullptr;
-      const float* yp = y ? y + activation_offset(g, p.n0, p.o0, g.o, ohw) : nullptr;
-      const float* wp = w ? w + weight_offset(g, p) : nullptr;
-      const float* w_prim = shared && plan.in1.prim == first.in1.prim ? shared : nullptr;
-      float* o = outs ? outs[i] : out;
+      // Each op leaves one of x, w, y null: no offset is applied to it. Offsets count elements of g's dtype,
+      // or of f32 in a weight gradient.
+      auto at = [&](const void* base, int64_t elements, int64_t bytes) {
+        return base ? static_cast<const char*>(base) + elements * bytes : nullptr;
+      };
+      const int64_t e = element_bytes(g);
+      const void* xp = at(x, activation_offset(g, p.n0, p.c0, g.c, hw), e);
+      const void* yp = at(y, activation_offset(g, p.n0, p.o0, g.o, ohw), e);
+      const void* wp = at(w, weight_offset(g, p), e);
+      const void* w_prim = shared && plan.in1.prim == first.in1.prim ? shared : nullptr;
+      void* o = outs ? static_cast<void*>(outs[i]) : out;
+      auto out_at = [&](int64_t elements, int64_t bytes) {
+        return static_cast<void*>(static_cast<char*>(o) + elements * bytes);
+      };
       if (pass == ConvPass::forward)
-        run(plan, xp, wp, w_prim, bias ? bias + p.o0 : nullptr, o + activation_offset(g, p.n0, p.o0, g.o, ohw));
+        run(plan, xp, wp, w_prim, bias ? bias + p.o0 : nullptr, out_at(activation_offset(g, p.n0, p.o0, g.o, ohw), e));
       else if (pass == ConvPass::backward_data)
-        run(plan, yp, wp, w_prim, nullptr, o + activation_offset(g, p.n0, p.c0, g.c, hw));
+        run(plan, yp, wp, w_prim, nullptr, out_at(activation_offset(g, p.n0, p.c0, g.c, hw), e));
       else
-        run(plan, xp, yp, nullptr, nullptr, outs ? o : o + weight_offset(g, p));
+        run(plan, xp, yp, nullptr, nullptr, out_at(outs ? 0 : weight_offset(g, p), sizeof(float)));
     }
   });
 }
@@ -306,15 +321,15 @@ bool onednn_conv_supports(const Conv2dGeometry& g, ConvPass pass, bool bias) {
   return true;
 }
 
-void onednn_conv_forward(const Conv2dGeometry& g, const float* x, const float* w, const float* bias, float* y) {
+void onednn_conv_forward(const Conv2dGeometry& g, const void* x, const void* w, const float* bias, void* y) {
   run_pieces(g, ConvPass::forward, pieces_for(g, ConvPass::forward), x, w, nullptr, bias, y, nullptr);
 }
 
-void onednn_conv_backward_data(const Conv2dGeometry& g, const float* dy, const float* w, float* dx) {
+void onednn_conv_backward_data(const Conv2dGeometry& g, const void* dy, const void* w, void* dx) {
   run_pieces(g, ConvPass::backward_data, pieces_for(g, ConvPass::backward_data), nullptr, w, dy, nullptr, dx, nullptr);
 }
 
-void onednn_conv_backward_weight(const Conv2dGeometry& g, const float* x, const float* dy, float* dw) {
+void onednn_conv_backward_weight(const Conv2dGeometry& g, const void* x, const void* dy, float* dw) {
   const std::vector<Piece> pieces = pieces_for(g, ConvPass::backward_weight);
   if (pieces.size() == 1 || pieces[0].o < g.o)
     return run_pieces(g, ConvPass::backward_weight, pieces, x, nullptr, dy, nullptr, dw, nullptr);

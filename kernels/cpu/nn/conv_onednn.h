@@ -1,4 +1,4 @@
-// Float32 convolution through oneDNN behind the CPU backend; conv.cc's plain kernels stay the reference.
+// Float32 and bf16 convolution through oneDNN behind the CPU backend; conv.cc's plain kernels stay the reference.
 #pragma once
 
 #include "kernels/cpu/nn/conv_path.h"
@@ -11,10 +11,12 @@ namespace cpu {
 // pieces' primitives are built and kept for the run that follows.
 bool onednn_conv_supports(const Conv2dGeometry& g, ConvPass pass, bool bias);
 
-// The passes, where onednn_conv_supports says so. Results never depend on the number of threads.
-void onednn_conv_forward(const Conv2dGeometry& g, const float* x, const float* w, const float* bias, float* y);
-void onednn_conv_backward_data(const Conv2dGeometry& g, const float* dy, const float* w, float* dx);
-void onednn_conv_backward_weight(const Conv2dGeometry& g, const float* x, const float* dy, float* dw);
+// The passes, where onednn_conv_supports says so, on operands of g's dtype (f32, or bf16 with f32 accumulation
+// and results rounded once); a bias (f32 only) is f32, and so is the weight gradient in either dtype. Results
+// never depend on the number of threads.
+void onednn_conv_forward(const Conv2dGeometry& g, const void* x, const void* w, const float* bias, void* y);
+void onednn_conv_backward_data(const Conv2dGeometry& g, const void* dy, const void* w, void* dx);
+void onednn_conv_backward_weight(const Conv2dGeometry& g, const void* x, const void* dy, float* dw);
 
 }  // namespace cpu
 }  // namespace tandem
