@@ -14,7 +14,10 @@
 //   --profile (after each case's warm-up, one iteration under the kernel profiler: its op and kernel tables)
 //   --profile-trace=DIR (implies --profile: each case's Chrome trace as DIR/MODEL-SIZE-MODE.json)
 //   --predict=h100|h200 [--predict-json=FILE]: instead of timing, the cost model's prediction of each case on
-//   that GPU (per op and per step), from ops recorded on the simulated GPU (tools/costmodel).
+//   that GPU (per op and per step), from ops recorded on the simulated GPU (tools/costmodel); the JSON also has
+//   each case's prediction per profiler op (conv2d, batch_norm_act backward, ...).
+//   --compare-predictions=FILE (implies --profile): beside each profiled case's op table, the predicted ms of
+//   the same ops from FILE (--predict-json's, written on the simulated GPU) and measured / predicted.
 //   --no-bn-fusion (batch norm, residual add and ReLU as separate ops, to compare with the fused batch_norm_act)
 //   --precision=f32|bf16 (the precision policy of runtime/tensor/precision.h; default f32)
 //   --cuda-graph (on a GPU: each case's iteration captured as a CUDA graph after the warm-up, its replays timed)
@@ -38,6 +41,7 @@
 #include "runtime/base/files.h"
 #include "runtime/base/parallel_for.h"
 #include "runtime/formats/chrome_trace.h"
+#include "runtime/formats/json.h"
 #include "runtime/memory/cuda_graph.h"
 #include "runtime/memory/stream.h"
 #include "runtime/tensor/precision.h"
@@ -45,6 +49,7 @@
 #include "runtime/tensor/profiler.h"
 #include "tools/costmodel/model.h"
 #include "tools/costmodel/model_step.h"
+#include "tools/costmodel/profile_compare.h"
 #include "tools/costmodel/record.h"
 #include "tools/costmodel/report.h"
 #include "tools/flags/flags.h"
@@ -65,11 +70,13 @@ struct Config {
   std::string profile_trace;  // a folder; empty: no traces (set: profile)
   std::string predict;        // a modelled GPU: predict instead of timing
   std::string predict_json;
+  std::string compare_predictions;  // --predict-json's file, for predicted beside measured (set: profile)
   bool bn_fusion = true;
   Precision precision = Precision::F32;
 };
 Config g_config;
 Device g_device = Device::cpu();
+Json g_predictions;  // --compare-predictions's file
 
 struct Result {
   std::string model, mode;
@@ -79,6 +86,26 @@ struct Result {
 std::vector<Result> g_results;
 
 int64_t batch_of(const Config& c) { return c.batch > 0 ? c.batch : (g_device.is_cuda() ? 256 : 8); }
+
+// --compare-predictions: the profile's op rows beside the file's predictions for the same case and batch.
+void compare_with_predictions(const profiler::Profile& p, const std::string& name) {
+  const int64_t batch = batch_of(g_config);
+  for (const Json& e : json_array(g_predictions, g_config.compare_predictions)) {
+    const std::string id = json_string(json_at(e, "model"), "model") + "/" +
+                           std::to_string(json_int(json_at(e, "size"), "size")) + "/" +
+                           json_string(json_at(e, "mode"), "mode");
+    if (id != name || json_int(json_at(e, "batch"), "batch") != batch) continue;
+    const std::string gpu = json_string(json_at(e, "gpu"), "gpu");
+    const auto predicted = costmodel::op_scope_predictions_from_json(json_at(e, "by_op"));
+    std::printf("\nmeasured (timed by %s) beside PREDICTED by the cost model for %s (%s):\n", p.timer.c_str(),
+                gpu.c_str(), g_config.compare_predictions.c_str());
+    std::fputs(costmodel::compared_table(costmodel::join_by_op(profiler::op_rows(p), predicted), gpu, 30).c_str(),
+               stdout);
+    return;
+  }
+  std::printf("\n%s has no prediction of %s at batch %lld\n", g_config.compare_predictions.c_str(), name.c_str(),
+              static_cast<long long>(batch));
+}
 
 // One iteration of `k` under the profiler: its tables on stdout, its trace in --profile-trace's folder. Once per case
 // (Google Benchmark may run a case more than once).
@@ -90,6 +117,7 @@ void profile_case(costmodel::ModelStep& k, const std::string& name) {
   profiler::Profile p = profiler::stop();
   std::printf("\n%s\n", name.c_str());
   std::fputs(profiler::format_table(p, 30).c_str(), stdout);
+  if (!g_config.compare_predictions.empty()) compare_with_predictions(p, name);
   if (!g_config.profile_trace.empty()) {
     make_dirs(g_config.profile_trace);
     std::string file = name;
@@ -112,7 +140,8 @@ void BM_Model(benchmark::State& state, std::string name, int64_t size, std::stri
   const bool graphed = c.cuda_graph && device.is_cuda();
   for (int i = 0; i < 3; ++i) k.run(graphed);  // warm-up: algorithm selection, allocator pools
   s.synchronize();
-  if (c.profile || !c.profile_trace.empty()) profile_case(k, name + "/" + std::to_string(size) + "/" + mode);
+  if (c.profile || !c.profile_trace.empty() || !c.compare_predictions.empty())
+    profile_case(k, name + "/" + std::to_string(size) + "/" + mode);
   // --cuda-graph: the iteration captured once after the warm-up, then replayed.
   CudaGraph graph;
   if (graphed) {
@@ -160,7 +189,7 @@ void BM_Model(benchmark::State& state, std::string name, int64_t size, std::stri
 }
 
 // --predict: each case's ops recorded on the simulated GPU and predicted on the modelled GPU, per op and per
-// step, with JSON for a profiler to put beside measured kernels.
+// step, with JSON (per kernel and per profiler op) for --compare-predictions to put beside a measured profile.
 int predict_all(const std::vector<std::string>& cases) {
   const Config& c = g_config;
   const costmodel::GpuSpec& gpu = costmodel::gpu_spec(c.predict);
@@ -186,7 +215,8 @@ int predict_all(const std::vector<std::string>& cases) {
     // Recorded at batches 1 and 2, or 2 and 4 for small inputs, whose last batch norm would see one value a
     // channel at batch 1 (ResNets at 32x32).
     const int64_t small = spec.size >= 64 ? 1 : 2;
-    const std::vector<costmodel::OpCounts> ops = costmodel::record_model_step(spec, small);
+    const costmodel::OpsByOp by_op = costmodel::record_model_step_by_op(spec, small);
+    const std::vector<costmodel::OpCounts> ops = costmodel::all_ops(by_op);
     const std::vector<costmodel::OpPrediction> rows = costmodel::predict_ops(ops, gpu, costmodel::fitted_constants());
     const double gpu_s = costmodel::total_seconds(rows);
     const double host_s = costmodel::host_seconds(ops, costmodel::fitted_constants());
@@ -205,6 +235,8 @@ int predict_all(const std::vector<std::string>& cases) {
     e["predicted_s"] = step_s;
     e["images_per_s"] = spec.batch / step_s;
     e["ops"] = costmodel::predictions_json(rows);
+    e["by_op"] =
+        costmodel::op_scope_predictions_json(costmodel::predict_by_op(by_op, gpu, costmodel::fitted_constants()));
     out.push_back(e);
   }
   std::printf("\npredicted on %s:\n%-14s %6s %6s %-8s %12s %12s\n", gpu.name.c_str(), "model", "size", "batch", "mode",
@@ -235,7 +267,8 @@ int main(int argc, char** argv) {
       "models_bench",
       "models_bench [--device=DEV] [--batch=N] [--sizes=32,224] [--models=A,B] [--modes=M,...] [--nchw]\n"
       "                    [--min-time=S] [--cuda-graph] [--precision=P] [--no-bn-fusion]\n"
-      "                    [--profile [--profile-trace=DIR]] [Google Benchmark flags]",
+      "                    [--profile [--profile-trace=DIR] [--compare-predictions=FILE]]\n"
+      "                    [--predict=GPU [--predict-json=FILE]] [Google Benchmark flags]",
       "Images/s of zoo models (default resnet18,resnet50,mobilenet_v2) per mode: fwd (eval forward, no\n"
       "autograd), fwd_bwd (training forward, cross-entropy, backward), step (fwd_bwd + SGD step).\n"
       "--benchmark_out=FILE.json feeds bench/torch/speed.py, which times the same cases in PyTorch\n"
@@ -263,7 +296,12 @@ int main(int argc, char** argv) {
       "h100 or h200: print the cost model's prediction of each case on that GPU (per op and\n"
       "per step) instead of timing it; needs the simulated GPU (--config=cudasim, tools/tandem sim)\n"
       "and takes the GPU defaults (batch 256, sizes 32 and 224)");
-  p.text("--predict-json", "FILE", &g_config.predict_json, "with --predict: write the predictions as JSON");
+  p.text("--predict-json", "FILE", &g_config.predict_json,
+         "with --predict: write the predictions as JSON (per kernel, per profiler op and per step)");
+  p.text("--compare-predictions", "FILE", &g_config.compare_predictions,
+         "profile each case (implies --profile) and print its op table beside the predicted ms of\n"
+         "the same ops (and measured / predicted) from FILE, written by --predict-json on the\n"
+         "simulated GPU for the same cases and batch (a GPU run: the GPU defaults, or the same --batch)");
   p.custom(
       "--precision", "P", [](const std::string& v) { g_config.precision = tandem::parse_precision(v); },
       "f32 (default; TF32 convolutions on the GPU) or bf16 (runtime/tensor/precision.h)");
@@ -282,6 +320,8 @@ int main(int argc, char** argv) {
     // Launches shaped as on an H100 or H200 (132 SMs), before anything asks the simulated GPU.
     setenv("TANDEM_CUDASIM_SMS", "132", 0);
     return tandem::flags::run_reporting_errors("models_bench", [&] {
+      TD_CHECK_T(ValueError, g_config.compare_predictions.empty(),
+                 "--compare-predictions compares with a measured profile: run it without --predict");
       tandem::g_device = g_config.device.empty() ? tandem::Device::cuda(0) : tandem::Device::parse(g_config.device);
       if (g_config.sizes.empty()) g_config.sizes = {32, 224};
       std::vector<std::string> cases;
@@ -296,6 +336,10 @@ int main(int argc, char** argv) {
   return tandem::flags::run_reporting_errors("models_bench", [&] {
     tandem::g_device = g_config.device.empty() ? tandem::best_device() : tandem::Device::parse(g_config.device);
     tandem::check_device_available(tandem::g_device);
+    if (!g_config.compare_predictions.empty()) {
+      tandem::g_predictions = tandem::parse_json(tandem::read_text(g_config.compare_predictions));
+      tandem::json_array(tandem::g_predictions, g_config.compare_predictions + " (--predict-json's cases)");
+    }
     if (g_config.sizes.empty())
       g_config.sizes = tandem::g_device.is_cuda() ? std::vector<int64_t>{32, 224} : std::vector<int64_t>{32};
     int rest_argc = static_cast<int>(rest.size());

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <utility>
 
 #include "runtime/base/error.h"
 #include "runtime/memory/stream.h"
@@ -183,8 +184,8 @@ Profile stop() {
   return p;
 }
 
-void register_device_timer(DeviceType type, DeviceTimerFactory factory) {
-  device_timers()[static_cast<int>(type)] = factory;
+DeviceTimerFactory register_device_timer(DeviceType type, DeviceTimerFactory factory) {
+  return std::exchange(device_timers()[static_cast<int>(type)], factory);
 }
 
 KernelObserver& observer() {

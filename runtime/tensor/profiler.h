@@ -85,8 +85,9 @@ class DeviceTimer {
 // Makes a started timer for profiles of `device`, or returns null: with `why_not` set when the device should have
 // had one (start() says why on one stderr line), left empty when host timers are its timers (a simulated GPU).
 using DeviceTimerFactory = std::unique_ptr<DeviceTimer> (*)(Device device, std::string* why_not);
-// The CUDA backend registers CUPTI's at load; null unregisters.
-void register_device_timer(DeviceType type, DeviceTimerFactory factory);
+// The CUDA backend registers CUPTI's at load; null unregisters. Returns the factory it replaces (the cost model
+// puts its own in place for a recording and back after).
+DeviceTimerFactory register_device_timer(DeviceType type, DeviceTimerFactory factory);
 
 // The observer the kernel registries' wrappers show each call to while a profile runs.
 KernelObserver& observer();

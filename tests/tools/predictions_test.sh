@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The cost model's predictions where people read them, end to end on a small case each: models_bench --predict,
 # kernels_bench --predict (one case, chosen by --benchmark_filter), bd_bench --project-gpus and cyclic
-# --simulate --gpu print their figures and say they are predictions, not measurements. Outside the simulated-GPU
-# build ($2 is "none") each says that the counters come from the simulated GPU and exits 1.
+# --simulate --gpu print their figures and say they are predictions, not measurements; models_bench
+# --compare-predictions puts --predict-json's predictions beside a profile of the same case. Outside the
+# simulated-GPU build ($2 is "none") each prediction says that the counters come from the simulated GPU and exits 1.
 set -u
 source "$1"
 build="$2" models_bench="$3" kernels_bench="$4" bd_bench="$5" cyclic="$6"
@@ -12,7 +13,8 @@ exits() {
   [ "$3" -eq "$2" ] || fail "$1 exited $3, expected $2"
 }
 
-out="$("$models_bench" --predict h200 --models resnet18 --sizes 32 --modes fwd --batch 8 2>&1)"
+out="$("$models_bench" --predict h200 --models resnet18 --sizes 32 --modes fwd --batch 2 \
+  --predict-json "$work/predictions.json" 2>&1)"
 rc=$?
 if [ "$build" = none ]; then
   exits "models_bench --predict" 1 "$rc"
@@ -24,10 +26,20 @@ if [ "$build" = none ]; then
 fi
 
 exits "models_bench --predict" 0 "$rc"
-for text in "PREDICTIONS for NVIDIA H200" "not measurements" "== resnet18/32/fwd batch 8 on h200 (predicted)" \
+for text in "PREDICTIONS for NVIDIA H200" "not measurements" "== resnet18/32/fwd batch 2 on h200 (predicted)" \
   "images/s (predicted)"; do
   has "$text" "$out" "models_bench --predict"
 done
+
+# The same case profiled on the simulated GPU beside its predictions: every op with kernels on both sides.
+out="$("$models_bench" --models resnet18 --sizes 32 --modes fwd --batch 2 --min-time 0 \
+  --compare-predictions "$work/predictions.json" 2>&1)"
+exits "models_bench --compare-predictions" 0 $?
+for text in "beside PREDICTED by the cost model for h200" "every op shown is both measured and predicted"; do
+  has "$text" "$out" "models_bench --compare-predictions"
+done
+grep -qE '^conv2d +20 +20 +[0-9.]+ +[0-9.]+ +[0-9.]+$' <<<"$out" ||
+  fail "models_bench --compare-predictions printed no conv2d row with both times: $out"
 
 out="$("$kernels_bench" --predict h200 '--benchmark_filter=^relu/1048576$' 2>&1)"
 exits "kernels_bench --predict" 0 $?

@@ -41,27 +41,48 @@ std::string StepSpec::label() const {
          (channels_last ? "" : " nchw");
 }
 
-std::vector<OpCounts> record_model_step(const StepSpec& spec, int64_t b, Extrapolation how) {
+namespace {
+
+// One dry step of spec at batch b, and at 2 b unless the extrapolation is proportional, each run by record(step)
+// after a warm-up that is not recorded.
+template <typename Record>
+void run_model_steps(const StepSpec& spec, int64_t b, Extrapolation how, const Record& record) {
   TD_CHECK(b >= 1 && spec.batch >= b, spec.label(), ": cannot extrapolate from batch ", b);
   ModelStep step(spec.model, spec.mode, Device::cuda(0), spec.channels_last);
-  std::vector<std::vector<OpCounts>> runs;
   for (const int64_t batch : {b, 2 * b}) {
     if (how == Extrapolation::Proportional && batch > b) break;
     step.set_inputs(batch, spec.size);
-    if (runs.empty()) {
+    if (batch == b) {
       // Algorithm searches, gradients and optimizer state come into being in the first step.
       SkipArithmetic warm_up;
       step.run();
       current_stream(step.device()).synchronize();
     }
+    record(step);
+  }
+}
+
+}  // namespace
+
+std::vector<OpCounts> record_model_step(const StepSpec& spec, int64_t b, Extrapolation how) {
+  std::vector<std::vector<OpCounts>> runs;
+  run_model_steps(spec, b, how, [&](ModelStep& step) {
     Recording rec(true);
     step.run();
     runs.push_back(rec.take());
-  }
+  });
   if (how == Extrapolation::Proportional)
     return extrapolate({}, 0, runs[0], static_cast<double>(b), static_cast<double>(spec.batch));
   return extrapolate(runs[0], static_cast<double>(b), runs[1], static_cast<double>(2 * b),
                      static_cast<double>(spec.batch));
+}
+
+OpsByOp record_model_step_by_op(const StepSpec& spec, int64_t b) {
+  std::vector<OpsByOp> runs;
+  run_model_steps(spec, b, Extrapolation::TwoSizes,
+                  [&](ModelStep& step) { runs.push_back(record_by_op([&] { step.run(); }, true)); });
+  return extrapolate_by_op(runs[0], static_cast<double>(b), runs[1], static_cast<double>(2 * b),
+                           static_cast<double>(spec.batch));
 }
 
 }  // namespace costmodel

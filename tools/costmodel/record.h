@@ -9,6 +9,7 @@
 
 #include "tools/costmodel/counters.h"
 #include "tools/costmodel/kernel_cases.h"
+#include "tools/costmodel/op_record.h"
 
 namespace tandem {
 namespace costmodel {
@@ -35,6 +36,8 @@ struct StepSpec {
 // The ops of one step of spec at spec.batch, from dry steps of one model on GPU 0 at batches b and 2 b.
 std::vector<OpCounts> record_model_step(const StepSpec& spec, int64_t b = 1,
                                         Extrapolation how = Extrapolation::TwoSizes);
+// The same, by the profiler's op that launched each (op_record.h; along the line through two sizes).
+OpsByOp record_model_step_by_op(const StepSpec& spec, int64_t b = 1);
 
 }  // namespace costmodel
 }  // namespace tandem

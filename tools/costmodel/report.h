@@ -1,6 +1,6 @@
 // Predictions as people read them: recorded ops merged per kernel and launch site (or per library call kind),
 // each with its launches, device-memory bytes, FLOPs and predicted time on a modelled GPU, as a table or JSON.
-// A kernel profiler can join a row to its measured kernels by name and launch site.
+// The kernel profiler's op table is put beside predictions per profiler op instead (profile_compare.h).
 #pragma once
 
 #include <string>
