@@ -15,6 +15,7 @@
 #include "runtime/base/error.h"
 #include "runtime/base/files.h"
 #include "runtime/formats/json.h"
+#include "runtime/tensor/precision.h"
 #include "tools/costmodel/bd/bd_profile.h"
 #include "tools/flags/flags.h"
 
@@ -35,6 +36,7 @@ struct Options {
   int project_gpus = 0;      // > 0: project from the cost model on this many modelled workers
   std::string gpu = "h100";  // the modelled GPU
   bool sm_partitions = false;
+  Precision precision = Precision::F32;
 };
 
 Options parse(int argc, char** argv) {
@@ -43,7 +45,7 @@ Options parse(int argc, char** argv) {
       "bd_bench",
       "bd_bench [--workload nas|compression|both] [--input 32|224] [--batch N] [--workers SPEC] [--steps N]\n"
       "                [--nas-teacher SPEC] [--compression-teacher SPEC] [--cells N] [--project W1,W2,...]\n"
-      "                [--profile-trials N] [--plan-model tandem|pipe-bd] [--json PATH]\n"
+      "                [--profile-trials N] [--plan-model tandem|pipe-bd] [--precision f32|bf16] [--json PATH]\n"
       "       bd_bench --project-gpus N [--gpu h100|h200] [--sm-partitions] [--workload W] [--input S] ...",
       "Runs DP, LS, TR, TR+DPU and TR+DPU+AHD for --steps steps per block on synthetic images of the input size,\n"
       "same models, data and hyperparameters, and prints each one's time per epoch and speedup over DP (measured,\n"
@@ -70,6 +72,10 @@ Options parse(int argc, char** argv) {
   p.custom(
       "--plan-model", "M", [&](const std::string& v) { o.plan_model = parse_plan_model(v); },
       "the planners' cost model, tandem or pipe-bd (the paper code's; see tools:distill)");
+  p.custom(
+      "--precision", "P", [&](const std::string& v) { o.precision = parse_precision(v); },
+      "f32 (default) or bf16 for every worker: teacher and student convolutions in bf16,\n"
+      "relayed activations in bf16, f32 weights and optimizer (runtime/tensor/precision.h)");
   p.text("--json", "PATH", &o.json, "write everything (reports, profiles, projections) as JSON for tools/plots");
   p.group("projections from the cost model (no workers run; needs the simulated GPU)");
   p.integer("--project-gpus", "N", &o.project_gpus,
@@ -83,6 +89,8 @@ Options parse(int argc, char** argv) {
          "the N modelled workers are SM partitions of one GPU (green contexts), as in the H200 run");
   p.parse(argc, argv);
   o.project.assign(project.begin(), project.end());
+  if (o.precision != Precision::F32 && o.project_gpus > 0)
+    p.fail("--precision bf16 with --project-gpus: the cost model predicts f32 blocks only");
   if (o.workload != "nas" && o.workload != "compression" && o.workload != "both")
     p.fail("--workload must be nas, compression or both");
   return o;
@@ -254,7 +262,10 @@ int run_projections(const Options& o) {
 }
 
 int run(const Options& o) {
+  PrecisionGuard policy(o.precision);
+  if (o.precision != Precision::F32) std::printf("precision: %s\n", precision_name(o.precision));
   Json out = Json::object();
+  out["precision"] = precision_name(o.precision);
   out["input"] = o.input;
   out["batch"] = o.batch;
   out["steps"] = o.steps;

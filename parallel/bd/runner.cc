@@ -4,6 +4,7 @@
 
 #include <sys/stat.h>
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -325,6 +326,7 @@ class RankRunner {
     Tensor slice = t.narrow(0, info.offset, info.count);
     slice.storage().record_stream(worker_.comm);  // made on the compute lane, read here
     world_.isend(slice, i.peer, i.block).wait();
+    relay_bytes_ += static_cast<int64_t>(slice.nbytes());
   }
 
   void student_step(const Instr& i, const InstrInfo& info) {
@@ -359,6 +361,7 @@ class RankRunner {
     if (grads.empty()) return;  // replicas sample the same path, so they all skip
     Tensor buf = concat(flat, 0);
     comm.all_reduce(buf, 1.0 / info.factor);
+    all_reduce_bytes_ += static_cast<int64_t>(buf.nbytes());
     int64_t offset = 0;
     for (Tensor& g : grads) {
       g.copy_(buf.narrow(0, offset, g.numel()).view(g.shape()));
@@ -424,8 +427,10 @@ class RankRunner {
     const int workers = layout_.workers, blocks = w_.blocks();
     const int64_t epochs = ctx_.train.epochs;
     // One host tensor (on the CPU whatever the worker's device: the host writes it): instruction times, then
-    // peak memory per worker, then losses per block and epoch.
-    Tensor all = zeros({2 * n + workers + blocks * epochs}, TensorOptions(DType::F64).with_device(Device::cpu()));
+    // peak memory per worker, then losses per block and epoch, then the relayed and all-reduced bytes (whole
+    // numbers far below 2^53: exact in f64).
+    const int64_t bytes_at = 2 * n + workers + blocks * epochs;
+    Tensor all = zeros({bytes_at + 2}, TensorOptions(DType::F64).with_device(Device::cpu()));
     double* p = all.data<double>();
     for (const InstrTime& t : mine) {
       p[2 * t.id] = t.start_s;
@@ -436,6 +441,8 @@ class RankRunner {
     for (auto& [b, t] : students_)
       for (size_t e = 0; e < t.losses.size() && e < static_cast<size_t>(epochs) && t.saver; ++e)
         p[2 * n + workers + b * epochs + static_cast<int64_t>(e)] = t.losses[e];
+    p[bytes_at] = static_cast<double>(relay_bytes_.load());
+    p[bytes_at + 1] = static_cast<double>(all_reduce_bytes_.load());
     sum_over_ranks(all, world_, worker_);
     p = all.data<double>();
     r.times.resize(static_cast<size_t>(n));
@@ -462,6 +469,8 @@ class RankRunner {
     r.loss.assign(static_cast<size_t>(blocks), std::vector<double>(static_cast<size_t>(epochs)));
     for (int b = 0; b < blocks; ++b)
       for (int64_t e = 0; e < epochs; ++e) r.loss[b][e] = p[2 * n + workers + b * epochs + e];
+    r.relay_bytes = static_cast<int64_t>(p[bytes_at]);
+    r.all_reduce_bytes = static_cast<int64_t>(p[bytes_at + 1]);
     if (d_.schedule.size() > 0 && has_costs()) r.simulated_s = simulate(d_.schedule).makespan_s;
     r.schedule = d_;
     return r;
@@ -526,7 +535,8 @@ class RankRunner {
   std::map<int, std::vector<int>> sends_after_;  // teacher forward id -> send ids
   std::mutex outbox_mu_;
   std::map<int, Tensor> outbox_;
-  std::optional<Progress> live_;  // rank 0's display, while the executor runs
+  std::optional<Progress> live_;                               // rank 0's display, while the executor runs
+  std::atomic<int64_t> relay_bytes_{0}, all_reduce_bytes_{0};  // this rank's, counted on its comm lane
 };
 
 }  // namespace

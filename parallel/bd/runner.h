@@ -55,6 +55,9 @@ struct StrategyResult {
   std::vector<double> busy_fraction;      // per worker: load, teacher, student and update time / wall_s
   std::vector<int64_t> peak_memory;       // per worker: peak bytes of its memory tracker during the run
   std::vector<std::vector<double>> loss;  // [block][epoch]: mean loss over the epoch's steps (full batch)
+  // Summed over the ranks: bytes of the teacher activations relayed (sent; in the policy's activation dtype) and
+  // of the student gradients all-reduced (each rank's buffer; f32, the dtype of the f32 weights' gradients).
+  int64_t relay_bytes = 0, all_reduce_bytes = 0;
   // This rank's trained blocks (the copy it saves: DP rank 0, LS owners, replica 0 of pipeline stages).
   std::map<int, NamedTensors> local_blocks;
 };

@@ -378,6 +378,8 @@ Json report_json(const SessionReport& r) {
     s["wall_s"] = x.wall_s;
     s["epoch_s"] = x.epoch_s;
     s["simulated_s"] = x.simulated_s;
+    s["relay_bytes"] = x.relay_bytes;
+    s["all_reduce_bytes"] = x.all_reduce_bytes;
     if (dp && x.wall_s > 0) s["speedup"] = dp->wall_s / x.wall_s;
     if (dp && x.simulated_s > 0) s["simulated_speedup"] = dp->simulated_s / x.simulated_s;
     Json busy = Json::array(), mem = Json::array(), loss = Json::array(), parts = Json::array();
@@ -410,8 +412,8 @@ std::string report_table(const SessionReport& r) {
   const StrategyResult* dp = find(r, Strategy::DP);
   std::ostringstream os;
   char line[512];
-  std::snprintf(line, sizeof line, "%-11s %10s %9s %9s %6s %10s %9s  %s\n", "strategy", "s/epoch", "speedup", "sim.x",
-                "busy", "peak MiB", "loss", "layout");
+  std::snprintf(line, sizeof line, "%-11s %10s %9s %9s %6s %10s %10s %10s %9s  %s\n", "strategy", "s/epoch", "speedup",
+                "sim.x", "busy", "peak MiB", "relay MiB", "a-r MiB", "loss", "layout");
   os << line;
   for (const StrategyResult& x : r.results) {
     double busy = 0, peak = 0, loss = 0;
@@ -421,12 +423,16 @@ std::string report_table(const SessionReport& r) {
     std::string speedup = dp && x.wall_s > 0 ? std::to_string(dp->wall_s / x.wall_s).substr(0, 5) + "x" : "-";
     std::string sim =
         dp && x.simulated_s > 0 ? std::to_string(dp->simulated_s / x.simulated_s).substr(0, 5) + "x" : "-";
-    std::snprintf(line, sizeof line, "%-11s %10.3f %9s %9s %5.0f%% %10.1f %9.4f  %s\n", strategy_title(x.strategy),
-                  x.epoch_s, speedup.c_str(), sim.c_str(), busy * 100, peak, loss, x.layout.c_str());
+    std::snprintf(line, sizeof line, "%-11s %10.3f %9s %9s %5.0f%% %10.1f %10.3f %10.3f %9.4f  %s\n",
+                  strategy_title(x.strategy), x.epoch_s, speedup.c_str(), sim.c_str(), busy * 100, peak,
+                  x.relay_bytes / 1048576.0, x.all_reduce_bytes / 1048576.0, loss, x.layout.c_str());
     os << line;
   }
   os << "(speedup: measured time over DP's on the same workers; sim.x: the simulator's, from the profile; "
-        "busy: mean share of wall time in loads, teacher, student and updates; loss: sum over blocks, last epoch;\n"
+        "busy: mean share of wall time in loads, teacher, student and updates;\n"
+        "relay MiB: teacher activations relayed, in the policy's activation dtype (bf16: half of f32), and a-r MiB: "
+        "student gradients all-reduced (f32), each summed over the workers for the whole run; loss: sum over blocks, "
+        "last epoch;\n"
         "timings exclude a warm-up per strategy: each block shape the worker runs, every supernet path, once "
         "untimed on copies of the blocks)\n";
   const PlanCheck check = check_plan(r);

@@ -8,6 +8,7 @@
 #include "models/layers.h"
 #include "models/registry.h"
 #include "runtime/base/error.h"
+#include "runtime/tensor/precision.h"
 
 namespace tandem {
 namespace parallel {
@@ -63,7 +64,10 @@ Shape Workload::activation_shape(int j, int64_t rows) const {
 
 std::vector<int64_t> Workload::row_bytes() const {
   std::vector<int64_t> out;
-  for (int j = 0; j <= blocks(); ++j) out.push_back(shape_numel(activation_shape(j, 1)) * 4);
+  // Block 0's input is the data (f32); a teacher block's output is in the policy's activation dtype.
+  for (int j = 0; j <= blocks(); ++j)
+    out.push_back(shape_numel(activation_shape(j, 1)) *
+                  static_cast<int64_t>(dtype_size(j == 0 ? DType::F32 : activation_dtype(DType::F32))));
   return out;
 }
 

@@ -45,7 +45,8 @@ class Workload {
   int blocks() const { return static_cast<int>(shapes_.size()); }
   // The activation entering block j for `rows` rows (j = blocks(): the last block's output).
   Shape activation_shape(int j, int64_t rows) const;
-  // Bytes of one row of each activation_shape (f32), blocks() + 1 entries.
+  // Bytes of one row of each activation_shape, blocks() + 1 entries: the data in f32, the teacher blocks' outputs
+  // in the calling thread's activation dtype (runtime/tensor/precision.h).
   std::vector<int64_t> row_bytes() const;
   int64_t num_classes() const { return num_classes_; }
 

@@ -207,6 +207,22 @@ std::vector<double> scheduled_bytes_per_bin(const Timeline& timeline, const std:
   return out;
 }
 
+MessageBytes message_bytes(const Timeline& timeline) {
+  MessageBytes m;
+  for (const Instr& i : timeline.schedule.instrs()) {
+    if (i.kind != OpKind::Send && i.kind != OpKind::AllReduce) continue;
+    const double b = static_cast<double>(i.bytes);
+    switch (timeline.actions.at(static_cast<size_t>(i.id)).kind) {
+      case ActionKind::SendAct: m.activations += b; break;
+      case ActionKind::SendGrad: m.activation_gradients += b; break;
+      case ActionKind::IssueParams:
+      case ActionKind::RelayParams: m.parameters += b; break;
+      default: m.gradients += b; break;
+    }
+  }
+  return m;
+}
+
 }  // namespace cyclic
 }  // namespace parallel
 }  // namespace tandem

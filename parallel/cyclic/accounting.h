@@ -63,6 +63,17 @@ std::vector<double> comm_bytes_per_bin(const std::vector<std::vector<CommRecord>
 std::vector<double> scheduled_bytes_per_bin(const Timeline& timeline, const std::vector<InstrTime>& times, double bin_s,
                                             int bins);
 
+// What a timeline's transfers carry, in bytes summed over its sends and all-reduces (sizes from its costs,
+// an all-reduce counting what each worker moves in a ring: 2(N-1)/N of the stage's gradient).
+struct MessageBytes {
+  double activations = 0;           // mp: stage outputs (the policy's activation dtype)
+  double activation_gradients = 0;  // mp: input gradients sent back (the same dtype)
+  double gradients = 0;             // weight gradients: all-reduces, chain sums and means (f32)
+  double parameters = 0;            // zero: parameter copies and relays (f32 masters)
+  double total() const { return activations + activation_gradients + gradients + parameters; }
+};
+MessageBytes message_bytes(const Timeline& timeline);
+
 }  // namespace cyclic
 }  // namespace parallel
 }  // namespace tandem

@@ -8,6 +8,7 @@
 #include "runtime/base/error.h"
 #include "runtime/memory/memory.h"
 #include "runtime/memory/stream.h"
+#include "runtime/tensor/precision.h"
 #include "runtime/tensor/rng.h"
 
 namespace tandem {
@@ -114,7 +115,8 @@ StageCosts flop_costs(const std::vector<Unit>& units, const std::vector<size_t>&
       flops[l] += units[i].flops;
       for (const Tensor& t : units[i].module->parameters()) c.param_bytes[l] += static_cast<int64_t>(t.nbytes());
     }
-    c.activation_bytes[l] = shape_numel(units[end - 1].output) * batch * 4;
+    c.activation_bytes[l] =
+        shape_numel(units[end - 1].output) * batch * static_cast<int64_t>(dtype_size(activation_dtype(DType::F32)));
     total += flops[l];
   }
   for (int l = 0; l < S; ++l) {

@@ -16,6 +16,7 @@
 #include "runtime/nn/nn_ops.h"
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
+#include "runtime/tensor/precision.h"
 #include "runtime/tensor/whole_number.h"
 
 namespace tandem {
@@ -388,6 +389,7 @@ std::vector<RoundStats> CyclicTrainer::train(int64_t rounds, const MicroBatchFn&
   spec.rounds = rounds;
   m.last = RunRecord();
   m.last.timeline = build_timeline(spec, m.costs);
+  m.act_dtype = activation_dtype(DType::F32);
   const Timeline& tl = m.last.timeline;
 
   m.batches.clear();

@@ -33,6 +33,12 @@
 //    owner, who updates θ^v -> θ^{v+1} (the versions of mp) once its gradient is complete and every use of θ^v
 //    has been sent. Equalities as for mp.
 //
+// Precision: the stages compute under the calling thread's policy when train() runs (runtime/tensor/precision.h,
+// carried to the workers). mp's activations and input gradients travel in its activation dtype (bf16: half the
+// bytes of f32). Weight gradients (f32 leaves under the policy), their sums and means, zero's parameter copies
+// (the f32 masters) and momentum stay f32: summing gradients in bf16 would round every partial sum, an arithmetic
+// that differs from mp's local f32 sum (the modes would no longer agree bitwise) and from the policy's f32 update.
+//
 // Batch norm: statistics of each micro-batch (no synchronization), running statistics per worker
 // (dp-workers, zero: every worker's own for every stage; mp: the stage worker's, updated by all micro-batches).
 #pragma once

@@ -1,5 +1,6 @@
 // The cyclic-DP trainer's communication actions: activations and input gradients between mp's stages, zero's
 // parameter copies and relays, and the gradient means (all-reduce, or the chain of rules.h's GradSync).
+// Activations and input gradients travel in the policy's activation dtype; the rest in f32 (trainer.h says why).
 #include <map>
 #include <mutex>
 
@@ -66,7 +67,7 @@ void CyclicTrainer::Impl::send_activation(int w, const Action& a) {
 void CyclicTrainer::Impl::recv_from_neighbour(int w, const Action& a) {
   WorkerState& s = *ws[w];
   const int producer = a.kind == ActionKind::RecvAct ? a.stage - 1 : a.stage;
-  Tensor buf = empty(stage_out[producer], TensorOptions(DType::F32).with_device(workers[w].device));
+  Tensor buf = empty(stage_out[producer], TensorOptions(act_dtype).with_device(workers[w].device));
   data_comms[w]->recv(buf, a.peer);
   std::lock_guard<std::mutex> lock(s.mu);
   (a.kind == ActionKind::RecvAct ? s.act_in : s.grad_in)[Key3{a.round, a.micro, a.stage}] = buf;

@@ -94,6 +94,7 @@ struct CyclicTrainer::Impl {
   std::vector<Unit> units;
   std::vector<size_t> starts;
   std::vector<Shape> stage_out;  // output of each stage for one micro-batch
+  DType act_dtype = DType::F32;  // the stages' outputs and input gradients: the policy's, when train() began
   StageCosts costs;
   std::vector<std::unique_ptr<trainer_detail::WorkerState>> ws;
   std::vector<std::shared_ptr<Communicator>> signal_comms, data_comms;

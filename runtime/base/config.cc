@@ -14,16 +14,14 @@ bool env_flag(const char* name, bool fallback) {
 }
 
 // The switches, each with its environment variable and the value it has when that is unset or empty.
-enum Switch { kTf32, kDeterministic, kCudnnBenchmark, kOnednn, kFillFresh, kSwitches };
+enum Switch { kTf32, kDeterministic, kCudnnBenchmark, kOnednn, kNativeBf16, kFillFresh, kSwitches };
 struct EnvDefault {
   const char* name;
   bool fallback;
 };
-constexpr EnvDefault kEnv[kSwitches] = {{"TANDEM_TF32", true},
-                                        {"TANDEM_DETERMINISTIC", false},
-                                        {"TANDEM_CUDNN_BENCHMARK", false},
-                                        {"TANDEM_ONEDNN", true},
-                                        {"TANDEM_FILL_FRESH", false}};
+constexpr EnvDefault kEnv[kSwitches] = {
+    {"TANDEM_TF32", true},   {"TANDEM_DETERMINISTIC", false}, {"TANDEM_CUDNN_BENCHMARK", false},
+    {"TANDEM_ONEDNN", true}, {"TANDEM_NATIVE_BF16", true},    {"TANDEM_FILL_FRESH", false}};
 
 // Switch S, read from its environment variable on first use.
 template <Switch S>
@@ -43,8 +41,9 @@ bool cpu_onednn() { return flag<kOnednn>().load(std::memory_order_relaxed); }
 void set_cpu_onednn(bool on) { flag<kOnednn>().store(on); }
 bool cpu_native_bf16() {
   static const bool has_bf16 = __builtin_cpu_supports("avx512bf16");
-  return has_bf16 && cpu_onednn();
+  return has_bf16 && cpu_onednn() && flag<kNativeBf16>().load(std::memory_order_relaxed);
 }
+void set_cpu_native_bf16(bool on) { flag<kNativeBf16>().store(on); }
 bool fill_fresh_host_memory() { return flag<kFillFresh>().load(std::memory_order_relaxed); }
 void set_fill_fresh_host_memory(bool on) { flag<kFillFresh>().store(on); }
 

@@ -23,9 +23,12 @@ void set_cudnn_benchmark(bool on);
 // Tandem's own plain kernels, the reference the tests compare oneDNN with, run everything).
 bool cpu_onednn();
 void set_cpu_onednn(bool on);
-// Whether the CPU backend's bf16 convolutions run oneDNN's native bf16 kernels: oneDNN is on and the processor
-// has AVX512-BF16. Otherwise they compute in f32 on widened copies, with the same rounding points.
+// Whether the CPU backend's bf16 convolutions run oneDNN's native bf16 kernels: oneDNN is on, the processor has
+// AVX512-BF16, and they are not switched off (TANDEM_NATIVE_BF16=0, or set_cpu_native_bf16(false): the results
+// of a processor without them). Otherwise they compute in f32 on widened copies, with the same rounding points
+// (the sums in another order).
 bool cpu_native_bf16();
+void set_cpu_native_bf16(bool on);
 
 // Whether fresh host storages are filled with 0xff bytes (NaN in every floating dtype, -1 in the integer ones)
 // so that reading memory an op never wrote shows, as the simulated GPU does with device memory (the host cache

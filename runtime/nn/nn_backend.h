@@ -33,11 +33,14 @@ using Conv2dKey = std::array<int64_t, 18>;
 Conv2dKey conv2d_key(const Conv2dGeometry& g);
 inline int64_t conv2d_weight_elements(const Conv2dGeometry& g) { return g.o * (g.c / g.groups) * g.kh * g.kw; }
 
-// Per-channel statistics over (n, hw) of x [n, c, hw]; 2-D inputs [n, c] have hw = 1.
+// Per-channel statistics over (n, hw) of x [n, c, hw]; 2-D inputs [n, c] have hw = 1. dtype is the activations'
+// (x, y, residual and their gradients); the per-channel operands (weight, bias, statistics and their gradients)
+// are param_dtype(): f32 for bf16 activations (as cuDNN's batch norm and autocast), dtype otherwise.
 struct BatchNormGeometry {
   DType dtype = DType::F32;
   bool channels_last = false;
   int64_t n = 0, c = 0, hw = 1;
+  DType param_dtype() const { return dtype == DType::BF16 ? DType::F32 : dtype; }
 };
 
 // Windows of x [n, c, h, w] -> y [n, c, oh, ow] (the output size already includes ceil_mode). CUDA kernels take
@@ -103,7 +106,7 @@ struct Conv2dBackwardWeightArgs {
 
 // Training: normalizes with batch statistics, writes save_mean and save_invstd = 1/sqrt(var + eps) ([c],
 // biased variance), and when running_mean/running_var are not null updates them with `momentum` and the
-// unbiased variance. weight/bias may be null (no affine). All per-channel tensors have x's dtype.
+// unbiased variance. weight/bias may be null (no affine). The per-channel tensors are g.param_dtype().
 struct BatchNormTrainArgs {
   BatchNormGeometry g;
   const void* x;
@@ -118,13 +121,13 @@ struct BatchNormTrainArgs {
   template <class F>
   void operands(F&& f) const {
     f(Operand::read("x", x, g.dtype, g.n * g.c * g.hw));
-    f(Operand::read("weight", weight, g.dtype, g.c));
-    f(Operand::read("bias", bias, g.dtype, g.c));
-    f(Operand::update("running_mean", running_mean, g.dtype, g.c));
-    f(Operand::update("running_var", running_var, g.dtype, g.c));
+    f(Operand::read("weight", weight, g.param_dtype(), g.c));
+    f(Operand::read("bias", bias, g.param_dtype(), g.c));
+    f(Operand::update("running_mean", running_mean, g.param_dtype(), g.c));
+    f(Operand::update("running_var", running_var, g.param_dtype(), g.c));
     f(Operand::write("y", y, g.dtype, g.n * g.c * g.hw));
-    f(Operand::write("save_mean", save_mean, g.dtype, g.c));
-    f(Operand::write("save_invstd", save_invstd, g.dtype, g.c));
+    f(Operand::write("save_mean", save_mean, g.param_dtype(), g.c));
+    f(Operand::write("save_invstd", save_invstd, g.param_dtype(), g.c));
   }
 };
 // Evaluation: normalizes with the running statistics.
@@ -140,10 +143,10 @@ struct BatchNormEvalArgs {
   template <class F>
   void operands(F&& f) const {
     f(Operand::read("x", x, g.dtype, g.n * g.c * g.hw));
-    f(Operand::read("weight", weight, g.dtype, g.c));
-    f(Operand::read("bias", bias, g.dtype, g.c));
-    f(Operand::read("running_mean", running_mean, g.dtype, g.c));
-    f(Operand::read("running_var", running_var, g.dtype, g.c));
+    f(Operand::read("weight", weight, g.param_dtype(), g.c));
+    f(Operand::read("bias", bias, g.param_dtype(), g.c));
+    f(Operand::read("running_mean", running_mean, g.param_dtype(), g.c));
+    f(Operand::read("running_var", running_var, g.param_dtype(), g.c));
     f(Operand::write("y", y, g.dtype, g.n * g.c * g.hw));
   }
 };
@@ -164,12 +167,12 @@ struct BatchNormBackwardArgs {
   void operands(F&& f) const {
     f(Operand::read("x", x, g.dtype, g.n * g.c * g.hw));
     f(Operand::read("dy", dy, g.dtype, g.n * g.c * g.hw));
-    f(Operand::read("weight", weight, g.dtype, g.c));
-    f(Operand::read("mean", mean, g.dtype, g.c));
-    f(Operand::read("invstd", invstd, g.dtype, g.c));
+    f(Operand::read("weight", weight, g.param_dtype(), g.c));
+    f(Operand::read("mean", mean, g.param_dtype(), g.c));
+    f(Operand::read("invstd", invstd, g.param_dtype(), g.c));
     f(Operand::write("dx", dx, g.dtype, g.n * g.c * g.hw));
-    f(Operand::write("dweight", dweight, g.dtype, g.c));
-    f(Operand::write("dbias", dbias, g.dtype, g.c));
+    f(Operand::write("dweight", dweight, g.param_dtype(), g.c));
+    f(Operand::write("dbias", dbias, g.param_dtype(), g.c));
   }
 };
 

@@ -16,7 +16,7 @@ using autograd::SavedTensor;
 void* ptr_or_null(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
 
 // The dtype of the parameters and statistics for input x: f32 for a bf16 input (precision.h), x's otherwise.
-DType param_dtype(const Tensor& x) { return x.dtype() == DType::BF16 ? DType::F32 : x.dtype(); }
+DType param_dtype(const Tensor& x) { return BatchNormGeometry{x.dtype()}.param_dtype(); }
 
 // Checks a per-channel operand ([C], x's device, param_dtype) when it is given.
 void check_channel_vector(const Tensor& t, const char* what, const Tensor& x) {
@@ -51,7 +51,7 @@ BatchNormGeometry checked_geometry(const Tensor& x, const Tensor& weight, const 
              "batch_norm: running statistics must be contiguous (they are updated in place)");
 
   BatchNormGeometry g;
-  g.dtype = param_dtype(x);  // the kernels run on widened bf16 (see batch_norm_impl)
+  g.dtype = x.dtype();
   g.channels_last = suggests_channels_last(x);
   g.n = x.shape()[0];
   g.c = x.shape()[1];
@@ -59,19 +59,6 @@ BatchNormGeometry checked_geometry(const Tensor& x, const Tensor& weight, const 
   TD_CHECK_SHAPE(!training || g.n * g.hw > 1, "batch_norm in training needs more than one value per channel, got ",
                  "an input of shape ", shape_str(x.shape()));
   return g;
-}
-
-// A bf16 tensor widened to f32 for the kernels (no autograd; x itself when it is not bf16).
-Tensor widened(const Tensor& t) {
-  if (!t.defined() || t.dtype() != DType::BF16) return t;
-  autograd::NoGradGuard ng;
-  return t.to(DType::F32);
-}
-// An f32 result stored as `dtype` (bf16: rounded once).
-Tensor stored_as(const Tensor& t, DType dtype) {
-  if (!t.defined() || t.dtype() == dtype) return t;
-  autograd::NoGradGuard ng;
-  return t.to(dtype);
 }
 
 // What batch norm's backward keeps: the geometry, the saved tensors and the options of the forward call.
@@ -85,10 +72,11 @@ struct BackwardState {
   bool has_residual;
 };
 
-// Whether the residual's gradient may be added into the pending buffer `t` by the kernel: the kernels' own dtype
-// (not a bf16 gradient, which is rounded from the f32 kernels' result) and dense in their layout.
+// Whether the residual's gradient may be added into the pending buffer `t` by the kernel: dense in the kernels'
+// layout, and not bf16 (the kernel would add its f32 gradient before rounding it, where the separate add adds
+// the rounded one).
 bool residual_buffer_fits(const Tensor& t, const BatchNormGeometry& g, const Tensor& x) {
-  return t.defined() && x.dtype() == g.dtype && t.dtype() == g.dtype && t.shape() == x.shape() &&
+  return t.defined() && g.dtype != DType::BF16 && t.dtype() == g.dtype && t.shape() == x.shape() &&
          (g.channels_last ? is_channels_last(t) : t.is_contiguous());
 }
 
@@ -97,19 +85,20 @@ bool residual_buffer_fits(const Tensor& t, const BatchNormGeometry& g, const Ten
 std::vector<Tensor> batch_norm_backward(const BackwardState& st, std::vector<Tensor>& grads,
                                         const std::vector<bool>& need, autograd::InPlaceGrads& into) {
   const BatchNormGeometry& g = st.g;
-  const Tensor x_saved = st.x.unpack("batch_norm");
-  Tensor xv = widened(x_saved), wv = st.weight.unpack("batch_norm"), mv = st.mean.unpack("batch_norm");
+  Tensor xv = st.x.unpack("batch_norm"), wv = st.weight.unpack("batch_norm"), mv = st.mean.unpack("batch_norm");
   Tensor is = st.stat.unpack("batch_norm");
-  Tensor yv = st.y.defined() ? widened(st.y.unpack("batch_norm_act")) : Tensor();
+  Tensor yv = st.y.defined() ? st.y.unpack("batch_norm_act") : Tensor();
   if (!st.training) is = rdiv(1.0, sqrt(add(is, st.eps)));
-  Tensor gy = widened(dense_in_format(grads[0], g.channels_last));
-  TensorOptions opts = gy.options();
+  Tensor gy = dense_in_format(grads[0], g.channels_last);
+  TD_CHECK_DTYPE(gy.dtype() == g.dtype, "batch_norm backward: the output's gradient is ", dtype_name(gy.dtype()),
+                 " but the output is ", dtype_name(g.dtype));
+  TensorOptions opts = gy.options(), popts = opts.with_dtype(g.param_dtype());
   std::vector<Tensor> out(st.has_residual ? 4 : 3);
   if (need[0]) out[0] = empty_in_format(xv.shape(), opts, g.channels_last);
-  if (need[1]) out[1] = empty({g.c}, opts);
-  if (need[2]) out[2] = empty({g.c}, opts);
+  if (need[1]) out[1] = empty({g.c}, popts);
+  if (need[2]) out[2] = empty({g.c}, popts);
   const bool residual = st.has_residual && need[3];
-  const bool in_place = residual && residual_buffer_fits(into.offered(3), g, x_saved);
+  const bool in_place = residual && residual_buffer_fits(into.offered(3), g, xv);
   if (residual) out[3] = in_place ? into.offered(3) : empty_in_format(xv.shape(), opts, g.channels_last);
   BatchNormBackwardArgs a{g,
                           st.training,
@@ -127,20 +116,17 @@ std::vector<Tensor> batch_norm_backward(const BackwardState& st, std::vector<Ten
                                current_stream(gy.device()));
   else
     nn.batch_norm_backward(a, current_stream(gy.device()));
-  out[0] = stored_as(out[0], x_saved.dtype());
   if (in_place) {
     into.accumulated(3);
     out[3] = Tensor();
-  } else if (st.has_residual) {
-    out[3] = stored_as(out[3], x_saved.dtype());
   }
   return out;
 }
 
 // batch_norm and batch_norm_act: act(batch_norm(x) + residual), through the plain kernels when there is nothing
-// to fuse (act None, no residual). A bf16 input (and residual) is widened to f32 for the kernels with the f32
-// parameters and statistics, and each bf16 result (y, and the input and residual gradients) rounded once; the
-// bf16 input and output are what backward keeps.
+// to fuse (act None, no residual). A bf16 input (and residual, and the gradients) go to the kernels as bf16 with
+// f32 parameters and statistics (BatchNormGeometry::param_dtype); the kernels compute in f32 or wider and round
+// each bf16 result once.
 Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                        const Tensor& running_var, const Tensor& residual, BnActivation act, bool training,
                        double momentum, double eps) {
@@ -153,14 +139,14 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
                    " but the input is ", dtype_name(x.dtype()));
     TD_CHECK_SHAPE(residual.shape() == x.shape(), "batch_norm_act: the residual must have the input's shape ",
                    shape_str(x.shape()), ", got ", shape_str(residual.shape()));
-    rd = widened(dense_in_format(residual, g.channels_last));
+    rd = dense_in_format(residual, g.channels_last);
   }
 
-  Tensor xd = dense_in_format(x, g.channels_last), x32 = widened(xd);
+  Tensor xd = dense_in_format(x, g.channels_last);
   Tensor wd = weight.defined() ? weight.contiguous() : Tensor();
   Tensor bd = bias.defined() ? bias.contiguous() : Tensor();
-  TensorOptions opts = x.options().with_dtype(g.dtype);
-  Tensor y32 = empty_in_format(x.shape(), opts, g.channels_last);
+  TensorOptions opts = x.options().with_dtype(g.param_dtype());
+  Tensor y = empty_in_format(x.shape(), x.options(), g.channels_last);
   NNBackend& nn = nn_backend_for(x.device());
   Stream stream = current_stream(x.device());
   Tensor mean, invstd;  // the statistics backward uses (invstd computed there in evaluation)
@@ -170,14 +156,14 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
     mean = stats.select(0, 0);
     invstd = stats.select(0, 1);
     BatchNormTrainArgs a{g,
-                         x32.raw_data(),
+                         xd.raw_data(),
                          ptr_or_null(wd),
                          ptr_or_null(bd),
                          eps,
                          momentum,
                          running_mean.defined() ? running_mean.raw_data() : nullptr,
                          running_var.defined() ? running_var.raw_data() : nullptr,
-                         y32.raw_data(),
+                         y.raw_data(),
                          mean.raw_data(),
                          invstd.raw_data()};
     if (fused)
@@ -190,15 +176,14 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
     }
   } else if (x.numel() > 0) {
     BatchNormEvalArgs a{
-        g,   x32.raw_data(), ptr_or_null(wd), ptr_or_null(bd), running_mean.raw_data(), running_var.raw_data(),
-        eps, y32.raw_data()};
+        g,   xd.raw_data(), ptr_or_null(wd), ptr_or_null(bd), running_mean.raw_data(), running_var.raw_data(),
+        eps, y.raw_data()};
     if (fused)
       nn.batch_norm_act_forward_eval({a, ptr_or_null(rd), act}, stream);
     else
       nn.batch_norm_forward_eval(a, stream);
   }
 
-  const Tensor y = stored_as(y32, x.dtype());
   std::vector<Tensor> inputs{x, weight, bias};
   if (residual.defined()) inputs.push_back(residual);
   if (autograd::any_requires_grad(inputs)) {

@@ -1,11 +1,13 @@
 // The five strategies on 4 in-process CPU workers against the sequential reference of blockwise distillation
 // (distill_testing.h), for both workloads: TR, TR+DPU, TR+DPU+AHD with unreplicated stages and LS bitwise; DP
 // and replicated AHD stages within a tolerance (the reference averages the replicas' gradients its own way) and
-// bitwise across message orders; teacher BN in train mode.
+// bitwise across message orders; teacher BN in train mode; the pipelines in bf16 against the reference in bf16,
+// and the bytes they relay in f32 and bf16 against the workload's shapes.
 #include <gtest/gtest.h>
 
 #include "models/module.h"
 #include "parallel/bd/strategy.h"
+#include "runtime/tensor/precision.h"
 #include "tests/bd/distill_testing.h"
 #include "tests/testing.h"
 
@@ -42,6 +44,15 @@ class Strategies : public ::testing::TestWithParam<int> {
   const Case& c() const { return kCases[GetParam()]; }
 };
 
+// Bytes a pipeline of unreplicated stages relays over `steps` steps of `batch` rows, `element` bytes an element:
+// the activation entering each stage after the first, from the workload's shapes.
+int64_t relayed_bytes(const Workload& w, const std::vector<Stage>& stages, int64_t steps, int64_t batch,
+                      int64_t element) {
+  int64_t n = 0;
+  for (size_t s = 1; s < stages.size(); ++s) n += shape_numel(w.activation_shape(stages[s].first, batch));
+  return n * steps * element;
+}
+
 // 24 samples in batches of 8: 3 steps per epoch, 2 epochs (the cosine schedule spans both).
 TEST_P(Strategies, PipelinesAndLsMatchTheSequentialReferenceBitwise) {
   const uint64_t seed = tandem::testing::fresh_seed();
@@ -57,6 +68,8 @@ TEST_P(Strategies, PipelinesAndLsMatchTheSequentialReferenceBitwise) {
     StrategyResult r;
     BlockWeights got = testing::run_in_process(ctx, pipeline_layout(s, plan, w.blocks(), 4), &r);
     testing::expect_same_weights(got, want, std::string(c().name) + " " + strategy_title(s));
+    EXPECT_EQ(r.relay_bytes, relayed_bytes(w, c().pipeline, 6, 8, 4)) << strategy_title(s);
+    EXPECT_EQ(r.all_reduce_bytes, 0) << strategy_title(s);
     EXPECT_EQ(r.epochs_run, 2);
     EXPECT_GT(r.wall_s, 0);
     for (const auto& per_block : r.loss)
@@ -117,6 +130,25 @@ TEST_P(Strategies, TeacherBatchNormInTrainModeKeepsTeacherRelayingExact) {
 
 INSTANTIATE_TEST_SUITE_P(Workloads, Strategies, ::testing::Values(0, 1),
                          [](const ::testing::TestParamInfo<int>& i) { return std::string(kCases[i.param].name); });
+
+// Under bf16 the strategies and the reference compute the same bf16 arithmetic (relays carry the teacher's bf16
+// outputs as they are): TR+DPU bitwise, relaying bf16, half the f32 bytes. CI time is short: one step of the
+// compression workload (the NAS one's supernet warm-up costs ten times as much).
+TEST(StrategiesBf16, PipelineMatchesTheBf16ReferenceBitwiseAndRelaysHalfTheBytes) {
+  const Case& c = kCases[1];
+  const uint64_t seed = tandem::testing::fresh_seed();
+  Workload w(c.spec(seed));
+  RunContext ctx = testing::make_context(w, seed, 8, 8, 1);
+  PrecisionGuard policy(Precision::BF16);
+  BlockWeights want = testing::reference_run(ctx);
+  StrategyResult r;
+  testing::expect_same_weights(
+      testing::run_in_process(ctx, pipeline_layout(Strategy::DPU, testing::make_plan(c.pipeline), w.blocks(), 4), &r),
+      want, std::string(c.name) + " TR+DPU in bf16");
+  EXPECT_EQ(r.relay_bytes, relayed_bytes(w, c.pipeline, 1, 8, 2));
+  PrecisionGuard f32(Precision::F32);
+  EXPECT_GT(testing::max_weight_error(testing::reference_run(ctx), want), 0) << "bf16 computed as f32";
+}
 
 }  // namespace
 }  // namespace bd

@@ -2,7 +2,7 @@
 // activations at its peak and CDP a constant N(S+1)/2; with stage sizes s_l and N = S, DP peaks at N * sum(s_l) and
 // CDP holds sum((S - l) s_l) (0-based l: S - l micro-batches are between their forward and backward of stage l at
 // every time step). The timelines the trainer runs give these numbers, and the measured peak total over workers
-// of CDP is below DP's by the factor they imply. Transfers are recorded and counted.
+// of CDP is below DP's by the factor they imply. Transfers are recorded and counted, in f32 and bf16.
 #include <gtest/gtest.h>
 
 #include <iostream>
@@ -11,6 +11,7 @@
 #include "parallel/cyclic/profile.h"
 #include "parallel/cyclic/trainer.h"
 #include "parallel/simulator.h"
+#include "runtime/tensor/precision.h"
 #include "tests/cyclic/cyclic_testing.h"
 #include "tests/testing.h"
 
@@ -169,6 +170,51 @@ TEST(Memory, ModelParallelSharesWorkersAcrossMicroBatches) {
   for (const auto& w : run.comm)
     for (const CommRecord& r : w) sends += r.op == "send";
   EXPECT_EQ(sends, 4 * 3 * 2 * 2);  // rounds x micro-batches x 2 boundaries x (activation + gradient)
+}
+
+// Under bf16, mp's activations and input gradients cross the boundary in bf16: the bytes sent (the communicator's
+// records), the timeline's scheduled bytes and the profiled stage output are the boundary's elements (from the
+// model's shapes) times 2, against 4 in f32; dp-workers' weight gradients stay f32 (all-reduced bytes unchanged).
+TEST(Memory, Bf16HalvesTheActivationMessagesAndKeepsGradientsInF32) {
+  const uint64_t seed = tandem::testing::fresh_seed();
+  const Shape input{4, 3, 8, 8};
+  const ModelFactory factory = testing::plain_convnet(3, seed);
+  const std::vector<Unit> units = model_units(*factory(), {1, 3, 8, 8});
+  const int64_t boundary = shape_numel(units[1].output) * input[0];  // relu1's output for one micro-batch
+  struct Bytes {
+    int64_t sent = 0, all_reduced = 0, profiled = 0;
+    MessageBytes scheduled;
+  };
+  auto run = [&](Precision p, Mode mode) {
+    PrecisionGuard policy(p);
+    TrainerOptions o;
+    o.rule = Rule::CdpV1;
+    o.mode = mode;
+    o.stage_starts = {0, 2};  // micro_batches = stages = 2
+    o.record_comm = true;
+    CyclicTrainer trainer = testing::make_trainer(factory, input, o);
+    trainer.train(1, testing::seeded_batches(input, seed + 1));
+    Bytes b;
+    for (const auto& w : trainer.last_run().comm)
+      for (const CommRecord& r : w) (r.op == "send" ? b.sent : b.all_reduced) += r.bytes;
+    b.scheduled = message_bytes(trainer.last_run().timeline);
+    b.profiled = profile_stages(make_stages(units, o.stage_starts), input, 1).output_bytes[0];
+    return b;
+  };
+  for (Precision p : {Precision::F32, Precision::BF16}) {
+    const int64_t element = p == Precision::BF16 ? 2 : 4;
+    const Bytes b = run(p, Mode::ModelParallel);
+    const std::string what = precision_name(p);
+    EXPECT_EQ(b.sent, 2 * 2 * boundary * element) << what;  // 2 micro-batches x (activation + gradient)
+    EXPECT_EQ(b.scheduled.activations, 2 * boundary * element) << what;
+    EXPECT_EQ(b.scheduled.activation_gradients, 2 * boundary * element) << what;
+    EXPECT_EQ(b.profiled, boundary * element) << what;
+  }
+  const Bytes f32 = run(Precision::F32, Mode::DpWorkers), bf16 = run(Precision::BF16, Mode::DpWorkers);
+  EXPECT_GT(f32.scheduled.gradients, 0);
+  EXPECT_EQ(bf16.all_reduced, f32.all_reduced);
+  EXPECT_EQ(bf16.scheduled.gradients, f32.scheduled.gradients);
+  EXPECT_EQ(bf16.scheduled.activations + f32.scheduled.activations, 0);
 }
 
 TEST(Memory, ZeroShardsParametersAndOptimizerStateByStage) {

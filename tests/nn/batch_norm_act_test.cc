@@ -1,11 +1,14 @@
 // batch_norm_act against batch_norm + add + relu/relu6 (outputs, running statistics, every gradient including the
-// residual's) on the CPU and the simulated GPU, NCHW and NHWC, f64 and f32; the fused kernels' determinism, their
-// writes against their declarations, and that one fused call replaces the unfused op's kernels.
+// residual's) on the CPU and the simulated GPU, NCHW and NHWC, f64 and f32; bf16 activations bitwise against the f32
+// kernels on widened copies; the fused kernels' determinism, their writes against their declarations, and that one
+// fused call replaces the unfused op's kernels.
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "runtime/base/config.h"
 #include "runtime/base/error.h"
 #include "runtime/nn/nn_backend.h"
 #include "runtime/nn/nn_ops.h"
@@ -200,6 +203,126 @@ TEST(BatchNormAct, CudaRunsAreBitwiseEqual) {
     }
 }
 
+// The former bf16 path written out: the f32 kernels on widened copies of x, the residual and dy, each bf16 result
+// (y, dx, dresidual) rounded once, and backward's activation mask read from the rounded y (what backward kept).
+Result widened_reference(const Case& k, const Inputs& in, bool fused) {
+  auto wide = [&](const Tensor& t) {
+    if (!t.defined()) return t;
+    const Tensor w = t.to(DType::F32);
+    return k.channels_last ? to_channels_last(w) : w.contiguous();
+  };
+  const Tensor x = wide(in.x), r = wide(in.r), dy = wide(in.gy);
+  auto ptr = [](const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; };
+  BatchNormGeometry g;
+  g.channels_last = k.channels_last;
+  g.n = x.shape()[0];
+  g.c = x.shape()[1];
+  g.hw = x.shape()[2] * x.shape()[3];
+  NNBackend& nn = nn_backend_for(k.device);
+  const Stream s = current_stream(k.device);
+  Result out;
+  out.rm = in.rm.clone();
+  out.rv = in.rv.clone();
+  Tensor y = x.clone(), stats = zeros({2, g.c}, in.w.options()), mean = out.rm, invstd;
+  if (k.training) {
+    mean = stats.select(0, 0);
+    invstd = stats.select(0, 1);
+    const BatchNormTrainArgs a{g,
+                               x.raw_data(),
+                               in.w.raw_data(),
+                               in.b.raw_data(),
+                               1e-5,
+                               0.1,
+                               out.rm.raw_data(),
+                               out.rv.raw_data(),
+                               y.raw_data(),
+                               mean.raw_data(),
+                               invstd.raw_data()};
+    fused ? nn.batch_norm_act_forward_train({a, ptr(r), k.act}, s) : nn.batch_norm_forward_train(a, s);
+  } else {
+    invstd = rdiv(1.0, sqrt(add(out.rv, 1e-5)));
+    const BatchNormEvalArgs a{
+        g, x.raw_data(), in.w.raw_data(), in.b.raw_data(), out.rm.raw_data(), out.rv.raw_data(), 1e-5, y.raw_data()};
+    fused ? nn.batch_norm_act_forward_eval({a, ptr(r), k.act}, s) : nn.batch_norm_forward_eval(a, s);
+  }
+  out.y = y.to(DType::BF16);
+  const Tensor kept = wide(out.y);
+  Tensor dx = x.clone(), dr = x.clone();
+  out.dw = zeros_like(in.w);
+  out.db = zeros_like(in.w);
+  const BatchNormBackwardArgs a{g,         k.training,        x.raw_data(),  dy.raw_data(),     in.w.raw_data(),
+                                ptr(mean), invstd.raw_data(), dx.raw_data(), out.dw.raw_data(), out.db.raw_data()};
+  fused ? nn.batch_norm_act_backward({a, kept.raw_data(), k.act, false, dr.raw_data()}, s)
+        : nn.batch_norm_backward(a, s);
+  out.dx = dx.to(DType::BF16);
+  out.dr = dr.to(DType::BF16);
+  return out;
+}
+
+// bf16 activations with f32 parameters and statistics (the native bf16 kernels) against the f32 kernels on widened
+// copies with each bf16 result rounded once (x, residual and dy widened exactly; y, dx and dresidual rounded to
+// nearest even): the same rounding points, so every output is bitwise equal. On the CPU both run the same kernels
+// (the vectorized NCHW ones with oneDNN on, the plain ones otherwise), in the same order. On CUDA the bf16 sums run
+// 8 elements a vector where f32 runs 4; the sums are in double (the forward's of bf16 values exact), so an f32
+// statistic could differ by one step only where the double sums' rounding (2^-50 relative) crosses an f32 rounding
+// boundary, about 2^-26 per value. Shapes: vector paths (planes and rows a multiple of 8 long) and scalar ones.
+void expect_bf16_equals_widened(Device d, Generator& gen) {
+  // (activation, residual): the plain batch norm first, then the fused kernels' epilogues.
+  const std::pair<BnActivation, bool> kFusions[] = {{BnActivation::None, false},
+                                                    {BnActivation::None, true},
+                                                    {BnActivation::Relu, true},
+                                                    {BnActivation::Relu6, false},
+                                                    {BnActivation::Relu6, true}};
+  for (bool cl : {false, true})
+    for (const Shape& shape : {Shape{3, 8, 4, 4}, Shape{2, 5, 3, 3}})
+      for (const std::pair<BnActivation, bool>& fused : kFusions)
+        for (bool training : {true, false}) {
+          if (shape[1] != 8 && fused.first == BnActivation::Relu) continue;  // the scalar paths: fewer cases
+          if (shape[1] != 8 && fused.first != BnActivation::None && !fused.second) continue;
+          const BnActivation act = fused.first;
+          const bool residual = fused.second;
+          Case k{d, DType::BF16, cl, act, residual, training};
+          SCOPED_TRACE(name_of(k) + " " + shape_str(shape));
+          auto activation = [&](double scale, double shift) {
+            Tensor t = add(mul(randn(shape, gen, DType::F64), scale), shift).to(DType::BF16).to(d);
+            return cl ? to_channels_last(t) : t;
+          };
+          auto channel = [&](double lo) {
+            return add(mul(rand({shape[1]}, gen, DType::F64), 2.0), lo).to(DType::F32).to(d);
+          };
+          const Inputs in{activation(3.0, 1.0), channel(0.5), channel(-1.0),
+                          channel(-1.0),        channel(0.5), residual ? activation(2.0, 0.0) : Tensor(),
+                          activation(1.0, 0.0)};
+          Result got;
+          {
+            testing::WriteCheck check;  // the bf16 kernels' writes against their operands() declarations
+            got = run(k, in, act != BnActivation::None || residual);
+          }
+          const Result want = widened_reference(k, in, act != BnActivation::None || residual);
+          ASSERT_EQ(got.y.dtype(), DType::BF16);
+          ASSERT_EQ(got.dw.dtype(), DType::F32);
+          testing::expect_bitwise_equal(got.y, want.y, "y");
+          testing::expect_bitwise_equal(got.rm, want.rm, "running_mean");
+          testing::expect_bitwise_equal(got.rv, want.rv, "running_var");
+          testing::expect_bitwise_equal(got.dx, want.dx, "dx");
+          testing::expect_bitwise_equal(got.dw, want.dw, "dweight");
+          testing::expect_bitwise_equal(got.db, want.db, "dbias");
+          if (residual) testing::expect_bitwise_equal(got.dr, want.dr, "dresidual");
+        }
+}
+
+TEST(BatchNormAct, Bf16KernelsEqualTheF32KernelsOnWidenedCopies) {
+  Generator gen(testing::fresh_seed());
+  const bool onednn = cpu_onednn();
+  for (bool fast : {true, false}) {
+    SCOPED_TRACE(fast ? "CPU vectorized kernels on" : "CPU plain kernels");
+    set_cpu_onednn(fast);
+    expect_bf16_equals_widened(Device::cpu(), gen);
+  }
+  set_cpu_onednn(onednn);
+  if (cuda_available()) expect_bf16_equals_widened(Device::cuda(), gen);
+}
+
 TEST(BatchNormAct, OneFusedCallEachWayReplacesTheUnfusedKernels) {
   std::vector<Device> devices{Device::cpu()};
   if (cuda_available()) devices.push_back(Device::cuda());
@@ -222,36 +345,41 @@ TEST(BatchNormAct, OneFusedCallEachWayReplacesTheUnfusedKernels) {
   }
 }
 
-// accumulate_dresidual adds the masked gradient to what dresidual holds (the shortcut's other gradient) in place.
+// accumulate_dresidual adds the masked gradient to what dresidual holds (the shortcut's other gradient) in place;
+// for bf16 in f32, rounded once (as add).
 TEST(BatchNormAct, BackwardAccumulatesTheResidualGradientInPlace) {
   std::vector<Device> devices{Device::cpu()};
   if (cuda_available()) devices.push_back(Device::cuda());
   Generator gen(testing::fresh_seed());
-  for (Device d : devices) {
-    SCOPED_TRACE(d.str());
-    BatchNormGeometry g;
-    g.dtype = DType::F64;
-    g.n = 3;
-    g.c = 5;
-    g.hw = 7;
-    auto t = [&](Shape s) { return randn(s, gen, DType::F64).to(d); };
-    Tensor x = t({3, 5, 7}), dy = t({3, 5, 7}), y = relu(t({3, 5, 7})), w = t({5}), mean = t({5});
-    Tensor invstd = add(rand({5}, gen, DType::F64), 0.5).to(d), other = t({3, 5, 7});
-    Tensor written = zeros_like(x), accumulated = other.clone();
-    NNBackend& nn = nn_backend_for(d);
-    for (bool accumulate : {false, true}) {
-      Tensor& dres = accumulate ? accumulated : written;
-      nn.batch_norm_act_backward({{g, true, x.raw_data(), dy.raw_data(), w.raw_data(), mean.raw_data(),
-                                   invstd.raw_data(), nullptr, nullptr, nullptr},
-                                  y.raw_data(),
-                                  BnActivation::Relu,
-                                  accumulate,
-                                  dres.raw_data()},
-                                 current_stream(d));
+  for (Device d : devices)
+    for (DType dtype : {DType::F64, DType::BF16}) {
+      SCOPED_TRACE(d.str() + " " + dtype_name(dtype));
+      BatchNormGeometry g;
+      g.dtype = dtype;
+      g.n = 3;
+      g.c = 5;
+      g.hw = 7;
+      auto t = [&](Shape s) { return randn(s, gen, DType::F64).to(dtype).to(d); };
+      auto p = [&](Shape s) { return randn(s, gen, DType::F64).to(g.param_dtype()).to(d); };
+      Tensor x = t({3, 5, 7}), dy = t({3, 5, 7}), y = relu(t({3, 5, 7})), w = p({5}), mean = p({5});
+      Tensor invstd = add(rand({5}, gen, DType::F64), 0.5).to(g.param_dtype()).to(d), other = t({3, 5, 7});
+      Tensor written = zeros_like(x), accumulated = other.clone();
+      NNBackend& nn = nn_backend_for(d);
+      for (bool accumulate : {false, true}) {
+        Tensor& dres = accumulate ? accumulated : written;
+        nn.batch_norm_act_backward({{g, true, x.raw_data(), dy.raw_data(), w.raw_data(), mean.raw_data(),
+                                     invstd.raw_data(), nullptr, nullptr, nullptr},
+                                    y.raw_data(),
+                                    BnActivation::Relu,
+                                    accumulate,
+                                    dres.raw_data()},
+                                   current_stream(d));
+      }
+      const Tensor y64 = y.to(DType::F64), dy64 = dy.to(DType::F64);
+      testing::expect_bitwise_equal(written, where(gt(y64, zeros_like(y64)), dy64, zeros_like(dy64)).to(dtype),
+                                    "written");
+      testing::expect_bitwise_equal(accumulated, add(other, written), "accumulated");
     }
-    testing::expect_bitwise_equal(written, where(gt(y, zeros_like(y)), dy, zeros_like(dy)), "written");
-    testing::expect_bitwise_equal(accumulated, add(other, written), "accumulated");
-  }
 }
 
 TEST(BatchNormAct, RejectsABadResidual) {

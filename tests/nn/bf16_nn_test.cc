@@ -173,43 +173,60 @@ TEST_P(Bf16NNOn, PoolingRoundsOnceFromF32) {
 // a bf16 input with f32 parameters: the output rounds the f64 result once (the ReLU mask is the stored bf16
 // output's, as backward reads it), the input and residual gradients are bf16 and the parameter gradients and
 // running statistics f32, all within f32 arithmetic's error of f64.
+// batch_norm and batch_norm_act on bf16 activations (the native bf16 kernels) against f64 batch norm of the same
+// values rounded once to bf16: NCHW and channels-last, training and evaluation, plain, with the residual and ReLU,
+// and with the residual and ReLU6; the gradient masked where the bf16 output is clamped.
 TEST_P(Bf16NNOn, BatchNormTakesBf16ActivationsWithF32Parameters) {
   const Device dev = GetParam();
   Generator gen(fresh_seed());
   const TensorOptions f32 = TensorOptions(DType::F32).with_device(dev);
-  for (bool fused : {false, true}) {
-    const std::string name = fused ? "batch_norm_act" : "batch_norm";
-    Tensor x = random_bf16({4, 6, 5, 5}, gen, dev).set_requires_grad(), r = random_bf16({4, 6, 5, 5}, gen, dev);
-    r.set_requires_grad(true);
-    Tensor w = randn({6}, gen, f32).set_requires_grad(), b = randn({6}, gen, f32).set_requires_grad();
-    Tensor rm = zeros({6}, f32), rv = ones({6}, f32);
-    Tensor y = fused ? batch_norm_act(x, w, b, rm, rv, r, BnActivation::Relu, true, 0.1, 1e-5)
-                     : batch_norm(x, w, b, rm, rv, true, 0.1, 1e-5);
-    ASSERT_EQ(y.dtype(), DType::BF16);
-    const Tensor gy = random_bf16(y.shape(), gen, dev);
-    y.backward(gy);
+  const Tensor zero64 = zeros({}, TensorOptions(DType::F64).with_device(dev));
+  for (bool cl : {false, true})
+    for (BnActivation act : {BnActivation::None, BnActivation::Relu, BnActivation::Relu6})
+      for (bool training : {true, false}) {
+        const bool fused = act != BnActivation::None;
+        const std::string name = std::string(fused ? "batch_norm_act" : "batch_norm") +
+                                 (act == BnActivation::Relu6 ? " relu6" : "") + (cl ? " nhwc" : " nchw") +
+                                 (training ? " train" : " eval");
+        auto activation = [&](double scale) {
+          Tensor t = bf16_rounded(mul(random_bf16({4, 8, 4, 5}, gen, dev), scale)).to(DType::BF16).to(dev);
+          return cl ? to_channels_last(t) : t;
+        };
+        Tensor x = activation(3.0).set_requires_grad(), r = activation(1.0).set_requires_grad();
+        Tensor w = randn({8}, gen, f32).set_requires_grad(), b = randn({8}, gen, f32).set_requires_grad();
+        Tensor rm = randn({8}, gen, f32), rv = add(rand({8}, gen, f32), 0.5);
+        const Tensor rm0 = rm.clone(), rv0 = rv.clone();
+        Tensor y = fused ? batch_norm_act(x, w, b, rm, rv, r, act, training, 0.1, 1e-5)
+                         : batch_norm(x, w, b, rm, rv, training, 0.1, 1e-5);
+        ASSERT_EQ(y.dtype(), DType::BF16) << name;
+        EXPECT_EQ(is_channels_last(y), cl) << name;
+        const Tensor gy = random_bf16(y.shape(), gen, dev);
+        y.backward(gy);
 
-    auto f64 = [](const Tensor& t) { return t.detach().to(DType::F64).set_requires_grad(); };
-    Tensor x64 = f64(x), r64 = f64(r), w64 = f64(w), b64 = f64(b);
-    Tensor rm64 = zeros({6}, f32).to(DType::F64), rv64 = ones({6}, f32).to(DType::F64);
-    Tensor pre = batch_norm(x64, w64, b64, rm64, rv64, true, 0.1, 1e-5);
-    if (fused) pre = add(pre, r64);
-    const Tensor want = fused ? relu(pre) : pre;
-    expect_bf16_near(y, bf16_rounded(want), 1, f32_accumulation_slack(add(abs(pre), 8.0)), name + " forward");
-    const Tensor mask =
-        fused ? gt(y.detach().to(DType::F64), zeros({}, TensorOptions(DType::F64).with_device(dev))) : Tensor();
-    pre.backward(fused ? where(mask, gy.to(DType::F64), zeros({}, TensorOptions(DType::F64).with_device(dev)))
-                       : gy.to(DType::F64));
-    const double gx_scale = max_magnitude(x64.grad());
-    expect_bf16_near(x.grad(), bf16_rounded(x64.grad()), 1, mul(ones_like(x64.grad()), gx_scale * 1e-3),
-                     name + " input gradient");
-    EXPECT_EQ(w.grad().dtype(), DType::F32);
-    expect_close(w.grad(), w64.grad(), 1e-3, name + " weight gradient");
-    expect_close(b.grad(), b64.grad(), 1e-3, name + " bias gradient");
-    expect_close(rm, rm64, 1e-5, name + " running mean");
-    expect_close(rv, rv64, 1e-5, name + " running variance");
-    if (fused) expect_bf16_near(r.grad(), bf16_rounded(r64.grad()), 0, Tensor(), name + " residual gradient");
-  }
+        auto f64 = [](const Tensor& t) { return t.detach().to(DType::F64).set_requires_grad(); };
+        Tensor x64 = f64(x), r64 = f64(r), w64 = f64(w), b64 = f64(b);
+        Tensor rm64 = rm0.to(DType::F64), rv64 = rv0.to(DType::F64);
+        Tensor pre = batch_norm(x64, w64, b64, rm64, rv64, training, 0.1, 1e-5);
+        if (fused) pre = add(pre, r64);
+        const Tensor want = act == BnActivation::Relu ? relu(pre) : act == BnActivation::Relu6 ? relu6(pre) : pre;
+        expect_bf16_near(y, bf16_rounded(want), 1, f32_accumulation_slack(add(abs(pre), 8.0)), name + " forward");
+        // The gradient passes where the bf16 output is inside the activation's open interval.
+        const Tensor y64 = y.detach().to(DType::F64);
+        Tensor g64 = gy.to(DType::F64);
+        if (fused) g64 = where(gt(y64, zero64), g64, zero64);
+        if (act == BnActivation::Relu6) g64 = where(lt(y64, add(zero64, 6.0)), g64, zero64);
+        pre.backward(g64);
+        const double gx_scale = max_magnitude(x64.grad());
+        expect_bf16_near(x.grad(), bf16_rounded(x64.grad()), 1, mul(ones_like(x64.grad()), gx_scale * 1e-3),
+                         name + " input gradient");
+        EXPECT_EQ(is_channels_last(x.grad()), cl) << name;
+        EXPECT_EQ(w.grad().dtype(), DType::F32);
+        expect_close(w.grad(), w64.grad(), 1e-3, name + " weight gradient");
+        expect_close(b.grad(), b64.grad(), 1e-3, name + " bias gradient");
+        expect_close(rm, rm64, 1e-5, name + " running mean");
+        expect_close(rv, rv64, 1e-5, name + " running variance");
+        if (fused) expect_bf16_near(r.grad(), bf16_rounded(r64.grad()), 0, Tensor(), name + " residual gradient");
+      }
 }
 
 // A small network: conv2d -> relu -> global average pool -> linear -> log_softmax -> loss against one class

@@ -32,6 +32,7 @@
 #include "runtime/progress/progress.h"
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
+#include "runtime/tensor/precision.h"
 #include "runtime/tensor/rng.h"
 #include "tools/costmodel/cyclic/stage_costs.h"
 #include "tools/cyclic/flags.h"
@@ -553,6 +554,27 @@ class TrainingLoop {
   int steady_count_ = 0;
 };
 
+// The last timeline's messages per round by kind (sizes from the measured stages: in the policy's dtypes),
+// printed and as summary.json records them.
+Json report_messages(const CyclicTrainer& trainer) {
+  const Timeline& tl = trainer.last_run().timeline;
+  const MessageBytes m = message_bytes(tl);
+  const double rounds = static_cast<double>(tl.spec.rounds), mib = 1048576.0;
+  const char* act = dtype_name(activation_dtype(DType::F32));
+  std::printf(
+      "cyclic: messages per round: activations %.3f MiB and activation gradients %.3f MiB in %s, weight "
+      "gradients %.3f MiB and parameters %.3f MiB in f32\n",
+      m.activations / rounds / mib, m.activation_gradients / rounds / mib, act, m.gradients / rounds / mib,
+      m.parameters / rounds / mib);
+  Json j = Json::object();
+  j["activation_dtype"] = Json(act);
+  j["activations"] = Json(m.activations / rounds);
+  j["activation_gradients"] = Json(m.activation_gradients / rounds);
+  j["gradients"] = Json(m.gradients / rounds);
+  j["parameters"] = Json(m.parameters / rounds);
+  return j;
+}
+
 int run(const Flags& f) {
   const Rule rule = parse_rule(f.rule);
   const Mode mode = parse_mode(f.mode);
@@ -567,6 +589,7 @@ int run(const Flags& f) {
     return 0;
   }
   TD_CHECK(f.gpu.empty(), "--gpu needs --simulate");
+  PrecisionGuard policy(f.precision);  // this thread's (profile, evaluation) and, through run_on_workers, the workers'
   auto spec = models::parse_model_spec(f.model);
   const Datasets sets = open_datasets(f);
   const ModelFactory factory = model_factory(std::move(spec), *sets.train, f.seed);
@@ -585,6 +608,8 @@ int run(const Flags& f) {
   const int N = f.micro_batches, S = f.stages;
   const std::string worker_spec = f.workers.empty() ? "cpu:" + std::to_string(workers_needed(mode, N, S)) : f.workers;
   std::vector<parallel::Worker> workers = parallel::make_workers(worker_spec);
+  if (f.precision != Precision::F32)
+    std::printf("precision: %s\n", precision_summary(f.precision, workers[0].device).c_str());
   warm_up(factory, micro_input, o, workers);
   CyclicTrainer trainer(factory, micro_input, o, std::move(workers));
   std::printf("cyclic: %s, %s, %s sync, N = %d micro-batches of %lld, S = %d stages on %s\n", rule_name(rule),
@@ -599,7 +624,9 @@ int run(const Flags& f) {
     trainer.load_checkpoint_state(ck.tensors);
     std::printf("cyclic: resumed from %s at round %lld\n", f.resume.c_str(), static_cast<long long>(trainer.round()));
   }
-  const Json summary = TrainingLoop(f, o, rounds, trainer, loader, sets.test, test_pipe, factory, sizes).run();
+  Json summary = TrainingLoop(f, o, rounds, trainer, loader, sets.test, test_pipe, factory, sizes).run();
+  summary["precision"] = Json(precision_name(f.precision));
+  summary["message_bytes_per_round"] = report_messages(trainer);
   if (!f.out.empty()) {
     std::ofstream js = open_out(f.out, "summary.json");
     js << dump_json(summary, 2) << "\n";

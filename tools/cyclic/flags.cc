@@ -50,6 +50,11 @@ Flags parse_flags(int argc, char** argv) {
   p.number("--momentum", "X", &f.momentum, "SGD momentum (default 0.9)", 0);
   p.number("--weight-decay", "X", &f.weight_decay, "(default 5e-4)", 0);
   p.flag("--nesterov", &f.nesterov, true, "Nesterov momentum");
+  p.custom(
+      "--precision", "P", [&](const std::string& v) { f.precision = parse_precision(v); },
+      "f32 (default) or bf16 for every worker: convolutions and matrix products in bf16,\n"
+      "activations and activation gradients between stages in bf16, f32 weights, weight\n"
+      "gradients and optimizer (runtime/tensor/precision.h)");
   p.text("--lr-schedule", "SPEC", &f.lr_schedule,
          "constant | step:EPOCHS[:GAMMA] | multistep:E1,E2[:GAMMA] | cosine[:MIN]\n"
          "| warmup:EPOCHS[:START]+<any> (default step:30:0.2)");
@@ -86,6 +91,8 @@ Flags parse_flags(int argc, char** argv) {
   bool cuda_graph = false;
   p.flag("--cuda-graph", &cuda_graph, true, "refused, with the reason: the schedules are not captured (README)");
   p.parse(argc, argv);
+  if (f.precision != Precision::F32 && f.simulate && !f.gpu.empty())
+    p.fail("--precision bf16 with --simulate --gpu: the cost model predicts f32 stages only");
   if (cuda_graph) p.fail(std::string("--cuda-graph: ") + parallel::kScheduleCaptureLimits);
   return f;
 }

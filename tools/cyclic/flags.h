@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "runtime/tensor/precision.h"
+
 namespace tandem {
 namespace cyclic_tool {
 
@@ -41,6 +43,7 @@ struct Flags {
   int64_t simulate_rounds = 3;
   std::string gpu;    // with simulate: stage costs from the cost model on this modelled GPU
   int64_t input = 0;  // with gpu: input size (0: 32 for CIFAR models, 224 otherwise)
+  Precision precision = Precision::F32;
 };
 
 // Parses argv; prints the usage and exits 0 for --help, prints the problem and exits 2 for a bad flag or value

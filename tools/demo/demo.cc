@@ -21,6 +21,7 @@
 #include "runtime/formats/safetensors.h"
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
+#include "runtime/tensor/precision.h"
 #include "tools/flags/flags.h"
 #include "tools/train/trainer.h"
 
@@ -32,6 +33,7 @@ struct Options {
   std::string workers = "best:4";
   std::string cache_dir;
   uint64_t seed = 0;
+  Precision precision = Precision::F32;
 };
 
 Options parse(int argc, char** argv) {
@@ -41,7 +43,7 @@ Options parse(int argc, char** argv) {
   flags::Parser p(
       "demo",
       "tools/tandem demo [--epochs N] [--teacher-epochs N] [--workers SPEC] [--subset N] [--test-subset N]\n"
-      "                         [--batch N] [--cache-dir DIR] [--seed N]",
+      "                         [--batch N] [--cache-dir DIR] [--seed N] [--precision f32|bf16]",
       "Pipe-BD on Fashion-MNIST: trains a ResNet-18 teacher (CIFAR variant, width 8) on a subset of the training\n"
       "images (cached and reused on later runs), distills it block by block into a depthwise-separable student\n"
       "with DP, LS, TR, TR+DPU and TR+DPU+AHD on 4 workers (4 SM partitions of GPU 0 when a GPU is present, else 4\n"
@@ -56,6 +58,11 @@ Options parse(int argc, char** argv) {
   p.text("--cache-dir", "DIR", &o.cache_dir,
          "where the teacher and the runs are kept (default ~/.cache/tandem/pipe-bd-demo)");
   p.integer("--seed", "N", &o.seed, "data order and student initialization (default 0)");
+  p.custom(
+      "--precision", "P", [&](const std::string& v) { o.precision = parse_precision(v); },
+      "f32 (default) or bf16 for the teacher's training and every distillation worker:\n"
+      "convolutions in bf16, relayed activations in bf16, f32 weights and optimizer\n"
+      "(runtime/tensor/precision.h); a bf16 teacher is cached apart from an f32 one");
   p.parse(argc, argv);
   return o;
 }
@@ -89,12 +96,15 @@ double accuracy(models::Module& model, const std::shared_ptr<const data::Dataset
 
 int run(const Options& o) {
   const double t0 = host_time_s();
+  PrecisionGuard policy(o.precision);
+  if (o.precision != Precision::F32) std::printf("precision: %s\n", precision_name(o.precision));
   parallel::count_workers(o.workers);  // a bad spec or a missing GPU is said now, not after training the teacher
   const std::string teacher_spec = "resnet18:cifar,width=8,in_channels=1,classes=10";
   make_dirs(o.cache_dir);
   const std::string teacher_path = o.cache_dir + "/teacher-resnet18w8-n" + std::to_string(o.subset) + "-b" +
                                    std::to_string(o.batch) + "-e" + std::to_string(o.teacher_epochs) + "-s" +
-                                   std::to_string(o.seed) + ".safetensors";
+                                   std::to_string(o.seed) + (o.precision == Precision::F32 ? "" : "-bf16") +
+                                   ".safetensors";
   std::printf(
       "Pipe-BD demo: blockwise distillation of a ResNet-18 (width 8) teacher into a depthwise-separable\n"
       "student on Fashion-MNIST (%s training images, accuracies on %s test images), batch %lld.\n\n",
@@ -120,6 +130,7 @@ int run(const Options& o) {
     to.evaluate = false;
     to.checkpoint = teacher_path + ".partial";
     to.live_progress = true;
+    to.precision = o.precision;
     train::Trainer trainer(to, std::cout);
     trainer.run();
     TD_CHECK_IO(std::rename(to.checkpoint.c_str(), teacher_path.c_str()) == 0, "cannot rename ", to.checkpoint);
@@ -165,8 +176,8 @@ int run(const Options& o) {
     if (x.strategy == parallel::bd::Strategy::DP) dp = &x;
   std::printf("\n%s; %s; %lld steps per epoch\n\n", r.device.c_str(), r.data.c_str(),
               static_cast<long long>(r.steps_per_epoch));
-  std::printf("%-11s %10s %10s %9s %7s %10s %10s\n", "strategy", "s/epoch", "speedup", "(sim.)", "busy", "peak MiB",
-              "accuracy");
+  std::printf("%-11s %10s %10s %9s %7s %10s %10s %10s\n", "strategy", "s/epoch", "speedup", "(sim.)", "busy",
+              "peak MiB", "relay MiB", "accuracy");
   for (const auto& x : r.results) {
     const std::string path = so.out_dir + "/" + parallel::bd::strategy_name(x.strategy) + "/student.safetensors";
     const std::string spec = load_safetensors(path).metadata.at("tandem.model");
@@ -176,15 +187,16 @@ int run(const Options& o) {
     double busy = 0, peak = 0;
     for (double b : x.busy_fraction) busy += b / static_cast<double>(x.busy_fraction.size());
     for (int64_t m : x.peak_memory) peak = std::max(peak, m / 1048576.0);
-    std::printf("%-11s %10.2f %9.2fx %8.2fx %6.0f%% %10.1f %9.2f%%\n", parallel::bd::strategy_title(x.strategy),
+    std::printf("%-11s %10.2f %9.2fx %8.2fx %6.0f%% %10.1f %10.3f %9.2f%%\n", parallel::bd::strategy_title(x.strategy),
                 x.epoch_s, dp ? dp->wall_s / x.wall_s : 0.0,
                 dp && x.simulated_s > 0 ? dp->simulated_s / x.simulated_s : 0.0, 100 * busy, peak,
-                100 * accuracy(*student, test, o.test_subset));
+                x.relay_bytes / 1048576.0, 100 * accuracy(*student, test, o.test_subset));
   }
-  std::printf("%-11s %10s %10s %9s %7s %10s %9.2f%%\n", "teacher", "", "", "", "", "", 100 * teacher_acc);
+  std::printf("%-11s %10s %10s %9s %7s %10s %10s %9.2f%%\n", "teacher", "", "", "", "", "", "", 100 * teacher_acc);
   std::printf(
       "\nspeedup: DP's measured time per epoch over the strategy's on the same workers; (sim.): the same "
-      "from the\nsimulator and the profile; busy: share of time in loads, teacher, student and updates.\n"
+      "from the\nsimulator and the profile; busy: share of time in loads, teacher, student and updates; relay MiB:\n"
+      "teacher activations relayed over the run (in bf16 under --precision bf16: half of f32's).\n"
       "All strategies compute the same per-block mathematics; the students differ only where DP's\n"
       "and AHD's per-worker BatchNorm statistics cover fewer rows.\n");
   if (r.device.find("cpu") != std::string::npos)

@@ -1,10 +1,15 @@
 // Vectorized f32 NCHW batch normalization, with batch_norm_act's residual add and ReLU(6) fused: each plane of a
 // channel is swept in 8-lane double vectors (GCC vector extensions, compiled for AVX-512, AVX2 and plain x86-64, picked
-// at load time; lanewise IEEE arithmetic without contraction, so every version gives the same bits).
+// at load time; lanewise IEEE arithmetic without contraction, so every version gives the same bits). bf16 planes are
+// staged through f32 ones (widened on the way in, each result rounded once on the way out).
 #include "kernels/cpu/nn/batch_norm_f32.h"
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
+#include <vector>
+
+#include "runtime/base/half.h"
 
 #include "runtime/base/config.h"
 #include "runtime/base/parallel_for.h"
@@ -155,7 +160,42 @@ TD_BN_CLONES void plane_grad_input(const GradPlane& p, int64_t n, double mean, d
     dx[i] = static_cast<float>(masked_scalar(dy, y, p.hi, i) * a + (static_cast<double>(x[i]) - mean) * b + c);
 }
 
-bool applies(const BatchNormGeometry& g) { return g.dtype == DType::F32 && !g.channels_last && cpu_onednn(); }
+bool applies(const BatchNormGeometry& g) {
+  return (g.dtype == DType::F32 || g.dtype == DType::BF16) && !g.channels_last && cpu_onednn();
+}
+
+// A plane of activations of type T (float or BFloat16) as the f32 kernels take it: f32 planes in place, bf16 ones
+// widened into (or computed in) one of a channel's staging planes and rounded to nearest even into place.
+template <typename T>
+struct Staging {
+  static constexpr bool kF32 = std::is_same<T, float>::value;
+  explicit Staging(int64_t hw) : n(hw), buf(kF32 ? 0 : static_cast<size_t>(5 * hw)) {}
+  float* plane(int k) { return buf.data() + k * n; }
+  // p's values as floats (in staging plane k for bf16).
+  const float* in(const T* p, int k) {
+    if constexpr (kF32) {
+      return p;
+    } else {
+      float* b = plane(k);
+      for (int64_t i = 0; i < n; ++i) b[i] = static_cast<float>(p[i]);
+      return b;
+    }
+  }
+  // Where results for p go before store (p itself for f32).
+  float* out(T* p, int k) {
+    if constexpr (kF32)
+      return p;
+    else
+      return plane(k);
+  }
+  void store(T* p, const float* f) {
+    if constexpr (!kF32)
+      for (int64_t i = 0; i < n; ++i) p[i] = BFloat16(f[i]);
+  }
+  int64_t n;
+  std::vector<float> buf;
+};
+enum StagingPlane { kX, kResidual, kY, kDy, kOut };
 
 // Runs fn(c) for every channel, channels split over the pool in ranges of about 32K elements.
 template <typename F>
@@ -166,21 +206,20 @@ void for_each_channel(const BatchNormGeometry& g, F&& fn) {
   });
 }
 
-}  // namespace
-
-bool batch_norm_f32_forward_train(const BatchNormGeometry& g, const float* x, const float* weight, const float* bias,
-                                  double eps, double momentum, float* running_mean, float* running_var, float* y,
-                                  float* save_mean, float* save_invstd, const float* residual, BnActivation act) {
-  if (!applies(g)) return false;
+template <typename T>
+void forward_train(const BatchNormGeometry& g, const T* x, const float* weight, const float* bias, double eps,
+                   double momentum, float* running_mean, float* running_var, T* y, float* save_mean, float* save_invstd,
+                   const T* residual, BnActivation act) {
   const Epilogue e = epilogue_of(act);
   const double m = static_cast<double>(g.n * g.hw);
   for_each_channel(g, [&](int64_t c) {
+    Staging<T> st(g.hw);
     auto plane = [&](int64_t i) { return (i * g.c + c) * g.hw; };
     double sum = 0;
-    for (int64_t i = 0; i < g.n; ++i) sum += plane_sum(x + plane(i), g.hw);
+    for (int64_t i = 0; i < g.n; ++i) sum += plane_sum(st.in(x + plane(i), kX), g.hw);
     const double mean = sum / m;
     double squares = 0;
-    for (int64_t i = 0; i < g.n; ++i) squares += plane_centered_squares(x + plane(i), g.hw, mean);
+    for (int64_t i = 0; i < g.n; ++i) squares += plane_centered_squares(st.in(x + plane(i), kX), g.hw, mean);
     const double invstd = 1.0 / std::sqrt(squares / m + eps);
     save_mean[c] = static_cast<float>(mean);
     save_invstd[c] = static_cast<float>(invstd);
@@ -190,46 +229,62 @@ bool batch_norm_f32_forward_train(const BatchNormGeometry& g, const float* x, co
     }
     const double scale = (weight ? static_cast<double>(weight[c]) : 1.0) * invstd;
     const double shift = bias ? static_cast<double>(bias[c]) : 0.0;
-    for (int64_t i = 0; i < g.n; ++i)
-      plane_affine(x + plane(i), g.hw, mean, scale, shift, residual ? residual + plane(i) : nullptr, e, y + plane(i));
+    for (int64_t i = 0; i < g.n; ++i) {
+      float* out = st.out(y + plane(i), kOut);
+      plane_affine(st.in(x + plane(i), kX), g.hw, mean, scale, shift,
+                   residual ? st.in(residual + plane(i), kResidual) : nullptr, e, out);
+      st.store(y + plane(i), out);
+    }
   });
-  return true;
 }
 
-bool batch_norm_f32_forward_eval(const BatchNormGeometry& g, const float* x, const float* weight, const float* bias,
-                                 const float* running_mean, const float* running_var, double eps, float* y,
-                                 const float* residual, BnActivation act) {
-  if (!applies(g)) return false;
+template <typename T>
+void forward_eval(const BatchNormGeometry& g, const T* x, const float* weight, const float* bias,
+                  const float* running_mean, const float* running_var, double eps, T* y, const T* residual,
+                  BnActivation act) {
   const Epilogue e = epilogue_of(act);
   for_each_channel(g, [&](int64_t c) {
+    Staging<T> st(g.hw);
     const double scale =
         (weight ? static_cast<double>(weight[c]) : 1.0) / std::sqrt(static_cast<double>(running_var[c]) + eps);
     const double shift = bias ? static_cast<double>(bias[c]) : 0.0;
     for (int64_t i = 0; i < g.n; ++i) {
       const int64_t at = (i * g.c + c) * g.hw;
-      plane_affine(x + at, g.hw, running_mean[c], scale, shift, residual ? residual + at : nullptr, e, y + at);
+      float* out = st.out(y + at, kOut);
+      plane_affine(st.in(x + at, kX), g.hw, running_mean[c], scale, shift,
+                   residual ? st.in(residual + at, kResidual) : nullptr, e, out);
+      st.store(y + at, out);
     }
   });
-  return true;
 }
 
-bool batch_norm_f32_backward(const BatchNormGeometry& g, bool training, const float* x, const float* dy,
-                             const float* weight, const float* mean, const float* invstd, float* dx, float* dweight,
-                             float* dbias, const BnActGradF32& act) {
-  if (!applies(g)) return false;
+template <typename T>
+void backward(const BatchNormGeometry& g, bool training, const T* x, const T* dy, const float* weight,
+              const float* mean, const float* invstd, T* dx, float* dweight, float* dbias, const BnActGradF32& act) {
   const double m = static_cast<double>(g.n * g.hw);
-  const float* y = act.act == BnActivation::None ? nullptr : act.y;
+  const T* y = act.act == BnActivation::None ? nullptr : static_cast<const T*>(act.y);
+  T* dresidual = static_cast<T*>(act.dresidual);
   const float hi = act.act == BnActivation::Relu6 ? std::nextafter(6.f, 0.f) : HUGE_VALF;
   for_each_channel(g, [&](int64_t c) {
+    Staging<T> st(g.hw);
     auto plane = [&](int64_t i) { return (i * g.c + c) * g.hw; };
-    auto at = [&](int64_t i) {
+    // Plane i's operands; with_dres: the residual's gradient too (read first when accumulating).
+    auto at = [&](int64_t i, bool with_dres) {
       const int64_t o = plane(i);
-      return GradPlane{x + o, dy + o,        y ? y + o : nullptr, act.dresidual ? act.dresidual + o : nullptr,
-                       hi,    act.accumulate};
+      float* dres = nullptr;
+      if (with_dres && dresidual) {
+        if (act.accumulate) st.in(dresidual + o, kOut);  // bf16: widened into the plane the kernel adds to
+        dres = st.out(dresidual + o, kOut);
+      }
+      return GradPlane{st.in(x + o, kX), st.in(dy + o, kDy), y ? st.in(y + o, kY) : nullptr, dres, hi, act.accumulate};
     };
     const double mu = mean[c], is = invstd[c];
     double sum_dy = 0, sum_dy_xc = 0;  // Σ dy and Σ dy (x - mean): dbias, and dweight / invstd
-    for (int64_t i = 0; i < g.n; ++i) plane_grad_sums(at(i), g.hw, mu, &sum_dy, &sum_dy_xc);
+    for (int64_t i = 0; i < g.n; ++i) {
+      const GradPlane p = at(i, true);
+      plane_grad_sums(p, g.hw, mu, &sum_dy, &sum_dy_xc);
+      if (p.dres) st.store(dresidual + plane(i), p.dres);
+    }
     if (dbias) dbias[c] = static_cast<float>(sum_dy);
     if (dweight) dweight[c] = static_cast<float>(sum_dy_xc * is);
     if (!dx) return;
@@ -237,8 +292,52 @@ bool batch_norm_f32_backward(const BatchNormGeometry& g, bool training, const fl
     const double a = (weight ? static_cast<double>(weight[c]) : 1.0) * is;
     const double b = training ? -a * is * is * sum_dy_xc / m : 0.0;
     const double k = training ? -a * sum_dy / m : 0.0;
-    for (int64_t i = 0; i < g.n; ++i) plane_grad_input(at(i), g.hw, mu, a, b, k, dx + plane(i));
+    for (int64_t i = 0; i < g.n; ++i) {
+      float* out = st.out(dx + plane(i), kOut);
+      plane_grad_input(at(i, false), g.hw, mu, a, b, k, out);
+      st.store(dx + plane(i), out);
+    }
   });
+}
+
+}  // namespace
+
+bool batch_norm_f32_forward_train(const BatchNormGeometry& g, const void* x, const float* weight, const float* bias,
+                                  double eps, double momentum, float* running_mean, float* running_var, void* y,
+                                  float* save_mean, float* save_invstd, const void* residual, BnActivation act) {
+  if (!applies(g)) return false;
+  if (g.dtype == DType::BF16)
+    forward_train(g, static_cast<const BFloat16*>(x), weight, bias, eps, momentum, running_mean, running_var,
+                  static_cast<BFloat16*>(y), save_mean, save_invstd, static_cast<const BFloat16*>(residual), act);
+  else
+    forward_train(g, static_cast<const float*>(x), weight, bias, eps, momentum, running_mean, running_var,
+                  static_cast<float*>(y), save_mean, save_invstd, static_cast<const float*>(residual), act);
+  return true;
+}
+
+bool batch_norm_f32_forward_eval(const BatchNormGeometry& g, const void* x, const float* weight, const float* bias,
+                                 const float* running_mean, const float* running_var, double eps, void* y,
+                                 const void* residual, BnActivation act) {
+  if (!applies(g)) return false;
+  if (g.dtype == DType::BF16)
+    forward_eval(g, static_cast<const BFloat16*>(x), weight, bias, running_mean, running_var, eps,
+                 static_cast<BFloat16*>(y), static_cast<const BFloat16*>(residual), act);
+  else
+    forward_eval(g, static_cast<const float*>(x), weight, bias, running_mean, running_var, eps, static_cast<float*>(y),
+                 static_cast<const float*>(residual), act);
+  return true;
+}
+
+bool batch_norm_f32_backward(const BatchNormGeometry& g, bool training, const void* x, const void* dy,
+                             const float* weight, const float* mean, const float* invstd, void* dx, float* dweight,
+                             float* dbias, const BnActGradF32& act) {
+  if (!applies(g)) return false;
+  if (g.dtype == DType::BF16)
+    backward(g, training, static_cast<const BFloat16*>(x), static_cast<const BFloat16*>(dy), weight, mean, invstd,
+             static_cast<BFloat16*>(dx), dweight, dbias, act);
+  else
+    backward(g, training, static_cast<const float*>(x), static_cast<const float*>(dy), weight, mean, invstd,
+             static_cast<float*>(dx), dweight, dbias, act);
   return true;
 }
 

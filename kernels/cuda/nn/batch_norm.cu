@@ -2,7 +2,8 @@
 // double in one pass over the data and a fixed-order finalize (partials per (split, channel) from block trees, then
 // one thread per channel sums its splits in order), so results are deterministic; one elementwise pass then applies
 // per-channel coefficients. Both passes walk NCHW planes or NHWC rows without dividing by the channel count, in
-// 16-byte vectors where the shape allows.
+// 16-byte vectors where the shape allows. Activations of type T (bf16: loaded and stored as bf16, each result rounded
+// once) go with per-channel operands of P = compute_t<T> (f32 for bf16), the arithmetic P's or double.
 #include <algorithm>
 
 #include "kernels/cuda/device_utils.cuh"
@@ -67,6 +68,12 @@ __device__ __forceinline__ int slot(int e) {
   return C == 1 ? 0 : e;
 }
 
+// An activation as double (bf16 widened exactly).
+template <typename T>
+__device__ __forceinline__ double wide(T v) {
+  return static_cast<double>(static_cast<compute_t<T>>(v));
+}
+
 template <typename T>
 struct StatsOp {  // sum of x and of x^2
   const T* x;
@@ -76,7 +83,7 @@ struct StatsOp {  // sum of x and of x^2
     const Vec<T, V> v = load_n<T, V>(x + i, vec);
 #pragma unroll
     for (int e = 0; e < V; ++e) {
-      const double d = static_cast<double>(v.v[e]);
+      const double d = wide(v.v[e]);
       a[slot<C>(e)] += d;
       b[slot<C>(e)] += d * d;
     }
@@ -86,14 +93,15 @@ struct StatsOp {  // sum of x and of x^2
 // The fused epilogue's derivative, read from its output value y.
 template <typename T>
 __device__ __forceinline__ bool passes(T y, BnActivation act) {
-  return act == BnActivation::None || (y > T(0) && (act == BnActivation::Relu || y < T(6)));
+  const compute_t<T> v(y);
+  return act == BnActivation::None || (v > 0 && (act == BnActivation::Relu || v < 6));
 }
 
-template <typename T>
+template <typename T, typename P = compute_t<T>>
 struct GradOp {  // sum of g and of g * (x - mean), g = dy masked by the activation's derivative; g goes to dres
   const T* x;
   const T* dy;
-  const T* mean;
+  const P* mean;
   const T* y = nullptr;
   BnActivation act = BnActivation::None;
   int32_t accumulate = 0;  // a bool, as 4 bytes: no padding in the kernel parameter
@@ -106,22 +114,22 @@ struct GradOp {  // sum of g and of g * (x - mean), g = dy masked by the activat
     if (y != nullptr) {
       const Vec<T, V> yv = load_n<T, V>(y + i, vec);
 #pragma unroll
-      for (int e = 0; e < V; ++e) g.v[e] = passes(yv.v[e], act) ? g.v[e] : T(0);
+      for (int e = 0; e < V; ++e) g.v[e] = passes(yv.v[e], act) ? g.v[e] : T(P(0));
     }
     if (dres != nullptr) {
       Vec<T, V> r = g;
       if (accumulate) {
         r = load_n<T, V>(dres + i, vec);
 #pragma unroll
-        for (int e = 0; e < V; ++e) r.v[e] += g.v[e];
+        for (int e = 0; e < V; ++e) r.v[e] = T(P(r.v[e]) + P(g.v[e]));
       }
       store_n<T, V>(dres + i, r, vec);
     }
 #pragma unroll
     for (int e = 0; e < V; ++e) {
-      const double d = static_cast<double>(g.v[e]);
+      const double d = wide(g.v[e]);
       a[slot<C>(e)] += d;
-      b[slot<C>(e)] += d * (static_cast<double>(xv.v[e]) - static_cast<double>(mean[c + slot<C>(e)]));
+      b[slot<C>(e)] += d * (wide(xv.v[e]) - static_cast<double>(mean[c + slot<C>(e)]));
     }
   }
 };
@@ -257,18 +265,18 @@ __global__ void finalize_grads(const double2* partial, int64_t splits, int64_t c
 }
 
 // y = act((x - mean) * k + b + r), r may be null; k = weight * invstd, from the batch's invstd (training) or the
-// running variance (evaluation: invstd null).
-template <typename T>
+// running variance (evaluation: invstd null). Computed in P, y rounded once to T.
+template <typename T, typename P = compute_t<T>>
 struct AffineOp {
   struct Coef {
-    T m, k, b;
+    P m, k, b;
   };
   const T* x;
-  const T* mean;
-  const T* invstd;
-  const T* var;
-  const T* weight;
-  const T* bias;
+  const P* mean;
+  const P* invstd;
+  const P* var;
+  const P* weight;
+  const P* bias;
   double eps;
   const T* r;
   BnActivation act;
@@ -276,7 +284,7 @@ struct AffineOp {
   bool vec;
   __device__ __forceinline__ Coef coef(int64_t c) const {
     const double is = invstd ? static_cast<double>(invstd[c]) : 1.0 / sqrt(static_cast<double>(var[c]) + eps);
-    return {mean[c], static_cast<T>((weight ? static_cast<double>(weight[c]) : 1.0) * is), bias ? bias[c] : T(0)};
+    return {mean[c], static_cast<P>((weight ? static_cast<double>(weight[c]) : 1.0) * is), bias ? bias[c] : P(0)};
   }
   template <int V, int C>
   __device__ __forceinline__ void operator()(int64_t i, const Coef (&cf)[C]) const {
@@ -286,25 +294,26 @@ struct AffineOp {
 #pragma unroll
     for (int e = 0; e < V; ++e) {
       const Coef& k = cf[slot<C>(e)];
-      T u = (v.v[e] - k.m) * k.k + k.b;
-      if (r != nullptr) u += rv.v[e];
-      if (act != BnActivation::None) u = u > T(0) ? (act == BnActivation::Relu6 && u > T(6) ? T(6) : u) : T(0);
-      v.v[e] = u;
+      P u = (P(v.v[e]) - k.m) * k.k + k.b;
+      if (r != nullptr) u += P(rv.v[e]);
+      if (act != BnActivation::None) u = u > P(0) ? (act == BnActivation::Relu6 && u > P(6) ? P(6) : u) : P(0);
+      v.v[e] = T(u);
     }
     store_n<T, V>(y + i, v, vec);
   }
 };
 
-// dx = g * k1 + (x - mean) * k2 + k3, g = dy masked by the activation's derivative read from y (null: none).
-template <typename T>
+// dx = g * k1 + (x - mean) * k2 + k3, g = dy masked by the activation's derivative read from y (null: none);
+// computed in P, dx rounded once to T.
+template <typename T, typename P = compute_t<T>>
 struct BackwardOp {
   struct Coef {
-    T m, k1, k2, k3;
+    P m, k1, k2, k3;
   };
   const T* dy;
   const T* x;
-  const T* mean;
-  const T* k;  // k1, k2, k3: 3 rows of channels
+  const P* mean;
+  const P* k;  // k1, k2, k3: 3 rows of channels
   int64_t channels;
   const T* y;
   BnActivation act;
@@ -322,8 +331,8 @@ struct BackwardOp {
 #pragma unroll
     for (int e = 0; e < V; ++e) {
       const Coef& q = cf[slot<C>(e)];
-      const T d = y == nullptr || passes(yv.v[e], act) ? g.v[e] : T(0);
-      g.v[e] = d * q.k1 + (xv.v[e] - q.m) * q.k2 + q.k3;
+      const P d = y == nullptr || passes(yv.v[e], act) ? P(g.v[e]) : P(0);
+      g.v[e] = T(d * q.k1 + (P(xv.v[e]) - q.m) * q.k2 + q.k3);
     }
     store_n<T, V>(dx + i, g, vec);
   }
@@ -430,21 +439,22 @@ void forward_train(const BatchNormTrainArgs& args, const void* residual, BnActiv
   check_channels(args.g);
   LaunchScope ls(s);
   const ChannelLayout L = layout_of(args.g);
-  TD_DISPATCH_FLOAT(args.g.dtype, "batch_norm", {
+  TD_DISPATCH_FLOAT_BF16(args.g.dtype, "batch_norm", {
     using T = scalar_t;
+    using P = compute_t<T>;
     const Split sp = split_of(L, vector_width<T>(L));
     const bool vec = aligned({args.x, args.y, residual});
-    Scratch<T> scratch(sp.count * args.g.c, 0, s);
+    Scratch<P> scratch(sp.count * args.g.c, 0, s);
     launch_partials<T>(L, sp, StatsOp<T>{static_cast<const T*>(args.x), vec}, scratch.partial, ls.stream());
-    launch_kernel(TD_KERNEL(finalize_stats<T>), channel_blocks(args.g.c), kThreads, 0, ls.stream(), scratch.partial,
+    launch_kernel(TD_KERNEL(finalize_stats<P>), channel_blocks(args.g.c), kThreads, 0, ls.stream(), scratch.partial,
                   sp.count, args.g.c, static_cast<double>(L.per_channel()), args.eps, args.momentum,
-                  static_cast<T*>(args.running_mean), static_cast<T*>(args.running_var),
-                  static_cast<T*>(args.save_mean), static_cast<T*>(args.save_invstd));
+                  static_cast<P*>(args.running_mean), static_cast<P*>(args.running_var),
+                  static_cast<P*>(args.save_mean), static_cast<P*>(args.save_invstd));
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "batch_norm finalize_stats");
     launch_apply<T>(L,
-                    AffineOp<T>{static_cast<const T*>(args.x), static_cast<const T*>(args.save_mean),
-                                static_cast<const T*>(args.save_invstd), nullptr, static_cast<const T*>(args.weight),
-                                static_cast<const T*>(args.bias), args.eps, static_cast<const T*>(residual), act,
+                    AffineOp<T>{static_cast<const T*>(args.x), static_cast<const P*>(args.save_mean),
+                                static_cast<const P*>(args.save_invstd), nullptr, static_cast<const P*>(args.weight),
+                                static_cast<const P*>(args.bias), args.eps, static_cast<const T*>(residual), act,
                                 static_cast<T*>(args.y), vec},
                     ls, "batch_norm apply");
   });
@@ -455,12 +465,13 @@ void forward_eval(const BatchNormEvalArgs& args, const void* residual, BnActivat
   if (args.g.c == 0 || args.g.n * args.g.hw == 0) return;
   LaunchScope ls(s);
   const ChannelLayout L = layout_of(args.g);
-  TD_DISPATCH_FLOAT(args.g.dtype, "batch_norm", {
+  TD_DISPATCH_FLOAT_BF16(args.g.dtype, "batch_norm", {
     using T = scalar_t;
+    using P = compute_t<T>;
     launch_apply<T>(L,
-                    AffineOp<T>{static_cast<const T*>(args.x), static_cast<const T*>(args.running_mean), nullptr,
-                                static_cast<const T*>(args.running_var), static_cast<const T*>(args.weight),
-                                static_cast<const T*>(args.bias), args.eps, static_cast<const T*>(residual), act,
+                    AffineOp<T>{static_cast<const T*>(args.x), static_cast<const P*>(args.running_mean), nullptr,
+                                static_cast<const P*>(args.running_var), static_cast<const P*>(args.weight),
+                                static_cast<const P*>(args.bias), args.eps, static_cast<const T*>(residual), act,
                                 static_cast<T*>(args.y), aligned({args.x, args.y, residual})},
                     ls, "batch_norm apply");
   });
@@ -480,22 +491,23 @@ void backward(const BatchNormBackwardArgs& args, const ActGrad& e, const Stream&
   check_channels(args.g);
   LaunchScope ls(s);
   const ChannelLayout L = layout_of(args.g);
-  TD_DISPATCH_FLOAT(args.g.dtype, "batch_norm backward", {
+  TD_DISPATCH_FLOAT_BF16(args.g.dtype, "batch_norm backward", {
     using T = scalar_t;
+    using P = compute_t<T>;
     const Split sp = split_of(L, vector_width<T>(L));
     const bool vec = aligned({args.x, args.dy, args.dx, e.y, e.dres});
-    Scratch<T> scratch(sp.count * args.g.c, 3 * args.g.c, s);
-    T* k = scratch.coef;
-    const T* m = static_cast<const T*>(args.mean);
+    Scratch<P> scratch(sp.count * args.g.c, 3 * args.g.c, s);
+    P* k = scratch.coef;
+    const P* m = static_cast<const P*>(args.mean);
     const T* y = e.act == BnActivation::None ? nullptr : static_cast<const T*>(e.y);
     launch_partials<T>(L, sp,
                        GradOp<T>{static_cast<const T*>(args.x), static_cast<const T*>(args.dy), m, y, e.act,
                                  e.accumulate ? 1 : 0, static_cast<T*>(e.dres), vec},
                        scratch.partial, ls.stream());
-    launch_kernel(TD_KERNEL(finalize_grads<T>), channel_blocks(args.g.c), kThreads, 0, ls.stream(), scratch.partial,
+    launch_kernel(TD_KERNEL(finalize_grads<P>), channel_blocks(args.g.c), kThreads, 0, ls.stream(), scratch.partial,
                   sp.count, args.g.c, static_cast<double>(L.per_channel()), args.training,
-                  static_cast<const T*>(args.weight), static_cast<const T*>(args.invstd), static_cast<T*>(args.dweight),
-                  static_cast<T*>(args.dbias), k, k + args.g.c, k + 2 * args.g.c);
+                  static_cast<const P*>(args.weight), static_cast<const P*>(args.invstd), static_cast<P*>(args.dweight),
+                  static_cast<P*>(args.dbias), k, k + args.g.c, k + 2 * args.g.c);
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "batch_norm finalize_grads");
     if (args.dx != nullptr)
       launch_apply<T>(L,
