@@ -398,10 +398,29 @@ void CudaBackend::fill(const FillArgs& args, const Stream& s) {
   }
 }
 
+namespace {
+// Both descriptors with their dims in the destination's memory order (its strides descending; a copy may visit
+// the elements in any order), so that consecutive threads write consecutive elements and a copy into a permuted
+// destination (to_channels_last's) takes the tiled transpose rather than scattered stores.
+std::array<StridedDesc, 2> in_destination_order(const StridedDesc& dd, const StridedDesc& sd) {
+  int order[kMaxDims];
+  for (int i = 0; i < dd.ndim; ++i) order[i] = i;
+  std::stable_sort(order, order + dd.ndim, [&](int a, int b) { return dd.strides[a] > dd.strides[b]; });
+  std::array<StridedDesc, 2> out{dd, sd};
+  for (int i = 0; i < dd.ndim; ++i) {
+    out[0].shape[i] = out[1].shape[i] = dd.shape[order[i]];
+    out[0].strides[i] = dd.strides[order[i]];
+    out[1].strides[i] = sd.strides[order[i]];
+  }
+  return out;
+}
+}  // namespace
+
 void CudaBackend::copy(const CopyArgs& args, const Stream& s) {
   if (args.dst_d.numel() == 0) return;
   LaunchScope ls(s);
-  auto c = collapse<2>({&args.dst_d, &args.src_d});
+  const std::array<StridedDesc, 2> ordered = in_destination_order(args.dst_d, args.src_d);
+  auto c = collapse<2>({&ordered[0], &ordered[1]});
   const StridedDesc &dd = c[0], &sd = c[1];
   const int64_t n = dd.numel();
   const bool contiguous = dd.ndim == 1 && dd.strides[0] == 1 && sd.strides[0] == 1;
