@@ -31,6 +31,15 @@ __global__ void copy_kernel(const float* in, float* out, int n) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = in[i];
 }
 
+// A kernel parameter with a word that is no pointer, as stack garbage in a struct's padding can be.
+struct FillWithStray {
+  float* out;
+  uint64_t stray;
+};
+__global__ void fill_stray_kernel(FillWithStray a, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) a.out[i] = 1.f;
+}
+
 // A fresh random number of floats (1 to 1000) for a test's pool block.
 int random_count() {
   std::mt19937_64 g = rng();
@@ -100,8 +109,8 @@ void expect_parts(const std::string& text, const std::vector<std::string>& parts
 }
 
 // Loaded before any test holds a stream (see KernelsLoaded).
-const ::testing::Environment* const kLoaded =
-    ::testing::AddGlobalTestEnvironment(new KernelsLoaded(functions(wait_kernel, fill_kernel, copy_kernel)));
+const ::testing::Environment* const kLoaded = ::testing::AddGlobalTestEnvironment(
+    new KernelsLoaded(functions(wait_kernel, fill_kernel, copy_kernel, fill_stray_kernel)));
 
 // Allocates n floats on stream a while a is held, and fills them from stream b: with `ordered`, b first waits
 // for an event recorded on a after the allocation. Returns the outcome and, when it ran, the values.
@@ -190,6 +199,23 @@ TEST(SimPoolOrder, CopiesQueuedAfterTheFreeFault) {
   ASSERT_CUDA_OK(cudaMemsetAsync(p, 0, 64 * sizeof(float), s.a));  // on the freeing stream, after the free
   expect_parts(outcome(cudaStreamSynchronize(s.a)),
                {"cudaErrorIllegalAddress", "cudaMemsetAsync", "pool block", "freed before this work was queued"});
+}
+
+// A parameter word holding an address inside a freed block (the low byte a flag's, as when a bool's padding
+// keeps an old pointer's upper bytes) faults as a use after free, and the message says the word may be padding.
+TEST(SimPoolOrder, AParameterWordIntoAFreedBlockFaultsNamingPadding) {
+  const int device = fresh_fault_device();
+  Streams s(device);
+  const int n = random_count();
+  float *freed = nullptr, *out = nullptr;
+  ASSERT_CUDA_OK(cudaMallocAsync(reinterpret_cast<void**>(&freed), 64 * sizeof(float), s.a));
+  ASSERT_CUDA_OK(cudaMallocAsync(reinterpret_cast<void**>(&out), n * sizeof(float), s.a));
+  ASSERT_CUDA_OK(cudaFreeAsync(freed, s.a));
+  const FillWithStray a{out, reinterpret_cast<uint64_t>(freed) | 1};
+  launch_kernel(TD_KERNEL(fill_stray_kernel), 2, 64, 0, s.a, a, n);
+  expect_parts(outcome(cudaStreamSynchronize(s.a)),
+               {"cudaErrorIllegalAddress", "kernel fill_stray_kernel", "freed before this work was queued",
+                "a word of the kernel's parameters", "padding"});
 }
 
 }  // namespace

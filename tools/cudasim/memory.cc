@@ -162,6 +162,9 @@ std::string use_problem(const PoolUse& u, uint64_t sid, int device) {
   if (u.freed) {
     os << ", which cudaFreeAsync on stream " << u.free_stream << " freed before this work was queued (a use after "
        << "free)";
+    if (u.parameter_word)
+      os << " [the address is a word of the kernel's parameters; the simulator takes every pointer-sized word "
+         << "for a pointer: if the kernel has no such pointer, it is padding or an unused slot to zero]";
   } else if (life.ran < u.allocation) {
     os << " before that allocation ran on " << alloc << ": nothing orders this work after the cudaMallocAsync "
        << "(record an event on " << alloc << " after it and make " << on << " wait for the event)";
@@ -485,7 +488,9 @@ std::string check_kernel_pointers(int device, const void* params, size_t bytes, 
     if (word < lo || word >= hi) continue;
     const Region* g = region_of(reinterpret_cast<const void*>(word));
     if (g == nullptr) continue;
+    const size_t before = uses == nullptr ? 0 : uses->size();
     add_use(*g, reinterpret_cast<const void*>(word), uses);
+    if (uses != nullptr && uses->size() > before) uses->back().parameter_word = true;
     std::string denied = access_denied(device, *g);
     if (!denied.empty())
       return "a pointer argument (" + hex(reinterpret_cast<const void*>(word)) + ", bytes " + std::to_string(off) +

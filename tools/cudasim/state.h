@@ -125,7 +125,8 @@ struct PoolUse {
   size_t bytes = 0;
   int device = 0;
   uint64_t alloc_stream = 0, free_stream = 0;
-  bool freed = false;  // freed in host order before the work was queued
+  bool freed = false;           // freed in host order before the work was queued
+  bool parameter_word = false;  // found in a kernel's parameters (which may be padding or a non-pointer)
 };
 // Checks the pointers a kernel receives (any 8-byte word of its parameters that points into device memory)
 // against what the launching device may access; returns "" or what the kernel would fault on. Adds the pool

@@ -76,8 +76,10 @@ __device__ __forceinline__ double wide(T v) {
 
 template <typename T>
 struct StatsOp {  // sum of x and of x^2
+  // The ops are kernel parameters, which the simulated GPU reads word by word as possible device pointers: no
+  // padding, whose stack garbage could look like one (flags are 4 or 8 bytes, paired to fill 8).
   const T* x;
-  bool vec;
+  int64_t vec;  // a bool
   template <int V, int C>
   __device__ __forceinline__ void operator()(int64_t i, int64_t, double (&a)[C], double (&b)[C]) const {
     const Vec<T, V> v = load_n<T, V>(x + i, vec);
@@ -106,7 +108,7 @@ struct GradOp {  // sum of g and of g * (x - mean), g = dy masked by the activat
   BnActivation act = BnActivation::None;
   int32_t accumulate = 0;  // a bool, as 4 bytes: no padding in the kernel parameter
   T* dres = nullptr;
-  bool vec = false;
+  int64_t vec = 0;  // a bool
   template <int V, int C>
   __device__ __forceinline__ void operator()(int64_t i, int64_t c, double (&a)[C], double (&b)[C]) const {
     Vec<T, V> g = load_n<T, V>(dy + i, vec);
@@ -279,9 +281,9 @@ struct AffineOp {
   const P* bias;
   double eps;
   const T* r;
-  BnActivation act;
   T* y;
-  bool vec;
+  BnActivation act;
+  int32_t vec;  // a bool
   __device__ __forceinline__ Coef coef(int64_t c) const {
     const double is = invstd ? static_cast<double>(invstd[c]) : 1.0 / sqrt(static_cast<double>(var[c]) + eps);
     return {mean[c], static_cast<P>((weight ? static_cast<double>(weight[c]) : 1.0) * is), bias ? bias[c] : P(0)};
@@ -316,9 +318,9 @@ struct BackwardOp {
   const P* k;  // k1, k2, k3: 3 rows of channels
   int64_t channels;
   const T* y;
-  BnActivation act;
   T* dx;
-  bool vec;
+  BnActivation act;
+  int32_t vec;  // a bool
   __device__ __forceinline__ Coef coef(int64_t c) const {
     return {mean[c], k[c], k[channels + c], k[2 * channels + c]};
   }
@@ -337,6 +339,11 @@ struct BackwardOp {
     store_n<T, V>(dx + i, g, vec);
   }
 };
+
+// No padding in the kernel parameters (StatsOp says why): each size is the sum of its members' 8-byte words.
+static_assert(sizeof(StatsOp<float>) == 2 * 8 && sizeof(GradOp<float>) == 7 * 8 && sizeof(AffineOp<float>) == 10 * 8 &&
+                  sizeof(BackwardOp<float>) == 8 * 8,
+              "a batch-norm op passed to a kernel has padding");
 
 // Planes (inner > 1, inner % V == 0): threadIdx.y and the grid's y across the outer * channels planes (one channel
 // lookup per plane and thread), threadIdx.x and the grid's x across the plane's vectors.
@@ -454,8 +461,8 @@ void forward_train(const BatchNormTrainArgs& args, const void* residual, BnActiv
     launch_apply<T>(L,
                     AffineOp<T>{static_cast<const T*>(args.x), static_cast<const P*>(args.save_mean),
                                 static_cast<const P*>(args.save_invstd), nullptr, static_cast<const P*>(args.weight),
-                                static_cast<const P*>(args.bias), args.eps, static_cast<const T*>(residual), act,
-                                static_cast<T*>(args.y), vec},
+                                static_cast<const P*>(args.bias), args.eps, static_cast<const T*>(residual),
+                                static_cast<T*>(args.y), act, vec},
                     ls, "batch_norm apply");
   });
 }
@@ -471,8 +478,8 @@ void forward_eval(const BatchNormEvalArgs& args, const void* residual, BnActivat
     launch_apply<T>(L,
                     AffineOp<T>{static_cast<const T*>(args.x), static_cast<const P*>(args.running_mean), nullptr,
                                 static_cast<const P*>(args.running_var), static_cast<const P*>(args.weight),
-                                static_cast<const P*>(args.bias), args.eps, static_cast<const T*>(residual), act,
-                                static_cast<T*>(args.y), aligned({args.x, args.y, residual})},
+                                static_cast<const P*>(args.bias), args.eps, static_cast<const T*>(residual),
+                                static_cast<T*>(args.y), act, aligned({args.x, args.y, residual})},
                     ls, "batch_norm apply");
   });
 }
@@ -512,7 +519,7 @@ void backward(const BatchNormBackwardArgs& args, const ActGrad& e, const Stream&
     if (args.dx != nullptr)
       launch_apply<T>(L,
                       BackwardOp<T>{static_cast<const T*>(args.dy), static_cast<const T*>(args.x), m, k, args.g.c, y,
-                                    e.act, static_cast<T*>(args.dx), vec},
+                                    static_cast<T*>(args.dx), e.act, vec},
                       ls, "batch_norm apply_backward");
   });
 }
