@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "runtime/base/config.h"
+#include "runtime/nn/nn_ops.h"
 #include "runtime/tensor/autograd.h"
 #include "tests/harness/gradient_check.h"
 #include "tests/harness/write_check.h"
@@ -124,6 +125,10 @@ Sampler coin_flips() {
 InputSpec float_in(Shape shape, Sampler sample, bool grad) {
   return InputSpec{std::move(shape), std::move(sample), Role::Float, grad};
 }
+InputSpec in_channels_last(InputSpec s) {
+  s.channels_last = s.shape.size() == 4;
+  return s;
+}
 InputSpec index_in(Shape shape, int64_t bound) {
   return InputSpec{std::move(shape), indices(bound), Role::Int64, false};
 }
@@ -176,6 +181,7 @@ Tensor make_input(const InputSpec& s, const HostTensor& h, DType dtype, Device d
     t = from_vector<uint8_t>(std::vector<uint8_t>(h.v.begin(), h.v.end()), h.shape, Device::cpu());
   }
   t = t.to(device);
+  if (s.channels_last) t = to_channels_last(t);
   if (requires_grad && s.role == Role::Float && s.grad) t.set_requires_grad(true);
   return t;
 }

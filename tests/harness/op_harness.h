@@ -48,9 +48,11 @@ struct InputSpec {
   Shape shape;
   Sampler sample;
   Role role = Role::Float;
-  bool grad = true;  // Float inputs: whether the gradient check differentiates with respect to it
+  bool grad = true;            // Float inputs: whether the gradient check differentiates with respect to it
+  bool channels_last = false;  // 4-D: made in the channels-last memory format (the op sees no conversion)
 };
 InputSpec float_in(Shape shape, Sampler sample = normal_values(), bool grad = true);
+InputSpec in_channels_last(InputSpec s);  // s, made channels-last when it is 4-D
 InputSpec index_in(Shape shape, int64_t bound);
 InputSpec mask_in(Shape shape);
 

@@ -75,7 +75,8 @@ Sampler shifted_normal() {
 // Inputs: x, then (affine) weight and bias, then (with_stats) running mean and running variance.
 std::vector<InputSpec> bn_inputs(const BnShape& k, bool affine, bool with_stats) {
   const int64_t c = k.shape[1];
-  std::vector<InputSpec> in = {float_in(k.shape, shifted_normal())};
+  InputSpec x = float_in(k.shape, shifted_normal());
+  std::vector<InputSpec> in = {k.channels_last ? in_channels_last(x) : x};
   if (affine) {
     in.push_back(float_in({c}));
     in.push_back(float_in({c}));
@@ -92,8 +93,8 @@ std::vector<InputSpec> bn_inputs(const BnShape& k, bool affine, bool with_stats)
 TV run_bn(const TV& in, const BnShape& k, bool affine, bool with_stats, bool training) {
   const size_t s = affine ? 3 : 1;
   Tensor rm = with_stats ? in[s].clone() : Tensor(), rv = with_stats ? in[s + 1].clone() : Tensor();
-  Tensor x = k.channels_last ? to_channels_last(in[0]) : in[0];
-  Tensor y = batch_norm(x, affine ? in[1] : Tensor(), affine ? in[2] : Tensor(), rm, rv, training, kMomentum,
+  EXPECT_EQ(is_channels_last(in[0]), k.channels_last);
+  Tensor y = batch_norm(in[0], affine ? in[1] : Tensor(), affine ? in[2] : Tensor(), rm, rv, training, kMomentum,
                         training ? kTrainEps : kEvalEps);
   EXPECT_EQ(is_channels_last(y), k.channels_last) << "batch_norm's output keeps the input's memory format";
   if (!training) {
@@ -131,14 +132,14 @@ void add_batch_norm_act(std::vector<OpCase>& cs) {
                                {nhwc, BnActivation::Relu},
                                {nchw, BnActivation::Relu6}}) {
     std::vector<InputSpec> in = bn_inputs(k, true, false);
-    in.push_back(float_in(k.shape, residual_away_from_kinks(act)));
+    const InputSpec r = float_in(k.shape, residual_away_from_kinks(act));
+    in.push_back(k.channels_last ? in_channels_last(r) : r);
     const double top = act == BnActivation::Relu6 ? 6.0 : std::numeric_limits<double>::infinity();
     cs.push_back(make_case(
         std::string("batch_norm_add_") + (act == BnActivation::Relu6 ? "relu6_" : "relu_") + k.name, in,
         [k = k, act = act](const TV& t, DType) {
-          const Tensor x = k.channels_last ? to_channels_last(t[0]) : t[0];
-          const Tensor r = k.channels_last ? to_channels_last(t[3]) : t[3];
-          return TV{batch_norm_act(x, t[1], t[2], Tensor(), Tensor(), r, act, true, kMomentum, kTrainEps)};
+          EXPECT_EQ(is_channels_last(t[0]) && is_channels_last(t[3]), k.channels_last);
+          return TV{batch_norm_act(t[0], t[1], t[2], Tensor(), Tensor(), t[3], act, true, kMomentum, kTrainEps)};
         },
         [top](const HV& t) {
           HostTensor y = normalize(t[0], batch_stats(t[0]), &t[1], &t[2], kTrainEps);

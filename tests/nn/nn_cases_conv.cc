@@ -59,13 +59,18 @@ HostTensor reference_conv(const ConvShape& k, const HostTensor& x, const HostTen
   return y;
 }
 
-OpCase conv_case(const ConvShape& k, bool channels_last, bool grad, const std::string& suffix) {
-  std::vector<InputSpec> in = {float_in({k.n, k.c, k.h, k.w}), float_in({k.o, k.c / k.opt.groups, k.kh, k.kw})};
+// Channels-last: the weight too unless nchw_weight, as a channels-last model holds it (the convolution then
+// copies neither).
+OpCase conv_case(const ConvShape& k, bool channels_last, bool grad, const std::string& suffix,
+                 bool nchw_weight = false) {
+  InputSpec x = float_in({k.n, k.c, k.h, k.w}), w = float_in({k.o, k.c / k.opt.groups, k.kh, k.kw});
+  std::vector<InputSpec> in = {channels_last ? in_channels_last(x) : x,
+                               channels_last && !nchw_weight ? in_channels_last(w) : w};
   if (k.bias) in.push_back(float_in({k.o}));
   OpCase c = make_case(
       std::string("conv2d_") + k.name + (channels_last ? "_channels_last" : "") + suffix, in,
       [k, channels_last](const TV& t, DType) {
-        Tensor y = conv2d(channels_last ? to_channels_last(t[0]) : t[0], t[1], k.bias ? t[2] : Tensor(), k.opt);
+        Tensor y = conv2d(t[0], t[1], k.bias ? t[2] : Tensor(), k.opt);
         EXPECT_EQ(is_channels_last(y), channels_last) << "conv2d's output keeps the input's memory format";
         return TV{y};
       },
@@ -95,6 +100,8 @@ std::vector<OpCase> conv_cases() {
       if (shrunk) cs.push_back(conv_case(k, cl, false, ""));
       cs.push_back(conv_case(small, cl, true, shrunk ? "_small" : ""));
     }
+  // A channels-last input with an NCHW weight, which the convolution converts.
+  cs.push_back(conv_case(shapes().at(0), true, true, "_nchw_weight", true));
   return cs;
 }
 

@@ -40,9 +40,10 @@ std::vector<OpCase> dropout_format_cases() {
       },
       [](const HV& in) { return HV{in[0]}; }));
   cs.push_back(make_case(
-      "to_nchw_of_channels_last", {float_in({2, 3, 4, 5})},
+      "to_nchw_of_channels_last", {in_channels_last(float_in({2, 3, 4, 5}))},
       [](const TV& in, DType) {
-        Tensor y = to_nchw(to_channels_last(in[0]));
+        EXPECT_TRUE(is_channels_last(in[0]));
+        Tensor y = to_nchw(in[0]);
         EXPECT_EQ(y.strides(), contiguous_strides(y.shape()));
         return TV{y};
       },

@@ -1,9 +1,10 @@
 // The benchmark mode of the op harness: every case of every family runs as a benchmark (on the CPU, and on CUDA
-// where a GPU is present), the bytes and FLOPs of a few cases equal counts made by hand from their shapes, and the
-// arithmetic families count the FLOPs of each of their cases.
+// where a GPU is present) and its channels-last cases time no layout conversion, the bytes and FLOPs of a few cases
+// equal counts made by hand from their shapes, and the arithmetic families count the FLOPs of each of their cases.
 #include <gtest/gtest.h>
 
 #include "runtime/base/error.h"
+#include "runtime/tensor/layout.h"
 #include "tests/harness/op_bench.h"
 #include "tests/opbench/case_families.h"
 #include "tests/testing.h"
@@ -52,6 +53,28 @@ void run_every_case(Device device) {
 }
 
 TEST(OpBench, EveryCaseRunsOnTheCpu) { run_every_case(Device::cpu()); }
+
+// A case's channels-last inputs are made channels-last (InputSpec::channels_last), so that what it times is the op
+// alone: its call converts no layout, but for the copy whose op is that conversion and the convolution given an
+// NCHW weight.
+TEST(OpBench, ChannelsLastCasesCallNoLayoutConversion) {
+  int n = 0;
+  for (const CaseFamily& f : case_families())
+    for (const OpCase& c : f.cases()) {
+      bool channels_last = false;
+      for (const InputSpec& in : c.inputs) channels_last |= in.channels_last;
+      if (!channels_last || c.name == "to_nchw_of_channels_last" ||
+          c.name == "conv2d_3x3_padding_channels_last_nchw_weight")
+        continue;
+      Generator gen(fresh_seed());
+      const std::vector<Tensor> in = make_inputs(c, draw_inputs(c, gen), DType::F32, Device::cpu(), false);
+      const int64_t before = layout_conversion_count();
+      c.run(in, DType::F32);
+      EXPECT_EQ(layout_conversion_count(), before) << f.name << "/" << c.name;
+      ++n;
+    }
+  EXPECT_GE(n, 30) << "the channels-last cases";
+}
 
 TEST(OpBench, EveryCaseRunsOnCuda) {
   TD_REQUIRE_GPU();
