@@ -1,5 +1,6 @@
 // Microbenchmarks of the CUDA backend's memory-bound kernels: elementwise, reductions, softmax, copies,
-// batch norm, pooling and layout copies (tools/costmodel/kernel_cases.h), timed with CUDA events and reported
+// batch norm, pooling and layout copies (op cases of the test harness at shapes of their own, one pass each:
+// tests/opbench/kernel_cases.h), timed with CUDA events and reported
 // as bytes/s and as a percentage of the device's copy bandwidth (a large device-to-device cudaMemcpyAsync,
 // bytes read + written), measured once at start-up. With --predict GPU, the same columns predicted by the
 // cost model for that GPU instead, from the kernels' counters on the simulated GPU.
@@ -18,7 +19,7 @@
 #include "runtime/base/device.h"
 #include "runtime/memory/stream.h"
 #include "runtime/tensor/tensor.h"
-#include "tools/costmodel/kernel_cases.h"
+#include "tests/opbench/kernel_cases.h"
 #include "tools/costmodel/model.h"
 #include "tools/costmodel/record.h"
 #include "tools/flags/flags.h"
@@ -30,15 +31,19 @@ double g_copy_bytes_per_s = 0;  // read + written
 
 Device gpu() { return Device::cuda(0); }
 
-// Times the case's launch (queued on the current stream) with CUDA events, after a warm-up.
+// Times the case's launch (queued on the current stream) with CUDA events, after a warm-up. Before each start
+// event the stream gets a 256 MiB device fill (tens of microseconds), so that the op's host work (its checks,
+// allocations, the launch itself) is done while the GPU is busy and only the kernels fall between the events.
 void run_timed(benchmark::State& state, const costmodel::KernelCase& c) {
   const costmodel::KernelRun run = c.make(state.range(0));
   Stream s = current_stream(gpu());
   for (int i = 0; i < 3; ++i) run.launch(s);
   s.synchronize();
+  Tensor busy = empty({int64_t{1} << 28}, TensorOptions(DType::U8).with_device(gpu()));
   Event start(true), stop(true);
   double total_s = 0;
   for (auto _ : state) {
+    TD_CUDA_CHECK(cudaMemsetAsync(busy.raw_data(), 0, busy.nbytes(), s.cuda()));
     start.record(s);
     run.launch(s);
     stop.record(s);
@@ -84,7 +89,7 @@ int predict(const std::string& gpu_name, const std::string& filter) {
       g.title.c_str(), g.copy_bytes_per_s * 1e-9);
   std::printf("%-32s %-5s %9s %12s %12s %16s  %s\n", "case", "arg", "value", "pred_us", "pred_GB/s", "pred_pct_of_copy",
               "bound");
-  for (const costmodel::KernelCase& c : costmodel::kernel_cases())
+  for (const costmodel::KernelCase& c : testing::kernel_cases())
     for (const int64_t arg : c.args) {
       const std::string name =
           c.name + "/" + (c.arg_name == "n" ? "" : c.arg_name + ":") + std::to_string(static_cast<long long>(arg));
@@ -149,7 +154,7 @@ int main(int argc, char** argv) {
     tandem::g_copy_bytes_per_s = tandem::measure_copy_bandwidth();
     std::printf("device: %s; copy bandwidth (1 GiB device-to-device cudaMemcpyAsync, read + write): %.1f GB/s\n",
                 prop.name, tandem::g_copy_bytes_per_s * 1e-9);
-    for (const tandem::costmodel::KernelCase& c : tandem::costmodel::kernel_cases()) {
+    for (const tandem::costmodel::KernelCase& c : tandem::testing::kernel_cases()) {
       auto* b = benchmark::RegisterBenchmark(c.name.c_str(), [&c](benchmark::State& s) { tandem::run_timed(s, c); });
       if (c.arg_name != "n") b->ArgName(c.arg_name);  // the element-count cases keep their plain names
       for (const int64_t arg : c.args) b->Arg(arg);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "runtime/base/files.h"
+#include "tests/opbench/kernel_cases.h"
 #include "tools/costmodel/bd/bd_profile.h"
 #include "tools/costmodel/calibration.h"
 
@@ -25,7 +26,7 @@ namespace {
 constexpr double kTolerance = 0.25;
 
 std::vector<Measurement> measurements() {
-  return parse_calibration(parse_json(read_text("tools/costmodel/calibration.json")));
+  return parse_calibration(parse_json(read_text("tools/costmodel/calibration.json")), testing::kernel_cases());
 }
 Json counters() { return parse_json(read_text("tools/costmodel/calibration_counters.json")); }
 std::vector<Point> stored_points() { return join_counters(measurements(), counters(), read_pipe_bd_point); }
@@ -105,7 +106,7 @@ TEST(CostModelCalibration, KernelsDoWhatTheBaselineRecorded) {
   for (const Point& p : baseline_from_json(parse_json(read_text("tools/costmodel/baseline_counters.json"))))
     stored[p.m.label] = p;
   std::vector<Point> before, now;
-  for (const Point& p : record_baseline()) {
+  for (const Point& p : record_baseline(testing::kernel_cases())) {
     auto it = stored.find(p.m.label);
     if (it == stored.end()) {
       ADD_FAILURE() << p.m.label << " is not in baseline_counters.json";

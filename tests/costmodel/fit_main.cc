@@ -1,7 +1,8 @@
 // tools/costmodel:fit: records the calibration points on the simulated GPU (kernels_bench's cases, models_bench's
 // steps and Pipe-BD's blocks, at small sizes, extrapolated) into calibration_counters.json, fits the model's free
 // constants to calibration.json and writes them to fitted.cc, then prints each point measured beside predicted;
-// or records the calibration test's baseline (baseline_counters.json).
+// or records the calibration test's baseline (baseline_counters.json). It lives with the tests (and
+// tools/costmodel:fit names it) because kernels_bench's cases are op cases of the test harness.
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include "runtime/base/device.h"
 #include "runtime/base/error.h"
 #include "runtime/base/files.h"
+#include "tests/opbench/kernel_cases.h"
 #include "tools/costmodel/bd/bd_profile.h"
 #include "tools/costmodel/calibration.h"
 #include "tools/flags/flags.h"
@@ -34,7 +36,7 @@ Point record_point(const Measurement& m) {
   Point p;
   p.m = m;
   if (m.kind == PointKind::Kernel) {
-    for (const KernelCase& c : kernel_cases())
+    for (const KernelCase& c : testing::kernel_cases())
       if (c.name == m.kernel) p.ops = record_kernel_case(c, m.n, c.record_arg, &p.bytes);
   } else if (m.kind == PointKind::ModelStep) {
     p.ops = record_model_step(m.step);
@@ -50,11 +52,12 @@ int run(const Options& o) {
   const std::string baseline_path = o.dir + "/baseline_counters.json";
   if (o.baseline) {
     TD_CHECK(counters_available(), counters_unavailable_reason());
-    write_text(baseline_path, records_text(baseline_to_json(record_baseline())));
+    write_text(baseline_path, records_text(baseline_to_json(record_baseline(testing::kernel_cases()))));
     std::printf("fit: wrote %s\n", baseline_path.c_str());
     return 0;
   }
-  const std::vector<Measurement> ms = parse_calibration(parse_json(read_text(calibration_path)));
+  const std::vector<Measurement> ms =
+      parse_calibration(parse_json(read_text(calibration_path)), testing::kernel_cases());
   Json counters = Json::object();
   if (!o.rerecord && std::filesystem::exists(counters_path)) counters = parse_json(read_text(counters_path));
   std::vector<Measurement> missing;
@@ -74,7 +77,7 @@ int run(const Options& o) {
     write_text(counters_path, records_text(counters));
     std::printf("fit: wrote %s\n", counters_path.c_str());
     // The tree the run measured is also the baseline of the calibration test's check.
-    write_text(baseline_path, records_text(baseline_to_json(record_baseline())));
+    write_text(baseline_path, records_text(baseline_to_json(record_baseline(testing::kernel_cases()))));
     std::printf("fit: wrote %s\n", baseline_path.c_str());
   }
   const std::vector<Point> points = join_counters(ms, counters, read_pipe_bd_point);

@@ -20,6 +20,12 @@ CallCounts::~CallCounts() {
   register_nn_backend(type_, nn_kernels_);
 }
 
+void CallCounts::before(const char* method, const Stream&, const std::vector<Operand>& operands) {
+  ++counts_[method];
+  for (const Operand& o : operands)
+    if (o.ptr != nullptr) bytes_ += static_cast<double>(o.bytes()) * (o.use == OperandUse::Update ? 2 : 1);
+}
+
 int CallCounts::of(const std::string& method) const {
   auto it = counts_.find(method);
   return it == counts_.end() ? 0 : it->second;

@@ -7,8 +7,10 @@
 
 #include "runtime/base/error.h"
 #include "runtime/memory/stream.h"
+#include "runtime/nn/nn_ops.h"
 #include "runtime/tensor/autograd.h"
 #include "runtime/tensor/ops.h"
+#include "tests/harness/call_counts.h"
 
 namespace tandem {
 namespace testing {
@@ -139,6 +141,73 @@ Ceilings measure_ceilings(const BenchOptions& o, int64_t copy_elements, int64_t 
   const double flops = 2.0 * static_cast<double>(gemm_side) * gemm_side * gemm_side;
   c.flops_per_s = flops / time_calls([&] { matmul(a, b); }, o, &reps);
   return c;
+}
+
+namespace {
+
+Tensor uniform_on(const Shape& shape, DType dtype, Device device, Generator& gen, bool channels_last) {
+  Tensor t = empty(shape, TensorOptions(dtype).with_device(device));
+  uniform_(t, -2.0, 2.0, gen);
+  return channels_last ? to_channels_last(t) : t;
+}
+
+// The backward of the node that made `outs` (every float output requiring grad), for gradients of their layout.
+std::function<void()> backward_call(const OpCase& c, const std::vector<Tensor>& outs, Generator& gen,
+                                    std::vector<Tensor>* operands) {
+  std::shared_ptr<autograd::Node> node;
+  for (const Tensor& y : outs)
+    if (y.defined() && is_floating(y.dtype()) && y.requires_grad()) {
+      TD_CHECK(y.grad_fn() != nullptr && (node == nullptr || node == y.grad_fn()), c.name,
+               ": the backward pass times one op's backward, and the case's outputs come from several");
+      node = y.grad_fn();
+    }
+  TD_CHECK(node != nullptr, c.name, ": no output requires grad, so it has no backward pass");
+  std::vector<Tensor> grads(node->outputs().size());
+  for (const Tensor& y : outs)
+    if (y.defined() && y.grad_fn() == node) {
+      grads.at(static_cast<size_t>(y.output_nr())) = empty_like(y);
+      uniform_(grads[static_cast<size_t>(y.output_nr())], -2.0, 2.0, gen);
+    }
+  for (size_t i = 0; i < grads.size(); ++i)  // the engine's zeros for an output that received no gradient
+    if (!grads[i].defined()) {
+      const autograd::OutputMeta& m = node->outputs()[i];
+      grads[i] = zeros(m.shape, TensorOptions(m.dtype).with_device(m.device));
+    }
+  operands->insert(operands->end(), grads.begin(), grads.end());
+  return [node, grads] {
+    autograd::NoGradGuard no_grad;
+    std::vector<Tensor> g = grads;
+    node->apply(g);
+  };
+}
+}  // namespace
+
+ShapedCall shaped_call(const OpCase& c, const std::vector<Shape>& shapes, Pass pass, Device device, DType dtype,
+                       Generator& gen) {
+  TD_CHECK(shapes.size() == c.inputs.size(), c.name, ": ", shapes.size(), " shapes for ", c.inputs.size(), " inputs");
+  ShapedCall r;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const InputSpec& spec = c.inputs[i];
+    TD_CHECK(spec.role == Role::Float, c.name, ": input ", i, " is not floating; a shaped call draws floats only");
+    r.operands.push_back(uniform_on(shapes[i], dtype, device, gen, spec.channels_last));
+    if (pass == Pass::Backward && spec.grad) r.operands.back().set_requires_grad(true);
+  }
+  const std::vector<Tensor> in = r.operands;
+  if (pass == Pass::Forward) {
+    r.call = [c, in, dtype] {
+      autograd::NoGradGuard no_grad;
+      c.run(in, dtype);
+    };
+  } else {
+    const std::vector<Tensor> outs = c.run(in, dtype);
+    r.operands.insert(r.operands.end(), outs.begin(), outs.end());
+    r.call = backward_call(c, outs, gen, &r.operands);
+  }
+  CallCounts counts(device.type);
+  r.call();
+  synchronize(device);
+  r.bytes = counts.bytes();
+  return r;
 }
 
 Utilisation utilisation(const BenchResult& r, const Ceilings& c) {

@@ -4,6 +4,7 @@
 // the results are held against, roofline-wise.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,25 @@ std::vector<Shape> bench_shapes(const OpCase& c, int64_t elements);
 std::vector<BenchResult> bench_case(const OpCase& c, const BenchOptions& o);
 // The ceilings on o.device in o.dtype: a copy of `copy_elements` and a matmul of two `gemm_side` squares.
 Ceilings measure_ceilings(const BenchOptions& o, int64_t copy_elements, int64_t gemm_side);
+
+// One pass of a case at input shapes of its own (not its test shapes grown by batch), as kernels_bench times
+// it: a single op's kernel launches (tests/opbench/kernel_cases.h).
+enum class Pass {
+  Forward,   // the case's call, without autograd
+  Backward,  // the backward of the op that made the case's outputs, alone (after one forward, untimed)
+};
+struct ShapedCall {
+  std::vector<Tensor> operands;  // kept alive for `call`
+  std::function<void()> call;    // queues the pass on the device's current stream
+  // What its kernel calls declare they read and write (tests/harness/call_counts.h), counted on one call.
+  double bytes = 0;
+};
+// The case's inputs at `shapes` on `device` (dtype `dtype`): floating inputs uniform in [-2, 2), drawn on the
+// device by `gen`, channels-last where the case's input is; integer or mask inputs are refused. The backward
+// pass needs the float outputs to come from one autograd node; its output gradients are uniform like the inputs,
+// each in its output's layout. Makes one call (counting the bytes), which serves as a warm-up.
+ShapedCall shaped_call(const OpCase& c, const std::vector<Shape>& shapes, Pass pass, Device device, DType dtype,
+                       Generator& gen);
 
 // The share of its ceiling a result reaches: FLOP/s against the matmul's when the case's FLOPs per byte exceed
 // the ceilings' (it is compute-bound), else bytes/s against the copy's.

@@ -1,5 +1,7 @@
 // Op cases for Tensor's views (view, reshape, permute, transpose, slice, narrow, select, unsqueeze, squeeze,
 // flatten, expand) and copies (contiguous, clone, to(dtype), copy_, fill_).
+#include <cmath>
+
 #include "runtime/tensor/ops.h"
 #include "tests/runtime/op_cases.h"
 
@@ -171,6 +173,28 @@ void add_copies(std::vector<OpCase>& cs) {
     cs.back().fd_step = step;
     cs.back().batch_inputs = {0};
   }
+  // To bf16 (8 significant bits), rounded to nearest with ties to even: multiples of 2^-12 in [-4, 4) are exact
+  // in f32 and f64 (no double rounding) and include values halfway between two bf16 neighbours.
+  cs.push_back(make_case(
+      "to_bf16", {float_in(x, grid_values(1.0 / 4096, -4, 4))},
+      [](const TV& in, DType) { return TV{in[0].to(DType::BF16)}; },
+      [](const HV& in) {
+        HostTensor y = ref::map(in[0], [](double v) {
+          if (v == 0) return v;
+          const double ulp = std::ldexp(1.0, std::ilogb(v) - 7);  // 2^(exponent - 7)
+          return std::nearbyint(v / ulp) * ulp;                   // the default rounding: ties to even
+        });
+        y.dtype = DType::BF16;
+        return HV{y};
+      },
+      false));
+  cs.back().batch_inputs = {0};
+  cs.push_back(make_case(
+      "contiguous_of_t_2d", {float_in({3, 4})}, [](const TV& in, DType) { return TV{in[0].t().contiguous()}; },
+      [](const HV& in) {
+        return HV{ref::permute(in[0], {1, 0})};
+      }));
+  cs.back().batch_inputs = {0};
   cs.push_back(make_case(
       "copy_into_permuted", {float_in(x)},
       [](const TV& in, DType dt) {

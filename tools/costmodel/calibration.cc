@@ -190,7 +190,7 @@ std::string records_text(const Json& j) {
   return out;
 }
 
-std::vector<Measurement> parse_calibration(const Json& j) {
+std::vector<Measurement> parse_calibration(const Json& j, const std::vector<KernelCase>& cases) {
   std::vector<Measurement> out;
   for (const Json& run : json_array(json_at(j, "runs"), "calibration runs")) {
     const std::string gpu = json_string(json_at(run, "gpu"), "run gpu");
@@ -218,7 +218,7 @@ std::vector<Measurement> parse_calibration(const Json& j) {
         m.label = commit_label(commit, kernel_label(m.kernel, n));
         TD_CHECK(m.pct_of_copy > 0, m.label, ": pct_of_copy must be positive");
         bool known = false;
-        for (const KernelCase& c : kernel_cases()) known |= c.name == m.kernel;
+        for (const KernelCase& c : cases) known |= c.name == m.kernel;
         TD_CHECK(known, "calibration kernel '", m.kernel, "' is not a kernels_bench case");
         out.push_back(m);
       }
@@ -374,9 +374,9 @@ std::vector<std::string> changed_points(const std::vector<Point>& stored, const 
   return out;
 }
 
-std::vector<Point> record_baseline() {
+std::vector<Point> record_baseline(const std::vector<KernelCase>& cases) {
   std::vector<Point> out;
-  for (const KernelCase& c : kernel_cases()) {
+  for (const KernelCase& c : cases) {
     Point p;
     p.m.kind = PointKind::Kernel;
     p.m.gpu = "h200";

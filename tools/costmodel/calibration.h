@@ -52,8 +52,9 @@ struct Measurement {
   std::string run_label() const;  // the Pipe-BD run's label without the strategy (its points share records)
 };
 
-// The measurements of calibration.json (ValueError naming what is wrong in it).
-std::vector<Measurement> parse_calibration(const Json& j);
+// The measurements of calibration.json (ValueError naming what is wrong in it, such as a kernel that is none of
+// `cases`: kernels_bench's, tests/opbench/kernel_cases.h).
+std::vector<Measurement> parse_calibration(const Json& j, const std::vector<KernelCase>& cases);
 
 // What predicts a point that is more than a sum of ops (a Pipe-BD run: a simulated schedule).
 class PointModel {
@@ -107,7 +108,7 @@ std::vector<std::string> changed_points(const std::vector<Point>& stored, const 
 // uncoalesced, a new pass over memory) against the last recorded baseline. Points are predicted on the H200.
 // Each is recorded once at its small size and scaled in proportion (Extrapolation::Proportional), so that the
 // check takes seconds and per-element traffic, not launch floors, sets the predicted times it compares.
-std::vector<Point> record_baseline();
+std::vector<Point> record_baseline(const std::vector<KernelCase>& cases);
 Json baseline_to_json(const std::vector<Point>& points);
 std::vector<Point> baseline_from_json(const Json& j);
 // The step the calibration test records again to check that the stored model counters are still what the

@@ -1,6 +1,8 @@
-// kernels_bench's cases, which also calibrate the cost model: one launch of a CUDA backend kernel
-// (elementwise, reduction, softmax, copy) over n f32 elements on GPU 0, or one layer op (batch norm, ResNet's
-// stem pooling, a layout copy) of [batch, 64, 56, 56], with the least bytes it must move.
+// What a kernels_bench case is, as the cost model records and calibrates it: one pass of an op over n f32
+// elements on GPU 0 (elementwise, reduction, softmax, copy), or of a layer op (batch norm, ResNet's stem pooling,
+// a layout copy) of [batch, 64, 56, 56], with the least bytes it must move. The cases themselves are op cases of
+// the test harness at shapes of their own (tests/opbench/kernel_cases.h), so the list lives there, and the
+// programs that run it (kernels_bench, the fit) are built with the tests' code.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +19,7 @@ namespace costmodel {
 // One case made for n elements: its operands (kept alive here), the launch and the bytes it must move.
 struct KernelRun {
   std::vector<Tensor> operands;
-  std::function<void(const Stream&)> launch;  // queues the kernel on the stream
+  std::function<void(const Stream&)> launch;  // queues the pass's kernels on the stream
   double bytes = 0;                           // least bytes read + written by one launch
 };
 
@@ -30,8 +32,6 @@ struct KernelCase {
   std::vector<int64_t> args = {int64_t{1} << 20, int64_t{1} << 26};  // what kernels_bench runs
   int64_t record_arg = int64_t{1} << 18;  // the cost model records at this and 4 times it, and extrapolates
 };
-
-const std::vector<KernelCase>& kernel_cases();
 
 }  // namespace costmodel
 }  // namespace tandem
