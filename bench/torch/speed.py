@@ -10,6 +10,8 @@ Tandem's run used, in three modes:
     step      fwd_bwd plus torch.optim.SGD(lr=0.01, momentum=0.9, weight_decay=5e-4).step()
 With --bf16, each case is also timed in PyTorch under bf16 autocast (torch.autocast with torch.bfloat16 around
 the forward and the loss: PyTorch's mixed precision, what a user would pick instead of f32), in a column beside.
+With --precision bf16, Tandem's run is bf16 (models_bench --precision=bf16, or a JSON it wrote so) and the
+PyTorch column is bf16 autocast: mixed precision side by side.
 
 Usage:
     gpu-bundle/bin/models_bench --benchmark_out=models_bench.json --benchmark_out_format=json
@@ -18,6 +20,7 @@ Usage:
     python3 bench/torch/speed.py --models resnet18 --sizes 32 --batch 256   # PyTorch alone
     tools/tandem bench-cpu        # side by side on the CPU: --tandem-bin runs each model's cases in Tandem
                                   # right before PyTorch's, batches 8 and 64 at 32x32 and 64x64
+    tools/tandem bench-cpu --precision bf16   # Tandem's bf16 beside PyTorch's bf16 autocast
 With --out PREFIX the results also go to PREFIX.json and PREFIX.csv (one row per case).
 """
 import argparse
@@ -47,16 +50,18 @@ def parse_tandem(path):
         cases.append({"model": model, "size": int(size), "mode": mode, "batch": int(b["batch"]),
                       "tandem": float(b["images_per_s"])})
     device = ctx.get("tandem_device", "cuda:0")
+    for b in cases:
+        b["precision"] = ctx.get("tandem_dtype", "f32")
     return cases, device, ctx.get("tandem_tf32", "1") == "1", ctx.get("tandem_channels_last", "1") == "1", ctx
 
 
-def run_tandem(binary, model, size, batch, modes, device, min_time, threads):
+def run_tandem(binary, model, size, batch, modes, device, min_time, threads, precision="f32"):
     """Runs models_bench on one model, size and batch; returns its cases (parse_tandem) and JSON context."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "tandem.json")
         cmd = [binary, "--device=" + device, "--batch=%d" % batch, "--sizes=%d" % size, "--models=" + model,
-               "--modes=" + ",".join(modes), "--min-time=%g" % min_time, "--benchmark_out=" + out,
-               "--benchmark_out_format=json"]
+               "--modes=" + ",".join(modes), "--min-time=%g" % min_time, "--precision=" + precision,
+               "--benchmark_out=" + out, "--benchmark_out_format=json"]
         env = dict(os.environ, TANDEM_NUM_THREADS=str(threads))
         r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if r.returncode != 0:
@@ -65,7 +70,8 @@ def run_tandem(binary, model, size, batch, modes, device, min_time, threads):
         return cases, ctx
 
 
-def time_case(model_name, size, batch, mode, device, channels_last, min_time=1.0, bf16=False):
+def make_step(model_name, size, batch, mode, device, channels_last, bf16=False):
+    """One case's step as a function: the model and inputs made, nothing run (profile_step.py profiles it)."""
     torch.manual_seed(1)
     model = getattr(torchvision.models, model_name)(num_classes=1000).to(device)
     fmt = torch.channels_last if channels_last else torch.contiguous_format
@@ -89,6 +95,12 @@ def time_case(model_name, size, batch, mode, device, channels_last, min_time=1.0
         if mode == "step":
             opt.step()
 
+    return run
+
+
+def time_case(model_name, size, batch, mode, device, channels_last, min_time=1.0, bf16=False):
+    run = make_step(model_name, size, batch, mode, device, channels_last, bf16)
+    cuda = device.startswith("cuda")
     for _ in range(3):
         run()
     if cuda:
@@ -166,6 +178,9 @@ def main():
     ap.add_argument("--nchw", action="store_true", help="NCHW instead of channels-last on the GPU")
     ap.add_argument("--no-tf32", action="store_true")
     ap.add_argument("--bf16", action="store_true", help="also time PyTorch under bf16 autocast, in a column beside")
+    ap.add_argument("--precision", choices=["f32", "bf16"], default="f32",
+                    help="Tandem's precision (--tandem-bin runs it so; a --tandem JSON must have been run so) and "
+                         "PyTorch's beside it: f32, or bf16 autocast")
     ap.add_argument("--threads", type=int, default=0,
                     help="CPU threads of both (default: those of Tandem's run in its JSON, else the core count)")
     ap.add_argument("--min-time", type=float, default=1.0, help="seconds of timed iterations per case")
@@ -173,6 +188,8 @@ def main():
     args = ap.parse_args()
     if args.tandem and args.tandem_bin:
         ap.error("--tandem and --tandem-bin exclude each other")
+    if args.bf16 and args.precision == "bf16":
+        ap.error("--bf16 adds a PyTorch bf16 column beside f32; with --precision bf16 the PyTorch column is bf16")
 
     batches = [int(b) for b in (args.batches or str(args.batch)).split(",")]
     models, sizes, modes = args.models.split(","), [int(s) for s in args.sizes.split(",")], args.modes.split(",")
@@ -181,6 +198,9 @@ def main():
         cases, ctx = [], {}
         for path in args.tandem:
             c, device, tf32, channels_last, ctx = parse_tandem(path)
+            if any(x["precision"] != args.precision for x in c):
+                raise SystemExit("speed.py: %s was run in %s (tandem_dtype), not --precision %s" % (
+                    path, c[0]["precision"], args.precision))
             cases += c
         threads = threads or int(ctx.get("tandem_threads", 0))
     else:
@@ -197,13 +217,14 @@ def main():
     context = {"pytorch": torch.__version__, "torchvision": torchvision.__version__, "device": device,
                "gpu": gpu, "cpu": platform.processor() or platform.machine(), "threads": threads,
                "tf32": tf32, "layout": "channels-last" if channels_last else "NCHW",
-               "dtype": "f32" + (", and bf16 autocast" if args.bf16 else ""),
+               "dtype": "bf16 (PyTorch: autocast)" if args.precision == "bf16" else
+                        "f32" + (", and bf16 autocast" if args.bf16 else ""),
                "min_time_s": args.min_time, "mkldnn": torch.backends.mkldnn.is_available(),
                "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "default")}
-    print("PyTorch %s, torchvision %s, %s (%s), %d CPU threads, OMP_WAIT_POLICY %s, tf32 %s, %s" % (
+    print("PyTorch %s, torchvision %s, %s (%s), %d CPU threads, OMP_WAIT_POLICY %s, tf32 %s, %s, %s" % (
         torch.__version__, torchvision.__version__, device, gpu, threads, context["omp_wait_policy"],
-        ("on" if tf32 else "off") if gpu != "cpu" else "n/a", "channels-last" if channels_last else "NCHW"),
-        flush=True)
+        ("on" if tf32 else "off") if gpu != "cpu" else "n/a", "channels-last" if channels_last else "NCHW",
+        context["dtype"]), flush=True)
     bf16_head = " %14s %10s" % ("PT bf16 img/s", "Tandem/bf16") if args.bf16 else ""
     print("%-14s %5s %6s %-8s %14s %14s %10s%s" % ("model", "size", "batch", "mode", "Tandem img/s", "PyTorch img/s",
                                                   "Tandem/PT", bf16_head), flush=True)
@@ -216,13 +237,14 @@ def main():
     for (batch, size, model), group in groups.items():
         if args.tandem_bin:
             measured, ctx = run_tandem(args.tandem_bin, model, size, batch, [c["mode"] for c in group], device,
-                                       args.min_time, threads)
+                                       args.min_time, threads, args.precision)
             if int(ctx.get("tandem_threads", threads)) != threads:
                 raise SystemExit("speed.py: Tandem ran %s threads, not %d" % (ctx.get("tandem_threads"), threads))
             for c in group:
                 c["tandem"] = next(m["tandem"] for m in measured if m["mode"] == c["mode"])
         for c in group:
-            pt = time_case(c["model"], c["size"], c["batch"], c["mode"], device, channels_last, args.min_time)
+            pt = time_case(c["model"], c["size"], c["batch"], c["mode"], device, channels_last, args.min_time,
+                           bf16=args.precision == "bf16")
             tandem = c["tandem"]
             row = dict(c, pytorch=pt)
             bf16_cells = ""
@@ -236,7 +258,8 @@ def main():
                 "%.2f" % (tandem / pt) if tandem else "-", bf16_cells), flush=True)
             rows.append(row)
     if any(r["tandem"] for r in rows):
-        print(ratio_tables(rows))
+        print(ratio_tables(rows, title="PyTorch bf16 autocast (Tandem bf16)" if args.precision == "bf16"
+                           else "PyTorch"))
         if args.bf16:
             print(ratio_tables(rows, "pytorch_bf16", "PyTorch bf16 autocast"))
     if args.out:

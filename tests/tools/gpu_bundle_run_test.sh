@@ -4,7 +4,9 @@
 # (stand-in) GPU it runs every step in order with the bundle's libraries unpacked onto LD_LIBRARY_PATH: the tests
 # in chunks with eager CUDA module loading, the sanitizers (a reported race fails the run), the programs on
 # cuda:0, cuda:0/3 and cuda:0/4, models_bench and speed.py --bf16 on its JSON, kernels_bench, conv_api_bench
-# (its table in programs.txt), and skips the profile hook; OUTDIR keeps at most 8 files of at most 16 MiB. A step that hangs ends when the budget does.
+# (its table in programs.txt), skips Tandem's profile (the stub has no --profile) and runs PyTorch's
+# (torch/profile_step.py) into profile.txt; OUTDIR keeps at most 8 files of at most 16 MiB. A step that hangs ends
+# when the budget does.
 set -u
 source "$1"
 RUN_SH="$2" RUN_CHUNKS="$3"
@@ -68,7 +70,8 @@ echo "model            size  batch mode          ms/iter     images/s"'
 stub "$b/bench/kernels_bench" '[ -n "${STUB_HANG:-}" ] && sleep 600
 echo "relu 82.2%"'
 stub "$b/bench/conv_api_bench" 'echo "conv_api_bench: graph API / legacy, GPU time over the shapes both ran: 0.950 (graph faster in 10 of 18 cases)"'
-stub "$work/stubs/torch-python" 'while [ $# -gt 0 ]; do
+stub "$work/stubs/torch-python" 'case "$1" in */profile_step.py) echo "profile: PyTorch (stub) per kernel" ;; esac
+while [ $# -gt 0 ]; do
   [ "$1" = --out ] && echo "{}" >"$2.json" && echo "x" >"$2.csv"
   shift
 done'
@@ -114,10 +117,14 @@ has "conv_api_bench EAGER --batch 256 --sizes 224,32 --models resnet18,resnet50,
   "the benchmarks' calls"
 has "graph faster in 10 of 18 cases" "$out" "run.sh (conv_api_bench's last lines)"
 grep -qE '^profile +0  skipped: models_bench has no --profile yet' <<<"$out" || fail "run.sh ran the profile hook"
+has "torch-python EAGER $b/torch/profile_step.py --model resnet50 --size 224 --batch 256 --mode fwd_bwd" "$calls" \
+  "profile_step.py's call"
+has "profile: PyTorch (stub) per kernel" "$out" "run.sh (PyTorch's profile)"
+has "profile: PyTorch (stub) per kernel" "$(cat "$work/out/profile.txt")" "profile.txt"
 has "racecheck" "$(grep -A20 '== Tandem GPU bundle results' <<<"$out" | grep FAILED)" "the results table's failures"
-order="$(grep -oE '^(GPU tests:|memcheck:|== programs|== models_bench|== kernels_bench|== Tandem GPU bundle results)' \
+order="$(grep -oE '^(GPU tests:|memcheck:|== programs|== models_bench|== kernels_bench|== PyTorch.s profile|== Tandem GPU bundle results)' \
   <<<"$out" | uniq | paste -sd'|')"
-[ "$order" = "GPU tests:|memcheck:|== programs|== models_bench|== kernels_bench|== Tandem GPU bundle results" ] ||
+[ "$order" = "GPU tests:|memcheck:|== programs|== models_bench|== kernels_bench|== PyTorch's profile|== Tandem GPU bundle results" ] ||
   fail "run.sh's steps came in the order $order"
 [ "$(find "$work/out" -type f | wc -l)" -le 8 ] || fail "run.sh left more than 8 files: $(ls "$work/out")"
 big="$(find "$work/out" -type f -size +16M)"

@@ -43,6 +43,20 @@ row() {
   case "$2" in FAILED* | cut*) failed=1 ;; esac
 }
 wanted() { [[ "$STEPS" == *",$1,"* ]]; }
+# torch_python: the Python with torch and torchvision (TANDEM_BUNDLE_TORCH_PYTHON, else the first found), or "".
+torch_python() {
+  local py
+  if [ -n "${TANDEM_BUNDLE_TORCH_PYTHON:-}" ]; then
+    echo "$TANDEM_BUNDLE_TORCH_PYTHON"
+    return
+  fi
+  for py in python3 /opt/torch/.venv/bin/python3; do
+    if "$py" -c 'import torch, torchvision' >/dev/null 2>&1; then
+      echo "$py"
+      return
+    fi
+  done
+}
 # cap FILE: cuts a result file to FILE_LIMIT bytes, saying so at its end.
 cap() {
   local size
@@ -216,12 +230,7 @@ if wanted models; then
   timed "models_bench" 100 "$HERE/bench/models/models_bench" --device=cuda:0 --batch=256 --sizes=224,32 \
     --models=resnet18,resnet50,mobilenet_v2 --min-time=0.3 --benchmark_out="$OUTDIR/models_bench.json" \
     --benchmark_out_format=json
-  torch_py="${TANDEM_BUNDLE_TORCH_PYTHON:-}"
-  if [ -z "$torch_py" ]; then
-    for py in python3 /opt/torch/.venv/bin/python3; do
-      if "$py" -c 'import torch, torchvision' >/dev/null 2>&1; then torch_py="$py" && break; fi
-    done
-  fi
+  torch_py="$(torch_python)"
   if [ -z "$torch_py" ]; then
     row "PyTorch (speed.py)" "skipped: no Python with torch and torchvision" 0
   else
@@ -249,7 +258,8 @@ if wanted kernels; then
 fi
 
 # 6. The kernel profiler's tables of one ResNet-50 fwd_bwd step (models_bench --profile: CUPTI's kernel times, or
-# one stderr line saying why not and host timers), beside PyTorch's figures of the speed issue.
+# one stderr line saying why not and host timers), then PyTorch's profiler tables of the same step
+# (torch/profile_step.py: per kernel and per op), both into profile.txt.
 if wanted profile; then
   if ! "$HERE/bench/models/models_bench" --help 2>&1 | grep -qE -- '^ +--profile( |$)'; then
     row "profile" "skipped: models_bench has no --profile yet" 0
@@ -260,8 +270,20 @@ if wanted profile; then
       --models=resnet50 --modes=fwd_bwd --min-time=0.1 --profile >"$OUTDIR/profile.txt" 2>&1
     grep -m1 "tandem: profiler" "$OUTDIR/profile.txt" || true
     sed -n '/^profile: /,$p' "$OUTDIR/profile.txt" | head -n 70
-    cap "$OUTDIR/profile.txt"
   fi
+  torch_py="$(torch_python)"
+  if [ -z "$torch_py" ]; then
+    row "PyTorch profile" "skipped: no Python with torch and torchvision" 0
+  else
+    echo
+    echo "== PyTorch's profile of the same step (output appended to profile.txt)"
+    timed "PyTorch profile" 60 "$torch_py" "$HERE/torch/profile_step.py" --model resnet50 --size 224 --batch 256 \
+      --mode fwd_bwd >"$WORK/torch_profile.txt" 2>&1
+    printf '\n' >>"$OUTDIR/profile.txt"
+    cat "$WORK/torch_profile.txt" >>"$OUTDIR/profile.txt"
+    sed -n '/^profile: /,$p' "$WORK/torch_profile.txt" | head -n 70
+  fi
+  cap "$OUTDIR/profile.txt"
 fi
 
 for f in models_bench.json speed.json kernels_bench.json; do cap "$OUTDIR/$f"; done
