@@ -122,6 +122,21 @@ def time_case(model_name, size, batch, mode, device, channels_last, min_time=1.0
     return iters * batch / total
 
 
+def try_time_case(model_name, size, batch, mode, *args, bf16=False):
+    """time_case, or None, said on stdout, when this PyTorch cannot run the case (PyTorch 1.13's CPU has no bf16
+    backward for MobileNetV2's ReLU6)."""
+    try:
+        return time_case(model_name, size, batch, mode, *args, bf16=bf16)
+    except RuntimeError as e:
+        print("PyTorch%s cannot run %s %dx%d batch %d %s: %s" % (" bf16 autocast" if bf16 else "", model_name, size,
+                                                               size, batch, mode, str(e).splitlines()[0]))
+        return None
+
+
+def cell(value, fmt="%.1f"):
+    return fmt % value if value else "-"
+
+
 def ratio_tables(rows, peer="pytorch", title="PyTorch"):
     """The results as the issue's tables: per batch and size, a row per model, 'Tandem / peer = ratio' per
     mode (images/s); `peer` is the rows' key of PyTorch's figure (pytorch, or pytorch_bf16 for autocast)."""
@@ -138,7 +153,8 @@ def ratio_tables(rows, peer="pytorch", title="PyTorch"):
                 cells = []
                 for mode in modes:
                     r = next((r for r in group if r["model"] == model and r["mode"] == mode), None)
-                    cells.append("%.0f / %.0f = %.2f" % (r["tandem"], r[peer], r["tandem"] / r[peer]) if r else "-")
+                    cells.append("%.0f / %.0f = %.2f" % (r["tandem"], r[peer], r["tandem"] / r[peer])
+                                 if r and r[peer] else "-")
                 lines.append("| %s | %s |" % (model, " | ".join(cells)))
     return "\n".join(lines)
 
@@ -148,12 +164,12 @@ def write_results(prefix, rows, context):
     fields = ["model", "size", "batch", "mode", "tandem_images_per_s", "pytorch_images_per_s", "ratio"]
     table = [{"model": r["model"], "size": r["size"], "batch": r["batch"], "mode": r["mode"],
               "tandem_images_per_s": r["tandem"], "pytorch_images_per_s": r["pytorch"],
-              "ratio": r["tandem"] / r["pytorch"] if r["tandem"] else None} for r in rows]
+              "ratio": r["tandem"] / r["pytorch"] if r["tandem"] and r["pytorch"] else None} for r in rows]
     if any("pytorch_bf16" in r for r in rows):
         fields += ["pytorch_bf16_images_per_s", "ratio_bf16"]
         for t, r in zip(table, rows):
             t["pytorch_bf16_images_per_s"] = r["pytorch_bf16"]
-            t["ratio_bf16"] = r["tandem"] / r["pytorch_bf16"] if r["tandem"] else None
+            t["ratio_bf16"] = r["tandem"] / r["pytorch_bf16"] if r["tandem"] and r["pytorch_bf16"] else None
     with open(prefix + ".json", "w") as f:
         json.dump({"context": context, "results": table}, f, indent=1)
     with open(prefix + ".csv", "w", newline="") as f:
@@ -243,19 +259,20 @@ def main():
             for c in group:
                 c["tandem"] = next(m["tandem"] for m in measured if m["mode"] == c["mode"])
         for c in group:
-            pt = time_case(c["model"], c["size"], c["batch"], c["mode"], device, channels_last, args.min_time,
-                           bf16=args.precision == "bf16")
+            pt = try_time_case(c["model"], c["size"], c["batch"], c["mode"], device, channels_last, args.min_time,
+                               bf16=args.precision == "bf16")
             tandem = c["tandem"]
             row = dict(c, pytorch=pt)
             bf16_cells = ""
             if args.bf16:
-                row["pytorch_bf16"] = time_case(c["model"], c["size"], c["batch"], c["mode"], device, channels_last,
-                                                args.min_time, bf16=True)
-                bf16_cells = " %14.1f %10s" % (row["pytorch_bf16"],
-                                               "%.2f" % (tandem / row["pytorch_bf16"]) if tandem else "-")
-            print("%-14s %5d %6d %-8s %14s %14.1f %10s%s" % (
-                c["model"], c["size"], c["batch"], c["mode"], "%.1f" % tandem if tandem else "-", pt,
-                "%.2f" % (tandem / pt) if tandem else "-", bf16_cells), flush=True)
+                row["pytorch_bf16"] = try_time_case(c["model"], c["size"], c["batch"], c["mode"], device,
+                                                    channels_last, args.min_time, bf16=True)
+                bf16_cells = " %14s %10s" % (cell(row["pytorch_bf16"]),
+                                             cell(tandem and row["pytorch_bf16"] and tandem / row["pytorch_bf16"],
+                                                  "%.2f"))
+            print("%-14s %5d %6d %-8s %14s %14s %10s%s" % (
+                c["model"], c["size"], c["batch"], c["mode"], cell(tandem), cell(pt),
+                cell(tandem and pt and tandem / pt, "%.2f"), bf16_cells), flush=True)
             rows.append(row)
     if any(r["tandem"] for r in rows):
         print(ratio_tables(rows, title="PyTorch bf16 autocast (Tandem bf16)" if args.precision == "bf16"
