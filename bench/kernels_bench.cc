@@ -9,9 +9,12 @@
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <regex>
 #include <string>
 
@@ -31,22 +34,53 @@ double g_copy_bytes_per_s = 0;  // read + written
 
 Device gpu() { return Device::cuda(0); }
 
-// Times the case's launch (queued on the current stream) with CUDA events, after a warm-up. Before each start
-// event the stream gets a 256 MiB device fill (tens of microseconds), so that the op's host work (its checks,
-// allocations, the launch itself) is done while the GPU is busy and only the kernels fall between the events.
+// Holds a stream while the host queues work behind it: a host function on the stream that waits until open() (or
+// a second, so that a launch that synchronizes the stream itself only slows, never hangs), so that the start
+// event, the case's kernels and the stop event are all queued before the first of them runs and the op's host
+// work (its checks, allocations, the launches) falls outside the events.
+class StreamGate {
+ public:
+  void hold(const Stream& s) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      open_ = false;
+    }
+    TD_CUDA_CHECK(cudaLaunchHostFunc(s.cuda(), &StreamGate::wait, this));
+  }
+  void open() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      open_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  static void CUDART_CB wait(void* self) {
+    StreamGate& g = *static_cast<StreamGate*>(self);
+    std::unique_lock<std::mutex> lock(g.mu_);
+    g.cv_.wait_for(lock, std::chrono::seconds(1), [&] { return g.open_; });
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = true;
+};
+
+// Times the case's launch (queued on the current stream behind a StreamGate) with CUDA events, after a warm-up.
 void run_timed(benchmark::State& state, const costmodel::KernelCase& c) {
   const costmodel::KernelRun run = c.make(state.range(0));
   Stream s = current_stream(gpu());
   for (int i = 0; i < 3; ++i) run.launch(s);
   s.synchronize();
-  Tensor busy = empty({int64_t{1} << 28}, TensorOptions(DType::U8).with_device(gpu()));
+  StreamGate gate;
   Event start(true), stop(true);
   double total_s = 0;
   for (auto _ : state) {
-    TD_CUDA_CHECK(cudaMemsetAsync(busy.raw_data(), 0, busy.nbytes(), s.cuda()));
+    gate.hold(s);
     start.record(s);
     run.launch(s);
     stop.record(s);
+    gate.open();
     stop.synchronize();
     const double sec = start.elapsed_ms(stop) * 1e-3;
     state.SetIterationTime(sec);
