@@ -40,12 +40,18 @@ Device gpu() { return Device::cuda(0); }
 // work (its checks, allocations, the launches) falls outside the events.
 class StreamGate {
  public:
-  void hold(const Stream& s) {
+  explicit StreamGate(const Stream& s) : stream_(s.cuda()) {}
+  // Opened, and its host function done, before it goes (also when a launch threw while it held the stream).
+  ~StreamGate() {
+    open();
+    cudaStreamSynchronize(stream_);
+  }
+  void hold() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       open_ = false;
     }
-    TD_CUDA_CHECK(cudaLaunchHostFunc(s.cuda(), &StreamGate::wait, this));
+    TD_CUDA_CHECK(cudaLaunchHostFunc(stream_, &StreamGate::wait, this));
   }
   void open() {
     {
@@ -61,6 +67,7 @@ class StreamGate {
     std::unique_lock<std::mutex> lock(g.mu_);
     g.cv_.wait_for(lock, std::chrono::seconds(1), [&] { return g.open_; });
   }
+  cudaStream_t stream_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool open_ = true;
@@ -72,11 +79,11 @@ void run_timed(benchmark::State& state, const costmodel::KernelCase& c) {
   Stream s = current_stream(gpu());
   for (int i = 0; i < 3; ++i) run.launch(s);
   s.synchronize();
-  StreamGate gate;
+  StreamGate gate(s);
   Event start(true), stop(true);
   double total_s = 0;
   for (auto _ : state) {
-    gate.hold(s);
+    gate.hold();
     start.record(s);
     run.launch(s);
     stop.record(s);

@@ -1,6 +1,7 @@
 // kernels_bench's cases as op cases at their own shapes: which case, which pass, and its shapes at the argument.
 #include "tests/opbench/kernel_cases.h"
 
+#include <deque>
 #include <string>
 #include <utility>
 
@@ -20,7 +21,7 @@ constexpr int64_t kRow = 1024;  // row length of the 2-D cases
 constexpr int64_t kChannels = 64, kSide = 56;
 
 const OpCase& op_case(const std::string& family, const std::string& name) {
-  static std::vector<std::pair<std::string, OpCase>> cases;  // the ones asked for so far
+  static std::deque<std::pair<std::string, OpCase>> cases;  // the ones asked for so far (references stay valid)
   for (const auto& [f, c] : cases)
     if (f == family && c.name == name) return c;
   for (const CaseFamily& f : case_families())
@@ -41,7 +42,7 @@ std::function<costmodel::KernelRun(int64_t)> pass_of(std::string family, std::st
     ShapedCall c = shaped_call(op_case(family, name), shapes(arg), pass, gpu, DType::F32, gen);
     const std::function<void()> call = c.call;
     return costmodel::KernelRun{std::move(c.operands),
-                                [call, gpu](const Stream& s) {
+                                [call](const Stream& s) {
                                   StreamGuard on(s);
                                   call();
                                 },
