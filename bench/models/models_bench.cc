@@ -21,6 +21,7 @@
 //   --no-bn-fusion (batch norm, residual add and ReLU as separate ops, to compare with the fused batch_norm_act)
 //   --precision=f32|bf16 (the precision policy of runtime/tensor/precision.h; default f32)
 //   --cuda-graph (on a GPU: each case's iteration captured as a CUDA graph after the warm-up, its replays timed)
+//   --cudnn-benchmark (cuDNN's convolution algorithms by timing them all, as PyTorch's cudnn.benchmark)
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -72,6 +73,7 @@ struct Config {
   std::string predict_json;
   std::string compare_predictions;  // --predict-json's file, for predicted beside measured (set: profile)
   bool bn_fusion = true;
+  bool cudnn_benchmark = false;
   Precision precision = Precision::F32;
 };
 Config g_config;
@@ -307,6 +309,10 @@ int main(int argc, char** argv) {
       "f32 (default; TF32 convolutions on the GPU) or bf16 (runtime/tensor/precision.h)");
   p.flag("--no-bn-fusion", &g_config.bn_fusion, false,
          "batch norm, residual add and ReLU as separate ops (default: fused, batch_norm_act)");
+  p.flag("--cudnn-benchmark", &g_config.cudnn_benchmark, true,
+         "choose cuDNN convolution algorithms by timing them all (as TANDEM_CUDNN_BENCHMARK=1 and\n"
+         "PyTorch's cudnn.benchmark; the JSON's tandem_cudnn_benchmark says which ran); default:\n"
+         "cuDNN's heuristics");
   p.footer("Google Benchmark's flags follow.");
   std::vector<std::string> rest_args = p.parse_known(argc, argv, [&] {
     char* help[] = {argv[0], const_cast<char*>("--help")};
@@ -316,6 +322,7 @@ int main(int argc, char** argv) {
   std::vector<char*> rest{argv[0]};
   for (std::string& a : rest_args) rest.push_back(&a[0]);
   tandem::models::set_batch_norm_fusion(g_config.bn_fusion);
+  if (g_config.cudnn_benchmark) tandem::set_cudnn_benchmark(true);
   if (!g_config.predict.empty()) {
     // Launches shaped as on an H100 or H200 (132 SMs), before anything asks the simulated GPU.
     setenv("TANDEM_CUDASIM_SMS", "132", 0);
@@ -353,6 +360,7 @@ int main(int argc, char** argv) {
     benchmark::AddCustomContext("tandem_threads", std::to_string(tandem::intra_op_threads()));
     benchmark::AddCustomContext("tandem_min_time", std::to_string(g_config.min_time_s));
     benchmark::AddCustomContext("tandem_bn_fusion", g_config.bn_fusion ? "1" : "0");
+    benchmark::AddCustomContext("tandem_cudnn_benchmark", tandem::cudnn_benchmark() ? "1" : "0");
     for (const auto& m : g_config.models)
       for (int64_t size : g_config.sizes)
         for (const auto& mode : g_config.modes) {

@@ -3,7 +3,7 @@
 (models_bench --profile) for the same step.
 
 The case is speed.py's (torchvision's architecture, f32 with TF32 on a GPU, channels-last there, SGD with
-momentum for mode step). After --warmup untimed steps, --steps steps run under torch.profiler; the tables give
+momentum for mode step; cuDNN's algorithms by its heuristics unless --cudnn-benchmark). After --warmup untimed steps, --steps steps run under torch.profiler; the tables give
 per step:
     per kernel   each GPU kernel's launches and total time, and its share of the step's kernel time
     per op       each operator's self time on the device (the CPU for a CPU run) and its share
@@ -60,6 +60,9 @@ def main():
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--nchw", action="store_true", help="NCHW instead of channels-last on the GPU")
     ap.add_argument("--no-tf32", action="store_true")
+    ap.add_argument("--cudnn-benchmark", action="store_true",
+                    help="cuDNN's algorithms by timing them all (cudnn.benchmark; default: its heuristics, as "
+                         "models_bench's default)")
     ap.add_argument("--warmup", type=int, default=3, help="untimed steps before the profiled ones")
     ap.add_argument("--steps", type=int, default=1, help="profiled steps (the tables are per step)")
     ap.add_argument("--top", type=int, default=30, help="rows per table")
@@ -72,7 +75,7 @@ def main():
     channels_last = cuda and not args.nchw
     torch.backends.cudnn.allow_tf32 = not args.no_tf32
     torch.backends.cuda.matmul.allow_tf32 = not args.no_tf32
-    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.benchmark = args.cudnn_benchmark
     run = make_step(args.model, args.size, args.batch, args.mode, args.device, channels_last)
     for _ in range(args.warmup):
         run()
@@ -85,10 +88,11 @@ def main():
         if cuda:
             torch.cuda.synchronize()
     gpu = torch.cuda.get_device_name(0) if cuda else "cpu"
-    print("profile: PyTorch %s, torchvision %s, %s (%s), %s %dx%d batch %d %s, %s, TF32 %s; %d step(s) after %d "
-          "warm-up" % (torch.__version__, torchvision.__version__, args.device, gpu, args.model, args.size,
-                       args.size, args.batch, args.mode, "channels-last" if channels_last else "NCHW",
-                       "off" if args.no_tf32 or not cuda else "on", args.steps, args.warmup))
+    print("profile: PyTorch %s, torchvision %s, %s (%s), %s %dx%d batch %d %s, %s, TF32 %s, cuDNN %s; %d step(s) "
+          "after %d warm-up" % (torch.__version__, torchvision.__version__, args.device, gpu, args.model, args.size,
+                                args.size, args.batch, args.mode, "channels-last" if channels_last else "NCHW",
+                                "off" if args.no_tf32 or not cuda else "on",
+                                "benchmark" if args.cudnn_benchmark else "heuristics", args.steps, args.warmup))
     ops = [a for a in prof.key_averages() if getattr(a, "device_type", DeviceType.CPU) == DeviceType.CPU]
     if cuda:
         kernels = {}

@@ -10,6 +10,9 @@ Tandem's run used, in three modes:
     step      fwd_bwd plus torch.optim.SGD(lr=0.01, momentum=0.9, weight_decay=5e-4).step()
 With --bf16, each case is also timed in PyTorch under bf16 autocast (torch.autocast with torch.bfloat16 around
 the forward and the loss: PyTorch's mixed precision, what a user would pick instead of f32), in a column beside.
+cuDNN picks convolution algorithms on both sides alike: by its heuristics (both runtimes' default), or with
+--cudnn-benchmark by timing them all (PyTorch's cudnn.benchmark, models_bench --cudnn-benchmark); with --tandem,
+as the JSON's run did (tandem_cudnn_benchmark).
 With --precision bf16, Tandem's run is bf16 (models_bench --precision=bf16, or a JSON it wrote so) and the
 PyTorch column is bf16 autocast: mixed precision side by side.
 
@@ -52,16 +55,20 @@ def parse_tandem(path):
     device = ctx.get("tandem_device", "cuda:0")
     for b in cases:
         b["precision"] = ctx.get("tandem_dtype", "f32")
+    for b in cases:
+        b["cudnn_benchmark"] = ctx.get("tandem_cudnn_benchmark", "0") == "1"
     return cases, device, ctx.get("tandem_tf32", "1") == "1", ctx.get("tandem_channels_last", "1") == "1", ctx
 
 
-def run_tandem(binary, model, size, batch, modes, device, min_time, threads, precision="f32"):
+def run_tandem(binary, model, size, batch, modes, device, min_time, threads, precision="f32",
+               cudnn_benchmark=False):
     """Runs models_bench on one model, size and batch; returns its cases (parse_tandem) and JSON context."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "tandem.json")
         cmd = [binary, "--device=" + device, "--batch=%d" % batch, "--sizes=%d" % size, "--models=" + model,
                "--modes=" + ",".join(modes), "--min-time=%g" % min_time, "--precision=" + precision,
-               "--benchmark_out=" + out, "--benchmark_out_format=json"]
+               "--benchmark_out=" + out, "--benchmark_out_format=json"] + (
+                   ["--cudnn-benchmark"] if cudnn_benchmark else [])
         env = dict(os.environ, TANDEM_NUM_THREADS=str(threads))
         r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if r.returncode != 0:
@@ -194,6 +201,9 @@ def main():
     ap.add_argument("--nchw", action="store_true", help="NCHW instead of channels-last on the GPU")
     ap.add_argument("--no-tf32", action="store_true")
     ap.add_argument("--bf16", action="store_true", help="also time PyTorch under bf16 autocast, in a column beside")
+    ap.add_argument("--cudnn-benchmark", action="store_true",
+                    help="cuDNN's algorithms by timing them all, on both sides (default: its heuristics, both "
+                         "runtimes' default); with --tandem, as the JSON's run chose")
     ap.add_argument("--precision", choices=["f32", "bf16"], default="f32",
                     help="Tandem's precision (--tandem-bin runs it so; a --tandem JSON must have been run so) and "
                          "PyTorch's beside it: f32, or bf16 autocast")
@@ -218,6 +228,15 @@ def main():
                 raise SystemExit("speed.py: %s was run in %s (tandem_dtype), not --precision %s" % (
                     path, c[0]["precision"], args.precision))
             cases += c
+        searched = {c["cudnn_benchmark"] for c in cases}
+        if len(searched) > 1:
+            raise SystemExit("speed.py: the --tandem files differ in tandem_cudnn_benchmark; give them one at a time")
+        if searched:
+            tandem_searched = searched.pop()
+            if args.cudnn_benchmark and not tandem_searched:
+                raise SystemExit("speed.py: --cudnn-benchmark, but the --tandem run took cuDNN's heuristics "
+                                 "(run models_bench --cudnn-benchmark)")
+            args.cudnn_benchmark = tandem_searched
         threads = threads or int(ctx.get("tandem_threads", 0))
     else:
         cases = [{"model": m, "size": s, "mode": mode, "batch": b, "tandem": None}
@@ -228,19 +247,22 @@ def main():
     channels_last = channels_last and device.startswith("cuda")
     torch.backends.cudnn.allow_tf32 = tf32
     torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.benchmark = args.cudnn_benchmark
     gpu = torch.cuda.get_device_name(0) if device.startswith("cuda") else "cpu"
     context = {"pytorch": torch.__version__, "torchvision": torchvision.__version__, "device": device,
                "gpu": gpu, "cpu": platform.processor() or platform.machine(), "threads": threads,
                "tf32": tf32, "layout": "channels-last" if channels_last else "NCHW",
                "dtype": "bf16 (PyTorch: autocast)" if args.precision == "bf16" else
                         "f32" + (", and bf16 autocast" if args.bf16 else ""),
-               "min_time_s": args.min_time, "mkldnn": torch.backends.mkldnn.is_available(),
+               "min_time_s": args.min_time,
+               "cudnn_algorithms": "timed search (benchmark), both" if args.cudnn_benchmark else "heuristics, both",
+               "mkldnn": torch.backends.mkldnn.is_available(),
                "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "default")}
-    print("PyTorch %s, torchvision %s, %s (%s), %d CPU threads, OMP_WAIT_POLICY %s, tf32 %s, %s, %s" % (
+    print("PyTorch %s, torchvision %s, %s (%s), %d CPU threads, OMP_WAIT_POLICY %s, tf32 %s, %s, %s%s" % (
         torch.__version__, torchvision.__version__, device, gpu, threads, context["omp_wait_policy"],
         ("on" if tf32 else "off") if gpu != "cpu" else "n/a", "channels-last" if channels_last else "NCHW",
-        context["dtype"]), flush=True)
+        context["dtype"], ", cuDNN algorithms: " + context["cudnn_algorithms"] if gpu != "cpu" else ""),
+        flush=True)
     bf16_head = " %14s %10s" % ("PT bf16 img/s", "Tandem/bf16") if args.bf16 else ""
     print("%-14s %5s %6s %-8s %14s %14s %10s%s" % ("model", "size", "batch", "mode", "Tandem img/s", "PyTorch img/s",
                                                   "Tandem/PT", bf16_head), flush=True)
@@ -253,7 +275,7 @@ def main():
     for (batch, size, model), group in groups.items():
         if args.tandem_bin:
             measured, ctx = run_tandem(args.tandem_bin, model, size, batch, [c["mode"] for c in group], device,
-                                       args.min_time, threads, args.precision)
+                                       args.min_time, threads, args.precision, args.cudnn_benchmark)
             if int(ctx.get("tandem_threads", threads)) != threads:
                 raise SystemExit("speed.py: Tandem ran %s threads, not %d" % (ctx.get("tandem_threads"), threads))
             for c in group:
