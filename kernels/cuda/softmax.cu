@@ -21,8 +21,11 @@ namespace {
 // chunks).
 constexpr int kRowCached = 4;
 // The forward row kernel: kMaxCached chunks per lane, up to kThreads lanes per row: rows up to 2048 chunks
-// (8192 f32) are read once.
+// (8192 f32) are read once; rows up to kThreads * kMaxCachedWide chunks (16384 f32) too, a block of kThreads
+// lanes per row with twice the registers (fewer blocks per SM, each with 16 loads in flight per lane), where
+// the long-row kernel would read them twice and pay a 1024-thread block's reductions per row.
 constexpr int kMaxCached = 8;
+constexpr int kMaxCachedWide = 16;
 // Longer rows: a block of kLongThreads per row or row segment; one row per block and two blocks per SM keep
 // the rows in flight within L2 for their second read. Rows are split when there are fewer than
 // kLongRowBlocks of them (about two per SM), into segments of at least kLongSegChunks chunks.
@@ -126,16 +129,15 @@ __device__ __forceinline__ void store_chunk(T* row, int64_t c, int64_t n, bool v
   }
 }
 
-// inner == 1, rows that fit in registers: a group of G <= kThreads lanes per row; lane l holds chunks
+// inner == 1, rows that fit in registers: a group of G <= kThreads lanes per row; lane l holds K chunks
 // l, l + G, ..., l + (K - 1) G. The row is read once and written once: its max and its sum of exp(x - max)
 // are two group reductions over registers (shuffles only for G <= 32: rows up to 1024 f32), and
 // softmax keeps exp(x - max) for the output. Elements past the row's end hold -inf, which neither
 // reduction sees. log and vec are template arguments: as run-time flags both paths stay live and double
 // the registers.
-template <typename T, bool kLog, bool kVec>
+template <typename T, bool kLog, bool kVec, int K>
 __global__ void __launch_bounds__(kThreads) softmax_rows_kernel(const T* x, T* y, int64_t rows, int64_t n, int G) {
   constexpr int V = vec_width<T>();
-  constexpr int K = kMaxCached;
   constexpr bool log = kLog, vec = kVec;
   __shared__ T smem_m[kThreads / 32];
   __shared__ double smem_s[kThreads / 32];
@@ -477,28 +479,34 @@ int64_t pow2_ceil(int64_t v) {
   return p;
 }
 
-template <typename T, bool kLog, bool kVec>
-void launch_cached_rows(const T* x, T* y, int64_t rows, int64_t n, int G, const LaunchScope& ls) {
-  launch_kernel(TD_KERNEL(softmax_rows_kernel<T, kLog, kVec>), grid_for(ceil_div(rows, kThreads / G), ls.device()),
+template <typename T, bool kLog, bool kVec, int K>
+void launch_cached_rows(const T* x, T* y, int64_t rows, int64_t n, const LaunchScope& ls) {
+  const int G = static_cast<int>(pow2_ceil(ceil_div(ceil_div(n, vec_width<T>()), K)));
+  launch_kernel(TD_KERNEL(softmax_rows_kernel<T, kLog, kVec, K>), grid_for(ceil_div(rows, kThreads / G), ls.device()),
                 kThreads, 0, ls.stream(), x, y, rows, n, G);
   TD_CUDA_CHECK_LAUNCH(ls.stream(), "softmax_rows_kernel");
 }
 
+// The cached-rows kernel for K chunks per lane, its flags as template arguments.
+template <typename T, int K>
+void launch_cached_rows(bool log, bool vec, const T* x, T* y, int64_t rows, int64_t n, const LaunchScope& ls) {
+  if (log)
+    return vec ? launch_cached_rows<T, true, true, K>(x, y, rows, n, ls)
+               : launch_cached_rows<T, true, false, K>(x, y, rows, n, ls);
+  return vec ? launch_cached_rows<T, false, true, K>(x, y, rows, n, ls)
+             : launch_cached_rows<T, false, false, K>(x, y, rows, n, ls);
+}
+
 // Softmax over rows (inner == 1). Rows that fit get the fewest lanes that hold them in kMaxCached chunks
-// each; longer ones the long-row kernels.
+// each, or a block of lanes with kMaxCachedWide each; longer ones the long-row kernels.
 template <typename T>
 void softmax_rows(bool log, const T* x, T* y, int64_t rows, int64_t n, const Stream& s, const LaunchScope& ls) {
   constexpr int V = vec_width<T>();
   const bool vec = n % V == 0 && is_aligned(x, 16) && is_aligned(y, 16);
   const int64_t nchunks = ceil_div(n, V);
-  if (nchunks <= int64_t{kThreads} * kMaxCached) {
-    const int G = static_cast<int>(pow2_ceil(ceil_div(nchunks, kMaxCached)));
-    if (log)
-      return vec ? launch_cached_rows<T, true, true>(x, y, rows, n, G, ls)
-                 : launch_cached_rows<T, true, false>(x, y, rows, n, G, ls);
-    return vec ? launch_cached_rows<T, false, true>(x, y, rows, n, G, ls)
-               : launch_cached_rows<T, false, false>(x, y, rows, n, G, ls);
-  }
+  if (nchunks <= int64_t{kThreads} * kMaxCached) return launch_cached_rows<T, kMaxCached>(log, vec, x, y, rows, n, ls);
+  if (nchunks <= int64_t{kThreads} * kMaxCachedWide)
+    return launch_cached_rows<T, kMaxCachedWide>(log, vec, x, y, rows, n, ls);
   int64_t nseg = 1;
   if (rows < kLongRowBlocks)
     nseg = std::max<int64_t>(1, std::min(ceil_div(kLongRowBlocks, rows), nchunks / kLongSegChunks));

@@ -118,11 +118,13 @@ TEST(CudaReduce, IsDeterministicAndIndependentOfAlignment) {
   }
 }
 
-// Softmax shapes: rows held in registers (one lane to a block per row), rows too long for them (one block
-// per row, and split over blocks when rows are few: the last two), columns short and long.
-const std::vector<Layout> kSoftmaxLayouts = {
-    {1, 1, 1},     {7, 10, 1},      {300, 1000, 1}, {33, 1023, 1}, {4, 4096, 1},  {3, 8192, 1}, {3, 10000, 1},
-    {2, 70001, 1}, {1, 1 << 17, 1}, {2, 140001, 1}, {5, 21, 37},   {2, 64, 1000}, {3, 100, 40}, {1, 3000, 5}};
+// Softmax shapes: rows held in registers (one lane to a block per row; up to 16384 f32 with twice the registers
+// per lane), rows too long for them (one block per row, and split over blocks when rows are few: the last two),
+// columns short and long.
+const std::vector<Layout> kSoftmaxLayouts = {{1, 1, 1},     {7, 10, 1},    {300, 1000, 1},  {33, 1023, 1},
+                                             {4, 4096, 1},  {3, 8192, 1},  {3, 10000, 1},   {2, 16384, 1},
+                                             {3, 20000, 1}, {2, 70001, 1}, {1, 1 << 17, 1}, {2, 140001, 1},
+                                             {5, 21, 37},   {2, 64, 1000}, {3, 100, 40},    {1, 3000, 5}};
 
 void check_softmax(bool log, DType t, const Layout& l, int64_t shift) {
   const std::string what = std::string(log ? "log_softmax " : "softmax ") + dtype_name(t) + " " + layout_name(l) +
@@ -161,8 +163,9 @@ TEST(CudaSoftmax, ForwardAndBackwardMatchCpu) {
 
 TEST(CudaSoftmax, IsDeterministicAndIndependentOfAlignment) {
   TD_REQUIRE_GPU();
-  // Cached rows (vector and element loads), a block per long row, long rows split over blocks.
-  for (const Layout& l : {Layout{64, 1000, 1}, Layout{6, 12000, 1}, Layout{1, 1 << 17, 1}})
+  // Cached rows (vector and element loads; 8 and 16 chunks per lane), a block per long row, long rows split over
+  // blocks.
+  for (const Layout& l : {Layout{64, 1000, 1}, Layout{6, 12000, 1}, Layout{6, 20000, 1}, Layout{1, 1 << 17, 1}})
     for (bool log : {false, true}) {
       const int64_t n = l.outer * l.r;
       Tensor x = random_cpu({n}, DType::F32, -8.0, 8.0);
