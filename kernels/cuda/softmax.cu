@@ -22,8 +22,9 @@ namespace {
 constexpr int kRowCached = 4;
 // The forward row kernel: kMaxCached chunks per lane, up to kThreads lanes per row: rows up to 2048 chunks
 // (8192 f32) are read once; rows up to kThreads * kMaxCachedWide chunks (16384 f32) too, a block of kThreads
-// lanes per row with twice the registers (fewer blocks per SM, each with 16 loads in flight per lane), where
-// the long-row kernel would read them twice and pay a 1024-thread block's reductions per row.
+// lanes per row with twice the registers (two blocks per SM at most 128 registers a lane, no spills on sm_90,
+// each lane with 16 loads in flight), where the long-row kernel would read them twice and pay a 1024-thread
+// block's reductions per row.
 constexpr int kMaxCached = 8;
 constexpr int kMaxCachedWide = 16;
 // Longer rows: a block of kLongThreads per row or row segment; one row per block and two blocks per SM keep
@@ -136,7 +137,8 @@ __device__ __forceinline__ void store_chunk(T* row, int64_t c, int64_t n, bool v
 // reduction sees. log and vec are template arguments: as run-time flags both paths stay live and double
 // the registers.
 template <typename T, bool kLog, bool kVec, int K>
-__global__ void __launch_bounds__(kThreads) softmax_rows_kernel(const T* x, T* y, int64_t rows, int64_t n, int G) {
+__global__ void __launch_bounds__(kThreads, K > kMaxCached ? 2 : 1)
+    softmax_rows_kernel(const T* x, T* y, int64_t rows, int64_t n, int G) {
   constexpr int V = vec_width<T>();
   constexpr bool log = kLog, vec = kVec;
   __shared__ T smem_m[kThreads / 32];
