@@ -13,6 +13,7 @@
 
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/nn/cuda_nn_backend.h"
+#include "kernels/cuda/nn/depthwise.h"
 #include "kernels/cudnn/conv_algos.h"
 #include "kernels/cudnn/conv_choice.h"
 #include "kernels/cudnn/conv_descriptors.h"
@@ -298,10 +299,12 @@ void CudaNNBackend::conv2d_forward(const Conv2dForwardArgs& args, const Stream& 
 }
 
 void CudaNNBackend::conv2d_backward_data(const Conv2dBackwardDataArgs& args, const Stream& s) {
+  if (depthwise_kernels_take(args.g)) return depthwise_backward_data(args, s);
   cudnn::convolve(cudnn::ConvPass::BackwardData, args.g, {args.dy, args.w, args.dx, args.accumulate}, nullptr, s);
 }
 
 void CudaNNBackend::conv2d_backward_weight(const Conv2dBackwardWeightArgs& args, const Stream& s) {
+  if (depthwise_kernels_take(args.g)) return depthwise_backward_weight(args, s);
   cudnn::convolve(cudnn::ConvPass::BackwardFilter, args.g, {args.x, args.dy, args.dw}, nullptr, s);
 }
 

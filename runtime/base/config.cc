@@ -14,14 +14,18 @@ bool env_flag(const char* name, bool fallback) {
 }
 
 // The switches, each with its environment variable and the value it has when that is unset or empty.
-enum Switch { kTf32, kDeterministic, kCudnnBenchmark, kOnednn, kNativeBf16, kFillFresh, kSwitches };
+enum Switch { kTf32, kDeterministic, kCudnnBenchmark, kDepthwise, kOnednn, kNativeBf16, kFillFresh, kSwitches };
 struct EnvDefault {
   const char* name;
   bool fallback;
 };
-constexpr EnvDefault kEnv[kSwitches] = {
-    {"TANDEM_TF32", true},   {"TANDEM_DETERMINISTIC", false}, {"TANDEM_CUDNN_BENCHMARK", false},
-    {"TANDEM_ONEDNN", true}, {"TANDEM_NATIVE_BF16", true},    {"TANDEM_FILL_FRESH", false}};
+constexpr EnvDefault kEnv[kSwitches] = {{"TANDEM_TF32", true},
+                                        {"TANDEM_DETERMINISTIC", false},
+                                        {"TANDEM_CUDNN_BENCHMARK", false},
+                                        {"TANDEM_DEPTHWISE_KERNELS", true},
+                                        {"TANDEM_ONEDNN", true},
+                                        {"TANDEM_NATIVE_BF16", true},
+                                        {"TANDEM_FILL_FRESH", false}};
 
 // Switch S, read from its environment variable on first use.
 template <Switch S>
@@ -37,6 +41,8 @@ bool deterministic() { return flag<kDeterministic>().load(std::memory_order_rela
 void set_deterministic(bool on) { flag<kDeterministic>().store(on); }
 bool cudnn_benchmark() { return flag<kCudnnBenchmark>().load(std::memory_order_relaxed); }
 void set_cudnn_benchmark(bool on) { flag<kCudnnBenchmark>().store(on); }
+bool depthwise_kernels() { return flag<kDepthwise>().load(std::memory_order_relaxed); }
+void set_depthwise_kernels(bool on) { flag<kDepthwise>().store(on); }
 bool cpu_onednn() { return flag<kOnednn>().load(std::memory_order_relaxed); }
 void set_cpu_onednn(bool on) { flag<kOnednn>().store(on); }
 bool cpu_native_bf16() {

@@ -1,5 +1,6 @@
 // Process-wide numeric switches: TF32 for f32 matrix products and convolutions, deterministic mode, cuDNN's
-// algorithm search, oneDNN behind the CPU backend, and the NaN fill of fresh host memory.
+// algorithm search, Tandem's depthwise kernels, oneDNN behind the CPU backend, and the NaN fill of fresh host
+// memory.
 #pragma once
 
 namespace tandem {
@@ -18,6 +19,12 @@ void set_deterministic(bool on);
 // TANDEM_CUDNN_BENCHMARK=1 turns it on.
 bool cudnn_benchmark();
 void set_cudnn_benchmark(bool on);
+
+// The CUDA backend's depthwise convolutions (groups == in == out channels) in channels-last f32/f64 with at most 9
+// taps run their backward passes on Tandem's own kernels rather than cuDNN's grouped convolution (on by default;
+// TANDEM_DEPTHWISE_KERNELS=0 keeps them on cuDNN, to compare).
+bool depthwise_kernels();
+void set_depthwise_kernels(bool on);
 
 // The CPU backend runs f32 convolutions through oneDNN (on by default; TANDEM_ONEDNN=0 turns it off, and
 // Tandem's own plain kernels, the reference the tests compare oneDNN with, run everything).
