@@ -2,7 +2,8 @@
 // kernels: cuDNN's grouped convolutions run them far from the memory bandwidth they need (the H200 run's
 // MobileNetV2 steps fitted them at under 1% of the arithmetic rate). Each output of the data gradient gathers its
 // taps in a fixed order; the weight gradient sums each (channel, tap) over slices of the positions, then the
-// slices in order: no atomics, the same result every run. Sums in double, each result rounded once.
+// slices in order: no atomics, the same result every run. Sums in double, each result rounded once (bf16 through
+// f32).
 #include "kernels/cuda/nn/depthwise.h"
 
 #include <algorithm>
@@ -30,6 +31,17 @@ struct Geometry {
 };
 static_assert(sizeof(Geometry) == 14 * 8, "Geometry has padding");
 
+// An element widened to double (bf16 through f32), and a double sum rounded once to T (bf16: to f32 first, where
+// it has 24 bits more than bf16's 8).
+template <typename T>
+__device__ __forceinline__ double wide(T v) {
+  return static_cast<double>(static_cast<compute_t<T>>(v));
+}
+template <typename T>
+__device__ __forceinline__ T narrow(double v) {
+  return static_cast<T>(static_cast<compute_t<T>>(v));
+}
+
 Geometry geometry_of(const Conv2dGeometry& g) {
   return {g.n,  g.c,        g.h,        g.w,     g.oh,    g.ow,         g.kh,
           g.kw, g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dilation_h, g.dilation_w};
@@ -50,11 +62,12 @@ __global__ void backward_data_kernel(Geometry g, const T* dy, const T* w, T* dx,
         const int64_t tx = iw + g.pw - b * g.dw;
         if (tx < 0 || tx % g.sw != 0 || tx / g.sw >= g.ow) continue;
         const int64_t o = ((n * g.oh + ty / g.sh) * g.ow + tx / g.sw) * g.c + c;
-        acc += static_cast<double>(dy[o]) * static_cast<double>(w[(c * g.kh + a) * g.kw + b]);
+        acc += wide(dy[o]) * wide(w[(c * g.kh + a) * g.kw + b]);
       }
     }
-    const T grad = static_cast<T>(acc);
-    dx[i] = accumulate ? static_cast<T>(dx[i] + grad) : grad;
+    const T grad = narrow<T>(acc);
+    using C = compute_t<T>;
+    dx[i] = accumulate ? static_cast<T>(static_cast<C>(dx[i]) + static_cast<C>(grad)) : grad;
   }
 }
 
@@ -74,13 +87,12 @@ __global__ void __launch_bounds__(kChannelLanes* kPositionLanes)
   if (c < g.c) {
     for (int64_t p = r0 * g.ow + threadIdx.y; p < r1 * g.ow; p += kPositionLanes) {
       const int64_t ow = p % g.ow, oh = (p / g.ow) % g.oh, n = p / (g.ow * g.oh);
-      const double d = static_cast<double>(dy[p * g.c + c]);
+      const double d = wide(dy[p * g.c + c]);
 #pragma unroll
       for (int k = 0; k < kMaxTaps; ++k) {
         if (k >= taps) break;
         const int64_t ih = oh * g.sh - g.ph + (k / g.kw) * g.dh, iw = ow * g.sw - g.pw + (k % g.kw) * g.dw;
-        if (ih >= 0 && ih < g.h && iw >= 0 && iw < g.w)
-          acc[k] += d * static_cast<double>(x[((n * g.h + ih) * g.w + iw) * g.c + c]);
+        if (ih >= 0 && ih < g.h && iw >= 0 && iw < g.w) acc[k] += d * wide(x[((n * g.h + ih) * g.w + iw) * g.c + c]);
       }
     }
   }
@@ -102,21 +114,22 @@ __global__ void backward_weight_finalize_kernel(const double* partial, int64_t s
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < entries; e += step) {
     double s = 0;
     for (int64_t i = 0; i < slices; ++i) s += partial[i * entries + e];
-    dw[e] = static_cast<T>(s);
+    dw[e] = narrow<T>(s);
   }
 }
 
 }  // namespace
 
 bool depthwise_kernels_take(const Conv2dGeometry& g) {
-  return depthwise_kernels() && g.channels_last && (g.dtype == DType::F32 || g.dtype == DType::F64) &&
-         g.groups == g.c && g.o == g.c && g.kh * g.kw <= kMaxTaps && g.n * g.c * g.h * g.w > 0 && g.oh * g.ow > 0;
+  return depthwise_kernels() && g.channels_last &&
+         (g.dtype == DType::F32 || g.dtype == DType::F64 || g.dtype == DType::BF16) && g.groups == g.c && g.o == g.c &&
+         g.kh * g.kw <= kMaxTaps && g.n * g.c * g.h * g.w > 0 && g.oh * g.ow > 0;
 }
 
 void depthwise_backward_data(const Conv2dBackwardDataArgs& args, const Stream& s) {
   const Geometry g = geometry_of(args.g);
   LaunchScope ls(s);
-  TD_DISPATCH_FLOAT(args.g.dtype, "depthwise conv2d backward data", {
+  TD_DISPATCH_FLOAT_BF16(args.g.dtype, "depthwise conv2d backward data", {
     launch_kernel(TD_KERNEL(backward_data_kernel<scalar_t>),
                   grid_for(ceil_div(g.n * g.h * g.w * g.c, kThreads), ls.device()), kThreads, 0, ls.stream(), g,
                   static_cast<const scalar_t*>(args.dy), static_cast<const scalar_t*>(args.w),
@@ -132,7 +145,7 @@ void depthwise_backward_weight(const Conv2dBackwardWeightArgs& args, const Strea
   LaunchScope ls(s);
   const Storage partial = workspace(static_cast<size_t>(slices * g.c * taps) * sizeof(double), s);
   auto* part = static_cast<double*>(partial.data());
-  TD_DISPATCH_FLOAT(args.g.dtype, "depthwise conv2d backward weight", {
+  TD_DISPATCH_FLOAT_BF16(args.g.dtype, "depthwise conv2d backward weight", {
     launch_kernel(TD_KERNEL(backward_weight_partials_kernel<scalar_t>),
                   dim3(static_cast<unsigned>(ceil_div(g.c, kChannelLanes)), static_cast<unsigned>(slices)),
                   dim3(kChannelLanes, kPositionLanes), 0, ls.stream(), g, static_cast<const scalar_t*>(args.x),

@@ -8,7 +8,7 @@
 namespace tandem {
 namespace cuda {
 
-// A depthwise convolution (groups == in == out channels) in channels-last f32 or f64 with at most 9 taps, not
+// A depthwise convolution (groups == in == out channels) in channels-last f32, f64 or bf16 with at most 9 taps, not
 // empty, while the switch is on (runtime/base/config.h: depthwise_kernels()).
 bool depthwise_kernels_take(const Conv2dGeometry& g);
 void depthwise_backward_data(const Conv2dBackwardDataArgs& args, const Stream& s);
