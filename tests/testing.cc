@@ -9,6 +9,7 @@
 #include <cstring>
 #include <functional>
 #include <random>
+#include <string>
 
 #include "runtime/base/config.h"
 #include "runtime/memory/stream_check.h"
@@ -35,6 +36,11 @@ uint64_t base_seed() {
   return seed;
 }
 }  // namespace
+
+bool sanitizer_run() {
+  const char* v = std::getenv("TANDEM_SANITIZED");
+  return v != nullptr && std::string(v) == "1";
+}
 
 uint64_t fresh_seed() {
   static std::atomic<uint64_t> counter{0};

@@ -5,7 +5,7 @@
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
-#include <cstring>
+#include <cstdint>
 
 #include "kernels/cpu/cpu_backend.h"
 #include "runtime/base/config.h"
@@ -106,13 +106,17 @@ TEST(ForwardCheck, OutputElementLeftUnwrittenFails) {
   set_fill_fresh_host_memory(was);
 }
 
-// The CPU kernels with two bugs a kernel's own output cannot show: unary also writes the first element of its
-// input x (UnaryArgs declares x read), and softmax writes nothing of its output y.
+// The CPU kernels with two bugs a kernel's own output cannot show: unary also flips the first byte of its input x
+// (UnaryArgs declares x read; zeroing it instead went unseen when that byte was 0 already), and softmax writes
+// nothing of its output y.
 class BuggyCpuKernels : public cpu::CpuBackend {
  public:
   void unary(const UnaryArgs& args, const Stream& s) override {
     cpu::CpuBackend::unary(args, s);
-    if (args.n > 0) std::memset(const_cast<void*>(args.x), 0, dtype_size(args.t));
+    if (args.n > 0) {
+      auto* first = static_cast<uint8_t*>(const_cast<void*>(args.x));
+      *first = static_cast<uint8_t>(~*first);
+    }
   }
   void softmax(const SoftmaxArgs&, const Stream&) override {}
 };
