@@ -31,8 +31,8 @@ struct Geometry {
 };
 static_assert(sizeof(Geometry) == 14 * 8, "Geometry has padding");
 
-// An element widened to double (bf16 through f32), and a double sum rounded once to T (bf16: to f32 first, where
-// it has 24 bits more than bf16's 8).
+// An element widened to double (bf16 through f32), and a double sum rounded to T (bf16 through f32, as the other
+// bf16 kernels round their f32 results).
 template <typename T>
 __device__ __forceinline__ double wide(T v) {
   return static_cast<double>(static_cast<compute_t<T>>(v));
