@@ -19,12 +19,11 @@ namespace tandem {
 namespace parallel {
 
 const char* const kScheduleCaptureLimits =
-    "the schedules of Pipe-BD and Cyclic DP are not captured as CUDA graphs: their executor orders each worker's "
-    "two lanes from the host (a lane's thread waits on a condition variable for the other lane's instructions and "
-    "on the host for its requests), the local communicator matches sends and receives on the host, each step "
-    "reads losses back (.item()) and Pipe-BD's relay waits for its sends; a graph cannot hold those host decisions. "
-    "NCCL's collectives can be captured on a GPU, but the simulated NCCL cannot, and capturing each worker's "
-    "compute segments alone is not done yet";
+    "Cyclic DP's schedules are not captured as CUDA graphs: its executor orders each worker's two lanes from the "
+    "host and the local communicator matches sends and receives there, so a whole round cannot be one graph; and a "
+    "micro-batch's forward and its backward are separate instructions with other work between them, so a forward "
+    "captured alone would keep activations (for its backward) that outlive its graph, whose memory is freed inside "
+    "it. (Pipe-BD's workers do replay their compute instructions from graphs: distill --cuda-graph)";
 
 struct Executor::CudaTiming {
   Event base{true};

@@ -19,7 +19,7 @@ struct InstrTime {
   double end_s = 0;
 };
 
-// Why the papers' schedules are not captured as CUDA graphs (tools:distill and tools:cyclic --cuda-graph say it).
+// Why Cyclic DP's schedules are not captured as CUDA graphs (tools:cyclic --cuda-graph says it).
 extern const char* const kScheduleCaptureLimits;
 
 class Executor {

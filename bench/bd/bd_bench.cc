@@ -37,6 +37,7 @@ struct Options {
   std::string gpu = "h100";  // the modelled GPU
   bool sm_partitions = false;
   Precision precision = Precision::F32;
+  bool cuda_graph = false;
 };
 
 Options parse(int argc, char** argv) {
@@ -45,7 +46,8 @@ Options parse(int argc, char** argv) {
       "bd_bench",
       "bd_bench [--workload nas|compression|both] [--input 32|224] [--batch N] [--workers SPEC] [--steps N]\n"
       "                [--nas-teacher SPEC] [--compression-teacher SPEC] [--cells N] [--project W1,W2,...]\n"
-      "                [--profile-trials N] [--plan-model tandem|pipe-bd] [--precision f32|bf16] [--json PATH]\n"
+      "                [--profile-trials N] [--plan-model tandem|pipe-bd] [--precision f32|bf16] [--cuda-graph]\n"
+      "                [--json PATH]\n"
       "       bd_bench --project-gpus N [--gpu h100|h200] [--sm-partitions] [--workload W] [--input S] ...",
       "Runs DP, LS, TR, TR+DPU and TR+DPU+AHD for --steps steps per block on synthetic images of the input size,\n"
       "same models, data and hyperparameters, and prints each one's time per epoch and speedup over DP (measured,\n"
@@ -76,6 +78,9 @@ Options parse(int argc, char** argv) {
       "--precision", "P", [&](const std::string& v) { o.precision = parse_precision(v); },
       "f32 (default) or bf16 for every worker: teacher and student convolutions in bf16,\n"
       "relayed activations in bf16, f32 weights and optimizer (runtime/tensor/precision.h)");
+  p.flag("--cuda-graph", &o.cuda_graph, true,
+         "CUDA workers replay each teacher forward and student step from a CUDA graph (as\n"
+         "tools:distill --cuda-graph); the profile stays eager");
   p.text("--json", "PATH", &o.json, "write everything (reports, profiles, projections) as JSON for tools/plots");
   p.group("projections from the cost model (no workers run; needs the simulated GPU)");
   p.integer("--project-gpus", "N", &o.project_gpus,
@@ -91,6 +96,7 @@ Options parse(int argc, char** argv) {
   o.project.assign(project.begin(), project.end());
   if (o.precision != Precision::F32 && o.project_gpus > 0)
     p.fail("--precision bf16 with --project-gpus: the cost model predicts f32 blocks only");
+  if (o.cuda_graph && o.project_gpus > 0) p.fail("--cuda-graph with --project-gpus: projections run no workers");
   if (o.workload != "nas" && o.workload != "compression" && o.workload != "both")
     p.fail("--workload must be nas, compression or both");
   return o;
@@ -109,6 +115,7 @@ Json run_workload(const Options& o, const std::string& name) {
   so.train.batch = o.batch;
   so.train.epochs = 1;
   so.train.steps_per_epoch = o.steps;
+  so.train.cuda_graph = o.cuda_graph;
   so.workers = o.workers;
   so.comm = "local";
   so.profile.trials = o.trials;
@@ -266,6 +273,7 @@ int run(const Options& o) {
   if (o.precision != Precision::F32) std::printf("precision: %s\n", precision_name(o.precision));
   Json out = Json::object();
   out["precision"] = precision_name(o.precision);
+  out["cuda_graph"] = o.cuda_graph;
   out["input"] = o.input;
   out["batch"] = o.batch;
   out["steps"] = o.steps;

@@ -70,6 +70,8 @@ size_t SupernetCell::sample() {
   return p.size() - 1;  // u within rounding of 1
 }
 
+size_t SupernetCell::draw_path() { return fixed_ ? *fixed_ : sample(); }
+
 void SupernetCell::fix_path(std::optional<size_t> path) {
   TD_CHECK(!path || *path < names_.size(), "SupernetCell: path ", path.value_or(0), " is out of range for ",
            names_.size(), " candidates");

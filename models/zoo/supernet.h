@@ -45,6 +45,10 @@ class SupernetCell : public Module {
   size_t active() const { return active_; }
   // Fixes the path (nullopt: sample again in training).
   void fix_path(std::optional<size_t> path);
+  // Draws a path as a training forward does (the same stream, advanced alike) without running the cell: for a
+  // caller that fixes it (fix_path) and runs that forward from a CUDA graph captured for this path. A fixed path is
+  // returned as it is, with no draw.
+  size_t draw_path();
   // The path softmax(alpha) prefers (first of the maxima): the derived architecture.
   size_t most_likely() const;
   std::vector<double> probabilities() const;  // softmax(alpha), on the host

@@ -15,6 +15,7 @@
 #include "data/loader.h"
 #include "models/blocks.h"
 #include "models/checkpoint.h"
+#include "parallel/bd/compute_graphs.h"
 #include "parallel/bd/warmup.h"
 #include "parallel/simulator.h"
 #include "parallel/trace.h"
@@ -140,9 +141,12 @@ class RankRunner {
       for (const Instr& i : d_.schedule.instrs()) task.total += i.worker == me_ && i.kind == OpKind::Update;
       live_.emplace(task);
     }
+    if (ctx_.train.cuda_graph) graphs_ = std::make_unique<ComputeGraphs>(worker_.compute);
     Executor ex(d_.schedule, worker_, &signals_, world_.needs_one_issuer());
     ex.run([this](const Instr& i) { execute(i); });
     live_.reset();
+    if (graphs_) graph_counts_ = graphs_->counts();
+    graphs_.reset();
     std::vector<InstrTime> mine = ex.timings();
     for (InstrTime& t : mine) {
       t.start_s -= t0;
@@ -304,11 +308,14 @@ class RankRunner {
 
   void teacher_forward(const Instr& i) {
     TD_ASSERT(acts_[i.block].defined(), "teacher block ", i.block, " has no input on worker ", me_);
-    {
+    auto it = sends_after_.find(i.id);
+    if (graphs_) {
+      // What is sent is read on the comm lane, after the next replay may have overwritten the graph's output.
+      acts_[i.block + 1] = graphs_->teacher(i.block, *tblocks_[i.block], acts_[i.block], it != sends_after_.end());
+    } else {
       autograd::NoGradGuard no_grad;
       acts_[i.block + 1] = tblocks_[i.block]->forward(acts_[i.block]);
     }
-    auto it = sends_after_.find(i.id);
     if (it == sends_after_.end()) return;
     std::lock_guard<std::mutex> lock(outbox_mu_);
     for (int id : it->second) outbox_[id] = acts_[i.block + 1];
@@ -334,17 +341,25 @@ class RankRunner {
     const Tensor& input = acts_[i.block];
     const Tensor& target = acts_[i.block + 1];
     TD_ASSERT(input.defined() && target.defined(), "student block ", i.block, " lacks its teacher activations");
-    t.module->zero_grad();
-    Tensor out = t.module->forward(input);
-    Tensor loss = block_loss(i.block, w_.blocks(), out, target);
     // A share of rows other than B/g weighs its mean loss so that averaging over the g shares gives the
     // full batch's mean (a no-op for even splits).
     const int64_t share = info.rows * info.factor;
-    if (share != d_.batch) loss = mul(loss, static_cast<double>(share) / static_cast<double>(d_.batch));
-    loss.backward();
-    autograd::NoGradGuard no_grad;
-    Tensor part = info.factor == 1 ? loss.detach() : mul(loss.detach(), 1.0 / info.factor);
-    t.loss_acc = add(t.loss_acc, part);
+    auto body = [&](const Tensor& x, const Tensor& y) {
+      Tensor loss = block_loss(i.block, w_.blocks(), t.module->forward(x), y);
+      if (share != d_.batch) loss = mul(loss, static_cast<double>(share) / static_cast<double>(d_.batch));
+      loss.backward();
+      autograd::NoGradGuard no_grad;
+      add_(t.loss_acc, info.factor == 1 ? loss.detach() : mul(loss.detach(), 1.0 / info.factor));
+    };
+    if (graphs_) {
+      graphs_->student(
+          i.block, *t.module, input, target,
+          "rows " + std::to_string(share) + " of " + std::to_string(d_.batch) + " over " + std::to_string(info.factor),
+          body);
+    } else {
+      t.module->zero_grad();
+      body(input, target);
+    }
   }
 
   void all_reduce(const Instr& i, const InstrInfo& info) {
@@ -381,7 +396,7 @@ class RankRunner {
       Tensor sum = t.loss_acc;
       if (info.factor > 1) group_comm(info).all_reduce(sum);  // the replicas' shares make the full loss
       const double mean = static_cast<double>(sum.item<float>()) / static_cast<double>(spe_);
-      t.loss_acc = zeros({}, TensorOptions(DType::F32).with_device(worker_.device));
+      t.loss_acc.fill_(0.0);  // in place: a CUDA graph of a student step adds into it
       t.losses.resize(static_cast<size_t>(epoch + 1), 0.0);
       t.losses[static_cast<size_t>(epoch)] = mean;
       if (t.saver && !ctx_.out_dir.empty()) save_block(b, t, epoch + 1);
@@ -430,7 +445,7 @@ class RankRunner {
     // peak memory per worker, then losses per block and epoch, then the relayed and all-reduced bytes (whole
     // numbers far below 2^53: exact in f64).
     const int64_t bytes_at = 2 * n + workers + blocks * epochs;
-    Tensor all = zeros({bytes_at + 2}, TensorOptions(DType::F64).with_device(Device::cpu()));
+    Tensor all = zeros({bytes_at + 5}, TensorOptions(DType::F64).with_device(Device::cpu()));
     double* p = all.data<double>();
     for (const InstrTime& t : mine) {
       p[2 * t.id] = t.start_s;
@@ -443,6 +458,9 @@ class RankRunner {
         p[2 * n + workers + b * epochs + static_cast<int64_t>(e)] = t.losses[e];
     p[bytes_at] = static_cast<double>(relay_bytes_.load());
     p[bytes_at + 1] = static_cast<double>(all_reduce_bytes_.load());
+    p[bytes_at + 2] = static_cast<double>(graph_counts_.eager);
+    p[bytes_at + 3] = static_cast<double>(graph_counts_.captured);
+    p[bytes_at + 4] = static_cast<double>(graph_counts_.replayed);
     sum_over_ranks(all, world_, worker_);
     p = all.data<double>();
     r.times.resize(static_cast<size_t>(n));
@@ -471,6 +489,8 @@ class RankRunner {
       for (int64_t e = 0; e < epochs; ++e) r.loss[b][e] = p[2 * n + workers + b * epochs + e];
     r.relay_bytes = static_cast<int64_t>(p[bytes_at]);
     r.all_reduce_bytes = static_cast<int64_t>(p[bytes_at + 1]);
+    r.graphs = {static_cast<int64_t>(p[bytes_at + 2]), static_cast<int64_t>(p[bytes_at + 3]),
+                static_cast<int64_t>(p[bytes_at + 4])};
     if (d_.schedule.size() > 0 && has_costs()) r.simulated_s = simulate(d_.schedule).makespan_s;
     r.schedule = d_;
     return r;
@@ -535,6 +555,8 @@ class RankRunner {
   std::map<int, std::vector<int>> sends_after_;  // teacher forward id -> send ids
   std::mutex outbox_mu_;
   std::map<int, Tensor> outbox_;
+  std::unique_ptr<ComputeGraphs> graphs_;                      // --cuda-graph, while the executor runs
+  GraphCounts graph_counts_;                                   // this rank's, of the last run
   std::optional<Progress> live_;                               // rank 0's display, while the executor runs
   std::atomic<int64_t> relay_bytes_{0}, all_reduce_bytes_{0};  // this rank's, counted on its comm lane
 };

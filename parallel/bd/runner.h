@@ -13,6 +13,7 @@
 #include "data/dataset.h"
 #include "data/transforms.h"
 #include "parallel/bd/bd_schedule.h"
+#include "parallel/bd/compute_graphs.h"
 #include "parallel/bd/train_options.h"
 #include "parallel/bd/workload.h"
 #include "parallel/communicator.h"
@@ -58,6 +59,8 @@ struct StrategyResult {
   // Summed over the ranks: bytes of the teacher activations relayed (sent; in the policy's activation dtype) and
   // of the student gradients all-reduced (each rank's buffer; f32, the dtype of the f32 weights' gradients).
   int64_t relay_bytes = 0, all_reduce_bytes = 0;
+  // With train.cuda_graph, summed over the ranks: compute instructions run eagerly, graphs captured, replays.
+  GraphCounts graphs;
   // This rank's trained blocks (the copy it saves: DP rank 0, LS owners, replica 0 of pipeline stages).
   std::map<int, NamedTensors> local_blocks;
 };

@@ -380,6 +380,8 @@ Json report_json(const SessionReport& r) {
     s["simulated_s"] = x.simulated_s;
     s["relay_bytes"] = x.relay_bytes;
     s["all_reduce_bytes"] = x.all_reduce_bytes;
+    if (x.graphs.eager + x.graphs.replayed > 0)
+      s["cuda_graph"] = {{"eager", x.graphs.eager}, {"captured", x.graphs.captured}, {"replayed", x.graphs.replayed}};
     if (dp && x.wall_s > 0) s["speedup"] = dp->wall_s / x.wall_s;
     if (dp && x.simulated_s > 0) s["simulated_speedup"] = dp->simulated_s / x.simulated_s;
     Json busy = Json::array(), mem = Json::array(), loss = Json::array(), parts = Json::array();
@@ -428,6 +430,14 @@ std::string report_table(const SessionReport& r) {
                   x.relay_bytes / 1048576.0, x.all_reduce_bytes / 1048576.0, loss, x.layout.c_str());
     os << line;
   }
+  for (const StrategyResult& x : r.results)
+    if (x.graphs.captured > 0) {
+      std::snprintf(line, sizeof line,
+                    "%-11s cuda graph: %lld compute instructions replayed from %lld graphs, %lld run eagerly\n",
+                    strategy_title(x.strategy), static_cast<long long>(x.graphs.replayed),
+                    static_cast<long long>(x.graphs.captured), static_cast<long long>(x.graphs.eager));
+      os << line;
+    }
   os << "(speedup: measured time over DP's on the same workers; sim.x: the simulator's, from the profile; "
         "busy: mean share of wall time in loads, teacher, student and updates;\n"
         "relay MiB: teacher activations relayed, in the policy's activation dtype (bf16: half of f32), and a-r MiB: "

@@ -24,6 +24,8 @@ struct TrainOptions {
   uint64_t data_seed = 0;        // shuffling and augmentation
   std::string augment = "none";  // data::Pipeline spec
   int loader_threads = 1;        // per worker that loads data (0: in the worker's own thread)
+  // CUDA workers replay each teacher forward and student step from a CUDA graph (compute_graphs.h).
+  bool cuda_graph = false;
 };
 
 }  // namespace bd

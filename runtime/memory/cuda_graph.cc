@@ -96,14 +96,10 @@ void check_not_capturing(const Stream& stream, const std::string& what, const st
 }
 
 struct CudaGraph::Staging {
-  Storage slots;         // the replay values on the device
-  double* host[2] = {};  // pinned copies, used in turn
-  Event copied[2];       // the copy that last read each
+  Storage slots;    // the replay values on the device
+  Storage host[2];  // pinned copies, used in turn
+  Event copied[2];  // the copy that last read each
   int next = 0;
-  ~Staging() {
-    for (double* h : host)
-      if (h != nullptr) ignore_cuda_error(cudaFreeHost(h), "cudaFreeHost");
-  }
 };
 
 CudaGraph::CudaGraph() = default;
@@ -120,7 +116,7 @@ void CudaGraph::reset() {
   staging_.reset();
 }
 
-void CudaGraph::capture(const Stream& stream, const std::function<void()>& step) {
+void CudaGraph::capture(const Stream& stream, const std::function<void()>& step, CaptureMode mode) {
   TD_CHECK_DEVICE(stream.device().is_cuda(), "a CUDA graph captures the work of a CUDA stream, got a stream of ",
                   stream.device());
   TD_CHECK_T(GraphCaptureError, tl_capture == nullptr, "a CUDA graph capture inside another one");
@@ -131,9 +127,8 @@ void CudaGraph::capture(const Stream& stream, const std::function<void()>& step)
   {
     MemoryCategoryGuard workspace(MemoryCategory::Workspace);
     staging->slots = Storage::allocate(kSlots * sizeof(double), stream.device(), stream);
+    for (Storage& h : staging->host) h = Storage::allocate(kSlots * sizeof(double), Device::cpu(), Stream(), true);
   }
-  for (double*& h : staging->host)
-    TD_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&h), kSlots * sizeof(double), cudaHostAllocPortable));
   static std::atomic<uint64_t> next_id{1};
   std::unique_ptr<GraphCapture> c(
       new GraphCapture(stream, next_id++, static_cast<double*>(staging->slots.data()), kSlots));
@@ -143,7 +138,11 @@ void CudaGraph::capture(const Stream& stream, const std::function<void()>& step)
   cudaGraph_t graph = nullptr;
   {
     StreamGuard current(stream);
-    TD_CUDA_CHECK(cudaStreamBeginCapture(stream.cuda(), cudaStreamCaptureModeGlobal));
+    capture_beginning(stream);
+    const cudaError_t began = cudaStreamBeginCapture(
+        stream.cuda(), mode == CaptureMode::Global ? cudaStreamCaptureModeGlobal : cudaStreamCaptureModeThreadLocal);
+    if (began != cudaSuccess) capture_ended(stream);
+    TD_CUDA_CHECK(began);
     tl_capture = c.get();
     try {
       step();
@@ -155,6 +154,7 @@ void CudaGraph::capture(const Stream& stream, const std::function<void()>& step)
     }
     tl_capture = nullptr;
     const cudaError_t ended = cudaStreamEndCapture(stream.cuda(), &graph);
+    capture_ended(stream);
     if (ended != cudaSuccess) {
       cudaGetLastError();
       if (failure.empty()) failure = std::string("cudaStreamEndCapture: ") + cudaGetErrorString(ended);
@@ -199,11 +199,11 @@ void CudaGraph::replay() {
   const size_t n = hooks_->values_.size();
   for (size_t i = 0; i < n; ++i) {
     const uint64_t bits = hooks_->values_[i]();
-    std::memcpy(st.host[b] + i, &bits, sizeof(bits));
+    std::memcpy(static_cast<double*>(st.host[b].data()) + i, &bits, sizeof(bits));
   }
   if (n > 0) {
-    TD_CUDA_CHECK(
-        cudaMemcpyAsync(st.slots.data(), st.host[b], n * sizeof(double), cudaMemcpyHostToDevice, stream_.cuda()));
+    TD_CUDA_CHECK(cudaMemcpyAsync(st.slots.data(), st.host[b].data(), n * sizeof(double), cudaMemcpyHostToDevice,
+                                  stream_.cuda()));
     st.copied[b].record(stream_);
   }
   TD_CUDA_CHECK(cudaGraphLaunch(exec_, stream_.cuda()));

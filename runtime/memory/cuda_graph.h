@@ -66,16 +66,23 @@ GraphCapture* active_capture();
 // read or wait for device work on the host) cannot be done while capturing; `fix` says what to do instead.
 void check_not_capturing(const Stream& stream, const std::string& what, const std::string& fix);
 
+// Which threads a capture restricts (CUDA's stream capture modes). Global: every thread of the process is refused the
+// calls a capture forbids (allocating outside the stream-ordered pool, synchronizing, ...) while it lasts, which keeps
+// a library that works on the side from breaking a one-thread step's capture unnoticed. ThreadLocal: only the
+// capturing thread is, so that other threads (the other workers of a parallel run, a worker's comm lane) go on
+// working while one of them captures.
+enum class CaptureMode { Global, ThreadLocal };
+
 class CudaGraph : NonCopyable {
  public:
   CudaGraph();
   ~CudaGraph();
-  // Captures the work `step` queues on `stream` (a CUDA stream, made the current stream while step runs) in global
-  // capture mode. Everything the step keeps beyond itself (parameters, gradients, optimizer state, outputs) must exist
+  // Captures the work `step` queues on `stream` (a CUDA stream, made the current stream while step runs) in `mode`.
+  // Everything the step keeps beyond itself (parameters, gradients, optimizer state, outputs) must exist
   // before: run the step once eagerly first. Throws GraphCaptureError naming what the step did that a capture
   // forbids (a host read of a device value, a synchronization, a tensor allocated in the capture that outlives it, a
   // free of one allocated before it, a lazily created library handle, ...); the graph is then not captured.
-  void capture(const Stream& stream, const std::function<void()>& step);
+  void capture(const Stream& stream, const std::function<void()>& step, CaptureMode mode = CaptureMode::Global);
   // Repeats the replay hooks, sets the replay values, and launches the graph on its stream (asynchronously).
   void replay();
   bool captured() const { return exec_ != nullptr; }

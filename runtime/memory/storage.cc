@@ -4,8 +4,11 @@
 
 #include <atomic>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include "runtime/base/config.h"
@@ -58,7 +61,49 @@ cudaError_t order_after(const Stream& user, const Stream& free_stream) {
   }
   return err;
 }
+// The streams being captured, with the frees that wait for their capture's end. A free checks `capturing` between
+// two changes of `unguarded`, and a capture begins only once no free is between them, so a free either sees the
+// capture (and looks its stream up under the lock) or ends before the capture begins.
+struct CaptureRegistry {
+  std::mutex mu;
+  std::atomic<int> capturing{0};
+  std::atomic<int> unguarded{0};
+  std::map<CUstream_st*, std::vector<std::function<void()>>> waiting;  // per capturing stream
+  std::vector<void*> host_waiting;  // pinned host memory: cudaFreeHost synchronizes every device
+};
+
+CaptureRegistry& captures() {
+  static CaptureRegistry* r = new CaptureRegistry;  // frees may run during static destruction
+  return *r;
+}
+
+// Frees pinned host memory now, or once no capture is under way (cudaFreeHost synchronizes every device, which
+// would invalidate any capture).
+void free_host_or_wait(void* data) {
+  CaptureRegistry& r = captures();
+  r.unguarded.fetch_add(1);
+  if (r.capturing.load() == 0) {
+    ignore_cuda_error(cudaFreeHost(data), "cudaFreeHost");
+    r.unguarded.fetch_sub(1);
+    return;
+  }
+  r.unguarded.fetch_sub(1);
+  std::lock_guard<std::mutex> lock(r.mu);
+  if (r.capturing.load() > 0)
+    r.host_waiting.push_back(data);
+  else
+    ignore_cuda_error(cudaFreeHost(data), "cudaFreeHost");
+}
+
 }  // namespace
+
+void capture_beginning(const Stream& stream) {
+  CaptureRegistry& r = captures();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.waiting[stream.cuda()];
+  r.capturing.fetch_add(1);
+  while (r.unguarded.load() != 0) std::this_thread::yield();
+}
 
 struct Storage::Impl {
   void* data = nullptr;
@@ -85,7 +130,7 @@ struct Storage::Impl {
     if (data == nullptr) return;
     if (device.is_cpu()) {
       if (cuda_host)
-        ignore_cuda_error(cudaFreeHost(data), "cudaFreeHost");
+        free_host_or_wait(data);
       else
         host_cache::release(data, block_bytes);
       return;
@@ -93,16 +138,43 @@ struct Storage::Impl {
     GraphCapture* c = active_capture();
     if (c != nullptr && c->id() == capture_id) {
       c->note_free(nbytes);  // a free node of the graph
-    } else if (c != nullptr && c->stream().device() == device) {
+      free_device(data, stream, used_on);
+      return;
+    }
+    if (c != nullptr && c->stream().device() == device) {
       // Memory from before the capture: a free node may free only the graph's own memory, and the graph may use
       // this memory at every replay. The capture fails, and the memory is freed once it has ended.
       std::ostringstream what;
       what << nbytes << " bytes of " << category_name(category) << " on " << device;
       c->defer_free(what.str(),
-                    [data = data, stream = stream, used_on = used_on] { free_device(data, stream, used_on); });
+                    [data = data, stream = stream, used_on = used_on] { free_or_wait(data, stream, used_on); });
       return;
     }
-    free_device(data, stream, used_on);
+    free_or_wait(data, stream, used_on);
+  }
+
+  // Frees now, or at the end of a capture (by another thread) of a stream the free would queue work on.
+  static void free_or_wait(void* data, const Stream& stream, const std::vector<Stream>& used_on) {
+    CaptureRegistry& r = captures();
+    r.unguarded.fetch_add(1);
+    if (r.capturing.load() == 0) {
+      free_device(data, stream, used_on);
+      r.unguarded.fetch_sub(1);
+      return;
+    }
+    r.unguarded.fetch_sub(1);
+    std::lock_guard<std::mutex> lock(r.mu);
+    auto waiting_for = [&](const Stream& s) {
+      auto it = r.waiting.find(s.cuda());
+      return it == r.waiting.end() ? nullptr : &it->second;
+    };
+    std::vector<std::function<void()>>* wait = waiting_for(stream);
+    for (size_t i = 0; wait == nullptr && i < used_on.size(); ++i) wait = waiting_for(used_on[i]);
+    if (wait != nullptr) {
+      wait->push_back([data, stream, used_on] { free_or_wait(data, stream, used_on); });
+      return;
+    }
+    free_device(data, stream, used_on);  // under the lock: no capture begins on these streams meanwhile
   }
 
   // The free is ordered after all work queued so far on every stream that used the memory.
@@ -112,6 +184,22 @@ struct Storage::Impl {
     ignore_cuda_error(cudaFreeAsync(data, stream.cuda()), "cudaFreeAsync");
   }
 };
+
+void capture_ended(const Stream& stream) {
+  CaptureRegistry& r = captures();
+  std::vector<std::function<void()>> frees;
+  std::vector<void*> host;
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    auto it = r.waiting.find(stream.cuda());
+    if (it == r.waiting.end()) return;
+    frees = std::move(it->second);
+    r.waiting.erase(it);
+    if (r.capturing.fetch_sub(1) == 1) host.swap(r.host_waiting);
+  }
+  for (auto& free : frees) free();
+  for (void* h : host) free_host_or_wait(h);
+}
 
 Storage Storage::allocate(size_t nbytes, Device device, const Stream& stream, bool pinned) {
   auto impl = std::make_shared<Impl>();

@@ -18,6 +18,13 @@ namespace tandem {
 // (runtime/memory/host_cache.h).
 void release_cached_memory(Device device);
 
+// CudaGraph::capture calls these around a capture on `stream`. Meanwhile a free made by another thread of memory
+// ordered on `stream` (allocated on it, or used on it) waits, and runs at capture_ended: queued on the capturing
+// stream it would become a node of the graph (freeing memory the graph does not own), and ordering the stream after
+// another one is a dependency a capture refuses from outside it.
+void capture_beginning(const Stream& stream);
+void capture_ended(const Stream& stream);
+
 class Storage {
  public:
   Storage() = default;

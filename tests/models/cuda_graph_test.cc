@@ -5,8 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <functional>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "models/losses.h"
@@ -190,6 +193,128 @@ TEST(CudaGraphStep, WhatACaptureForbidsIsAGraphCaptureErrorThatSaysWhatAndHowToF
   EXPECT_GT(g.nodes(), 50u);
   g.replay();
   EXPECT_TRUE(std::isfinite(run.loss.item<float>()));
+}
+
+// Two threads capture at once, as two workers of a parallel run do: the second one's capture begins (it makes the
+// graph's pinned staging, a call a capture forbids) while the first one is inside its step. In global mode that
+// call is refused on the second thread and the first capture is invalidated; in thread-local mode each capture
+// restricts its own thread only, both succeed, and each graph replays its own work.
+std::string capture_two_at_once(CaptureMode mode) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool first_inside = false, second_done = false;
+  std::string errors;
+  auto add_error = [&](const std::string& who, const std::exception& e) {
+    std::lock_guard<std::mutex> lock(mu);
+    errors += who + ": " + e.what() + "\n";
+  };
+  auto run = [&](bool first) {
+    Stream s = Stream::create(Device::cuda(0));
+    StreamGuard current(s);
+    Tensor x = full({64}, first ? 1.0 : 2.0, TensorOptions().with_device(Device::cuda(0)));
+    CudaGraph g;
+    try {
+      if (!first) {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return first_inside; });
+      }
+      g.capture(
+          s,
+          [&] {
+            if (first) {
+              std::unique_lock<std::mutex> lock(mu);
+              first_inside = true;
+              cv.notify_all();
+              cv.wait(lock, [&] { return second_done; });
+            }
+            mul_(x, 3.0);
+          },
+          mode);
+    } catch (const std::exception& e) {
+      add_error(first ? "first" : "second", e);
+    }
+    if (!first) {
+      std::lock_guard<std::mutex> lock(mu);
+      second_done = true;
+      cv.notify_all();
+    }
+    if (!g.captured()) return;
+    g.replay();
+    g.replay();
+    const float want = (first ? 1.0f : 2.0f) * 9.0f;
+    for (float v : x.to_vector<float>())
+      if (v != want) {
+        add_error(first ? "first" : "second", std::runtime_error("replayed value " + std::to_string(v)));
+        break;
+      }
+  };
+  std::thread second(run, false);
+  run(true);
+  second.join();
+  return errors;
+}
+
+TEST(CudaGraphModes, ThreadLocalCapturesOnTwoThreadsAtOnceSucceedWhereGlobalOnesFail) {
+  TD_REQUIRE_GPU();
+  EXPECT_EQ(capture_two_at_once(CaptureMode::ThreadLocal), "");
+  const std::string global = capture_two_at_once(CaptureMode::Global);
+  EXPECT_NE(global.find("potentially unsafe during stream capture"), std::string::npos) << global;
+}
+
+// A thread frees memory ordered on a stream while another thread captures that stream (two workers of a parallel
+// run share a message buffer; a comm lane drops a relayed activation): the free must not be queued on the capturing
+// stream (it would be a node of the graph, freeing memory the graph does not own) nor order that stream after
+// another one (a dependency from outside the capture). It waits for the capture's end, and then runs.
+TEST(CudaGraphModes, AFreeByAnotherThreadOfMemoryOnTheCapturingStreamWaitsForTheCaptureToEnd) {
+  TD_REQUIRE_GPU();
+  const Device gpu = Device::cuda(0);
+  Stream s = Stream::create(gpu), other = Stream::create(gpu);
+  Tensor on_stream, used_elsewhere, y;
+  {
+    StreamGuard current(s);
+    on_stream = full({1024}, 1.0, TensorOptions().with_device(gpu));
+    y = zeros({64}, TensorOptions().with_device(gpu));
+  }
+  {
+    StreamGuard current(other);
+    used_elsewhere = full({2048}, 2.0, TensorOptions().with_device(gpu));
+  }
+  used_elsewhere.storage().record_stream(s);
+  on_stream.storage().record_stream(other);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool inside = false, dropped = false;
+  std::thread dropper([&] {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return inside; });
+    on_stream = Tensor();
+    used_elsewhere = Tensor();
+    dropped = true;
+    cv.notify_all();
+  });
+  CudaGraph g;
+  std::string error;
+  try {
+    g.capture(
+        s,
+        [&] {
+          std::unique_lock<std::mutex> lock(mu);
+          inside = true;
+          cv.notify_all();
+          cv.wait(lock, [&] { return dropped; });
+          add_(y, full({64}, 1.0, TensorOptions().with_device(gpu)));
+        },
+        CaptureMode::ThreadLocal);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  dropper.join();
+  ASSERT_EQ(error, "");
+  ASSERT_TRUE(g.captured());
+  g.replay();
+  g.replay();
+  s.synchronize();
+  EXPECT_EQ(y.to_vector<float>(), std::vector<float>(64, 2.0f));
 }
 
 }  // namespace

@@ -80,10 +80,12 @@ expect "$cyclic" 2 "cyclic: unknown flag '--colour'" --colour red
 
 help "$distill" distill --teacher --teacher-weights --student --cells --student-seed --dataset --subset --augment \
   --batch --epochs --stop-after --steps-per-epoch --optimizer --lr --momentum --no-nesterov --weight-decay \
-  --lr-schedule --teacher-bn --seed --loader-threads --strategy --workers --comm --memory-limit --plan-model --plan \
-  --profile --profile-trials --out --resume
+  --lr-schedule --teacher-bn --seed --loader-threads --cuda-graph --strategy --workers --comm --memory-limit \
+  --plan-model --plan --profile --profile-trials --out --resume
 expect "$distill" 2 "distill: --cells needs an integer >= 1, got '0'" --teacher resnet18 --dataset synthetic --cells 0
 expect "$distill" 2 "distill: unknown flag '--colour'" --teacher resnet18 --dataset synthetic --colour red
+expect "$distill" 2 "distill: --cuda-graph needs CUDA workers" --teacher resnet18 --dataset synthetic --workers cpu:2 \
+  --cuda-graph
 
 help "$demo" "tools/tandem demo" --epochs --teacher-epochs --workers --subset --test-subset --batch --cache-dir --seed
 expect "$demo" 2 "demo: --batch needs an integer >= 4, got '2'" --batch 2
@@ -96,12 +98,14 @@ expect "$pack" 2 "pack: --shard-mb needs an integer >= 1, got '1e3'" --input syn
 expect "$pack" 2 "pack: unknown flag '--colour'" --input synthetic --output x --colour red
 
 help "$bd_bench" bd_bench --workload --input --batch --workers --steps --nas-teacher --compression-teacher --cells \
-  --project --profile-trials --plan-model --json --project-gpus --gpu --sm-partitions
+  --project --profile-trials --plan-model --cuda-graph --json --project-gpus --gpu --sm-partitions
 expect "$bd_bench" 2 "bd_bench: --project needs an integer >= 1, got 'x'" --project 4,x
 expect "$bd_bench" 2 "bd_bench: unknown modelled GPU 'v100'" --project-gpus 4 --gpu v100
 expect "$bd_bench" 2 "bd_bench: --project-gpus needs an integer >= 1, got '0'" --project-gpus 0
 expect "$bd_bench" 2 "bd_bench: unknown plan model 'paper'" --plan-model paper
 expect "$bd_bench" 2 "bd_bench: unknown flag '--colour'" --colour red
+expect "$bd_bench" 2 "bd_bench: --cuda-graph with --project-gpus: projections run no workers" --project-gpus 4 \
+  --cuda-graph
 
 help "$cyclic_bench" cyclic_bench --model --batch --size --rounds --reps --configs
 expect "$cyclic_bench" 2 "cyclic_bench: --rounds needs an integer >= 1, got 'many'" --rounds many

@@ -108,6 +108,8 @@ for mode in dp-workers mp zero; do
   has "cyclic EAGER --workers cuda:0/3 --mode $mode " "$calls" "the programs' calls"
 done
 has "bd_bench EAGER --workload both --input 32 --batch 256 --steps 6 --workers cuda:0/4" "$calls" "the programs' calls"
+has "bd_bench EAGER --workload compression --input 32 --batch 256 --steps 6 --workers cuda:0/4 --cuda-graph" "$calls" \
+  "the programs' calls"
 has "train: the last line" "$out" "run.sh"
 has "models_bench EAGER --device=cuda:0 --batch=256 --sizes=224,32 --models=resnet18,resnet50,mobilenet_v2" \
   "$calls" "the benchmarks' calls"

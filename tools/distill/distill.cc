@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "parallel/bd/session.h"
-#include "parallel/executor.h"
 #include "runtime/base/error.h"
 #include "runtime/tensor/precision.h"
 #include "tools/flags/flags.h"
@@ -91,6 +90,10 @@ SessionOptions parse(int argc, char** argv) {
       "eval (default: running statistics) or train (batch statistics, as Pipe-BD's code)");
   p.integer("--seed", "N", &o.train.data_seed, "data order and augmentation (default 0)");
   p.integer("--loader-threads", "N", &o.train.loader_threads, "data threads per loading worker (default 1)", 0);
+  p.flag("--cuda-graph", &o.train.cuda_graph, true,
+         "CUDA workers replay each teacher forward and student step from a CUDA graph\n"
+         "captured per block, shape and supernet path (the first of each runs eagerly;\n"
+         "messages, all-reduces and updates stay eager; the profile is of eager steps)");
   p.group("parallelism");
   p.custom(
       "--strategy", "S", [&](const std::string& v) { o.strategies = parallel::bd::parse_strategies(v); },
@@ -122,10 +125,9 @@ SessionOptions parse(int argc, char** argv) {
          "student; tools:train --model <its tandem.model> evaluates it) and trace.json");
   p.flag("--resume", &o.resume, true, "continue from the block checkpoints in DIR/<s>/");
   p.footer("Several processes: mpirun -np 4 distill --workers cpu:4 ... (or cuda:0-3: NCCL bootstrapped through MPI).");
-  bool cuda_graph = false;
-  p.flag("--cuda-graph", &cuda_graph, true, "refused, with the reason: the schedules are not captured (README)");
   p.parse(argc, argv);
-  if (cuda_graph) p.fail(std::string("--cuda-graph: ") + parallel::kScheduleCaptureLimits);
+  if (o.train.cuda_graph && o.workers.rfind("cpu", 0) == 0)
+    p.fail("--cuda-graph needs CUDA workers (--workers cuda:..., or best:N on a machine with a GPU)");
   if (o.workload.teacher.empty()) p.fail("--teacher is required");
   if (o.dataset.empty()) p.fail("--dataset is required");
   if (o.resume && o.out_dir.empty()) p.fail("--resume needs --out DIR (where the checkpoints are)");

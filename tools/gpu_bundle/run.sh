@@ -207,7 +207,7 @@ if wanted sanitizers; then
 fi
 
 # 3. The programs, briefly: train on GPU 0, Cyclic DP in its three modes on 3 SM partitions, Pipe-BD's two
-# workloads on 4.
+# workloads on 4 (and the compression one with --cuda-graph).
 if wanted programs; then
   echo
   echo "== programs (output in programs.txt)"
@@ -221,6 +221,10 @@ if wanted programs; then
   done
   TAIL_LINES=16 program "bd_bench" 75 "$HERE/bench/bd/bd_bench" --workload both --input 32 --batch 256 \
     --steps 6 --workers cuda:0/4
+  # The compression workload again with its compute instructions replayed from CUDA graphs: beside the eager
+  # table above, what graphs save where 32x32 blocks are launch-bound.
+  TAIL_LINES=12 program "bd_bench --cuda-graph" 40 "$HERE/bench/bd/bd_bench" --workload compression --input 32 \
+    --batch 256 --steps 6 --workers cuda:0/4 --cuda-graph
 fi
 
 # 4. models_bench beside PyTorch (f32 with TF32, and PyTorch's bf16 autocast), batch 256 at 224 and 32.
