@@ -31,6 +31,21 @@ for text in "PREDICTIONS for NVIDIA H200" "not measurements" "== resnet18/32/fwd
   has "$text" "$out" "models_bench --predict"
 done
 
+# --cuda-graph: the same GPU time, and the host's time of one replay (two calls) instead of one call per op.
+# step_ms N OUTPUT: the GPU's (N=1) or the host's (N=2) milliseconds in a --predict step line.
+step_ms() { sed -nE "s/.*the longer of the GPU's ([0-9.]+) ms and the host's ([0-9.]+) ms.*/\\$1/p" <<<"$2"; }
+eager="$out"
+graphed="$("$models_bench" --predict h200 --models resnet18 --sizes 32 --modes fwd --batch 2 --cuda-graph 2>&1)"
+exits "models_bench --predict --cuda-graph" 0 $?
+has "(predicted, replayed from a CUDA graph)" "$graphed" "models_bench --predict --cuda-graph"
+[ -n "$(step_ms 1 "$eager")" ] && [ "$(step_ms 1 "$eager")" = "$(step_ms 1 "$graphed")" ] ||
+  fail "the graphed prediction's GPU time differs from the eager one's: $eager $graphed"
+python3 - "$(step_ms 2 "$eager")" "$(step_ms 2 "$graphed")" <<'PY' || fail "host times: eager $(step_ms 2 "$eager") ms, graphed $(step_ms 2 "$graphed") ms"
+import sys
+eager, graphed = map(float, sys.argv[1:])
+assert 0 < graphed < 0.1 < eager, (eager, graphed)  # two calls of ~19 us; ResNet-18's ops take milliseconds
+PY
+
 # The same case profiled on the simulated GPU beside its predictions: every op with kernels on both sides.
 out="$("$models_bench" --models resnet18 --sizes 32 --modes fwd --batch 2 --min-time 0 \
   --compare-predictions "$work/predictions.json" 2>&1)"
