@@ -367,6 +367,7 @@ int main(int argc, char** argv) {
     benchmark::AddCustomContext("tandem_min_time", std::to_string(g_config.min_time_s));
     benchmark::AddCustomContext("tandem_bn_fusion", g_config.bn_fusion ? "1" : "0");
     benchmark::AddCustomContext("tandem_cudnn_benchmark", tandem::cudnn_benchmark() ? "1" : "0");
+    benchmark::AddCustomContext("tandem_cuda_graph", g_config.cuda_graph && tandem::g_device.is_cuda() ? "1" : "0");
     for (const auto& m : g_config.models)
       for (int64_t size : g_config.sizes)
         for (const auto& mode : g_config.modes) {

@@ -15,11 +15,14 @@ cuDNN picks convolution algorithms on both sides alike: by its heuristics (both 
 as the JSON's run did (tandem_cudnn_benchmark).
 With --precision bf16, Tandem's run is bf16 (models_bench --precision=bf16, or a JSON it wrote so) and the
 PyTorch column is bf16 autocast: mixed precision side by side.
+With --tandem-graph, a second models_bench JSON, of a run whose iterations replayed a CUDA graph (models_bench
+--cuda-graph on a GPU), goes in a column beside, against the same PyTorch eager figures.
 
 Usage:
     gpu-bundle/bin/models_bench --benchmark_out=models_bench.json --benchmark_out_format=json
     python3 bench/torch/speed.py --tandem models_bench.json        # the same cases, with ratios
     python3 bench/torch/speed.py --tandem models_bench.json --bf16 # and PyTorch's bf16 autocast beside
+    python3 bench/torch/speed.py --tandem models_bench.json --tandem-graph graphed.json   # and Tandem's graphs
     python3 bench/torch/speed.py --models resnet18 --sizes 32 --batch 256   # PyTorch alone
     tools/tandem bench-cpu        # side by side on the CPU: --tandem-bin runs each model's cases in Tandem
                                   # right before PyTorch's, batches 8 and 64 at 32x32 and 64x64
@@ -144,24 +147,25 @@ def cell(value, fmt="%.1f"):
     return fmt % value if value else "-"
 
 
-def ratio_tables(rows, peer="pytorch", title="PyTorch"):
+def ratio_tables(rows, peer="pytorch", title="PyTorch", mine="tandem", who="Tandem"):
     """The results as the issue's tables: per batch and size, a row per model, 'Tandem / peer = ratio' per
-    mode (images/s); `peer` is the rows' key of PyTorch's figure (pytorch, or pytorch_bf16 for autocast)."""
+    mode (images/s); `peer` is the rows' key of PyTorch's figure (pytorch, or pytorch_bf16 for autocast), `mine`
+    Tandem's (tandem, or tandem_graph for its steps replayed from a CUDA graph)."""
     lines = []
-    modes = [m for m in ("fwd", "fwd_bwd", "step") if any(r["mode"] == m for r in rows)]
+    modes = [m for m in ("fwd", "fwd_bwd", "step") if any(r["mode"] == m and r.get(mine) for r in rows)]
     for batch in sorted({r["batch"] for r in rows}):
         for size in sorted({r["size"] for r in rows}):
-            group = [r for r in rows if r["batch"] == batch and r["size"] == size and r["tandem"]]
+            group = [r for r in rows if r["batch"] == batch and r["size"] == size and r.get(mine)]
             if not group:
                 continue
-            lines += ["", "batch %d at %dx%d, images/s, Tandem / %s:" % (batch, size, size, title), "",
+            lines += ["", "batch %d at %dx%d, images/s, %s / %s:" % (batch, size, size, who, title), "",
                       "| model | " + " | ".join(modes) + " |", "|---|" + "---|" * len(modes)]
             for model in dict.fromkeys(r["model"] for r in group):
                 cells = []
                 for mode in modes:
                     r = next((r for r in group if r["model"] == model and r["mode"] == mode), None)
-                    cells.append("%.0f / %.0f = %.2f" % (r["tandem"], r[peer], r["tandem"] / r[peer])
-                                 if r and r[peer] else "-")
+                    cells.append("%.0f / %.0f = %.2f" % (r[mine], r[peer], r[mine] / r[peer])
+                                 if r and r.get(mine) and r[peer] else "-")
                 lines.append("| %s | %s |" % (model, " | ".join(cells)))
     return "\n".join(lines)
 
@@ -177,6 +181,11 @@ def write_results(prefix, rows, context):
         for t, r in zip(table, rows):
             t["pytorch_bf16_images_per_s"] = r["pytorch_bf16"]
             t["ratio_bf16"] = r["tandem"] / r["pytorch_bf16"] if r["tandem"] and r["pytorch_bf16"] else None
+    if any("tandem_graph" in r for r in rows):
+        fields += ["tandem_graph_images_per_s", "ratio_graph"]
+        for t, r in zip(table, rows):
+            t["tandem_graph_images_per_s"] = r.get("tandem_graph")
+            t["ratio_graph"] = r["tandem_graph"] / r["pytorch"] if r.get("tandem_graph") and r["pytorch"] else None
     with open(prefix + ".json", "w") as f:
         json.dump({"context": context, "results": table}, f, indent=1)
     with open(prefix + ".csv", "w", newline="") as f:
@@ -190,6 +199,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tandem", action="append", default=[],
                     help="models_bench JSON (--benchmark_out); its cases and device are timed (may repeat)")
+    ap.add_argument("--tandem-graph", metavar="FILE",
+                    help="models_bench JSON of a run with --cuda-graph on a GPU (tandem_cuda_graph 1): its cases go in "
+                         "a column beside, against the same PyTorch eager figures (cases it lacks: a dash)")
     ap.add_argument("--tandem-bin", help="the models_bench binary: each model's cases run in Tandem right before "
                     "they run in PyTorch, at --batches, --sizes, --models, --modes, --device")
     ap.add_argument("--models", default="resnet18,resnet50,mobilenet_v2")
@@ -214,6 +226,8 @@ def main():
     args = ap.parse_args()
     if args.tandem and args.tandem_bin:
         ap.error("--tandem and --tandem-bin exclude each other")
+    if args.tandem_graph and not args.tandem:
+        ap.error("--tandem-graph goes with --tandem (the eager run whose cases PyTorch times)")
     if args.bf16 and args.precision == "bf16":
         ap.error("--bf16 adds a PyTorch bf16 column beside f32; with --precision bf16 the PyTorch column is bf16")
 
@@ -238,6 +252,16 @@ def main():
                                  "(run models_bench --cudnn-benchmark)")
             args.cudnn_benchmark = tandem_searched
         threads = threads or int(ctx.get("tandem_threads", 0))
+        if args.tandem_graph:
+            graphed, _, _, _, gctx = parse_tandem(args.tandem_graph)
+            if gctx.get("tandem_cuda_graph") != "1":
+                raise SystemExit("speed.py: %s is not a run whose steps replayed a CUDA graph (tandem_cuda_graph is "
+                                 "%s; run models_bench --cuda-graph on a GPU)" % (args.tandem_graph,
+                                                                                gctx.get("tandem_cuda_graph")))
+            for c in cases:
+                g = next((g for g in graphed if all(g[k] == c[k] for k in ("model", "size", "mode", "batch"))), None)
+                if g:
+                    c["tandem_graph"] = g["tandem"]
     else:
         cases = [{"model": m, "size": s, "mode": mode, "batch": b, "tandem": None}
                  for b in batches for s in sizes for m in models for mode in modes]
@@ -264,8 +288,9 @@ def main():
         context["dtype"], ", cuDNN algorithms: " + context["cudnn_algorithms"] if gpu != "cpu" else ""),
         flush=True)
     bf16_head = " %14s %10s" % ("PT bf16 img/s", "Tandem/bf16") if args.bf16 else ""
-    print("%-14s %5s %6s %-8s %14s %14s %10s%s" % ("model", "size", "batch", "mode", "Tandem img/s", "PyTorch img/s",
-                                                  "Tandem/PT", bf16_head), flush=True)
+    graph_head = " %14s %10s" % ("graph img/s", "graph/PT") if args.tandem_graph else ""
+    print("%-14s %5s %6s %-8s %14s %14s %10s%s%s" % ("model", "size", "batch", "mode", "Tandem img/s",
+                                                    "PyTorch img/s", "Tandem/PT", bf16_head, graph_head), flush=True)
     rows = []
     # With --tandem-bin, one model, size and batch at a time: Tandem's cases, then PyTorch's, so that both
     # meet the same load on a shared machine.
@@ -292,15 +317,21 @@ def main():
                 bf16_cells = " %14s %10s" % (cell(row["pytorch_bf16"]),
                                              cell(tandem and row["pytorch_bf16"] and tandem / row["pytorch_bf16"],
                                                   "%.2f"))
-            print("%-14s %5d %6d %-8s %14s %14s %10s%s" % (
+            graph_cells = ""
+            if args.tandem_graph:
+                g = c.get("tandem_graph")
+                graph_cells = " %14s %10s" % (cell(g), cell(g and pt and g / pt, "%.2f"))
+            print("%-14s %5d %6d %-8s %14s %14s %10s%s%s" % (
                 c["model"], c["size"], c["batch"], c["mode"], cell(tandem), cell(pt),
-                cell(tandem and pt and tandem / pt, "%.2f"), bf16_cells), flush=True)
+                cell(tandem and pt and tandem / pt, "%.2f"), bf16_cells, graph_cells), flush=True)
             rows.append(row)
     if any(r["tandem"] for r in rows):
         print(ratio_tables(rows, title="PyTorch bf16 autocast (Tandem bf16)" if args.precision == "bf16"
                            else "PyTorch"))
         if args.bf16:
             print(ratio_tables(rows, "pytorch_bf16", "PyTorch bf16 autocast"))
+        if args.tandem_graph:
+            print(ratio_tables(rows, title="PyTorch eager", mine="tandem_graph", who="Tandem replaying a CUDA graph"))
     if args.out:
         write_results(args.out, rows, context)
 

@@ -114,6 +114,10 @@ has "train: the last line" "$out" "run.sh"
 has "models_bench EAGER --device=cuda:0 --batch=256 --sizes=224,32 --models=resnet18,resnet50,mobilenet_v2" \
   "$calls" "the benchmarks' calls"
 has "torch-python EAGER $b/torch/speed.py --tandem $work/out/models_bench.json --bf16" "$calls" "speed.py's call"
+has "models_bench EAGER --device=cuda:0 --batch=256 --sizes=32 --models=resnet18,resnet50,mobilenet_v2 --modes=fwd_bwd,step --cuda-graph" \
+  "$calls" "the benchmarks' calls"
+grep -qE -- "speed.py --tandem $work/out/models_bench.json --bf16 .*--tandem-graph [^ ]*/models_bench_graph.json" <<<"$calls" ||
+  fail "speed.py was not given the graphed run: $calls"
 has "kernels_bench EAGER --benchmark_min_time" "$calls" "the benchmarks' calls"
 has "conv_api_bench EAGER --batch 256 --sizes 224,32 --models resnet18,resnet50,mobilenet_v2 --budget 45" "$calls" \
   "the benchmarks' calls"

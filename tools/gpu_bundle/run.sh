@@ -227,13 +227,19 @@ if wanted programs; then
     --batch 256 --steps 6 --workers cuda:0/4 --cuda-graph
 fi
 
-# 4. models_bench beside PyTorch (f32 with TF32, and PyTorch's bf16 autocast), batch 256 at 224 and 32.
+# 4. models_bench beside PyTorch (f32 with TF32, and PyTorch's bf16 autocast), batch 256 at 224 and 32, and at 32
+# with CUDA graphs.
 if wanted models; then
   echo
   echo "== models_bench"
   timed "models_bench" 100 "$HERE/bench/models/models_bench" --device=cuda:0 --batch=256 --sizes=224,32 \
     --models=resnet18,resnet50,mobilenet_v2 --min-time=0.3 --benchmark_out="$OUTDIR/models_bench.json" \
     --benchmark_out_format=json
+  # At 32x32, where launches dominate, the same models with each iteration replayed from a CUDA graph: a column
+  # beside PyTorch eager (its JSON stays in the work folder; speed.json holds its figures).
+  timed "models_bench --cuda-graph" 40 "$HERE/bench/models/models_bench" --device=cuda:0 --batch=256 --sizes=32 \
+    --models=resnet18,resnet50,mobilenet_v2 --modes=fwd_bwd,step --cuda-graph --min-time=0.3 \
+    --benchmark_out="$WORK/models_bench_graph.json" --benchmark_out_format=json
   torch_py="$(torch_python)"
   if [ -z "$torch_py" ]; then
     row "PyTorch (speed.py)" "skipped: no Python with torch and torchvision" 0
@@ -243,8 +249,13 @@ if wanted models; then
     if python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$OUTDIR/models_bench.json" 2>/dev/null; then
       cases=(--tandem "$OUTDIR/models_bench.json")
     fi
+    graphed=()
+    if [ "${cases[0]}" = --tandem ] &&
+      python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$WORK/models_bench_graph.json" 2>/dev/null; then
+      graphed=(--tandem-graph "$WORK/models_bench_graph.json")
+    fi
     timed "PyTorch (speed.py)" 120 "$torch_py" "$HERE/torch/speed.py" "${cases[@]}" --bf16 --min-time 0.3 \
-      --out "$WORK/speed"
+      --out "$WORK/speed" "${graphed[@]}"
     [ -f "$WORK/speed.json" ] && cp "$WORK/speed.json" "$OUTDIR/speed.json"
   fi
 fi
