@@ -47,27 +47,38 @@ Geometry geometry_of(const Conv2dGeometry& g) {
           g.kw, g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dilation_h, g.dilation_w};
 }
 
-// dx[n, ih, iw, c] = sum over the taps (i, j) whose output (oh, ow) reads it of dy[n, oh, ow, c] * w[c, i, j];
-// with accumulate, dx + that sum rounded to T (one rounding of the add, as a separate add would do).
+// dx[n, ih, iw, c] = sum over the taps (i, j) whose output (oh, ow) reads it of dy[n, oh, ow, c] * w[c, i, j], in
+// order of (i, j); with accumulate, dx + that sum rounded to T (one rounding of the add, as a separate add would do).
+// Thread (x, y) of a block takes channel blockIdx.x * kChannelLanes + x, whose taps it holds in registers, and every
+// kPositionLanes-th position from y of the block's run of consecutive positions: a warp reads and writes 32 channels
+// of one position, contiguous in channels-last, and the block walks its rows in order, so that the rows of dy it
+// reads for one row of dx it reads again for the next ones soon after.
 template <typename T>
-__global__ void backward_data_kernel(Geometry g, const T* dy, const T* w, T* dx, int64_t accumulate) {
-  const int64_t total = g.n * g.h * g.w * g.c, step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
-    const int64_t c = i % g.c, iw = (i / g.c) % g.w, ih = (i / (g.c * g.w)) % g.h, n = i / (g.c * g.w * g.h);
+__global__ void __launch_bounds__(kChannelLanes* kPositionLanes)
+    backward_data_kernel(Geometry g, const T* dy, const T* w, T* dx, int64_t accumulate) {
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * kChannelLanes + threadIdx.x;
+  if (c >= g.c) return;
+  const int64_t taps = g.kh * g.kw;
+  double wt[kMaxTaps];
+#pragma unroll
+  for (int k = 0; k < kMaxTaps; ++k) wt[k] = k < taps ? wide(w[c * taps + k]) : 0.0;
+  const int64_t positions = g.n * g.h * g.w;
+  const int64_t chunk = ceil_div(ceil_div(positions, static_cast<int64_t>(gridDim.y)), kPositionLanes) * kPositionLanes;
+  const int64_t end = min(positions, (static_cast<int64_t>(blockIdx.y) + 1) * chunk);
+  for (int64_t p = static_cast<int64_t>(blockIdx.y) * chunk + threadIdx.y; p < end; p += kPositionLanes) {
+    const int64_t iw = p % g.w, ih = (p / g.w) % g.h, n = p / (g.w * g.h);
     double acc = 0;
-    for (int64_t a = 0; a < g.kh; ++a) {
-      const int64_t ty = ih + g.ph - a * g.dh;
-      if (ty < 0 || ty % g.sh != 0 || ty / g.sh >= g.oh) continue;
-      for (int64_t b = 0; b < g.kw; ++b) {
-        const int64_t tx = iw + g.pw - b * g.dw;
-        if (tx < 0 || tx % g.sw != 0 || tx / g.sw >= g.ow) continue;
-        const int64_t o = ((n * g.oh + ty / g.sh) * g.ow + tx / g.sw) * g.c + c;
-        acc += wide(dy[o]) * wide(w[(c * g.kh + a) * g.kw + b]);
-      }
+#pragma unroll
+    for (int k = 0; k < kMaxTaps; ++k) {
+      if (k >= taps) break;
+      const int64_t ty = ih + g.ph - (k / g.kw) * g.dh, tx = iw + g.pw - (k % g.kw) * g.dw;
+      if (ty < 0 || ty % g.sh != 0 || ty / g.sh >= g.oh || tx < 0 || tx % g.sw != 0 || tx / g.sw >= g.ow) continue;
+      acc += wide(dy[((n * g.oh + ty / g.sh) * g.ow + tx / g.sw) * g.c + c]) * wt[k];
     }
     const T grad = narrow<T>(acc);
     using C = compute_t<T>;
-    dx[i] = accumulate ? static_cast<T>(static_cast<C>(dx[i]) + static_cast<C>(grad)) : grad;
+    T& out = dx[p * g.c + c];
+    out = accumulate ? static_cast<T>(static_cast<C>(out) + static_cast<C>(grad)) : grad;
   }
 }
 
@@ -129,10 +140,15 @@ bool depthwise_kernels_take(const Conv2dGeometry& g) {
 void depthwise_backward_data(const Conv2dBackwardDataArgs& args, const Stream& s) {
   const Geometry g = geometry_of(args.g);
   LaunchScope ls(s);
+  // Channel blocks across x; down y, as many position blocks as keep the GPU's resident blocks busy.
+  const int64_t channel_blocks = ceil_div(g.c, kChannelLanes);
+  const int64_t position_blocks = ceil_div(g.n * g.h * g.w, kPositionLanes);
+  const int64_t resident = grid_for(channel_blocks * position_blocks, ls.device());
+  const dim3 grid(static_cast<unsigned>(channel_blocks),
+                  static_cast<unsigned>(std::max<int64_t>(1, std::min(position_blocks, resident / channel_blocks))));
   TD_DISPATCH_FLOAT_BF16(args.g.dtype, "depthwise conv2d backward data", {
-    launch_kernel(TD_KERNEL(backward_data_kernel<scalar_t>),
-                  grid_for(ceil_div(g.n * g.h * g.w * g.c, kThreads), ls.device()), kThreads, 0, ls.stream(), g,
-                  static_cast<const scalar_t*>(args.dy), static_cast<const scalar_t*>(args.w),
+    launch_kernel(TD_KERNEL(backward_data_kernel<scalar_t>), grid, dim3(kChannelLanes, kPositionLanes), 0, ls.stream(),
+                  g, static_cast<const scalar_t*>(args.dy), static_cast<const scalar_t*>(args.w),
                   static_cast<scalar_t*>(args.dx), static_cast<int64_t>(args.accumulate));
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "depthwise conv2d backward data");
   });
