@@ -50,21 +50,19 @@ Geometry geometry_of(const Conv2dGeometry& g) {
 // dx[n, ih, iw, c] = sum over the taps (i, j) whose output (oh, ow) reads it of dy[n, oh, ow, c] * w[c, i, j], in
 // order of (i, j); with accumulate, dx + that sum rounded to T (one rounding of the add, as a separate add would do).
 // Thread (x, y) of a block takes channel blockIdx.x * kChannelLanes + x, whose taps it holds in registers, and every
-// kPositionLanes-th position from y of the block's run of consecutive positions: a warp reads and writes 32 channels
-// of one position, contiguous in channels-last, and the block walks its rows in order, so that the rows of dy it
-// reads for one row of dx it reads again for the next ones soon after.
+// kPositionLanes-th position from y of the block's run of `chunk` consecutive positions (a multiple of kPositionLanes):
+// a warp reads and writes 32 channels of one position, contiguous in channels-last, and the block walks its rows in
+// order, so that the rows of dy it reads for one row of dx it reads again for the next ones soon after.
 template <typename T>
 __global__ void __launch_bounds__(kChannelLanes* kPositionLanes)
-    backward_data_kernel(Geometry g, const T* dy, const T* w, T* dx, int64_t accumulate) {
+    backward_data_kernel(Geometry g, const T* dy, const T* w, T* dx, int64_t chunk, int64_t accumulate) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * kChannelLanes + threadIdx.x;
   if (c >= g.c) return;
   const int64_t taps = g.kh * g.kw;
   double wt[kMaxTaps];
 #pragma unroll
   for (int k = 0; k < kMaxTaps; ++k) wt[k] = k < taps ? wide(w[c * taps + k]) : 0.0;
-  const int64_t positions = g.n * g.h * g.w;
-  const int64_t chunk = ceil_div(ceil_div(positions, static_cast<int64_t>(gridDim.y)), kPositionLanes) * kPositionLanes;
-  const int64_t end = min(positions, (static_cast<int64_t>(blockIdx.y) + 1) * chunk);
+  const int64_t end = min(g.n * g.h * g.w, (static_cast<int64_t>(blockIdx.y) + 1) * chunk);
   for (int64_t p = static_cast<int64_t>(blockIdx.y) * chunk + threadIdx.y; p < end; p += kPositionLanes) {
     const int64_t iw = p % g.w, ih = (p / g.w) % g.h, n = p / (g.w * g.h);
     double acc = 0;
@@ -144,12 +142,13 @@ void depthwise_backward_data(const Conv2dBackwardDataArgs& args, const Stream& s
   const int64_t channel_blocks = ceil_div(g.c, kChannelLanes);
   const int64_t position_blocks = ceil_div(g.n * g.h * g.w, kPositionLanes);
   const int64_t resident = grid_for(channel_blocks * position_blocks, ls.device());
-  const dim3 grid(static_cast<unsigned>(channel_blocks),
-                  static_cast<unsigned>(std::max<int64_t>(1, std::min(position_blocks, resident / channel_blocks))));
+  const int64_t runs = std::max<int64_t>(1, std::min(position_blocks, resident / channel_blocks));
+  const int64_t chunk = ceil_div(position_blocks, runs) * kPositionLanes;  // positions per block
+  const dim3 grid(static_cast<unsigned>(channel_blocks), static_cast<unsigned>(runs));
   TD_DISPATCH_FLOAT_BF16(args.g.dtype, "depthwise conv2d backward data", {
     launch_kernel(TD_KERNEL(backward_data_kernel<scalar_t>), grid, dim3(kChannelLanes, kPositionLanes), 0, ls.stream(),
                   g, static_cast<const scalar_t*>(args.dy), static_cast<const scalar_t*>(args.w),
-                  static_cast<scalar_t*>(args.dx), static_cast<int64_t>(args.accumulate));
+                  static_cast<scalar_t*>(args.dx), chunk, static_cast<int64_t>(args.accumulate));
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "depthwise conv2d backward data");
   });
 }
