@@ -70,6 +70,13 @@ size_t SupernetCell::sample() {
   return p.size() - 1;  // u within rounding of 1
 }
 
+std::vector<SupernetCell*> supernet_cells(Module& m) {
+  std::vector<SupernetCell*> cells;
+  for (auto& [name, sub] : m.named_modules())
+    if (auto* cell = dynamic_cast<SupernetCell*>(sub)) cells.push_back(cell);
+  return cells;
+}
+
 size_t SupernetCell::draw_path() { return fixed_ ? *fixed_ : sample(); }
 
 void SupernetCell::fix_path(std::optional<size_t> path) {

@@ -69,6 +69,9 @@ class SupernetCell : public Module {
   mutable const void* probs_storage_ = nullptr;
 };
 
+// The supernet cells among `m` and its submodules, in the order of named_modules.
+std::vector<SupernetCell*> supernet_cells(Module& m);
+
 struct SupernetBlockSpec {
   int64_t cells = 2;          // cells of the body (at least those the stride needs)
   int64_t stem_channels = 0;  // for image inputs (<= 4 channels): a 3x3 conv-BN-ReLU6 stem; 0: the output width

@@ -29,14 +29,12 @@ std::string input_key(const Tensor& t) { return shape_str(t.shape()) + " " + dty
 // The supernet cells of `m`, each with its path drawn and fixed; they sample again when this goes.
 class DrawnPaths {
  public:
-  explicit DrawnPaths(models::Module& m) {
-    for (auto& [name, sub] : m.named_modules())
-      if (auto* cell = dynamic_cast<models::SupernetCell*>(sub)) {
-        const size_t path = cell->draw_path();
-        cell->fix_path(path);
-        cells_.push_back(cell);
-        key_ += (key_.empty() ? " path " : ",") + std::to_string(path);
-      }
+  explicit DrawnPaths(models::Module& m) : cells_(models::supernet_cells(m)) {
+    for (models::SupernetCell* cell : cells_) {
+      const size_t path = cell->draw_path();
+      cell->fix_path(path);
+      key_ += (key_.empty() ? " path " : ",") + std::to_string(path);
+    }
   }
   ~DrawnPaths() {
     for (models::SupernetCell* c : cells_) c->fix_path(std::nullopt);
@@ -75,7 +73,7 @@ ComputeGraphs::Entry& ComputeGraphs::entry(const std::string& key) {
 Tensor& ComputeGraphs::static_copy(const std::string& key, const Tensor& src) {
   Tensor& s = statics_[key];
   if (!s.defined()) s = empty_like(src);
-  if (s.raw_data() != src.raw_data() || s.strides() != src.strides()) s.copy_(src);
+  if (s.raw_data() != src.raw_data()) s.copy_(src);
   return s;
 }
 

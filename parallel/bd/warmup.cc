@@ -18,9 +18,7 @@ Tensor block_loss(int block, int blocks, const Tensor& out, const Tensor& target
 }
 
 void for_each_path(models::Module& student, const std::function<void()>& step) {
-  std::vector<models::SupernetCell*> cells;
-  for (auto& [name, m] : student.named_modules())
-    if (auto* cell = dynamic_cast<models::SupernetCell*>(m)) cells.push_back(cell);
+  const std::vector<models::SupernetCell*> cells = models::supernet_cells(student);
   size_t paths = 1;
   for (models::SupernetCell* c : cells) paths = std::max(paths, c->num_candidates());
   for (size_t p = 0; p < paths; ++p) {
