@@ -195,17 +195,23 @@ using BatchNormActEvalArgs = BatchNormActArgs<BatchNormEvalArgs>;
 // The backward of BatchNormAct*: bn.dy is the gradient of the activated output y, masked by the activation's
 // derivative read from y (0 < y, and y < 6 for ReLU6) before batch norm's backward. The masked gradient is the
 // residual's: written to dresidual (may be null), or added to it in place with accumulate_dresidual.
+// With mask_from_x (set where the forward ran in training without a residual, and y is its output) a backend may
+// instead recompute y from x and the forward's per-channel operands (bn.mean, bn.invstd, bn.weight and bias, which
+// may be null) with the forward's arithmetic: the same mask, without reading y.
 struct BatchNormActBackwardArgs {
   BatchNormBackwardArgs bn;
   const void* y;
   BnActivation act;
   bool accumulate_dresidual;
   void* dresidual;
+  const void* bias;  // the forward's (read with mask_from_x)
+  bool mask_from_x;
   template <class F>
   void operands(F&& f) const {
     bn.operands(f);
     const int64_t n = bn.g.n * bn.g.c * bn.g.hw;
     f(Operand::read("y", y, bn.g.dtype, n));
+    f(Operand::read("bias", bias, bn.g.param_dtype(), bn.g.c));
     if (accumulate_dresidual)
       f(Operand::update("dresidual", dresidual, bn.g.dtype, n));
     else

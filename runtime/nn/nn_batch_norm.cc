@@ -65,6 +65,8 @@ BatchNormGeometry checked_geometry(const Tensor& x, const Tensor& weight, const 
 struct BackwardState {
   BatchNormGeometry g;
   SavedTensor x, weight, mean, stat, y;  // stat: invstd in training, running_var in evaluation; y when activated
+  SavedTensor bias;  // the forward's (may be null), with mask_from_x
+  bool mask_from_x;  // activated in training without a residual: a backend may recompute y from x (nn_backend.h)
   bool training;
   double eps;
   bool fused;
@@ -88,6 +90,7 @@ std::vector<Tensor> batch_norm_backward(const BackwardState& st, std::vector<Ten
   Tensor xv = st.x.unpack("batch_norm"), wv = st.weight.unpack("batch_norm"), mv = st.mean.unpack("batch_norm");
   Tensor is = st.stat.unpack("batch_norm");
   Tensor yv = st.y.defined() ? st.y.unpack("batch_norm_act") : Tensor();
+  Tensor bv = st.bias.unpack("batch_norm_act");
   if (!st.training) is = rdiv(1.0, sqrt(add(is, st.eps)));
   Tensor gy = dense_in_format(grads[0], g.channels_last);
   TD_CHECK_DTYPE(gy.dtype() == g.dtype, "batch_norm backward: the output's gradient is ", dtype_name(gy.dtype()),
@@ -112,8 +115,10 @@ std::vector<Tensor> batch_norm_backward(const BackwardState& st, std::vector<Ten
                           ptr_or_null(out[2])};
   NNBackend& nn = nn_backend_for(gy.device());
   if (st.fused)
-    nn.batch_norm_act_backward({a, ptr_or_null(yv), st.act, in_place, residual ? ptr_or_null(out[3]) : nullptr},
-                               current_stream(gy.device()));
+    nn.batch_norm_act_backward(
+        {a, ptr_or_null(yv), st.act, in_place, residual ? ptr_or_null(out[3]) : nullptr, ptr_or_null(bv),
+         st.mask_from_x},
+        current_stream(gy.device()));
   else
     nn.batch_norm_backward(a, current_stream(gy.device()));
   if (in_place) {
@@ -187,12 +192,15 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
   std::vector<Tensor> inputs{x, weight, bias};
   if (residual.defined()) inputs.push_back(residual);
   if (autograd::any_requires_grad(inputs)) {
+    const bool mask_from_x = act != BnActivation::None && !residual.defined() && training;
     BackwardState st{g,
                      SavedTensor(xd),
                      SavedTensor(wd),
                      SavedTensor(training ? mean : running_mean),
                      SavedTensor(training ? invstd : running_var),
                      SavedTensor(fused && act != BnActivation::None ? y : Tensor()),
+                     SavedTensor(mask_from_x ? bd : Tensor()),
+                     mask_from_x,
                      training,
                      eps,
                      fused,

@@ -128,6 +128,52 @@ TEST(BatchNormAct, FusedEqualsUnfusedOnCuda) {
   expect_fused_equals_unfused(Device::cuda());
 }
 
+// Where the backward recomputes the activation's mask from x (training, no residual) instead of reading the output,
+// it must take the forward's decision bit for bit. Pre-activations at the threshold: x takes four values, and each
+// channel's bias cancels the rounded product (x - mean) * weight * invstd of one of them (read from a plain batch
+// norm's output), so that those elements' pre-activations are that product's rounding error: zero or a tiny value of
+// either sign, which any other arithmetic (a multiply and an add rounded apart, a scale rounded differently) decides
+// differently for about half of the channels. For ReLU6 the bias puts them at 6 instead. The fused gradients against
+// the unfused ones, whose ReLU masks with the output it reads.
+TEST(BatchNormAct, BackwardRecomputesTheForwardsMaskBitForBit) {
+  std::vector<Device> devices{Device::cpu()};
+  if (cuda_available()) devices.push_back(Device::cuda());
+  Generator gen(testing::fresh_seed());
+  for (Device d : devices)
+    for (DType t : {DType::F64, DType::F32, DType::BF16})
+      for (bool cl : {false, true})
+        for (BnActivation act : {BnActivation::Relu, BnActivation::Relu6}) {
+          const Case k{d, t, cl, act, false, true};
+          SCOPED_TRACE(name_of(k));
+          const DType pt = BatchNormGeometry{t}.param_dtype();
+          // Vector paths (16-byte NHWC rows and NCHW planes) and scalar ones.
+          const int64_t n = 2 + gen.integer(3), c = gen.integer(2) == 0 ? 5 : 8, h = 4, w = 3 + gen.integer(2);
+          Tensor levels = zeros({n, c, h, w}, DType::F64);
+          {
+            std::vector<double> v(static_cast<size_t>(levels.numel()));
+            for (double& e : v) e = 0.7 * (static_cast<double>(gen.integer(4)) - 1.0);
+            levels = from_vector(v, {n, c, h, w});
+          }
+          auto place = [&](const Tensor& x) { return cl ? to_channels_last(x.to(d)) : x.to(d); };
+          const Tensor x = place(levels.to(t)), weight = add(mul(rand({c}, gen, DType::F64), 2.0), 0.5).to(pt).to(d);
+          // The rounded products, from the kernels' own arithmetic on x's values in P (bias 0, no activation).
+          const Tensor product = batch_norm(place(levels.to(t).to(pt)), weight, zeros({c}, pt).to(d), Tensor(),
+                                            Tensor(), true, 0.1, 1e-5);
+          const std::vector<double> at = product.select(0, 0).select(1, 0).select(1, 0).to_vector<double>();
+          std::vector<double> bias(static_cast<size_t>(c));
+          for (int64_t j = 0; j < c; ++j) bias[j] = (act == BnActivation::Relu6 ? 6.0 : 0.0) - at[j];
+          const Tensor b = from_vector(bias, {c}).to(pt).to(d);
+          auto gy = [&] { return place(randn({n, c, h, w}, gen, DType::F64).to(t)); };
+          const Inputs in{x, weight, b, zeros({c}, pt).to(d), add(zeros({c}, pt), 1.0).to(d), Tensor(), gy()};
+          const Result want = run(k, in, false), got = run(k, in, true);
+          testing::expect_bitwise_equal(got.y, want.y, "y");
+          const double tol = t == DType::F64 ? 1e-12 : t == DType::F32 ? 2e-5 : 1e-2;
+          testing::expect_close(got.dx, want.dx, 10 * tol, "dx");
+          testing::expect_close(got.dw, want.dw, tol, "dweight");
+          testing::expect_close(got.db, want.db, tol, "dbias");
+        }
+}
+
 // x's values in a view one element into a larger buffer on x's device (data not 16-byte aligned), in x's layout.
 Tensor misaligned(const Tensor& x, bool channels_last) {
   Tensor big = zeros({x.numel() + 1}, x.options()), flat = big.narrow(0, 1, x.numel());
@@ -252,7 +298,8 @@ Result widened_reference(const Case& k, const Inputs& in, bool fused) {
   out.db = zeros_like(in.w);
   const BatchNormBackwardArgs a{g,         k.training,        x.raw_data(),  dy.raw_data(),     in.w.raw_data(),
                                 ptr(mean), invstd.raw_data(), dx.raw_data(), out.dw.raw_data(), out.db.raw_data()};
-  fused ? nn.batch_norm_act_backward({a, kept.raw_data(), k.act, false, dr.raw_data()}, s)
+  // y read back (not recomputed from x): both kernels mask with the bf16 output.
+  fused ? nn.batch_norm_act_backward({a, kept.raw_data(), k.act, false, dr.raw_data(), in.b.raw_data(), false}, s)
         : nn.batch_norm_backward(a, s);
   out.dx = dx.to(DType::BF16);
   out.dr = dr.to(DType::BF16);
@@ -372,7 +419,9 @@ TEST(BatchNormAct, BackwardAccumulatesTheResidualGradientInPlace) {
                                     y.raw_data(),
                                     BnActivation::Relu,
                                     accumulate,
-                                    dres.raw_data()},
+                                    dres.raw_data(),
+                                    nullptr,
+                                    false},
                                    current_stream(d));
       }
       const Tensor y64 = y.to(DType::F64), dy64 = dy.to(DType::F64);

@@ -5,6 +5,7 @@
 // 16-byte vectors where the shape allows. Activations of type T (bf16: loaded and stored as bf16, each result rounded
 // once) go with per-channel operands of P = compute_t<T> (f32 for bf16), the arithmetic P's or double.
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/kernel_launch.cuh"
@@ -74,14 +75,43 @@ __device__ __forceinline__ double wide(T v) {
   return static_cast<double>(static_cast<compute_t<T>>(v));
 }
 
+// a * b + c rounded once: the forward's pre-activation, and the backward's recomputation of it, in the same bits.
+__device__ __forceinline__ float fused_madd(float a, float b, float c) { return fmaf(a, b, c); }
+__device__ __forceinline__ double fused_madd(double a, double b, double c) { return fma(a, b, c); }
+
+// The forward's per-channel operands: y = act((x - m) * k + b (+ r)), k = weight * invstd rounded once to P.
+template <typename P>
+struct Affine {
+  P m, k, b;
+};
+template <typename P>
+__device__ __forceinline__ Affine<P> affine_of(int64_t c, const P* mean, double invstd, const P* weight,
+                                               const P* bias) {
+  return {mean[c], static_cast<P>((weight ? static_cast<double>(weight[c]) : 1.0) * invstd), bias ? bias[c] : P(0)};
+}
+template <typename P, typename T>
+__device__ __forceinline__ P pre_activation(T x, const Affine<P>& f) {
+  return fused_madd(P(x) - f.m, f.k, f.b);
+}
+// The fused epilogue (ReLU or ReLU6) on a pre-activation, rounded once to T.
+template <typename T, typename P>
+__device__ __forceinline__ T activate(P u, BnActivation act) {
+  if (act != BnActivation::None) u = u > P(0) ? (act == BnActivation::Relu6 && u > P(6) ? P(6) : u) : P(0);
+  return T(u);
+}
+
+// The ops of the partial sums: coef(c) is what a thread keeps for channel c across its elements; op(i, coefs, a, b)
+// adds element vector i's terms to the sums a and b.
 template <typename T>
 struct StatsOp {  // sum of x and of x^2
   // The ops are kernel parameters, which the simulated GPU reads word by word as possible device pointers: no
   // padding, whose stack garbage could look like one (flags are 4 or 8 bytes, paired to fill 8).
   const T* x;
   int64_t vec;  // a bool
+  struct Coef {};
+  __device__ __forceinline__ Coef coef(int64_t) const { return {}; }
   template <int V, int C>
-  __device__ __forceinline__ void operator()(int64_t i, int64_t, double (&a)[C], double (&b)[C]) const {
+  __device__ __forceinline__ void operator()(int64_t i, const Coef (&)[C], double (&a)[C], double (&b)[C]) const {
     const Vec<T, V> v = load_n<T, V>(x + i, vec);
 #pragma unroll
     for (int e = 0; e < V; ++e) {
@@ -99,24 +129,52 @@ __device__ __forceinline__ bool passes(T y, BnActivation act) {
   return act == BnActivation::None || (v > 0 && (act == BnActivation::Relu || v < 6));
 }
 
-template <typename T, typename P = compute_t<T>>
+// Where the backward's mask (the epilogue's derivative) comes from: none (no activation, or a gradient masked
+// before), the output y read back, or y recomputed from x with the forward's arithmetic (BatchNormActBackwardArgs's
+// mask_from_x: one read fewer per pass).
+enum class MaskFrom : int32_t { None, Y, X };
+
+// Whether the epilogue passes the gradient at an element. MaskFrom::X is the compile-time kFromX, so that the other
+// kernels keep no forward operands in registers.
+template <bool kFromX, typename T, typename P>
+__device__ __forceinline__ bool passes_at(MaskFrom from, BnActivation act, T x, T y, const Affine<P>& f) {
+  if (kFromX) return passes(activate<T>(pre_activation(x, f), act), act);
+  return from != MaskFrom::Y || passes(y, act);
+}
+template <bool kFromX, typename P>
+__device__ __forceinline__ Affine<P> mask_coef(int64_t c, const P* mean, const P* invstd, const P* weight,
+                                               const P* bias) {
+  return kFromX ? affine_of(c, mean, static_cast<double>(invstd[c]), weight, bias) : Affine<P>{mean[c], P(0), P(0)};
+}
+
+template <typename T, bool kFromX = false, typename P = compute_t<T>>
 struct GradOp {  // sum of g and of g * (x - mean), g = dy masked by the activation's derivative; g goes to dres
   const T* x;
   const T* dy;
   const P* mean;
-  const T* y = nullptr;
-  BnActivation act = BnActivation::None;
-  int32_t accumulate = 0;  // a bool, as 4 bytes: no padding in the kernel parameter
-  T* dres = nullptr;
-  int64_t vec = 0;  // a bool
+  const T* y;  // read with MaskFrom::Y
+  const P* weight;
+  const P* invstd;
+  const P* bias;
+  T* dres;
+  BnActivation act;
+  int32_t accumulate;  // a bool, as 4 bytes: no padding in the kernel parameter
+  MaskFrom mask;  // X exactly when kFromX
+  int32_t vec;    // a bool
+  struct Coef {
+    Affine<P> f;  // f.m is the mean; f.k and f.b recompute y (kFromX)
+  };
+  __device__ __forceinline__ Coef coef(int64_t c) const { return {mask_coef<kFromX>(c, mean, invstd, weight, bias)}; }
   template <int V, int C>
-  __device__ __forceinline__ void operator()(int64_t i, int64_t c, double (&a)[C], double (&b)[C]) const {
+  __device__ __forceinline__ void operator()(int64_t i, const Coef (&cf)[C], double (&a)[C], double (&b)[C]) const {
     Vec<T, V> g = load_n<T, V>(dy + i, vec);
     const Vec<T, V> xv = load_n<T, V>(x + i, vec);
-    if (y != nullptr) {
-      const Vec<T, V> yv = load_n<T, V>(y + i, vec);
+    if (mask != MaskFrom::None) {
+      Vec<T, V> yv = xv;
+      if (!kFromX && mask == MaskFrom::Y) yv = load_n<T, V>(y + i, vec);
 #pragma unroll
-      for (int e = 0; e < V; ++e) g.v[e] = passes(yv.v[e], act) ? g.v[e] : T(P(0));
+      for (int e = 0; e < V; ++e)
+        if (!passes_at<kFromX>(mask, act, xv.v[e], yv.v[e], cf[slot<C>(e)].f)) g.v[e] = T(P(0));
     }
     if (dres != nullptr) {
       Vec<T, V> r = g;
@@ -131,7 +189,7 @@ struct GradOp {  // sum of g and of g * (x - mean), g = dy masked by the activat
     for (int e = 0; e < V; ++e) {
       const double d = wide(g.v[e]);
       a[slot<C>(e)] += d;
-      b[slot<C>(e)] += d * (wide(xv.v[e]) - static_cast<double>(mean[c + slot<C>(e)]));
+      b[slot<C>(e)] += d * (wide(xv.v[e]) - static_cast<double>(cf[slot<C>(e)].f.m));
     }
   }
 };
@@ -145,9 +203,10 @@ __global__ void plane_partials(ChannelLayout L, int64_t per, Op op, double2* par
   double a[1] = {0}, b[1] = {0};
   int64_t j = static_cast<int64_t>(blockIdx.x) * per + threadIdx.x;
   if (j < j1) {
+    const typename Op::Coef cf[1] = {op.coef(c)};
     int64_t o = j / inner, i = j - o * inner;
     for (; j < j1; j += blockDim.x) {
-      op.template operator()<V, 1>((o * L.channels + c) * L.inner + i * V, c, a, b);
+      op.template operator()<V, 1>((o * L.channels + c) * L.inner + i * V, cf, a, b);
       i += blockDim.x;
       while (i >= inner) {
         i -= inner;
@@ -169,9 +228,13 @@ __global__ void row_partials(ChannelLayout L, int64_t per, Op op, double2* parti
   const int64_t c = (static_cast<int64_t>(blockIdx.y) * kRowChannels + threadIdx.x) * V;
   const int64_t r1 = min(L.outer, static_cast<int64_t>(blockIdx.x + 1) * per);
   double a[V] = {}, b[V] = {};
-  if (c < L.channels)
+  if (c < L.channels) {
+    typename Op::Coef cf[V];
+#pragma unroll
+    for (int e = 0; e < V; ++e) cf[e] = op.coef(c + e);
     for (int64_t r = static_cast<int64_t>(blockIdx.x) * per + threadIdx.y; r < r1; r += kRowLanes)
-      op.template operator()<V, V>(r * L.channels + c, c, a, b);
+      op.template operator()<V, V>(r * L.channels + c, cf, a, b);
+  }
   __shared__ double sa[kRowLanes][kRowChannels * V + 1], sb[kRowLanes][kRowChannels * V + 1];
 #pragma unroll
   for (int e = 0; e < V; ++e) {
@@ -270,9 +333,7 @@ __global__ void finalize_grads(const double2* partial, int64_t splits, int64_t c
 // running variance (evaluation: invstd null). Computed in P, y rounded once to T.
 template <typename T, typename P = compute_t<T>>
 struct AffineOp {
-  struct Coef {
-    P m, k, b;
-  };
+  using Coef = Affine<P>;
   const T* x;
   const P* mean;
   const P* invstd;
@@ -286,7 +347,7 @@ struct AffineOp {
   int32_t vec;  // a bool
   __device__ __forceinline__ Coef coef(int64_t c) const {
     const double is = invstd ? static_cast<double>(invstd[c]) : 1.0 / sqrt(static_cast<double>(var[c]) + eps);
-    return {mean[c], static_cast<P>((weight ? static_cast<double>(weight[c]) : 1.0) * is), bias ? bias[c] : P(0)};
+    return affine_of(c, mean, is, weight, bias);
   }
   template <int V, int C>
   __device__ __forceinline__ void operator()(int64_t i, const Coef (&cf)[C]) const {
@@ -295,54 +356,57 @@ struct AffineOp {
     if (r != nullptr) rv = load_n<T, V>(r + i, vec);
 #pragma unroll
     for (int e = 0; e < V; ++e) {
-      const Coef& k = cf[slot<C>(e)];
-      P u = (P(v.v[e]) - k.m) * k.k + k.b;
+      P u = pre_activation(v.v[e], cf[slot<C>(e)]);
       if (r != nullptr) u += P(rv.v[e]);
-      if (act != BnActivation::None) u = u > P(0) ? (act == BnActivation::Relu6 && u > P(6) ? P(6) : u) : P(0);
-      v.v[e] = T(u);
+      v.v[e] = activate<T>(u, act);
     }
     store_n<T, V>(y + i, v, vec);
   }
 };
 
-// dx = g * k1 + (x - mean) * k2 + k3, g = dy masked by the activation's derivative read from y (null: none);
-// computed in P, dx rounded once to T.
-template <typename T, typename P = compute_t<T>>
+// dx = g * k1 + (x - mean) * k2 + k3, g = dy masked by the activation's derivative (MaskFrom); computed in P, dx
+// rounded once to T.
+template <typename T, bool kFromX = false, typename P = compute_t<T>>
 struct BackwardOp {
   struct Coef {
-    P m, k1, k2, k3;
+    P k1, k2, k3;
+    Affine<P> f;  // f.m is the mean; f.k and f.b recompute y (kFromX)
   };
-  const T* dy;
+  const T* dy;  // or the gradient masked before (MaskFrom::None)
   const T* x;
   const P* mean;
   const P* k;  // k1, k2, k3: 3 rows of channels
   int64_t channels;
-  const T* y;
+  const T* y;  // read with MaskFrom::Y
+  const P* weight;
+  const P* invstd;
+  const P* bias;
   T* dx;
   BnActivation act;
-  int32_t vec;  // a bool
+  MaskFrom mask;  // X exactly when kFromX
+  int64_t vec;    // a bool
   __device__ __forceinline__ Coef coef(int64_t c) const {
-    return {mean[c], k[c], k[channels + c], k[2 * channels + c]};
+    return {k[c], k[channels + c], k[2 * channels + c], mask_coef<kFromX>(c, mean, invstd, weight, bias)};
   }
   template <int V, int C>
   __device__ __forceinline__ void operator()(int64_t i, const Coef (&cf)[C]) const {
     Vec<T, V> g = load_n<T, V>(dy + i, vec);
     const Vec<T, V> xv = load_n<T, V>(x + i, vec);
-    Vec<T, V> yv;
-    if (y != nullptr) yv = load_n<T, V>(y + i, vec);
+    Vec<T, V> yv = xv;
+    if (!kFromX && mask == MaskFrom::Y) yv = load_n<T, V>(y + i, vec);
 #pragma unroll
     for (int e = 0; e < V; ++e) {
       const Coef& q = cf[slot<C>(e)];
-      const P d = y == nullptr || passes(yv.v[e], act) ? P(g.v[e]) : P(0);
-      g.v[e] = T(d * q.k1 + (P(xv.v[e]) - q.m) * q.k2 + q.k3);
+      const P d = passes_at<kFromX>(mask, act, xv.v[e], yv.v[e], q.f) ? P(g.v[e]) : P(0);
+      g.v[e] = T(d * q.k1 + (P(xv.v[e]) - q.f.m) * q.k2 + q.k3);
     }
     store_n<T, V>(dx + i, g, vec);
   }
 };
 
 // No padding in the kernel parameters (StatsOp says why): each size is the sum of its members' 8-byte words.
-static_assert(sizeof(StatsOp<float>) == 2 * 8 && sizeof(GradOp<float>) == 7 * 8 && sizeof(AffineOp<float>) == 10 * 8 &&
-                  sizeof(BackwardOp<float>) == 8 * 8,
+static_assert(sizeof(StatsOp<float>) == 2 * 8 && sizeof(GradOp<float>) == 10 * 8 &&
+                  sizeof(AffineOp<float>) == 10 * 8 && sizeof(BackwardOp<float>) == 12 * 8,
               "a batch-norm op passed to a kernel has padding");
 
 // Planes (inner > 1, inner % V == 0): threadIdx.y and the grid's y across the outer * channels planes (one channel
@@ -490,9 +554,13 @@ struct ActGrad {
   BnActivation act;
   bool accumulate;
   void* dres;
+  const void* bias;
+  bool mask_from_x;
 };
 
-// Three launches: the gradient sums in one pass (storing the masked gradient to dres), their finalize, and dx.
+// Three launches: the gradient sums in one pass (storing the masked gradient to dres), their finalize, and dx. The
+// mask is recomputed from x where the caller allows it, else read from y; dx's pass reads the masked gradient back
+// from dres where the first pass wrote it (rather than added it), instead of dy and y.
 void backward(const BatchNormBackwardArgs& args, const ActGrad& e, const Stream& s) {
   if (args.g.c == 0) return;
   check_channels(args.g);
@@ -506,21 +574,36 @@ void backward(const BatchNormBackwardArgs& args, const ActGrad& e, const Stream&
     Scratch<P> scratch(sp.count * args.g.c, 3 * args.g.c, s);
     P* k = scratch.coef;
     const P* m = static_cast<const P*>(args.mean);
-    const T* y = e.act == BnActivation::None ? nullptr : static_cast<const T*>(e.y);
-    launch_partials<T>(L, sp,
-                       GradOp<T>{static_cast<const T*>(args.x), static_cast<const T*>(args.dy), m, y, e.act,
-                                 e.accumulate ? 1 : 0, static_cast<T*>(e.dres), vec},
-                       scratch.partial, ls.stream());
+    const P* w = static_cast<const P*>(args.weight);
+    const P* is = static_cast<const P*>(args.invstd);
+    const P* b = static_cast<const P*>(e.bias);
+    const T* y = static_cast<const T*>(e.y);
+    const MaskFrom mask = e.act == BnActivation::None ? MaskFrom::None : e.mask_from_x ? MaskFrom::X : MaskFrom::Y;
+    const auto grad_op = [&](auto from_x) {
+      return GradOp<T, decltype(from_x)::value>{static_cast<const T*>(args.x), static_cast<const T*>(args.dy), m, y, w,
+                                                is, b, static_cast<T*>(e.dres), e.act, e.accumulate ? 1 : 0, mask,
+                                                vec ? 1 : 0};
+    };
+    if (mask == MaskFrom::X)
+      launch_partials<T>(L, sp, grad_op(std::true_type()), scratch.partial, ls.stream());
+    else
+      launch_partials<T>(L, sp, grad_op(std::false_type()), scratch.partial, ls.stream());
     launch_kernel(TD_KERNEL(finalize_grads<P>), channel_blocks(args.g.c), kThreads, 0, ls.stream(), scratch.partial,
                   sp.count, args.g.c, static_cast<double>(L.per_channel()), args.training,
                   static_cast<const P*>(args.weight), static_cast<const P*>(args.invstd), static_cast<P*>(args.dweight),
                   static_cast<P*>(args.dbias), k, k + args.g.c, k + 2 * args.g.c);
     TD_CUDA_CHECK_LAUNCH(ls.stream(), "batch_norm finalize_grads");
-    if (args.dx != nullptr)
-      launch_apply<T>(L,
-                      BackwardOp<T>{static_cast<const T*>(args.dy), static_cast<const T*>(args.x), m, k, args.g.c, y,
-                                    static_cast<T*>(args.dx), e.act, vec},
-                      ls, "batch_norm apply_backward");
+    const bool masked_in_dres = e.dres != nullptr && !e.accumulate;
+    const MaskFrom dx_mask = masked_in_dres ? MaskFrom::None : mask;
+    const auto backward_op = [&](auto from_x) {
+      return BackwardOp<T, decltype(from_x)::value>{
+          masked_in_dres ? static_cast<const T*>(e.dres) : static_cast<const T*>(args.dy),
+          static_cast<const T*>(args.x), m, k, args.g.c, y, w, is, b, static_cast<T*>(args.dx), e.act, dx_mask, vec};
+    };
+    if (args.dx != nullptr && dx_mask == MaskFrom::X)
+      launch_apply<T>(L, backward_op(std::true_type()), ls, "batch_norm apply_backward");
+    else if (args.dx != nullptr)
+      launch_apply<T>(L, backward_op(std::false_type()), ls, "batch_norm apply_backward");
   });
 }
 
@@ -533,7 +616,7 @@ void CudaNNBackend::batch_norm_forward_eval(const BatchNormEvalArgs& args, const
   forward_eval(args, nullptr, BnActivation::None, s);
 }
 void CudaNNBackend::batch_norm_backward(const BatchNormBackwardArgs& args, const Stream& s) {
-  backward(args, ActGrad{nullptr, BnActivation::None, false, nullptr}, s);
+  backward(args, ActGrad{nullptr, BnActivation::None, false, nullptr, nullptr, false}, s);
 }
 void CudaNNBackend::batch_norm_act_forward_train(const BatchNormActTrainArgs& args, const Stream& s) {
   forward_train(args.bn, args.residual, args.act, s);
@@ -542,7 +625,8 @@ void CudaNNBackend::batch_norm_act_forward_eval(const BatchNormActEvalArgs& args
   forward_eval(args.bn, args.residual, args.act, s);
 }
 void CudaNNBackend::batch_norm_act_backward(const BatchNormActBackwardArgs& args, const Stream& s) {
-  backward(args.bn, ActGrad{args.y, args.act, args.accumulate_dresidual, args.dresidual}, s);
+  backward(args.bn, ActGrad{args.y, args.act, args.accumulate_dresidual, args.dresidual, args.bias, args.mask_from_x},
+           s);
 }
 
 }  // namespace cuda
