@@ -295,6 +295,7 @@ namespace cuda {
 void CudaNNBackend::conv2d_forward(const Conv2dForwardArgs& args, const Stream& s) {
   TD_CHECK(args.bias == nullptr || args.g.dtype != DType::BF16,
            "conv2d_forward in bf16 takes no bias (conv2d adds it to the rounded result)");
+  if (depthwise_kernels_take(args.g)) return depthwise_forward(args, s);
   cudnn::convolve(cudnn::ConvPass::Forward, args.g, {args.x, args.w, args.y}, args.bias, s);
 }
 

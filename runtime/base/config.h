@@ -21,7 +21,7 @@ bool cudnn_benchmark();
 void set_cudnn_benchmark(bool on);
 
 // The CUDA backend's depthwise convolutions (groups == in == out channels) in channels-last f32/f64/bf16 with at
-// most 9 taps run their backward passes on Tandem's own kernels rather than cuDNN's grouped convolution (on by default;
+// most 9 taps run forward and backward on Tandem's own kernels rather than cuDNN's grouped convolution (on by default;
 // TANDEM_DEPTHWISE_KERNELS=0 keeps them on cuDNN, to compare).
 bool depthwise_kernels();
 void set_depthwise_kernels(bool on);

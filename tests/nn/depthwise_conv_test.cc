@@ -1,8 +1,8 @@
-// The CUDA backend's own depthwise backward passes (kernels/cuda/nn/depthwise.cu): on fresh random geometries
-// (strides, padding, dilation, taps up to 3 x 3) their input and weight gradients equal the CPU backend's, and the
-// simulated cuDNN's that they replace, in f64, f32 and bf16; a data gradient added in place is the separate add's
-// sum bitwise; runs are bitwise equal; and the passes they do not take (NCHW, a channel multiplier, 5 x 5)
-// still go to cuDNN (seen in the simulated GPU's record of what ran).
+// The CUDA backend's own depthwise passes (kernels/cuda/nn/depthwise.cu): on fresh random geometries (strides 1 to 3,
+// padding, dilation, taps up to 3 x 3) the output (with a bias in f32 and f64), the input and the weight gradients
+// equal the CPU backend's, and the simulated cuDNN's that they replace, in f64, f32 and bf16; a data gradient added
+// in place is the separate add's sum bitwise; runs are bitwise equal; and the passes they do not take (NCHW, a
+// channel multiplier, 5 x 5) still go to cuDNN (seen in the simulated GPU's record of what ran).
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -26,11 +26,12 @@ struct Shape2 {
   int64_t n, c, h, w, kh, kw, stride, pad, dilation;
 };
 
-// A fresh depthwise geometry: small images, a 1x1 to 3x3 kernel, stride 1 or 2, padding 0 to 2, dilation 1 or 2.
+// A fresh depthwise geometry: small images, a 1x1 to 3x3 kernel, stride 1 to 3 (the kernels count strides 1 and 2
+// and divide by others), padding 0 to 2, dilation 1 or 2.
 Shape2 fresh_shape(std::mt19937_64& g) {
   auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(g); };
   Shape2 s{pick(1, 3), pick(1, 40), pick(5, 12), pick(5, 12), pick(1, 3),
-           pick(1, 3), pick(1, 2),  pick(0, 2),  pick(1, 2)};
+           pick(1, 3), pick(1, 3),  pick(0, 2),  pick(1, 2)};
   return s;
 }
 
@@ -44,18 +45,21 @@ Conv2dOptions options_of(const Shape2& s) {
 }
 
 struct Grads {
-  Tensor dx, dw;
+  Tensor y, dx, dw;
 };
 
-// conv2d's gradients on `device` (channels-last input and weight on CUDA), back on the CPU.
-Grads grads_on(Device device, const Tensor& x, const Tensor& w, const Tensor& dy, const Conv2dOptions& o) {
+// conv2d's output (with `bias`, which may be undefined) and gradients on `device` (channels-last input and weight on
+// CUDA), back on the CPU.
+Grads grads_on(Device device, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& dy,
+               const Conv2dOptions& o) {
   Tensor xd = x.to(device), wd = w.to(device);
   if (device.is_cuda()) xd = to_channels_last(xd), wd = to_channels_last(wd);
   xd = xd.detach().set_requires_grad(true);
   wd = wd.detach().set_requires_grad(true);
-  Tensor y = conv2d(xd, wd, Tensor(), o);
+  Tensor y = conv2d(xd, wd, bias.defined() ? bias.to(device) : Tensor(), o);
   y.backward(dy.to(device));
-  return {xd.grad().to(Device::cpu()).contiguous(), wd.grad().to(Device::cpu()).contiguous()};
+  return {y.detach().to(Device::cpu()).contiguous(), xd.grad().to(Device::cpu()).contiguous(),
+          wd.grad().to(Device::cpu()).contiguous()};
 }
 
 // The names of the kernels and library calls that ran in fn (the simulated GPU's record), or empty without it.
@@ -83,7 +87,7 @@ class DepthwiseSwitch {
   bool was_;
 };
 
-TEST(DepthwiseConv, GradientsEqualTheCpuAndCudnnOnFreshGeometries) {
+TEST(DepthwiseConv, PassesEqualTheCpuAndCudnnOnFreshGeometries) {
   TD_REQUIRE_GPU();
   testing::NumericsGuard numerics(false, true);  // no TF32: cuDNN's f32 is plain f32 too
   std::mt19937_64 rng(testing::fresh_seed());
@@ -102,28 +106,36 @@ TEST(DepthwiseConv, GradientsEqualTheCpuAndCudnnOnFreshGeometries) {
       const DType drawn = t == DType::BF16 ? DType::F32 : t;  // randn draws f32 or f64, then rounded to bf16
       const Tensor x = randn({s.n, s.c, s.h, s.w}, gen, drawn).to(t), w = randn({s.c, 1, s.kh, s.kw}, gen, drawn).to(t);
       const Tensor dy = randn({s.n, s.c, oh, ow}, gen, drawn).to(t);
-      const Grads cpu = grads_on(Device::cpu(), x, w, dy, o);
+      // conv2d adds a bf16 convolution's bias after the rounding, outside the kernels: f32 and f64 take one.
+      const Tensor bias = t == DType::BF16 ? Tensor() : randn({s.c}, gen, drawn);
+      const Grads cpu = grads_on(Device::cpu(), x, w, bias, dy, o);
       Grads mine, again, cudnn;
       {
         DepthwiseSwitch on(true);
-        const std::vector<std::string> names = ran([&] { mine = grads_on(Device::cuda(0), x, w, dy, o); });
-        again = grads_on(Device::cuda(0), x, w, dy, o);
+        const std::vector<std::string> names = ran([&] { mine = grads_on(Device::cuda(0), x, w, bias, dy, o); });
+        again = grads_on(Device::cuda(0), x, w, bias, dy, o);
         if (!names.empty()) {
+          EXPECT_TRUE(any_contains(names, "forward_kernel")) << what;
           EXPECT_TRUE(any_contains(names, "backward_data_kernel")) << what;
           EXPECT_TRUE(any_contains(names, "backward_weight_finalize_kernel")) << what;
-          EXPECT_FALSE(any_contains(names, "cudnnConvolutionBackward")) << what;
+          EXPECT_FALSE(any_contains(names, "cudnnConvolution")) << what;
         }
       }
       {
         DepthwiseSwitch off(false);
-        const std::vector<std::string> names = ran([&] { cudnn = grads_on(Device::cuda(0), x, w, dy, o); });
+        const std::vector<std::string> names = ran([&] { cudnn = grads_on(Device::cuda(0), x, w, bias, dy, o); });
         if (!names.empty()) {
+          EXPECT_TRUE(any_contains(names, "cudnnConvolutionForward")) << what;
           EXPECT_TRUE(any_contains(names, "cudnnConvolutionBackwardData")) << what;
+          EXPECT_FALSE(any_contains(names, "forward_kernel")) << what;
           EXPECT_FALSE(any_contains(names, "backward_data_kernel")) << what;
         }
       }
       // bf16: both sides accumulate wider and round each result once, in other orders (cuDNN and the CPU in f32).
       const double tol = t == DType::F64 ? 1e-12 : t == DType::F32 ? 1e-5 : 1e-2;
+      testing::expect_close(mine.y, cpu.y, tol, what + ": y against the CPU");
+      testing::expect_close(mine.y, cudnn.y, tol, what + ": y against cuDNN");
+      testing::expect_bitwise_equal(again.y, mine.y, what + ": y run twice");
       testing::expect_close(mine.dx, cpu.dx, tol, what + ": dx against the CPU");
       testing::expect_close(mine.dw, cpu.dw, tol, what + ": dw against the CPU");
       testing::expect_close(mine.dx, cudnn.dx, tol, what + ": dx against cuDNN");

@@ -102,6 +102,10 @@ std::vector<OpCase> conv_cases() {
     }
   // A channels-last input with an NCHW weight, which the convolution converts.
   cs.push_back(conv_case(shapes().at(0), true, true, "_nchw_weight", true));
+  // MobileNetV2's depthwise 3x3 (stride 1, padding 1) over 64 channels, channels-last: its output checked here (its
+  // gradients on the CUDA kernels in tests/nn:depthwise_conv_test); kernels_bench times it at [batch, 64, 56, 56].
+  cs.push_back(conv_case({"depthwise_3x3_c64", 1, 64, 5, 5, 64, 3, 3, Conv2dOptions{1, 1, 1, 1, 1, 1, 64}, false}, true,
+                         false, ""));
   return cs;
 }
 

@@ -134,6 +134,13 @@ std::vector<costmodel::KernelCase> make_cases() {
         cs.push_back(layer(pool + "_pool_stem_" + (pass == Pass::Forward ? "forward" : "backward") + format(nhwc),
                            "pool", pool + "_pool2d_3x3_pad" + channels_last(nhwc), pass,
                            activations(1, false, 2 * kSide)));
+  // MobileNetV2's depthwise 3 x 3 convolution (stride 1, padding 1), channels-last: forward, and backward (the data
+  // and weight gradients).
+  for (const Pass pass : passes)
+    cs.push_back(layer(std::string("depthwise_3x3_") + (pass == Pass::Forward ? "forward" : "backward") + "_nhwc", "conv",
+                       "conv2d_depthwise_3x3_c64_channels_last", pass, [](int64_t batch) {
+                         return std::vector<Shape>{{batch, kChannels, kSide, kSide}, {kChannels, 1, 3, 3}};
+                       }));
   cs.push_back(layer("copy_nchw_to_nhwc", "dropout_format", "to_channels_last", Pass::Forward, activations(1, false)));
   cs.push_back(
       layer("copy_nhwc_to_nchw", "dropout_format", "to_nchw_of_channels_last", Pass::Forward, activations(1, false)));
