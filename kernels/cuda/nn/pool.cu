@@ -1,11 +1,14 @@
 // CUDA max and average pooling. Forward: one thread per output. Backward gathers: one thread per input
 // element sums, in increasing window order, the gradients of the windows that cover it (no atomics), the
 // same additions in the same order as the CPU's scatter, so both give identical results. bf16 is loaded into f32
-// and each result rounded once (the CPU's f32 kernels on widened operands do the same).
+// and each result rounded once (the CPU's f32 kernels on widened operands do the same). Where a launch's indices
+// are below 2^31 (kNarrow), its divisions (an element's position, the windows covering an input) are IntDivider's
+// multiplies, not 64-bit divisions of dozens of instructions each.
 #include <math_constants.h>
 
 #include <algorithm>
 
+#include "kernels/cuda/int_divider.cuh"
 #include "kernels/cuda/kernel_launch.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/nn/cuda_nn_backend.h"
@@ -17,27 +20,54 @@ namespace cuda {
 
 namespace {
 
-// Position (n, c, y, x) of linear element i of a dense [n, c, h, w] tensor in the geometry's memory order.
+// The divisors of a launch's index arithmetic (kNarrow launches only): channels, the input's and output's sides,
+// the strides.
+struct Divisors {
+  IntDivider c, h, w, oh, ow, sh, sw;
+};
+Divisors divisors_of(const Pool2dGeometry& g) {
+  auto d = [](int64_t v) { return IntDivider(static_cast<uint32_t>(v)); };
+  return {d(g.c), d(g.h), d(g.w), d(g.oh), d(g.ow), d(g.stride_h), d(g.stride_w)};
+}
+// Whether every index and divisor of g's launches is below 2^31.
+bool narrow_indices(const Pool2dGeometry& g) {
+  const int64_t limit = int64_t{1} << 31;
+  return g.n * g.c * std::max(g.h * g.w, g.oh * g.ow) < limit &&
+         std::max({g.h + g.pad_h, g.w + g.pad_w, g.stride_h, g.stride_w}) < limit;
+}
+
+// i / v for 0 <= i: d's multiply (d divides by v) where kNarrow, else a division.
+template <bool kNarrow>
+__device__ __forceinline__ int64_t quot(int64_t i, int64_t v, const IntDivider& d) {
+  return kNarrow ? static_cast<int64_t>(d.div(static_cast<uint32_t>(i))) : i / v;
+}
+
+// Position (n, c, y, x) of linear element i of a dense [n, c, h, w] tensor (the input's sides, or the output's
+// with `out`) in the geometry's memory order.
 struct Pos {
   int64_t n, c, y, x;
 };
-__device__ __forceinline__ Pos position(const Pool2dGeometry& g, int64_t i, int64_t h, int64_t w) {
+template <bool kNarrow>
+__device__ __forceinline__ Pos position(const Pool2dGeometry& g, const Divisors& dv, int64_t i, bool out) {
+  const int64_t h = out ? g.oh : g.h, w = out ? g.ow : g.w;
+  const IntDivider &hd = out ? dv.oh : dv.h, &wd = out ? dv.ow : dv.w;
+  // The remainder of i by v, leaving the quotient in i.
+  auto split = [&i](int64_t v, const IntDivider& d) {
+    const int64_t q = quot<kNarrow>(i, v, d), r = i - q * v;
+    i = q;
+    return r;
+  };
   Pos p;
   if (g.channels_last) {
-    p.c = i % g.c;
-    i /= g.c;
-    p.x = i % w;
-    i /= w;
-    p.y = i % h;
-    p.n = i / h;
+    p.c = split(g.c, dv.c);
+    p.x = split(w, wd);
+    p.y = split(h, hd);
   } else {
-    p.x = i % w;
-    i /= w;
-    p.y = i % h;
-    i /= h;
-    p.c = i % g.c;
-    p.n = i / g.c;
+    p.x = split(w, wd);
+    p.y = split(h, hd);
+    p.c = split(g.c, dv.c);
   }
+  p.n = i;
   return p;
 }
 __device__ __forceinline__ int64_t offset(const Pool2dGeometry& g, int64_t n, int64_t c, int64_t y, int64_t x,
@@ -61,19 +91,21 @@ __device__ __forceinline__ Window window_of(const Pool2dGeometry& g, int64_t oy,
   return Window{h0, h1, w0, w1, static_cast<double>(g.count_include_pad ? padded : (h1 - h0) * (w1 - w0))};
 }
 
-// Outputs along one axis whose window [o * stride - pad, o * stride - pad + kernel) contains input i.
+// Outputs along one axis whose window [o * stride - pad, o * stride - pad + kernel) contains input i (d divides by
+// the stride).
+template <bool kNarrow>
 __device__ __forceinline__ void covering(int64_t i, int64_t kernel, int64_t stride, int64_t pad, int64_t out,
-                                         int64_t& lo, int64_t& hi) {
+                                         const IntDivider& d, int64_t& lo, int64_t& hi) {
   const int64_t first = i + pad - kernel + 1;  // o * stride >= first
-  lo = first <= 0 ? 0 : (first + stride - 1) / stride;
-  hi = min(out, (i + pad) / stride + 1);
+  lo = first <= 0 ? 0 : quot<kNarrow>(first + stride - 1, stride, d);
+  hi = min(out, quot<kNarrow>(i + pad, stride, d) + 1);
 }
 
-template <typename T>
-__global__ void max_forward(Pool2dGeometry g, const T* x, T* y, int32_t* indices) {
+template <typename T, bool kNarrow>
+__global__ void max_forward(Pool2dGeometry g, Divisors dv, const T* x, T* y, int32_t* indices) {
   const int64_t total = g.n * g.c * g.oh * g.ow, step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
-    const Pos p = position(g, i, g.oh, g.ow);
+    const Pos p = position<kNarrow>(g, dv, i, true);
     const Window win = window_of(g, p.y, p.x);
     compute_t<T> best = -CUDART_INF_F;
     int64_t arg = win.h0 * g.w + win.w0;
@@ -95,14 +127,14 @@ __global__ void max_forward(Pool2dGeometry g, const T* x, T* y, int32_t* indices
   }
 }
 
-template <typename T>
-__global__ void max_backward(Pool2dGeometry g, const T* dy, const int32_t* indices, T* dx) {
+template <typename T, bool kNarrow>
+__global__ void max_backward(Pool2dGeometry g, Divisors dv, const T* dy, const int32_t* indices, T* dx) {
   const int64_t total = g.n * g.c * g.h * g.w, step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
-    const Pos p = position(g, i, g.h, g.w);
+    const Pos p = position<kNarrow>(g, dv, i, false);
     int64_t y0, y1, x0, x1;
-    covering(p.y, g.kernel_h, g.stride_h, g.pad_h, g.oh, y0, y1);
-    covering(p.x, g.kernel_w, g.stride_w, g.pad_w, g.ow, x0, x1);
+    covering<kNarrow>(p.y, g.kernel_h, g.stride_h, g.pad_h, g.oh, dv.sh, y0, y1);
+    covering<kNarrow>(p.x, g.kernel_w, g.stride_w, g.pad_w, g.ow, dv.sw, x0, x1);
     const int32_t self = static_cast<int32_t>(p.y * g.w + p.x);
     compute_t<T> acc = 0;
     for (int64_t oy = y0; oy < y1; ++oy)
@@ -114,11 +146,11 @@ __global__ void max_backward(Pool2dGeometry g, const T* dy, const int32_t* indic
   }
 }
 
-template <typename T>
-__global__ void avg_forward(Pool2dGeometry g, const T* x, T* y) {
+template <typename T, bool kNarrow>
+__global__ void avg_forward(Pool2dGeometry g, Divisors dv, const T* x, T* y) {
   const int64_t total = g.n * g.c * g.oh * g.ow, step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
-    const Pos p = position(g, i, g.oh, g.ow);
+    const Pos p = position<kNarrow>(g, dv, i, true);
     const Window win = window_of(g, p.y, p.x);
     double s = 0;
     for (int64_t ih = win.h0; ih < win.h1; ++ih)
@@ -128,14 +160,14 @@ __global__ void avg_forward(Pool2dGeometry g, const T* x, T* y) {
   }
 }
 
-template <typename T>
-__global__ void avg_backward(Pool2dGeometry g, const T* dy, T* dx) {
+template <typename T, bool kNarrow>
+__global__ void avg_backward(Pool2dGeometry g, Divisors dv, const T* dy, T* dx) {
   const int64_t total = g.n * g.c * g.h * g.w, step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
-    const Pos p = position(g, i, g.h, g.w);
+    const Pos p = position<kNarrow>(g, dv, i, false);
     int64_t y0, y1, x0, x1;
-    covering(p.y, g.kernel_h, g.stride_h, g.pad_h, g.oh, y0, y1);
-    covering(p.x, g.kernel_w, g.stride_w, g.pad_w, g.ow, x0, x1);
+    covering<kNarrow>(p.y, g.kernel_h, g.stride_h, g.pad_h, g.oh, dv.sh, y0, y1);
+    covering<kNarrow>(p.x, g.kernel_w, g.stride_w, g.pad_w, g.ow, dv.sw, x0, x1);
     using C = compute_t<T>;
     C acc = 0;
     for (int64_t oy = y0; oy < y1; ++oy)
@@ -151,6 +183,20 @@ __global__ void avg_backward(Pool2dGeometry g, const T* dy, T* dx) {
 
 unsigned blocks_for(int64_t total, int device) { return grid_for(ceil_div(total, kThreads), device); }
 
+// Launches kernel<kNarrow = true> with g's divisors where its indices allow, else kernel<false>.
+#define TD_POOL_LAUNCH(kernel, T, total, ls, what, ...)                                                          \
+  do {                                                                                                           \
+    const bool narrow = narrow_indices(args.g);                                                                  \
+    const Divisors dv = narrow ? divisors_of(args.g) : Divisors{};                                               \
+    if (narrow)                                                                                                  \
+      launch_kernel(TD_KERNEL(kernel<T, true>), blocks_for(total, ls.device()), kThreads, 0, ls.stream(), args.g, \
+                    dv, __VA_ARGS__);                                                                            \
+    else                                                                                                         \
+      launch_kernel(TD_KERNEL(kernel<T, false>), blocks_for(total, ls.device()), kThreads, 0, ls.stream(),       \
+                    args.g, dv, __VA_ARGS__);                                                                    \
+    TD_CUDA_CHECK_LAUNCH(ls.stream(), what);                                                                     \
+  } while (false)
+
 }  // namespace
 
 void CudaNNBackend::max_pool2d_forward(const MaxPool2dForwardArgs& args, const Stream& s) {
@@ -158,9 +204,8 @@ void CudaNNBackend::max_pool2d_forward(const MaxPool2dForwardArgs& args, const S
   if (total == 0) return;
   LaunchScope ls(s);
   TD_DISPATCH_FLOAT_BF16(args.g.dtype, "max_pool2d", {
-    launch_kernel(TD_KERNEL(max_forward<scalar_t>), blocks_for(total, ls.device()), kThreads, 0, ls.stream(), args.g,
-                  static_cast<const scalar_t*>(args.x), static_cast<scalar_t*>(args.y), args.indices);
-    TD_CUDA_CHECK_LAUNCH(ls.stream(), "max_pool2d forward");
+    TD_POOL_LAUNCH(max_forward, scalar_t, total, ls, "max_pool2d forward", static_cast<const scalar_t*>(args.x),
+                   static_cast<scalar_t*>(args.y), args.indices);
   });
 }
 
@@ -169,9 +214,8 @@ void CudaNNBackend::max_pool2d_backward(const MaxPool2dBackwardArgs& args, const
   if (total == 0) return;
   LaunchScope ls(s);
   TD_DISPATCH_FLOAT_BF16(args.g.dtype, "max_pool2d backward", {
-    launch_kernel(TD_KERNEL(max_backward<scalar_t>), blocks_for(total, ls.device()), kThreads, 0, ls.stream(), args.g,
-                  static_cast<const scalar_t*>(args.dy), args.indices, static_cast<scalar_t*>(args.dx));
-    TD_CUDA_CHECK_LAUNCH(ls.stream(), "max_pool2d backward");
+    TD_POOL_LAUNCH(max_backward, scalar_t, total, ls, "max_pool2d backward", static_cast<const scalar_t*>(args.dy),
+                   args.indices, static_cast<scalar_t*>(args.dx));
   });
 }
 
@@ -180,9 +224,8 @@ void CudaNNBackend::avg_pool2d_forward(const AvgPool2dForwardArgs& args, const S
   if (total == 0) return;
   LaunchScope ls(s);
   TD_DISPATCH_FLOAT_BF16(args.g.dtype, "avg_pool2d", {
-    launch_kernel(TD_KERNEL(avg_forward<scalar_t>), blocks_for(total, ls.device()), kThreads, 0, ls.stream(), args.g,
-                  static_cast<const scalar_t*>(args.x), static_cast<scalar_t*>(args.y));
-    TD_CUDA_CHECK_LAUNCH(ls.stream(), "avg_pool2d forward");
+    TD_POOL_LAUNCH(avg_forward, scalar_t, total, ls, "avg_pool2d forward", static_cast<const scalar_t*>(args.x),
+                   static_cast<scalar_t*>(args.y));
   });
 }
 
@@ -191,9 +234,8 @@ void CudaNNBackend::avg_pool2d_backward(const AvgPool2dBackwardArgs& args, const
   if (total == 0) return;
   LaunchScope ls(s);
   TD_DISPATCH_FLOAT_BF16(args.g.dtype, "avg_pool2d backward", {
-    launch_kernel(TD_KERNEL(avg_backward<scalar_t>), blocks_for(total, ls.device()), kThreads, 0, ls.stream(), args.g,
-                  static_cast<const scalar_t*>(args.dy), static_cast<scalar_t*>(args.dx));
-    TD_CUDA_CHECK_LAUNCH(ls.stream(), "avg_pool2d backward");
+    TD_POOL_LAUNCH(avg_backward, scalar_t, total, ls, "avg_pool2d backward", static_cast<const scalar_t*>(args.dy),
+                   static_cast<scalar_t*>(args.dx));
   });
 }
 
