@@ -65,7 +65,7 @@ BatchNormGeometry checked_geometry(const Tensor& x, const Tensor& weight, const 
 struct BackwardState {
   BatchNormGeometry g;
   SavedTensor x, weight, mean, stat, y;  // stat: invstd in training, running_var in evaluation; y when activated
-  SavedTensor bias;  // the forward's (may be null), with mask_from_x
+  SavedTensor bias;                      // the forward's (may be null), with mask_from_x
   bool mask_from_x;  // activated in training without a residual: a backend may recompute y from x (nn_backend.h)
   bool training;
   double eps;
@@ -115,10 +115,9 @@ std::vector<Tensor> batch_norm_backward(const BackwardState& st, std::vector<Ten
                           ptr_or_null(out[2])};
   NNBackend& nn = nn_backend_for(gy.device());
   if (st.fused)
-    nn.batch_norm_act_backward(
-        {a, ptr_or_null(yv), st.act, in_place, residual ? ptr_or_null(out[3]) : nullptr, ptr_or_null(bv),
-         st.mask_from_x},
-        current_stream(gy.device()));
+    nn.batch_norm_act_backward({a, ptr_or_null(yv), st.act, in_place, residual ? ptr_or_null(out[3]) : nullptr,
+                                ptr_or_null(bv), st.mask_from_x},
+                               current_stream(gy.device()));
   else
     nn.batch_norm_backward(a, current_stream(gy.device()));
   if (in_place) {

@@ -157,8 +157,8 @@ TEST(BatchNormAct, BackwardRecomputesTheForwardsMaskBitForBit) {
           auto place = [&](const Tensor& x) { return cl ? to_channels_last(x.to(d)) : x.to(d); };
           const Tensor x = place(levels.to(t)), weight = add(mul(rand({c}, gen, DType::F64), 2.0), 0.5).to(pt).to(d);
           // The rounded products, from the kernels' own arithmetic on x's values in P (bias 0, no activation).
-          const Tensor product = batch_norm(place(levels.to(t).to(pt)), weight, zeros({c}, pt).to(d), Tensor(),
-                                            Tensor(), true, 0.1, 1e-5);
+          const Tensor product =
+              batch_norm(place(levels.to(t).to(pt)), weight, zeros({c}, pt).to(d), Tensor(), Tensor(), true, 0.1, 1e-5);
           const std::vector<double> at = product.select(0, 0).select(1, 0).select(1, 0).to_vector<double>();
           std::vector<double> bias(static_cast<size_t>(c));
           for (int64_t j = 0; j < c; ++j) bias[j] = (act == BnActivation::Relu6 ? 6.0 : 0.0) - at[j];

@@ -137,8 +137,8 @@ std::vector<costmodel::KernelCase> make_cases() {
   // MobileNetV2's depthwise 3 x 3 convolution (stride 1, padding 1), channels-last: forward, and backward (the data
   // and weight gradients).
   for (const Pass pass : passes)
-    cs.push_back(layer(std::string("depthwise_3x3_") + (pass == Pass::Forward ? "forward" : "backward") + "_nhwc", "conv",
-                       "conv2d_depthwise_3x3_c64_channels_last", pass, [](int64_t batch) {
+    cs.push_back(layer(std::string("depthwise_3x3_") + (pass == Pass::Forward ? "forward" : "backward") + "_nhwc",
+                       "conv", "conv2d_depthwise_3x3_c64_channels_last", pass, [](int64_t batch) {
                          return std::vector<Shape>{{batch, kChannels, kSide, kSide}, {kChannels, 1, 3, 3}};
                        }));
   cs.push_back(layer("copy_nchw_to_nhwc", "dropout_format", "to_channels_last", Pass::Forward, activations(1, false)));

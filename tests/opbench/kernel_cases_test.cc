@@ -97,8 +97,9 @@ std::map<std::string, double> bytes_by_hand() {
       {"cast_f32_to_bf16", 6 * n},
       {"copy_nchw_to_nhwc", 8 * act},
       {"copy_nhwc_to_nchw", 8 * act},
-      {"depthwise_3x3_forward_nhwc", 4 * (2 * act + 64 * 9)},   // x and the taps read, y written
-      {"depthwise_3x3_backward_nhwc", 4 * (4 * act + 2 * 64 * 9)},  // dy and taps read, dx written; x, dy read, dw written
+      {"depthwise_3x3_forward_nhwc", 4 * (2 * act + 64 * 9)},  // x and the taps read, y written
+      {"depthwise_3x3_backward_nhwc",
+       4 * (4 * act + 2 * 64 * 9)},  // dy and taps read, dx written; x, dy read, dw written
   };
   for (const std::string f : {"_nchw", "_nhwc"}) {
     // x read and y written; weight and bias read, the saved mean and inverse deviation written.
@@ -141,8 +142,8 @@ TEST(KernelCases, BackwardCasesLaunchTheBackwardAlone) {
     CallCounts counts(DeviceType::CUDA);
     run.launch(current_stream(Device::cuda(0)));
     int backward_calls = 0;
-    for (const char* m : {"batch_norm_backward", "batch_norm_act_backward", "max_pool2d_backward", "avg_pool2d_backward",
-                          "softmax_backward", "conv2d_backward_data", "conv2d_backward_weight"})
+    for (const char* m : {"batch_norm_backward", "batch_norm_act_backward", "max_pool2d_backward",
+                          "avg_pool2d_backward", "softmax_backward", "conv2d_backward_data", "conv2d_backward_weight"})
       backward_calls += counts.of(m);
     EXPECT_GT(counts.total(), 0) << c.name;
     EXPECT_EQ(backward_calls, backward ? counts.total() : 0) << c.name;

@@ -159,8 +159,8 @@ struct GradOp {  // sum of g and of g * (x - mean), g = dy masked by the activat
   T* dres;
   BnActivation act;
   int32_t accumulate;  // a bool, as 4 bytes: no padding in the kernel parameter
-  MaskFrom mask;  // X exactly when kFromX
-  int32_t vec;    // a bool
+  MaskFrom mask;       // X exactly when kFromX
+  int32_t vec;         // a bool
   struct Coef {
     Affine<P> f;  // f.m is the mean; f.k and f.b recompute y (kFromX)
   };
@@ -405,8 +405,8 @@ struct BackwardOp {
 };
 
 // No padding in the kernel parameters (StatsOp says why): each size is the sum of its members' 8-byte words.
-static_assert(sizeof(StatsOp<float>) == 2 * 8 && sizeof(GradOp<float>) == 10 * 8 &&
-                  sizeof(AffineOp<float>) == 10 * 8 && sizeof(BackwardOp<float>) == 12 * 8,
+static_assert(sizeof(StatsOp<float>) == 2 * 8 && sizeof(GradOp<float>) == 10 * 8 && sizeof(AffineOp<float>) == 10 * 8 &&
+                  sizeof(BackwardOp<float>) == 12 * 8,
               "a batch-norm op passed to a kernel has padding");
 
 // Planes (inner > 1, inner % V == 0): threadIdx.y and the grid's y across the outer * channels planes (one channel
@@ -580,8 +580,17 @@ void backward(const BatchNormBackwardArgs& args, const ActGrad& e, const Stream&
     const T* y = static_cast<const T*>(e.y);
     const MaskFrom mask = e.act == BnActivation::None ? MaskFrom::None : e.mask_from_x ? MaskFrom::X : MaskFrom::Y;
     const auto grad_op = [&](auto from_x) {
-      return GradOp<T, decltype(from_x)::value>{static_cast<const T*>(args.x), static_cast<const T*>(args.dy), m, y, w,
-                                                is, b, static_cast<T*>(e.dres), e.act, e.accumulate ? 1 : 0, mask,
+      return GradOp<T, decltype(from_x)::value>{static_cast<const T*>(args.x),
+                                                static_cast<const T*>(args.dy),
+                                                m,
+                                                y,
+                                                w,
+                                                is,
+                                                b,
+                                                static_cast<T*>(e.dres),
+                                                e.act,
+                                                e.accumulate ? 1 : 0,
+                                                mask,
                                                 vec ? 1 : 0};
     };
     if (mask == MaskFrom::X)
@@ -598,7 +607,18 @@ void backward(const BatchNormBackwardArgs& args, const ActGrad& e, const Stream&
     const auto backward_op = [&](auto from_x) {
       return BackwardOp<T, decltype(from_x)::value>{
           masked_in_dres ? static_cast<const T*>(e.dres) : static_cast<const T*>(args.dy),
-          static_cast<const T*>(args.x), m, k, args.g.c, y, w, is, b, static_cast<T*>(args.dx), e.act, dx_mask, vec};
+          static_cast<const T*>(args.x),
+          m,
+          k,
+          args.g.c,
+          y,
+          w,
+          is,
+          b,
+          static_cast<T*>(args.dx),
+          e.act,
+          dx_mask,
+          vec};
     };
     if (args.dx != nullptr && dx_mask == MaskFrom::X)
       launch_apply<T>(L, backward_op(std::true_type()), ls, "batch_norm apply_backward");

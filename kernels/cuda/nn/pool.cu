@@ -184,17 +184,17 @@ __global__ void avg_backward(Pool2dGeometry g, Divisors dv, const T* dy, T* dx) 
 unsigned blocks_for(int64_t total, int device) { return grid_for(ceil_div(total, kThreads), device); }
 
 // Launches kernel<kNarrow = true> with g's divisors where its indices allow, else kernel<false>.
-#define TD_POOL_LAUNCH(kernel, T, total, ls, what, ...)                                                          \
-  do {                                                                                                           \
-    const bool narrow = narrow_indices(args.g);                                                                  \
-    const Divisors dv = narrow ? divisors_of(args.g) : Divisors{};                                               \
-    if (narrow)                                                                                                  \
-      launch_kernel(TD_KERNEL(kernel<T, true>), blocks_for(total, ls.device()), kThreads, 0, ls.stream(), args.g, \
-                    dv, __VA_ARGS__);                                                                            \
-    else                                                                                                         \
-      launch_kernel(TD_KERNEL(kernel<T, false>), blocks_for(total, ls.device()), kThreads, 0, ls.stream(),       \
-                    args.g, dv, __VA_ARGS__);                                                                    \
-    TD_CUDA_CHECK_LAUNCH(ls.stream(), what);                                                                     \
+#define TD_POOL_LAUNCH(kernel, T, total, ls, what, ...)                                                                \
+  do {                                                                                                                 \
+    const bool narrow = narrow_indices(args.g);                                                                        \
+    const Divisors dv = narrow ? divisors_of(args.g) : Divisors{};                                                     \
+    if (narrow)                                                                                                        \
+      launch_kernel(TD_KERNEL(kernel<T, true>), blocks_for(total, ls.device()), kThreads, 0, ls.stream(), args.g, dv,  \
+                    __VA_ARGS__);                                                                                      \
+    else                                                                                                               \
+      launch_kernel(TD_KERNEL(kernel<T, false>), blocks_for(total, ls.device()), kThreads, 0, ls.stream(), args.g, dv, \
+                    __VA_ARGS__);                                                                                      \
+    TD_CUDA_CHECK_LAUNCH(ls.stream(), what);                                                                           \
   } while (false)
 
 }  // namespace
