@@ -145,6 +145,25 @@ TEST(DepthwiseConv, PassesEqualTheCpuAndCudnnOnFreshGeometries) {
     }
 }
 
+// More column strips than a grid holds down y (65535) and than the weight gradient has slices: each block then walks
+// several strips, in the order the sums depend on.
+TEST(DepthwiseConv, BlocksWalkSeveralStripsOfManyImages) {
+  TD_REQUIRE_GPU();
+  DepthwiseSwitch on(true);
+  Generator gen(testing::fresh_seed());
+  const int64_t n = 65536 + 1 + gen.integer(600), c = 1 + gen.integer(3);
+  Conv2dOptions o;
+  o.pad_h = o.pad_w = 1;
+  o.groups = c;
+  const Tensor x = randn({n, c, 2, 3}, gen, DType::F64), w = randn({c, 1, 3, 3}, gen, DType::F64);
+  const Tensor dy = randn({n, c, 2, 3}, gen, DType::F64);
+  const Grads cpu = grads_on(Device::cpu(), x, w, Tensor(), dy, o);
+  const Grads mine = grads_on(Device::cuda(0), x, w, Tensor(), dy, o);
+  testing::expect_close(mine.y, cpu.y, 1e-12, "y");
+  testing::expect_close(mine.dx, cpu.dx, 1e-12, "dx");
+  testing::expect_close(mine.dw, cpu.dw, 1e-12, "dw");
+}
+
 // conv2d_backward_data with accumulate: the gradient rounded to the dtype, then added to dx in one rounding.
 TEST(DepthwiseConv, DataGradientAddedInPlaceIsTheSeparateAdd) {
   TD_REQUIRE_GPU();
