@@ -134,47 +134,53 @@ __device__ __forceinline__ bool passes(T y, BnActivation act) {
 // mask_from_x: one read fewer per pass).
 enum class MaskFrom : int32_t { None, Y, X };
 
-// Whether the epilogue passes the gradient at an element. MaskFrom::X is the compile-time kFromX, so that the other
-// kernels keep no forward operands in registers.
-template <bool kFromX, typename T, typename P>
-__device__ __forceinline__ bool passes_at(MaskFrom from, BnActivation act, T x, T y, const Affine<P>& f) {
-  if (kFromX) return passes(activate<T>(pre_activation(x, f), act), act);
-  return from != MaskFrom::Y || passes(y, act);
-}
-template <bool kFromX, typename P>
-__device__ __forceinline__ Affine<P> mask_coef(int64_t c, const P* mean, const P* invstd, const P* weight,
-                                               const P* bias) {
-  return kFromX ? affine_of(c, mean, static_cast<double>(invstd[c]), weight, bias) : Affine<P>{mean[c], P(0), P(0)};
-}
+// The backward's mask: where the epilogue passes the gradient. MaskFrom::X is the compile-time kFromX, so that the
+// other kernels keep no forward operands in registers.
+template <typename T, bool kFromX, typename P>
+struct Mask {
+  const T* y;  // read with MaskFrom::Y
+  const P* weight;
+  const P* invstd;
+  const P* bias;
+  BnActivation act;
+  MaskFrom from;  // X exactly when kFromX
+  // Channel c's mean (m) and, with kFromX, the forward's scale and shift (k, b).
+  __device__ __forceinline__ Affine<P> coef(int64_t c, const P* mean) const {
+    return kFromX ? affine_of(c, mean, static_cast<double>(invstd[c]), weight, bias) : Affine<P>{mean[c], P(0), P(0)};
+  }
+  // The outputs at element vector i: y read back (MaskFrom::Y), else unused.
+  template <int V>
+  __device__ __forceinline__ Vec<T, V> outputs(int64_t i, const Vec<T, V>& xv, bool vec) const {
+    return !kFromX && from == MaskFrom::Y ? load_n<T, V>(y + i, vec) : xv;
+  }
+  __device__ __forceinline__ bool passes_at(T x, T yv, const Affine<P>& f) const {
+    if (kFromX) return passes(activate<T>(pre_activation(x, f), act), act);
+    return from != MaskFrom::Y || passes(yv, act);
+  }
+};
 
 template <typename T, bool kFromX = false, typename P = compute_t<T>>
 struct GradOp {  // sum of g and of g * (x - mean), g = dy masked by the activation's derivative; g goes to dres
   const T* x;
   const T* dy;
   const P* mean;
-  const T* y;  // read with MaskFrom::Y
-  const P* weight;
-  const P* invstd;
-  const P* bias;
   T* dres;
-  BnActivation act;
+  Mask<T, kFromX, P> mask;
   int32_t accumulate;  // a bool, as 4 bytes: no padding in the kernel parameter
-  MaskFrom mask;       // X exactly when kFromX
   int32_t vec;         // a bool
   struct Coef {
-    Affine<P> f;  // f.m is the mean; f.k and f.b recompute y (kFromX)
+    Affine<P> f;  // f.m is the mean
   };
-  __device__ __forceinline__ Coef coef(int64_t c) const { return {mask_coef<kFromX>(c, mean, invstd, weight, bias)}; }
+  __device__ __forceinline__ Coef coef(int64_t c) const { return {mask.coef(c, mean)}; }
   template <int V, int C>
   __device__ __forceinline__ void operator()(int64_t i, const Coef (&cf)[C], double (&a)[C], double (&b)[C]) const {
     Vec<T, V> g = load_n<T, V>(dy + i, vec);
     const Vec<T, V> xv = load_n<T, V>(x + i, vec);
-    if (mask != MaskFrom::None) {
-      Vec<T, V> yv = xv;
-      if (!kFromX && mask == MaskFrom::Y) yv = load_n<T, V>(y + i, vec);
+    if (mask.from != MaskFrom::None) {
+      const Vec<T, V> yv = mask.outputs(i, xv, vec);
 #pragma unroll
       for (int e = 0; e < V; ++e)
-        if (!passes_at<kFromX>(mask, act, xv.v[e], yv.v[e], cf[slot<C>(e)].f)) g.v[e] = T(P(0));
+        if (!mask.passes_at(xv.v[e], yv.v[e], cf[slot<C>(e)].f)) g.v[e] = T(P(0));
     }
     if (dres != nullptr) {
       Vec<T, V> r = g;
@@ -370,34 +376,28 @@ template <typename T, bool kFromX = false, typename P = compute_t<T>>
 struct BackwardOp {
   struct Coef {
     P k1, k2, k3;
-    Affine<P> f;  // f.m is the mean; f.k and f.b recompute y (kFromX)
+    Affine<P> f;  // f.m is the mean
   };
   const T* dy;  // or the gradient masked before (MaskFrom::None)
   const T* x;
   const P* mean;
   const P* k;  // k1, k2, k3: 3 rows of channels
   int64_t channels;
-  const T* y;  // read with MaskFrom::Y
-  const P* weight;
-  const P* invstd;
-  const P* bias;
   T* dx;
-  BnActivation act;
-  MaskFrom mask;  // X exactly when kFromX
-  int64_t vec;    // a bool
+  Mask<T, kFromX, P> mask;
+  int64_t vec;  // a bool
   __device__ __forceinline__ Coef coef(int64_t c) const {
-    return {k[c], k[channels + c], k[2 * channels + c], mask_coef<kFromX>(c, mean, invstd, weight, bias)};
+    return {k[c], k[channels + c], k[2 * channels + c], mask.coef(c, mean)};
   }
   template <int V, int C>
   __device__ __forceinline__ void operator()(int64_t i, const Coef (&cf)[C]) const {
     Vec<T, V> g = load_n<T, V>(dy + i, vec);
     const Vec<T, V> xv = load_n<T, V>(x + i, vec);
-    Vec<T, V> yv = xv;
-    if (!kFromX && mask == MaskFrom::Y) yv = load_n<T, V>(y + i, vec);
+    const Vec<T, V> yv = mask.outputs(i, xv, vec);
 #pragma unroll
     for (int e = 0; e < V; ++e) {
       const Coef& q = cf[slot<C>(e)];
-      const P d = passes_at<kFromX>(mask, act, xv.v[e], yv.v[e], q.f) ? P(g.v[e]) : P(0);
+      const P d = mask.passes_at(xv.v[e], yv.v[e], q.f) ? P(g.v[e]) : P(0);
       g.v[e] = T(d * q.k1 + (P(xv.v[e]) - q.f.m) * q.k2 + q.k3);
     }
     store_n<T, V>(dx + i, g, vec);
@@ -580,18 +580,14 @@ void backward(const BatchNormBackwardArgs& args, const ActGrad& e, const Stream&
     const T* y = static_cast<const T*>(e.y);
     const MaskFrom mask = e.act == BnActivation::None ? MaskFrom::None : e.mask_from_x ? MaskFrom::X : MaskFrom::Y;
     const auto grad_op = [&](auto from_x) {
-      return GradOp<T, decltype(from_x)::value>{static_cast<const T*>(args.x),
-                                                static_cast<const T*>(args.dy),
-                                                m,
-                                                y,
-                                                w,
-                                                is,
-                                                b,
-                                                static_cast<T*>(e.dres),
-                                                e.act,
-                                                e.accumulate ? 1 : 0,
-                                                mask,
-                                                vec ? 1 : 0};
+      constexpr bool kX = decltype(from_x)::value;
+      return GradOp<T, kX>{static_cast<const T*>(args.x),
+                           static_cast<const T*>(args.dy),
+                           m,
+                           static_cast<T*>(e.dres),
+                           Mask<T, kX, P>{y, w, is, b, e.act, mask},
+                           e.accumulate ? 1 : 0,
+                           vec ? 1 : 0};
     };
     if (mask == MaskFrom::X)
       launch_partials<T>(L, sp, grad_op(std::true_type()), scratch.partial, ls.stream());
@@ -605,20 +601,15 @@ void backward(const BatchNormBackwardArgs& args, const ActGrad& e, const Stream&
     const bool masked_in_dres = e.dres != nullptr && !e.accumulate;
     const MaskFrom dx_mask = masked_in_dres ? MaskFrom::None : mask;
     const auto backward_op = [&](auto from_x) {
-      return BackwardOp<T, decltype(from_x)::value>{
-          masked_in_dres ? static_cast<const T*>(e.dres) : static_cast<const T*>(args.dy),
-          static_cast<const T*>(args.x),
-          m,
-          k,
-          args.g.c,
-          y,
-          w,
-          is,
-          b,
-          static_cast<T*>(args.dx),
-          e.act,
-          dx_mask,
-          vec};
+      constexpr bool kX = decltype(from_x)::value;
+      return BackwardOp<T, kX>{masked_in_dres ? static_cast<const T*>(e.dres) : static_cast<const T*>(args.dy),
+                               static_cast<const T*>(args.x),
+                               m,
+                               k,
+                               args.g.c,
+                               static_cast<T*>(args.dx),
+                               Mask<T, kX, P>{y, w, is, b, e.act, dx_mask},
+                               vec};
     };
     if (args.dx != nullptr && dx_mask == MaskFrom::X)
       launch_apply<T>(L, backward_op(std::true_type()), ls, "batch_norm apply_backward");
