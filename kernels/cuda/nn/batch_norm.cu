@@ -3,7 +3,9 @@
 // one thread per channel sums its splits in order), so results are deterministic; one elementwise pass then applies
 // per-channel coefficients. Both passes walk NCHW planes or NHWC rows without dividing by the channel count, in
 // 16-byte vectors where the shape allows. Activations of type T (bf16: loaded and stored as bf16, each result rounded
-// once) go with per-channel operands of P = compute_t<T> (f32 for bf16), the arithmetic P's or double.
+// once) go with per-channel operands of P = compute_t<T> (f32 for bf16), the arithmetic P's or double. The backward
+// reads only what it needs: the activation's mask recomputed from x where the forward had no residual (Mask), and
+// dx's pass reads the masked gradient back from the residual's where the first pass wrote it.
 #include <algorithm>
 #include <type_traits>
 
