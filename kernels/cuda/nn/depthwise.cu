@@ -25,9 +25,12 @@ constexpr int kMaxTaps = 9;        // kh * kw of the kernels taken (3 x 3 and sm
 constexpr int kChannelLanes = 32;  // a block: channels across a warp...
 constexpr int kPositionLanes = 8;  // ...and positions down its warps
 // The weight gradient's partial sums: blocks of slices enough to fill a GPU (whatever its size, so that the sums'
-// order depends on the shape alone), and at most kMaxSlices per (channel, tap).
+// order depends on the shape alone), at most kMaxSlices per (channel, tap), and each slice's lanes walking at least
+// kSliceRows rows (small images: several strips), so that a block's closing reduction and partial sums stay a small
+// part of its work.
 constexpr int64_t kSliceBlocks = 4096;
 constexpr int64_t kMaxSlices = 2048;
+constexpr int64_t kSliceRows = 16;
 constexpr int64_t kMaxGridY = 65535;              // the most blocks down a grid's y
 constexpr int64_t kMaxExtent = int64_t{1} << 28;  // sizes and offsets within an image that 32-bit arithmetic takes
 
@@ -268,7 +271,9 @@ void depthwise_backward_data(const Conv2dBackwardDataArgs& args, const Stream& s
 void depthwise_backward_weight(const Conv2dBackwardWeightArgs& args, const Stream& s) {
   const Geometry g = geometry_of(args.g);
   const int64_t taps = args.g.kh * args.g.kw, c = args.g.c;
-  const int64_t most = std::min(kMaxSlices, ceil_div(kSliceBlocks, ceil_div(c, kChannelLanes)));
+  const int64_t strips = args.g.n * ceil_div(args.g.ow, kPositionLanes);
+  const int64_t most = std::min({kMaxSlices, ceil_div(kSliceBlocks, ceil_div(c, kChannelLanes)),
+                                 ceil_div(strips, ceil_div(kSliceRows, args.g.oh))});
   const StripGrid sg = strip_grid(c, args.g.n, args.g.ow, most);
   const int64_t slices = sg.grid.y;
   LaunchScope ls(s);
