@@ -4,10 +4,12 @@
 // fused call replaces the unfused op's kernels.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "kernels/cuda/nn/cuda_nn_backend.h"
 #include "runtime/base/config.h"
 #include "runtime/base/error.h"
 #include "runtime/nn/nn_backend.h"
@@ -16,6 +18,7 @@
 #include "tests/harness/call_counts.h"
 #include "tests/harness/write_check.h"
 #include "tests/testing.h"
+#include "tools/costmodel/counters.h"
 
 namespace tandem {
 namespace {
@@ -172,6 +175,62 @@ TEST(BatchNormAct, BackwardRecomputesTheForwardsMaskBitForBit) {
           testing::expect_close(got.dw, want.dw, tol, "dweight");
           testing::expect_close(got.db, want.db, tol, "dbias");
         }
+}
+
+// How many kernels whose name contains `part` fn launched (the simulated GPU's record; -1 without it).
+int kernels_named(const std::string& part, const std::function<void()>& fn) {
+  if (!costmodel::counters_available()) return -1;
+  costmodel::Recording rec;
+  fn();
+  int n = 0;
+  for (const costmodel::OpCounts& op : rec.take()) n += op.name.find(part) != std::string::npos ? 1 : 0;
+  return n;
+}
+
+// Small inputs have their partial sums finalized inside the apply passes (cuda::set_batch_norm_fold_limit): every
+// output, saved and running statistic and gradient is bitwise what the finalize kernels give, for both layouts, the
+// vector and scalar paths, f64, f32 and bf16, each epilogue, training and evaluation; and no finalize kernel runs.
+TEST(BatchNormAct, ApplyPassesFinalizeSmallInputsBitwiseAsTheKernels) {
+  TD_REQUIRE_GPU();
+  Generator gen(testing::fresh_seed());
+  struct Limit {
+    explicit Limit(int64_t v) : was(cuda::set_batch_norm_fold_limit(v)) {}
+    ~Limit() { cuda::set_batch_norm_fold_limit(was); }
+    int64_t was;
+  };
+  for (DType t : {DType::F64, DType::F32, DType::BF16})
+    for (bool cl : {false, true})
+      for (BnActivation act : {BnActivation::None, BnActivation::Relu, BnActivation::Relu6})
+        for (bool residual : {false, true})
+          for (bool training : {true, false}) {
+            const Case k{Device::cuda(), t, cl, act, residual, training};
+            SCOPED_TRACE(name_of(k));
+            Inputs in = make_inputs(k, gen);
+            // bf16 activations take f32 parameters and statistics.
+            if (t == DType::BF16)
+              for (Tensor* p : {&in.w, &in.b, &in.rm, &in.rv}) *p = p->to(DType::F32);
+            Result kernels, folded;
+            int finalize_kernels = 0, folded_finalizes = 0;
+            {
+              Limit never(0);
+              finalize_kernels = kernels_named("finalize_", [&] { kernels = run(k, in, true); });
+            }
+            {
+              Limit always(int64_t{1} << 40);
+              folded_finalizes = kernels_named("finalize_", [&] { folded = run(k, in, true); });
+            }
+            if (finalize_kernels >= 0) {
+              EXPECT_EQ(finalize_kernels, training ? 2 : 1);  // evaluation: the backward's alone
+              EXPECT_EQ(folded_finalizes, 0);
+            }
+            testing::expect_bitwise_equal(folded.y, kernels.y, "y");
+            testing::expect_bitwise_equal(folded.rm, kernels.rm, "running_mean");
+            testing::expect_bitwise_equal(folded.rv, kernels.rv, "running_var");
+            testing::expect_bitwise_equal(folded.dx, kernels.dx, "dx");
+            testing::expect_bitwise_equal(folded.dw, kernels.dw, "dweight");
+            testing::expect_bitwise_equal(folded.db, kernels.db, "dbias");
+            if (residual) testing::expect_bitwise_equal(folded.dr, kernels.dr, "dresidual");
+          }
 }
 
 // x's values in a view one element into a larger buffer on x's device (data not 16-byte aligned), in x's layout.

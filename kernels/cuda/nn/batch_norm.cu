@@ -7,6 +7,7 @@
 // reads only what it needs: the activation's mask recomputed from x where the forward had no residual (Mask), and
 // dx's pass reads the masked gradient back from the residual's where the first pass wrote it.
 #include <algorithm>
+#include <atomic>
 #include <type_traits>
 
 #include "kernels/cuda/device_utils.cuh"
@@ -39,6 +40,9 @@ constexpr int64_t kUnitsPerSplit = 4096;
 constexpr int64_t kMaxSplits = 256;
 constexpr int kRowChannels = 32;  // channel groups per block of the row partials (one warp across them)
 constexpr int kRowLanes = 8;      // rows handled at once by such a block
+// Inputs of at most this many splits have their partial sums finalized by the apply pass (every thread for its
+// channels: splits * 16 bytes read per channel) instead of a kernel of their own.
+constexpr int64_t kFoldSplits = 16;
 
 // Elements per vector: 16 bytes of T where the layout allows (NCHW planes, or NHWC rows of channels, a whole number
 // of vectors long), else 1. Fixed by the shape alone: the sums' order does not depend on pointer alignment.
@@ -87,9 +91,13 @@ struct Affine {
   P m, k, b;
 };
 template <typename P>
+__device__ __forceinline__ Affine<P> affine_from(P mean, double invstd, int64_t c, const P* weight, const P* bias) {
+  return {mean, static_cast<P>((weight ? static_cast<double>(weight[c]) : 1.0) * invstd), bias ? bias[c] : P(0)};
+}
+template <typename P>
 __device__ __forceinline__ Affine<P> affine_of(int64_t c, const P* mean, double invstd, const P* weight,
                                                const P* bias) {
-  return {mean[c], static_cast<P>((weight ? static_cast<double>(weight[c]) : 1.0) * invstd), bias ? bias[c] : P(0)};
+  return affine_from(mean[c], invstd, c, weight, bias);
 }
 template <typename P, typename T>
 __device__ __forceinline__ P pre_activation(T x, const Affine<P>& f) {
@@ -297,49 +305,89 @@ void launch_partials(const ChannelLayout& L, const Split& sp, Op op, double2* pa
     launch_partials_v<1>(L, sp, op, partial, stream);
 }
 
-// Per channel: batch mean and inverse std, and the running statistics.
-template <typename T>
-__global__ void finalize_stats(const double2* partial, int64_t splits, int64_t channels, double count, double eps,
-                               double momentum, T* running_mean, T* running_var, T* save_mean, T* save_invstd) {
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= channels) return;
+// The finalize of the partial sums: a kernel of its own (one thread per channel), or, for inputs of few splits, done
+// by the apply pass itself (a launch less per pass: what small images are bound by), each thread for its channels
+// with the same arithmetic in the same order, and one designated thread per channel writing what the kernel writes.
+// Channel c's sums over the splits, in order.
+__device__ __forceinline__ double2 split_sums(const double2* partial, int64_t splits, int64_t channels, int64_t c) {
   double s = 0, q = 0;
   for (int64_t p = 0; p < splits; ++p) {
     s += partial[p * channels + c].x;
     q += partial[p * channels + c].y;
   }
-  const double mean = s / count, var = fmax(q / count - mean * mean, 0.0), invstd = 1.0 / sqrt(var + eps);
-  save_mean[c] = static_cast<T>(mean);
-  save_invstd[c] = static_cast<T>(invstd);
-  if (running_mean != nullptr) {
-    running_mean[c] = static_cast<T>((1.0 - momentum) * static_cast<double>(running_mean[c]) + momentum * mean);
-    running_var[c] =
-        static_cast<T>((1.0 - momentum) * static_cast<double>(running_var[c]) + momentum * var * count / (count - 1.0));
-  }
+  return make_double2(s, q);
 }
 
-// Per channel: dweight, dbias, and dx = g * k1 + (x - mean) * k2 + k3's coefficients.
-template <typename T>
-__global__ void finalize_grads(const double2* partial, int64_t splits, int64_t channels, double count, bool training,
-                               const T* weight, const T* invstd, T* dweight, T* dbias, T* k1, T* k2, T* k3) {
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= channels) return;
-  double s = 0, q = 0;
-  for (int64_t p = 0; p < splits; ++p) {
-    s += partial[p * channels + c].x;
-    q += partial[p * channels + c].y;
+// The forward's: the batch mean and inverse deviation (rounded to P), and the running statistics.
+template <typename P>
+struct StatsFinal {
+  const double2* partial;  // null: finalized by the kernel before
+  int64_t splits, channels;
+  double count, eps, momentum;
+  P* running_mean;  // may be null
+  P* running_var;
+  P* save_mean;
+  P* save_invstd;
+  // Channel c's mean and inverse deviation; with `write`, stored with the running statistics updated.
+  __device__ __forceinline__ void at(int64_t c, bool write, P& mean_p, P& invstd_p) const {
+    const double2 sq = split_sums(partial, splits, channels, c);
+    const double mean = sq.x / count, var = fmax(sq.y / count - mean * mean, 0.0), invstd = 1.0 / sqrt(var + eps);
+    mean_p = static_cast<P>(mean);
+    invstd_p = static_cast<P>(invstd);
+    if (!write) return;
+    save_mean[c] = mean_p;
+    save_invstd[c] = invstd_p;
+    if (running_mean != nullptr) {
+      running_mean[c] = static_cast<P>((1.0 - momentum) * static_cast<double>(running_mean[c]) + momentum * mean);
+      running_var[c] = static_cast<P>((1.0 - momentum) * static_cast<double>(running_var[c]) +
+                                      momentum * var * count / (count - 1.0));
+    }
   }
-  const double is = static_cast<double>(invstd[c]), w = weight ? static_cast<double>(weight[c]) : 1.0;
-  if (dbias != nullptr) dbias[c] = static_cast<T>(s);
-  if (dweight != nullptr) dweight[c] = static_cast<T>(q * is);
-  k1[c] = static_cast<T>(w * is);
-  k2[c] = training ? static_cast<T>(-w * is * is * is * q / count) : T(0);
-  k3[c] = training ? static_cast<T>(-w * is * s / count) : T(0);
+};
+
+// The backward's: dweight, dbias, and dx = g * k1 + (x - mean) * k2 + k3's coefficients.
+template <typename P>
+struct GradsFinal {
+  const double2* partial;  // null: finalized by the kernel before
+  int64_t splits, channels;
+  double count;
+  int64_t training;  // a bool
+  const P* weight;   // may be null
+  const P* invstd;
+  P* dweight;  // may be null
+  P* dbias;    // may be null
+  // Channel c's k1, k2 and k3; with `write`, dweight and dbias stored.
+  __device__ __forceinline__ void at(int64_t c, bool write, P& k1, P& k2, P& k3) const {
+    const double2 sq = split_sums(partial, splits, channels, c);
+    const double is = static_cast<double>(invstd[c]), w = weight ? static_cast<double>(weight[c]) : 1.0;
+    k1 = static_cast<P>(w * is);
+    k2 = training ? static_cast<P>(-w * is * is * is * sq.y / count) : P(0);
+    k3 = training ? static_cast<P>(-w * is * sq.x / count) : P(0);
+    if (!write) return;
+    if (dbias != nullptr) dbias[c] = static_cast<P>(sq.x);
+    if (dweight != nullptr) dweight[c] = static_cast<P>(sq.y * is);
+  }
+};
+
+template <typename P>
+__global__ void finalize_stats(StatsFinal<P> f) {
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  P mean, invstd;
+  if (c < f.channels) f.at(c, true, mean, invstd);
+}
+
+template <typename P>
+__global__ void finalize_grads(GradsFinal<P> f, P* k) {
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c < f.channels) f.at(c, true, k[c], k[f.channels + c], k[2 * f.channels + c]);
 }
 
 // y = act((x - mean) * k + b + r), r may be null; k = weight * invstd, from the batch's invstd (training) or the
 // running variance (evaluation: invstd null). Computed in P, y rounded once to T.
-template <typename T, typename P = compute_t<T>>
+// The apply ops: coef(c, first) is what a thread keeps for channel c across its elements (`first`: the thread
+// designated to write channel c's finalized values, where the op finalizes); op(i, coefs) transforms element vector i.
+// kFold (a compile-time choice, so that the other kernels keep their registers for the stream): this op finalizes.
+template <typename T, bool kFold = false, typename P = compute_t<T>>
 struct AffineOp {
   using Coef = Affine<P>;
   const T* x;
@@ -352,8 +400,14 @@ struct AffineOp {
   const T* r;
   T* y;
   BnActivation act;
-  int32_t vec;  // a bool
-  __device__ __forceinline__ Coef coef(int64_t c) const {
+  int32_t vec;          // a bool
+  StatsFinal<P> stats;  // kFold: mean and invstd are finalized here
+  __device__ __forceinline__ Coef coef(int64_t c, bool first) const {
+    if (kFold) {
+      P m, is;
+      stats.at(c, first, m, is);
+      return affine_from(m, static_cast<double>(is), c, weight, bias);
+    }
     const double is = invstd ? static_cast<double>(invstd[c]) : 1.0 / sqrt(static_cast<double>(var[c]) + eps);
     return affine_of(c, mean, is, weight, bias);
   }
@@ -374,7 +428,7 @@ struct AffineOp {
 
 // dx = g * k1 + (x - mean) * k2 + k3, g = dy masked by the activation's derivative (MaskFrom); computed in P, dx
 // rounded once to T.
-template <typename T, bool kFromX = false, typename P = compute_t<T>>
+template <typename T, bool kFromX = false, bool kFold = false, typename P = compute_t<T>>
 struct BackwardOp {
   struct Coef {
     P k1, k2, k3;
@@ -387,8 +441,15 @@ struct BackwardOp {
   int64_t channels;
   T* dx;
   Mask<T, kFromX, P> mask;
-  int64_t vec;  // a bool
-  __device__ __forceinline__ Coef coef(int64_t c) const {
+  int64_t vec;          // a bool
+  GradsFinal<P> grads;  // kFold: k1, k2 and k3 are finalized here (k unused)
+  __device__ __forceinline__ Coef coef(int64_t c, bool first) const {
+    if (kFold) {
+      Coef q;
+      grads.at(c, first, q.k1, q.k2, q.k3);
+      q.f = mask.coef(c, mean);
+      return q;
+    }
     return {k[c], k[channels + c], k[2 * channels + c], mask.coef(c, mean)};
   }
   template <int V, int C>
@@ -407,8 +468,8 @@ struct BackwardOp {
 };
 
 // No padding in the kernel parameters (StatsOp says why): each size is the sum of its members' 8-byte words.
-static_assert(sizeof(StatsOp<float>) == 2 * 8 && sizeof(GradOp<float>) == 10 * 8 && sizeof(AffineOp<float>) == 10 * 8 &&
-                  sizeof(BackwardOp<float>) == 12 * 8,
+static_assert(sizeof(StatsOp<float>) == 2 * 8 && sizeof(GradOp<float>) == 10 * 8 && sizeof(AffineOp<float>) == 20 * 8 &&
+                  sizeof(BackwardOp<float>) == 21 * 8,
               "a batch-norm op passed to a kernel has padding");
 
 // Planes (inner > 1, inner % V == 0): threadIdx.y and the grid's y across the outer * channels planes (one channel
@@ -421,7 +482,7 @@ __global__ void plane_apply(ChannelLayout L, Op op) {
                 pstep = static_cast<int64_t>(gridDim.y) * blockDim.y;
   if (j0 >= nvec) return;
   for (int64_t p = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; p < planes; p += pstep) {
-    const typename Op::Coef cf[1] = {op.coef(p % L.channels)};
+    const typename Op::Coef cf[1] = {op.coef(p % L.channels, p < L.channels && j0 == 0)};
     for (int64_t j = j0; j < nvec; j += jstep) op.template operator()<V, 1>(p * L.inner + j * V, cf);
   }
 }
@@ -434,8 +495,9 @@ __global__ void row_apply(ChannelLayout L, Op op) {
   const int64_t rstep = static_cast<int64_t>(gridDim.x) * blockDim.y;
   for (int64_t gi = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; gi < groups; gi += gstep) {
     typename Op::Coef cf[V];
+    const bool first = blockIdx.x == 0 && threadIdx.y == 0;  // the thread of row 0
 #pragma unroll
-    for (int e = 0; e < V; ++e) cf[e] = op.coef(gi * V + e);
+    for (int e = 0; e < V; ++e) cf[e] = op.coef(gi * V + e, first);
     for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y; r < L.outer; r += rstep)
       op.template operator()<V, V>(r * L.channels + gi * V, cf);
   }
@@ -505,8 +567,10 @@ void check_channels(const BatchNormGeometry& g) {
 
 namespace {
 
+std::atomic<int64_t> fold_limit{kFoldSplits};
+
 // Three launches: the statistics' partial sums in one pass over x, their fixed-order finalize, and the apply with
-// the residual and activation fused.
+// the residual and activation fused; two where the apply finalizes (few splits).
 void forward_train(const BatchNormTrainArgs& args, const void* residual, BnActivation act, const Stream& s) {
   if (args.g.c == 0) return;
   check_channels(args.g);
@@ -519,17 +583,37 @@ void forward_train(const BatchNormTrainArgs& args, const void* residual, BnActiv
     const bool vec = aligned({args.x, args.y, residual});
     Scratch<P> scratch(sp.count * args.g.c, 0, s);
     launch_partials<T>(L, sp, StatsOp<T>{static_cast<const T*>(args.x), vec}, scratch.partial, ls.stream());
-    launch_kernel(TD_KERNEL(finalize_stats<P>), channel_blocks(args.g.c), kThreads, 0, ls.stream(), scratch.partial,
-                  sp.count, args.g.c, static_cast<double>(L.per_channel()), args.eps, args.momentum,
-                  static_cast<P*>(args.running_mean), static_cast<P*>(args.running_var),
-                  static_cast<P*>(args.save_mean), static_cast<P*>(args.save_invstd));
-    TD_CUDA_CHECK_LAUNCH(ls.stream(), "batch_norm finalize_stats");
-    launch_apply<T>(L,
-                    AffineOp<T>{static_cast<const T*>(args.x), static_cast<const P*>(args.save_mean),
-                                static_cast<const P*>(args.save_invstd), nullptr, static_cast<const P*>(args.weight),
-                                static_cast<const P*>(args.bias), args.eps, static_cast<const T*>(residual),
-                                static_cast<T*>(args.y), act, vec},
-                    ls, "batch_norm apply");
+    StatsFinal<P> stats{scratch.partial,
+                        sp.count,
+                        args.g.c,
+                        static_cast<double>(L.per_channel()),
+                        args.eps,
+                        args.momentum,
+                        static_cast<P*>(args.running_mean),
+                        static_cast<P*>(args.running_var),
+                        static_cast<P*>(args.save_mean),
+                        static_cast<P*>(args.save_invstd)};
+    const auto affine_op = [&](auto fold) {
+      return AffineOp<T, decltype(fold)::value>{static_cast<const T*>(args.x),
+                                                static_cast<const P*>(args.save_mean),
+                                                static_cast<const P*>(args.save_invstd),
+                                                nullptr,
+                                                static_cast<const P*>(args.weight),
+                                                static_cast<const P*>(args.bias),
+                                                args.eps,
+                                                static_cast<const T*>(residual),
+                                                static_cast<T*>(args.y),
+                                                act,
+                                                vec,
+                                                stats};
+    };
+    if (sp.count <= fold_limit.load(std::memory_order_relaxed)) {
+      launch_apply<T>(L, affine_op(std::true_type()), ls, "batch_norm apply");
+    } else {
+      launch_kernel(TD_KERNEL(finalize_stats<P>), channel_blocks(args.g.c), kThreads, 0, ls.stream(), stats);
+      TD_CUDA_CHECK_LAUNCH(ls.stream(), "batch_norm finalize_stats");
+      launch_apply<T>(L, affine_op(std::false_type()), ls, "batch_norm apply");
+    }
   });
 }
 
@@ -545,7 +629,7 @@ void forward_eval(const BatchNormEvalArgs& args, const void* residual, BnActivat
                     AffineOp<T>{static_cast<const T*>(args.x), static_cast<const P*>(args.running_mean), nullptr,
                                 static_cast<const P*>(args.running_var), static_cast<const P*>(args.weight),
                                 static_cast<const P*>(args.bias), args.eps, static_cast<const T*>(residual),
-                                static_cast<T*>(args.y), act, aligned({args.x, args.y, residual})},
+                                static_cast<T*>(args.y), act, aligned({args.x, args.y, residual}), StatsFinal<P>{}},
                     ls, "batch_norm apply");
   });
 }
@@ -560,7 +644,8 @@ struct ActGrad {
   bool mask_from_x;
 };
 
-// Three launches: the gradient sums in one pass (storing the masked gradient to dres), their finalize, and dx. The
+// Three launches: the gradient sums in one pass (storing the masked gradient to dres), their finalize, and dx (two
+// where the dx pass finalizes: few splits). The
 // mask is recomputed from x where the caller allows it, else read from y; dx's pass reads the masked gradient back
 // from dres where the first pass wrote it (rather than added it), instead of dy and y.
 void backward(const BatchNormBackwardArgs& args, const ActGrad& e, const Stream& s) {
@@ -595,32 +680,48 @@ void backward(const BatchNormBackwardArgs& args, const ActGrad& e, const Stream&
       launch_partials<T>(L, sp, grad_op(std::true_type()), scratch.partial, ls.stream());
     else
       launch_partials<T>(L, sp, grad_op(std::false_type()), scratch.partial, ls.stream());
-    launch_kernel(TD_KERNEL(finalize_grads<P>), channel_blocks(args.g.c), kThreads, 0, ls.stream(), scratch.partial,
-                  sp.count, args.g.c, static_cast<double>(L.per_channel()), args.training,
-                  static_cast<const P*>(args.weight), static_cast<const P*>(args.invstd), static_cast<P*>(args.dweight),
-                  static_cast<P*>(args.dbias), k, k + args.g.c, k + 2 * args.g.c);
-    TD_CUDA_CHECK_LAUNCH(ls.stream(), "batch_norm finalize_grads");
+    GradsFinal<P> grads{scratch.partial,
+                        sp.count,
+                        args.g.c,
+                        static_cast<double>(L.per_channel()),
+                        args.training ? 1 : 0,
+                        w,
+                        is,
+                        static_cast<P*>(args.dweight),
+                        static_cast<P*>(args.dbias)};
+    const bool fold = args.dx != nullptr && sp.count <= fold_limit.load(std::memory_order_relaxed);
+    if (!fold) {
+      launch_kernel(TD_KERNEL(finalize_grads<P>), channel_blocks(args.g.c), kThreads, 0, ls.stream(), grads, k);
+      TD_CUDA_CHECK_LAUNCH(ls.stream(), "batch_norm finalize_grads");
+    }
     const bool masked_in_dres = e.dres != nullptr && !e.accumulate;
     const MaskFrom dx_mask = masked_in_dres ? MaskFrom::None : mask;
-    const auto backward_op = [&](auto from_x) {
-      constexpr bool kX = decltype(from_x)::value;
-      return BackwardOp<T, kX>{masked_in_dres ? static_cast<const T*>(e.dres) : static_cast<const T*>(args.dy),
-                               static_cast<const T*>(args.x),
-                               m,
-                               k,
-                               args.g.c,
-                               static_cast<T*>(args.dx),
-                               Mask<T, kX, P>{y, w, is, b, e.act, dx_mask},
-                               vec};
+    const auto backward_op = [&](auto from_x, auto folds) {
+      return BackwardOp<T, decltype(from_x)::value, decltype(folds)::value>{
+          masked_in_dres ? static_cast<const T*>(e.dres) : static_cast<const T*>(args.dy),
+          static_cast<const T*>(args.x),
+          m,
+          k,
+          args.g.c,
+          static_cast<T*>(args.dx),
+          Mask<T, decltype(from_x)::value, P>{y, w, is, b, e.act, dx_mask},
+          vec,
+          grads};
     };
-    if (args.dx != nullptr && dx_mask == MaskFrom::X)
-      launch_apply<T>(L, backward_op(std::true_type()), ls, "batch_norm apply_backward");
-    else if (args.dx != nullptr)
-      launch_apply<T>(L, backward_op(std::false_type()), ls, "batch_norm apply_backward");
+    const char* what = "batch_norm apply_backward";
+    if (args.dx == nullptr) return;
+    if (dx_mask == MaskFrom::X)
+      fold ? launch_apply<T>(L, backward_op(std::true_type(), std::true_type()), ls, what)
+           : launch_apply<T>(L, backward_op(std::true_type(), std::false_type()), ls, what);
+    else
+      fold ? launch_apply<T>(L, backward_op(std::false_type(), std::true_type()), ls, what)
+           : launch_apply<T>(L, backward_op(std::false_type(), std::false_type()), ls, what);
   });
 }
 
 }  // namespace
+
+int64_t set_batch_norm_fold_limit(int64_t splits) { return fold_limit.exchange(splits); }
 
 void CudaNNBackend::batch_norm_forward_train(const BatchNormTrainArgs& args, const Stream& s) {
   forward_train(args, nullptr, BnActivation::None, s);
