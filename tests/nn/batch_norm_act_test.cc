@@ -90,6 +90,17 @@ Result run(const Case& k, const Inputs& in, bool fused) {
   return out;
 }
 
+// Every output of two runs (the residual's gradient with `residual`) bitwise equal.
+void expect_bitwise_equal(const Result& got, const Result& want, bool residual) {
+  testing::expect_bitwise_equal(got.y, want.y, "y");
+  testing::expect_bitwise_equal(got.rm, want.rm, "running_mean");
+  testing::expect_bitwise_equal(got.rv, want.rv, "running_var");
+  testing::expect_bitwise_equal(got.dx, want.dx, "dx");
+  testing::expect_bitwise_equal(got.dw, want.dw, "dweight");
+  testing::expect_bitwise_equal(got.db, want.db, "dbias");
+  if (residual) testing::expect_bitwise_equal(got.dr, want.dr, "dresidual");
+}
+
 std::vector<Case> cases(Device device) {
   std::vector<Case> all;
   for (DType t : {DType::F64, DType::F32})
@@ -223,13 +234,7 @@ TEST(BatchNormAct, ApplyPassesFinalizeSmallInputsBitwiseAsTheKernels) {
               EXPECT_EQ(finalize_kernels, training ? 2 : 1);  // evaluation: the backward's alone
               EXPECT_EQ(folded_finalizes, 0);
             }
-            testing::expect_bitwise_equal(folded.y, kernels.y, "y");
-            testing::expect_bitwise_equal(folded.rm, kernels.rm, "running_mean");
-            testing::expect_bitwise_equal(folded.rv, kernels.rv, "running_var");
-            testing::expect_bitwise_equal(folded.dx, kernels.dx, "dx");
-            testing::expect_bitwise_equal(folded.dw, kernels.dw, "dweight");
-            testing::expect_bitwise_equal(folded.db, kernels.db, "dbias");
-            if (residual) testing::expect_bitwise_equal(folded.dr, kernels.dr, "dresidual");
+            expect_bitwise_equal(folded, kernels, residual);
           }
 }
 
@@ -299,12 +304,7 @@ TEST(BatchNormAct, CudaRunsAreBitwiseEqual) {
       Case k{Device::cuda(), t, cl, BnActivation::Relu, true, true};
       SCOPED_TRACE(name_of(k));
       Inputs in = make_inputs(k, gen);
-      Result a = run(k, in, true), b = run(k, in, true);
-      testing::expect_bitwise_equal(a.y, b.y, "y");
-      testing::expect_bitwise_equal(a.rv, b.rv, "running_var");
-      testing::expect_bitwise_equal(a.dx, b.dx, "dx");
-      testing::expect_bitwise_equal(a.dw, b.dw, "dweight");
-      testing::expect_bitwise_equal(a.dr, b.dr, "dresidual");
+      expect_bitwise_equal(run(k, in, true), run(k, in, true), true);
     }
 }
 
@@ -407,13 +407,7 @@ void expect_bf16_equals_widened(Device d, Generator& gen) {
           const Result want = widened_reference(k, in, act != BnActivation::None || residual);
           ASSERT_EQ(got.y.dtype(), DType::BF16);
           ASSERT_EQ(got.dw.dtype(), DType::F32);
-          testing::expect_bitwise_equal(got.y, want.y, "y");
-          testing::expect_bitwise_equal(got.rm, want.rm, "running_mean");
-          testing::expect_bitwise_equal(got.rv, want.rv, "running_var");
-          testing::expect_bitwise_equal(got.dx, want.dx, "dx");
-          testing::expect_bitwise_equal(got.dw, want.dw, "dweight");
-          testing::expect_bitwise_equal(got.db, want.db, "dbias");
-          if (residual) testing::expect_bitwise_equal(got.dr, want.dr, "dresidual");
+          expect_bitwise_equal(got, want, residual);
         }
 }
 

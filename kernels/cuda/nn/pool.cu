@@ -26,7 +26,8 @@ struct Divisors {
   IntDivider c, h, w, oh, ow, sh, sw;
 };
 Divisors divisors_of(const Pool2dGeometry& g) {
-  auto d = [](int64_t v) { return IntDivider(static_cast<uint32_t>(v)); };
+  // (An empty input side, whose divider no launch uses, divides by 1.)
+  auto d = [](int64_t v) { return IntDivider(static_cast<uint32_t>(std::max<int64_t>(v, 1))); };
   return {d(g.c), d(g.h), d(g.w), d(g.oh), d(g.ow), d(g.stride_h), d(g.stride_w)};
 }
 // Whether every index and divisor of g's launches is below 2^31.
