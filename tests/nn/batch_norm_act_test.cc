@@ -4,7 +4,6 @@
 // fused call replaces the unfused op's kernels.
 #include <gtest/gtest.h>
 
-#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,9 +15,9 @@
 #include "runtime/nn/nn_ops.h"
 #include "runtime/tensor/ops.h"
 #include "tests/harness/call_counts.h"
+#include "tests/harness/kernel_record.h"
 #include "tests/harness/write_check.h"
 #include "tests/testing.h"
-#include "tools/costmodel/counters.h"
 
 namespace tandem {
 namespace {
@@ -188,16 +187,6 @@ TEST(BatchNormAct, BackwardRecomputesTheForwardsMaskBitForBit) {
         }
 }
 
-// How many kernels whose name contains `part` fn launched (the simulated GPU's record; -1 without it).
-int kernels_named(const std::string& part, const std::function<void()>& fn) {
-  if (!costmodel::counters_available()) return -1;
-  costmodel::Recording rec;
-  fn();
-  int n = 0;
-  for (const costmodel::OpCounts& op : rec.take()) n += op.name.find(part) != std::string::npos ? 1 : 0;
-  return n;
-}
-
 // Small inputs have their partial sums finalized inside the apply passes (cuda::set_batch_norm_fold_limit): every
 // output, saved and running statistic and gradient is bitwise what the finalize kernels give, for both layouts, the
 // vector and scalar paths, f64, f32 and bf16, each epilogue, training and evaluation; and no finalize kernel runs.
@@ -221,18 +210,19 @@ TEST(BatchNormAct, ApplyPassesFinalizeSmallInputsBitwiseAsTheKernels) {
             if (t == DType::BF16)
               for (Tensor* p : {&in.w, &in.b, &in.rm, &in.rv}) *p = p->to(DType::F32);
             Result kernels, folded;
-            int finalize_kernels = 0, folded_finalizes = 0;
+            std::vector<std::string> unfolded_names, folded_names;
             {
               Limit never(0);
-              finalize_kernels = kernels_named("finalize_", [&] { kernels = run(k, in, true); });
+              unfolded_names = testing::kernels_run([&] { kernels = run(k, in, true); });
             }
             {
               Limit always(int64_t{1} << 40);
-              folded_finalizes = kernels_named("finalize_", [&] { folded = run(k, in, true); });
+              folded_names = testing::kernels_run([&] { folded = run(k, in, true); });
             }
-            if (finalize_kernels >= 0) {
-              EXPECT_EQ(finalize_kernels, training ? 2 : 1);  // evaluation: the backward's alone
-              EXPECT_EQ(folded_finalizes, 0);
+            if (testing::kernel_record_available()) {
+              // evaluation: the backward's alone
+              EXPECT_EQ(testing::count_containing(unfolded_names, "finalize_"), training ? 2 : 1);
+              EXPECT_EQ(testing::count_containing(folded_names, "finalize_"), 0);
             }
             expect_bitwise_equal(folded, kernels, residual);
           }

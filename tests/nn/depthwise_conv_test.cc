@@ -5,7 +5,6 @@
 // channel multiplier, 5 x 5) still go to cuDNN (seen in the simulated GPU's record of what ran).
 #include <gtest/gtest.h>
 
-#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,8 +15,8 @@
 #include "runtime/nn/nn_backend.h"
 #include "runtime/nn/nn_ops.h"
 #include "runtime/tensor/ops.h"
+#include "tests/harness/kernel_record.h"
 #include "tests/testing.h"
-#include "tools/costmodel/counters.h"
 
 namespace tandem {
 namespace {
@@ -62,20 +61,8 @@ Grads grads_on(Device device, const Tensor& x, const Tensor& w, const Tensor& bi
           wd.grad().to(Device::cpu()).contiguous()};
 }
 
-// The names of the kernels and library calls that ran in fn (the simulated GPU's record), or empty without it.
-std::vector<std::string> ran(const std::function<void()>& fn) {
-  if (!costmodel::counters_available()) return {};
-  costmodel::Recording rec;
-  fn();
-  std::vector<std::string> names;
-  for (const costmodel::OpCounts& op : rec.take()) names.push_back(op.name);
-  return names;
-}
-
 bool any_contains(const std::vector<std::string>& names, const std::string& part) {
-  for (const std::string& n : names)
-    if (n.find(part) != std::string::npos) return true;
-  return false;
+  return testing::count_containing(names, part) > 0;
 }
 
 class DepthwiseSwitch {
@@ -112,7 +99,8 @@ TEST(DepthwiseConv, PassesEqualTheCpuAndCudnnOnFreshGeometries) {
       Grads mine, again, cudnn;
       {
         DepthwiseSwitch on(true);
-        const std::vector<std::string> names = ran([&] { mine = grads_on(Device::cuda(0), x, w, bias, dy, o); });
+        const std::vector<std::string> names =
+            testing::kernels_run([&] { mine = grads_on(Device::cuda(0), x, w, bias, dy, o); });
         again = grads_on(Device::cuda(0), x, w, bias, dy, o);
         if (!names.empty()) {
           EXPECT_TRUE(any_contains(names, "forward_kernel")) << what;
@@ -123,7 +111,8 @@ TEST(DepthwiseConv, PassesEqualTheCpuAndCudnnOnFreshGeometries) {
       }
       {
         DepthwiseSwitch off(false);
-        const std::vector<std::string> names = ran([&] { cudnn = grads_on(Device::cuda(0), x, w, bias, dy, o); });
+        const std::vector<std::string> names =
+            testing::kernels_run([&] { cudnn = grads_on(Device::cuda(0), x, w, bias, dy, o); });
         if (!names.empty()) {
           EXPECT_TRUE(any_contains(names, "cudnnConvolutionForward")) << what;
           EXPECT_TRUE(any_contains(names, "cudnnConvolutionBackwardData")) << what;

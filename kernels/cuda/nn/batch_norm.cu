@@ -658,7 +658,9 @@ void backward(const BatchNormBackwardArgs& args, const ActGrad& e, const Stream&
     using P = compute_t<T>;
     const Split sp = split_of(L, vector_width<T>(L));
     const bool vec = aligned({args.x, args.dy, args.dx, e.y, e.dres});
-    Scratch<P> scratch(sp.count * args.g.c, 3 * args.g.c, s);
+    // Where the dx pass finalizes (few splits), no coefficients are stored between the passes.
+    const bool fold = args.dx != nullptr && sp.count <= fold_limit.load(std::memory_order_relaxed);
+    Scratch<P> scratch(sp.count * args.g.c, fold ? 0 : 3 * args.g.c, s);
     P* k = scratch.coef;
     const P* m = static_cast<const P*>(args.mean);
     const P* w = static_cast<const P*>(args.weight);
@@ -689,7 +691,6 @@ void backward(const BatchNormBackwardArgs& args, const ActGrad& e, const Stream&
                         is,
                         static_cast<P*>(args.dweight),
                         static_cast<P*>(args.dbias)};
-    const bool fold = args.dx != nullptr && sp.count <= fold_limit.load(std::memory_order_relaxed);
     if (!fold) {
       launch_kernel(TD_KERNEL(finalize_grads<P>), channel_blocks(args.g.c), kThreads, 0, ls.stream(), grads, k);
       TD_CUDA_CHECK_LAUNCH(ls.stream(), "batch_norm finalize_grads");

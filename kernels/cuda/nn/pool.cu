@@ -184,18 +184,18 @@ __global__ void avg_backward(Pool2dGeometry g, Divisors dv, const T* dy, T* dx) 
 
 unsigned blocks_for(int64_t total, int device) { return grid_for(ceil_div(total, kThreads), device); }
 
-// Launches kernel<kNarrow = true> with g's divisors where its indices allow, else kernel<false>.
-#define TD_POOL_LAUNCH(kernel, T, total, ls, what, ...)                                                                \
-  do {                                                                                                                 \
-    const bool narrow = narrow_indices(args.g);                                                                        \
-    const Divisors dv = narrow ? divisors_of(args.g) : Divisors{};                                                     \
-    if (narrow)                                                                                                        \
-      launch_kernel(TD_KERNEL(kernel<T, true>), blocks_for(total, ls.device()), kThreads, 0, ls.stream(), args.g, dv,  \
-                    __VA_ARGS__);                                                                                      \
-    else                                                                                                               \
-      launch_kernel(TD_KERNEL(kernel<T, false>), blocks_for(total, ls.device()), kThreads, 0, ls.stream(), args.g, dv, \
-                    __VA_ARGS__);                                                                                      \
-    TD_CUDA_CHECK_LAUNCH(ls.stream(), what);                                                                           \
+// Launches kernel<T, kNarrow = true> over `total` elements of geometry g with g's divisors where its indices allow,
+// else kernel<T, false>; the kernel's further arguments follow.
+#define TD_POOL_LAUNCH(kernel, T, g, total, ls, what, ...)                                              \
+  do {                                                                                                  \
+    const bool narrow = narrow_indices(g);                                                              \
+    const Divisors dv = narrow ? divisors_of(g) : Divisors{};                                           \
+    const unsigned blocks = blocks_for(total, ls.device());                                             \
+    if (narrow)                                                                                         \
+      launch_kernel(TD_KERNEL(kernel<T, true>), blocks, kThreads, 0, ls.stream(), g, dv, __VA_ARGS__);  \
+    else                                                                                                \
+      launch_kernel(TD_KERNEL(kernel<T, false>), blocks, kThreads, 0, ls.stream(), g, dv, __VA_ARGS__); \
+    TD_CUDA_CHECK_LAUNCH(ls.stream(), what);                                                            \
   } while (false)
 
 }  // namespace
@@ -205,7 +205,7 @@ void CudaNNBackend::max_pool2d_forward(const MaxPool2dForwardArgs& args, const S
   if (total == 0) return;
   LaunchScope ls(s);
   TD_DISPATCH_FLOAT_BF16(args.g.dtype, "max_pool2d", {
-    TD_POOL_LAUNCH(max_forward, scalar_t, total, ls, "max_pool2d forward", static_cast<const scalar_t*>(args.x),
+    TD_POOL_LAUNCH(max_forward, scalar_t, args.g, total, ls, "max_pool2d forward", static_cast<const scalar_t*>(args.x),
                    static_cast<scalar_t*>(args.y), args.indices);
   });
 }
@@ -215,8 +215,8 @@ void CudaNNBackend::max_pool2d_backward(const MaxPool2dBackwardArgs& args, const
   if (total == 0) return;
   LaunchScope ls(s);
   TD_DISPATCH_FLOAT_BF16(args.g.dtype, "max_pool2d backward", {
-    TD_POOL_LAUNCH(max_backward, scalar_t, total, ls, "max_pool2d backward", static_cast<const scalar_t*>(args.dy),
-                   args.indices, static_cast<scalar_t*>(args.dx));
+    TD_POOL_LAUNCH(max_backward, scalar_t, args.g, total, ls, "max_pool2d backward",
+                   static_cast<const scalar_t*>(args.dy), args.indices, static_cast<scalar_t*>(args.dx));
   });
 }
 
@@ -225,7 +225,7 @@ void CudaNNBackend::avg_pool2d_forward(const AvgPool2dForwardArgs& args, const S
   if (total == 0) return;
   LaunchScope ls(s);
   TD_DISPATCH_FLOAT_BF16(args.g.dtype, "avg_pool2d", {
-    TD_POOL_LAUNCH(avg_forward, scalar_t, total, ls, "avg_pool2d forward", static_cast<const scalar_t*>(args.x),
+    TD_POOL_LAUNCH(avg_forward, scalar_t, args.g, total, ls, "avg_pool2d forward", static_cast<const scalar_t*>(args.x),
                    static_cast<scalar_t*>(args.y));
   });
 }
@@ -235,8 +235,8 @@ void CudaNNBackend::avg_pool2d_backward(const AvgPool2dBackwardArgs& args, const
   if (total == 0) return;
   LaunchScope ls(s);
   TD_DISPATCH_FLOAT_BF16(args.g.dtype, "avg_pool2d backward", {
-    TD_POOL_LAUNCH(avg_backward, scalar_t, total, ls, "avg_pool2d backward", static_cast<const scalar_t*>(args.dy),
-                   static_cast<scalar_t*>(args.dx));
+    TD_POOL_LAUNCH(avg_backward, scalar_t, args.g, total, ls, "avg_pool2d backward",
+                   static_cast<const scalar_t*>(args.dy), static_cast<scalar_t*>(args.dx));
   });
 }
 
