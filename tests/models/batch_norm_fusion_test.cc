@@ -117,17 +117,22 @@ std::vector<std::string> f32_departures(const char* spec, Device device, uint64_
 // the fused step as close to the f64 step as the unfused f32 step is (within twice its error, or 1e-2 of the
 // scale). Train-mode batch norm over few values amplifies either's roundings, and an element that sits at a ReLU(6)
 // kink within f32 rounding may take the other side of it in one and not the other: MobileNetV2's fused f32 step
-// departed so for about 6 draws in 100 (its depthwise and stem weights' gradients, up to 7e-2 of the scale, against
-// 1e-5 unfused; its output as close as the unfused step's), ResNet-18's in none. So a departure is checked again on a
-// second, fresh draw, and fails only there: a difference in what the fused step computes departs on every draw. The
-// f32 kernels themselves are held to f64 formulas in cpu_batch_norm_f32_test and batch_norm_act_test.
+// departed so for about 6 draws in 100, ResNet-18's in none. Traced block by block on one such draw: the fused
+// forward's error against f64 was the unfused one's at every block (6.4e-5 and 5.6e-5 at the last), and one of the
+// last bn-relu6's 20480 outputs sat on the other side of 0 (the fused residual adds round once, the unfused ones
+// twice); its mask bit moved the bias gradient there by 1e-4 of the scale and every gradient below it by up to
+// 7e-2. So a departure is checked again on fresh draws, and fails only when kDraws draws in a row depart: a
+// difference in what the fused step computes departs on every draw. The f32 kernels themselves are held to f64
+// formulas in cpu_batch_norm_f32_test and batch_norm_act_test.
+constexpr int kDraws = 3;
+
 void check(const ModelCase& c, Device device, bool with_f32) {
   const char* spec = c.spec;
   tandem::testing::NumericsGuard tf32_off(false, false);
   Generator gen(tandem::testing::fresh_seed());
   const Tensor labels = from_vector<int64_t>({3, 7, 1, 0}, {4});
   std::vector<std::string> departed;
-  for (int draw = 0; draw < 2; ++draw) {
+  for (int draw = 0; draw < kDraws; ++draw) {
     const uint64_t seed = tandem::testing::fresh_seed();
     const Tensor images = randn({4, 3, c.size, c.size}, gen, DType::F64);
     const Step exact = train_step(spec, device, DType::F64, false, seed, images, labels);
@@ -147,7 +152,7 @@ void check(const ModelCase& c, Device device, bool with_f32) {
     if (d.empty()) return;
     for (const std::string& m : d) departed.push_back("draw " + std::to_string(draw) + ": " + m);
   }
-  ADD_FAILURE() << spec << " on " << device.str() << ": the fused f32 step departed on both draws:\n"
+  ADD_FAILURE() << spec << " on " << device.str() << ": the fused f32 step departed on all " << kDraws << " draws:\n"
                 << [&] {
                      std::string all;
                      for (const std::string& m : departed) all += "  " + m + "\n";
