@@ -295,7 +295,8 @@ __global__ void synchronizing(unsigned* counter, float* out) {
   __syncthreads();
   ::cudasim::simt::count_flops(7);
   __syncthreads();
-  out[blockIdx.x * blockDim.x + threadIdx.x] = v;
+  const unsigned block = blockIdx.y * gridDim.x + blockIdx.x, per_block = blockDim.x * blockDim.y;
+  out[block * per_block + threadIdx.y * blockDim.x + threadIdx.x] = v;  // one element per thread of 2-D launches too
 }
 
 TEST(CudasimCounters, AtomicsBarriersCollectivesAndFlops) {

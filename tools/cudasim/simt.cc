@@ -251,8 +251,10 @@ void resume(BlockRun& run, Fiber& f) {
 #if defined(CUDASIM_ASAN_FIBERS)
   __sanitizer_start_switch_fiber(&run.scheduler_fake_stack, f.stack.bottom(), kStackBytes);
 #endif
-  race::enter(f.tsan, first);
+  // The counter's per-host-thread state is the engine's: set before ThreadSanitizer sees the fiber (which
+  // would take every thread's write of it for a race with the last one's).
   if (run.counter != nullptr) run.counter->enter(f.tid);
+  race::enter(f.tsan, first);
   ctx::transfer_t back = ctx::jump_fcontext(f.context, &f);
   if (run.counter != nullptr) run.counter->leave();
 #if defined(CUDASIM_ASAN_FIBERS)

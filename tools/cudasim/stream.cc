@@ -92,6 +92,9 @@ void run_stream(CUstream_st* s) {
         set_sticky(s->device, Fault{cudaErrorLaunchFailure, task.what + ": " + e.what()});
       }
     }
+    // What the work captured (a staged copy of pageable memory, say) is released before the work counts as
+    // done: a host thread that synchronizes may then drop the last reference itself.
+    task.fn = nullptr;
     {
       std::lock_guard<std::mutex> lock(s->mu);
       s->completed++;
