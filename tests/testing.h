@@ -35,8 +35,9 @@ namespace testing {
 // TANDEM_TEST_SEED sets it; the base is printed, so a failing run can be repeated with the same inputs).
 uint64_t fresh_seed();
 
-// Whether this is the test command's ASan + UBSan run of the simulated GPU (--config=cudasim-asan sets
-// TANDEM_SANITIZED), where a few long tests run a part of what their plain simulated-GPU run covers.
+// Whether this is a sanitizer run of the simulated GPU (the test command's ASan + UBSan run, or tools/tandem tsan:
+// --config=cudasim-asan and cudasim-tsan set TANDEM_SANITIZED), where a few long tests run a part of what their
+// plain simulated-GPU run covers.
 bool sanitizer_run();
 
 // How far `got` is from the reference `want`, for tolerances: the largest |got_i - want_i| divided by the largest
