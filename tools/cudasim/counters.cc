@@ -24,7 +24,9 @@ extern "C" void __tsan_ignore_thread_end();
 
 namespace cudasim {
 namespace counters {
+
 namespace {
+
 // Kernel code calls the counters (atomics, counted flops) from each CUDA thread's fiber, which ThreadSanitizer
 // takes for a thread of its own; the fibers of a block run on one host thread, one at a time, so the block's
 // counts are the engine's bookkeeping, hidden from it as the engine's own code is (tools/cudasim/simt.cc).
@@ -36,14 +38,6 @@ struct Hidden {
   Hidden() {}  // user-provided, so that a scope's guard is not an unused variable
 #endif
 };
-}  // namespace
-}  // namespace counters
-}  // namespace cudasim
-
-namespace cudasim {
-namespace counters {
-
-namespace {
 
 std::atomic<int> g_mode{TANDEM_CUDASIM_COUNTING_OFF};
 std::mutex g_ops_mu;
