@@ -28,7 +28,7 @@ def entries(cache):
                 path = os.path.join(root, name)
                 try:
                     st = os.stat(path)
-                except FileNotFoundError:  # removed by a concurrent build
+                except OSError:  # removed by a concurrent build, or unreadable: left alone
                     continue
                 found.append((max(st.st_mtime, st.st_atime), st.st_blocks * 512, path))
     return found
@@ -50,8 +50,10 @@ def trim(cache, max_bytes):
             break
         try:
             os.remove(path)
-        except FileNotFoundError:
+        except FileNotFoundError:  # removed by a concurrent build
             pass
+        except OSError:  # not ours to remove (permissions): kept, and not counted
+            continue
         removed += 1
         freed += size
         newest = last_use
