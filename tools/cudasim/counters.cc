@@ -14,30 +14,14 @@
 #include <cmath>
 #include <cstring>
 
+#include "tools/cudasim/race_hidden.h"
 #include "tools/cudasim/sim.h"
 #include "tools/cudasim/simt.h"
-
-#if defined(__SANITIZE_THREAD__)
-extern "C" void __tsan_ignore_thread_begin();  // in TSan's runtime, not in GCC 12's headers
-extern "C" void __tsan_ignore_thread_end();
-#endif
 
 namespace cudasim {
 namespace counters {
 
 namespace {
-
-// Kernel code calls the counters (atomics, counted flops) from each CUDA thread's fiber, which ThreadSanitizer
-// takes for a thread of its own; the fibers of a block run on one host thread, one at a time, so the block's
-// counts are the engine's bookkeeping, hidden from it as the engine's own code is (tools/cudasim/simt.cc).
-struct Hidden {
-#if defined(__SANITIZE_THREAD__)
-  Hidden() { __tsan_ignore_thread_begin(); }
-  ~Hidden() { __tsan_ignore_thread_end(); }
-#else
-  Hidden() {}  // user-provided, so that a scope's guard is not an unused variable
-#endif
-};
 
 std::atomic<int> g_mode{TANDEM_CUDASIM_COUNTING_OFF};
 std::mutex g_ops_mu;
@@ -64,7 +48,7 @@ thread_local Sink tl_sink_storage;
 inline void on_access(uintptr_t addr, uint32_t size, int kind, void* site) {
   Sink* s = tl_sink;
   if (s == nullptr || addr == s->coords) return;
-  Hidden hidden;
+  RaceHidden hidden;  // called from each CUDA thread's fiber: the block's counts are the engine's bookkeeping
   s->counter->access(addr, size, kind, reinterpret_cast<uintptr_t>(site));
 }
 
@@ -303,7 +287,7 @@ void BlockCounter::barrier() {
 void BlockCounter::collective() { counts_.warp_collectives++; }
 
 void BlockCounter::flops(uint64_t n) {
-  Hidden hidden;
+  RaceHidden hidden;  // as in on_access
   counts_.flops += static_cast<double>(n);
 }
 

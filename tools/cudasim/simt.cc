@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "tools/cudasim/counters.h"
+#include "tools/cudasim/race_hidden.h"
 #include "tools/cudasim/sim.h"
 #include "tools/cudasim/simt.h"
 #include "tools/cudasim/state.h"
@@ -30,8 +31,6 @@
 #if defined(__SANITIZE_THREAD__)
 #include <sanitizer/tsan_interface.h>
 #define CUDASIM_TSAN_FIBERS 1
-extern "C" void __tsan_ignore_thread_begin();  // in TSan's runtime, not in GCC 12's headers
-extern "C" void __tsan_ignore_thread_end();
 #endif
 
 namespace ctx = boost::context::detail;
@@ -130,10 +129,6 @@ void enter(void* f, bool first) { __tsan_switch_to_fiber(f, first ? 0 : __tsan_s
 void leave(void* host) { __tsan_switch_to_fiber(host, __tsan_switch_to_fiber_no_sync); }
 void release(void* addr) { __tsan_release(addr); }
 void acquire(void* addr) { __tsan_acquire(addr); }
-struct Hidden {
-  Hidden() { __tsan_ignore_thread_begin(); }
-  ~Hidden() { __tsan_ignore_thread_end(); }
-};
 // Ends the fiber of a thread parked for good in a collective (which holds one Hidden scope open); what it did
 // precedes `done`'s next acquire, as for a thread that finished.
 void abandon(void* f, void* host, void* done) {
@@ -151,11 +146,9 @@ void enter(void*, bool) {}
 void leave(void*) {}
 void release(void*) {}
 void acquire(void*) {}
-struct Hidden {
-  Hidden() {}  // user-provided, so that a scope's guard is not an unused variable
-};
 void abandon(void*, void*, void*) {}
 #endif
+using Hidden = RaceHidden;
 }  // namespace race
 
 // The order of runnable threads between barriers: TANDEM_CUDASIM_ORDER, or what a test set.

@@ -645,9 +645,9 @@ struct ActGrad {
 };
 
 // Three launches: the gradient sums in one pass (storing the masked gradient to dres), their finalize, and dx (two
-// where the dx pass finalizes: few splits). The
-// mask is recomputed from x where the caller allows it, else read from y; dx's pass reads the masked gradient back
-// from dres where the first pass wrote it (rather than added it), instead of dy and y.
+// where the dx pass finalizes: few splits). The mask is recomputed from x where the caller allows it, else read from
+// y; dx's pass reads the masked gradient back from dres where the first pass wrote it (rather than added it),
+// instead of dy and y.
 void backward(const BatchNormBackwardArgs& args, const ActGrad& e, const Stream& s) {
   if (args.g.c == 0) return;
   check_channels(args.g);
